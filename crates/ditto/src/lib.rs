@@ -1,0 +1,1 @@
+//! ditto CLI library (in progress).

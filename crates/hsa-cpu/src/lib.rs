@@ -1,0 +1,1 @@
+//! CPU HSA runtime (in progress).

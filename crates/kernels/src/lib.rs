@@ -1,0 +1,1 @@
+//! Kernel names and argument layouts (in progress).

@@ -1,0 +1,344 @@
+//! The wire protocol between the tool library (inside the application) and
+//! the collector (`ditto collect`, or the collector inside `ditto run` /
+//! `ditto validate`).
+//!
+//! Owns the message types, their postcard encoding, length-prefixed framing
+//! and the buffer fingerprint both sides compute. It never does I/O policy
+//! (timeouts, retries): callers own their sockets.
+//!
+//! A connection carries one application process:
+//! tool → `Hello`; collector → `Welcome` (or `Reject`);
+//! then per captured dispatch: tool → `Dispatch`; collector → `Ack`;
+//! finally tool → `Goodbye` with what the process dispatched.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// Bumped on any incompatible change of a message.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest frame either side accepts (16 MiB); larger is a protocol error.
+pub const MAX_FRAME_BYTES: u32 = 16 << 20;
+
+/// Messages sent by the tool library.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum ToolMessage {
+    Hello(Hello),
+    Dispatch(Dispatch),
+    Goodbye(Goodbye),
+}
+
+/// Messages sent by the collector.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum CollectorMessage {
+    Welcome { version: u32 },
+    Reject { reason: String },
+    Ack(Ack),
+}
+
+/// First message of a connection: who is talking and what it captures.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Hello {
+    pub version: u32,
+    pub pid: u32,
+    /// Label of this run (`DITTO_RUN_NAME`); names the snapshot directory.
+    pub run: String,
+    /// The kernel name the user asked for, as given.
+    pub kernel_query: String,
+    pub command_line: Vec<String>,
+    pub working_directory: String,
+}
+
+/// Identity of a kernel as loaded by the runtime.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KernelName {
+    /// Symbol name without the `.kd` suffix (e.g. `_Z10reduce_sumPKfPfi`).
+    pub mangled: String,
+    /// Demangled signature (e.g. `reduce_sum(float const*, float*, int)`).
+    pub demangled: String,
+}
+
+/// One captured dispatch of the target kernel, sent after it completed and
+/// while it is still held: nothing after it in its queue has run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Dispatch {
+    /// Index among this process's dispatches of the matched kernel, from 0.
+    pub index: u64,
+    pub kernel: KernelName,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub buffers: Vec<Buffer>,
+}
+
+/// Element type of a captured buffer.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F16,
+    BF16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    Bool,
+    /// Unknown element type: raw bytes.
+    Bytes,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 | DType::Bool | DType::Bytes => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Name as safetensors and numpy users know it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::Bool => "bool",
+            DType::Bytes => "bytes",
+        }
+    }
+
+    /// Inverse of [`DType::name`].
+    pub fn from_name(name: &str) -> Option<DType> {
+        ALL_DTYPES.iter().copied().find(|d| d.name() == name)
+    }
+}
+
+pub const ALL_DTYPES: [DType; 14] = [
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::Bool,
+    DType::Bytes,
+];
+
+/// One pointer argument of a captured dispatch, exported as an IPC handle of
+/// its whole containing allocation.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Buffer {
+    /// Position of the argument in the kernel's parameter list.
+    pub arg_index: u32,
+    pub dtype: DType,
+    /// `hsa_amd_ipc_memory_t` bytes (or the backend's equivalent).
+    pub handle: Vec<u8>,
+    pub owner_pid: u32,
+    /// Base address and size of the containing allocation in the owner.
+    pub alloc_base: u64,
+    pub alloc_size: u64,
+    /// Offset of the argument's pointer inside the allocation, and the
+    /// number of bytes to read from there.
+    pub offset: u64,
+    pub extent: u64,
+    /// [`fingerprint`] of the `extent` bytes at `offset`, read by the tool.
+    pub fingerprint: u64,
+}
+
+/// Collector's answer to one `Dispatch`. Sent only after every mapping of
+/// that dispatch has been detached.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Ack {
+    pub index: u64,
+    /// `Err` names what went wrong (attach failure, fingerprint mismatch).
+    pub result: Result<(), String>,
+}
+
+/// Last message of a connection: every kernel the process dispatched, with
+/// counts, so a collector can say what ran when the target never did.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Goodbye {
+    pub dispatched: Vec<(KernelName, u64)>,
+}
+
+/// Fingerprint of a buffer's bytes: FNV-1a over the length and up to 64
+/// evenly spaced 64-byte windows. Cheap for gigabyte buffers, yet any stale
+/// or foreign mapping differs from the right one with near certainty.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    const WINDOW: usize = 64;
+    const WINDOWS: usize = 64;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |chunk: &[u8]| {
+        for &b in chunk {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(&(bytes.len() as u64).to_le_bytes());
+    if bytes.len() <= WINDOW * WINDOWS {
+        eat(bytes);
+    } else {
+        let stride = (bytes.len() - WINDOW) / (WINDOWS - 1);
+        for i in 0..WINDOWS {
+            let start = i * stride;
+            eat(&bytes[start..start + WINDOW]);
+        }
+    }
+    h
+}
+
+/// Errors of framing and decoding.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("connection closed")]
+    Closed,
+    #[error("frame of {0} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")]
+    TooLarge(u32),
+    #[error("malformed message: {0}")]
+    Decode(#[from] postcard::Error),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Writes one frame: a little-endian u32 length, then the postcard bytes.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), FrameError> {
+    let body = postcard::to_stdvec(msg)?;
+    let len = u32::try_from(body.len()).map_err(|_| FrameError::TooLarge(u32::MAX))?;
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(len));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame written by [`write_frame`]. A clean end of stream before
+/// the length is [`FrameError::Closed`]; a length over the limit is rejected
+/// before anything is allocated.
+pub fn read_frame<R: Read, T: serde::de::DeserializeOwned>(r: &mut R) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_le_bytes(len);
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(len));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)?;
+    Ok(postcard::from_bytes(&body)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_dispatch() -> Dispatch {
+        Dispatch {
+            index: 3,
+            kernel: KernelName {
+                mangled: "_Z12scale_valuesIfEvPT_S1_S0_i".into(),
+                demangled: "void scale_values<float>(float*, float*, float, int)".into(),
+            },
+            grid: [1024, 1, 1],
+            block: [256, 1, 1],
+            buffers: vec![Buffer {
+                arg_index: 1,
+                dtype: DType::F32,
+                handle: vec![7; 32],
+                owner_pid: 4242,
+                alloc_base: 0x7f00_0000_0000,
+                alloc_size: 4096,
+                offset: 0,
+                extent: 4096,
+                fingerprint: 0x1234,
+            }],
+        }
+    }
+
+    #[test]
+    fn dispatch_survives_a_frame_round_trip() {
+        let msg = ToolMessage::Dispatch(sample_dispatch());
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &msg).unwrap();
+        let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_before_allocation() {
+        let mut wire = (MAX_FRAME_BYTES + 1).to_le_bytes().to_vec();
+        wire.extend_from_slice(&[0; 8]);
+        let err = read_frame::<_, ToolMessage>(&mut wire.as_slice()).unwrap_err();
+        assert!(matches!(err, FrameError::TooLarge(n) if n == MAX_FRAME_BYTES + 1));
+    }
+
+    #[test]
+    fn end_of_stream_before_a_frame_is_closed() {
+        let err = read_frame::<_, ToolMessage>(&mut [].as_slice()).unwrap_err();
+        assert!(matches!(err, FrameError::Closed));
+    }
+
+    #[test]
+    fn truncated_frame_is_an_io_error() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &ToolMessage::Dispatch(sample_dispatch())).unwrap();
+        wire.truncate(wire.len() - 5);
+        let err = read_frame::<_, ToolMessage>(&mut wire.as_slice()).unwrap_err();
+        assert!(matches!(err, FrameError::Io(_)));
+    }
+
+    #[test]
+    fn fingerprint_sees_a_changed_byte_in_small_buffers_and_length_changes() {
+        let a = vec![1u8; 1000];
+        let mut b = a.clone();
+        b[999] = 2;
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(fingerprint(&a), fingerprint(&a[..999]));
+        assert_eq!(fingerprint(&a), fingerprint(&a.clone()));
+    }
+
+    #[test]
+    fn fingerprint_samples_large_buffers_including_both_ends() {
+        let a = vec![0u8; 1 << 20];
+        let mut first = a.clone();
+        first[0] = 1;
+        let mut last = a.clone();
+        *last.last_mut().unwrap() = 1;
+        assert_ne!(fingerprint(&a), fingerprint(&first));
+        assert_ne!(fingerprint(&a), fingerprint(&last));
+    }
+
+    #[test]
+    fn dtype_names_round_trip() {
+        for d in ALL_DTYPES {
+            assert_eq!(DType::from_name(d.name()), Some(d));
+        }
+        assert_eq!(DType::F64.size(), 8);
+        assert_eq!(DType::BF16.size(), 2);
+    }
+}

@@ -1,0 +1,1 @@
+//! Test applications (in progress).

@@ -1,0 +1,1 @@
+//! ditto tool library (in progress).

@@ -197,9 +197,9 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
     if bytes.len() <= WINDOW * WINDOWS {
         eat(bytes);
     } else {
-        let stride = (bytes.len() - WINDOW) / (WINDOWS - 1);
+        let last_start = bytes.len() - WINDOW;
         for i in 0..WINDOWS {
-            let start = i * stride;
+            let start = i * last_start / (WINDOWS - 1);
             eat(&bytes[start..start + WINDOW]);
         }
     }

@@ -1,0 +1,122 @@
+//! The seed as a regression: Accordo's first snapshot sometimes held garbage
+//! because state (an IPC mapping) outlived a snapshot. Here one collector
+//! process serves 50 scale_values<float> self-compares followed by 50
+//! scale_values<double> self-compares; every one must be valid, and the
+//! collector must hold no mapping of application memory afterwards.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Collector {
+    child: Child,
+}
+
+impl Collector {
+    fn start(socket: &Path, out: &Path) -> Collector {
+        let child = Command::new(ditto_bin())
+            .args(["collect", "--hsa-runtime", "cpu", "--socket"])
+            .arg(socket)
+            .arg("--out")
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ditto collect");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "ditto collect never created {}", socket.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Collector { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs scale_values under the tool through scripts/ditto-run.
+fn capture(socket: &Path, run: &str, dtype: &str) {
+    let out = Command::new(repo_root().join("scripts/ditto-run"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--kernel", "scale_values", "--hsa-runtime", "cpu", "--run", run, "--"])
+        .arg(app("scale_values"))
+        .arg(dtype)
+        .env("DITTO_TOOL_LIB", tool_lib())
+        .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir())
+        .output()
+        .expect("run scripts/ditto-run");
+    assert!(
+        out.status.success(),
+        "{run}: scale_values {dtype} failed: {:?}\n{}",
+        out.status,
+        stderr(&out)
+    );
+}
+
+fn pool_mappings(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .expect("read collector maps")
+        .lines()
+        .filter(|l| l.contains("hsa-cpu-pool"))
+        .count()
+}
+
+#[test]
+fn fifty_float_then_fifty_double_self_compares_through_one_collector_are_all_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let out = dir.path().join("snapshots");
+    let collector = Collector::start(&socket, &out);
+
+    for dtype in ["float", "double"] {
+        for i in 0..50 {
+            let (r, o) = (format!("{dtype}-ref-{i}"), format!("{dtype}-opt-{i}"));
+            capture(&socket, &r, dtype);
+            capture(&socket, &o, dtype);
+            let cmp = ditto(&["compare", "--json", out.join(&r).to_str().unwrap(), out.join(&o).to_str().unwrap()]);
+            let v = json(&cmp);
+            assert_eq!(v["valid"], true, "{dtype} self-compare {i}: {}", stdout(&cmp));
+            assert_eq!(v["arrays_compared"], 2, "input and output are both non-const pointers");
+            assert_eq!(cmp.status.code(), Some(0));
+        }
+    }
+    assert_eq!(pool_mappings(collector.pid()), 0, "collector still maps application memory");
+
+    // The snapshots hold the right values, not merely equal ones.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("double-ref-0/manifest.json")).unwrap()).unwrap();
+    let buffers = manifest["dispatches"][0]["buffers"].as_array().unwrap();
+    assert_eq!(buffers.len(), 2);
+    assert!(buffers.iter().all(|b| b["dtype"] == "float64"));
+    let file = manifest["dispatches"][0]["file"].as_str().unwrap();
+    let bytes = std::fs::read(out.join("double-ref-0").join(file)).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let values = |name: &str| -> Vec<f64> {
+        tensors
+            .tensor(name)
+            .unwrap()
+            .data()
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let (input, output) = (values("arg0"), values("arg1"));
+    assert_eq!(input.len(), 1024);
+    for i in 0..1024 {
+        assert_eq!(input[i], i as f64, "input[{i}]");
+        assert_eq!(output[i], 2.0 * i as f64, "output[{i}]");
+    }
+}

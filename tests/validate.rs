@@ -1,0 +1,73 @@
+//! `ditto validate` end to end on the CPU HSA runtime: the demo's verdicts.
+
+mod common;
+use common::*;
+
+fn validate_reduce_sum(opt: &str) -> std::process::Output {
+    let reference = app("reduce_sum_baseline");
+    let optimized = app(opt);
+    ditto(&[
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref",
+        reference.to_str().unwrap(),
+        "--opt",
+        optimized.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn optimized_reduce_sum_is_valid_against_baseline() {
+    let out = validate_reduce_sum("reduce_sum_optimized");
+    let v = json(&out);
+    assert_eq!(v["valid"], true, "stderr:\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(v["arrays_compared"], 1, "one output array (argument 1) per run");
+    assert_eq!(v["mismatches"].as_array().unwrap().len(), 0);
+    assert!(v["kernel"].as_str().unwrap().contains("reduce_sum"));
+}
+
+#[test]
+fn wrong_reduce_sum_mismatches_on_argument_1() {
+    let out = validate_reduce_sum("reduce_sum_wrong");
+    let v = json(&out);
+    assert_eq!(v["valid"], false, "stderr:\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1));
+    let mismatches = v["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1);
+    let m = &mismatches[0];
+    assert_eq!(m["dispatch"], 0);
+    assert_eq!(m["arg"], 1);
+    assert_eq!(m["mismatched_elements"], 1);
+    assert_eq!(m["total_elements"], 1);
+    // The baseline's sum of (i % 7) * 0.5 over 65536 elements, against 0.
+    let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
+    assert_eq!(m["max_abs_diff"].as_f64().unwrap(), expected_sum);
+    assert_eq!(m["max_abs_diff_index"], 0);
+    assert_eq!(m["max_rel_diff"].as_f64().unwrap(), 1.0);
+}
+
+#[test]
+fn human_output_names_pass_and_fail() {
+    let reference = app("reduce_sum_baseline");
+    let wrong = app("reduce_sum_wrong");
+    let out = ditto(&[
+        "validate",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref",
+        reference.to_str().unwrap(),
+        "--opt",
+        wrong.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("FAIL"), "stdout:\n{text}\nstderr:\n{}", stderr(&out));
+    assert!(text.contains("Mismatched elements: 1 / 1 (100.0%)"), "stdout:\n{text}");
+    assert!(!text.contains('\x1b'), "no colour when stdout is not a terminal");
+}

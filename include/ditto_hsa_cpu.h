@@ -14,11 +14,21 @@
  *       "<mangled name>.kd" with KERNEL_OBJECT, KERNARG_SEGMENT_SIZE,
  *       KERNARG_SEGMENT_ALIGNMENT, GROUP_SEGMENT_SIZE and PRIVATE_SEGMENT_SIZE.
  *
- * KERNEL_OBJECT is the address of a descriptor owned by the runtime (as on a
- * GPU it is the address of the kernel descriptor). The packet processor
- * accepts only addresses of descriptors of live executables; any other value
- * fails the dispatch with HSA_STATUS_ERROR_INVALID_CODE_OBJECT reported to
- * the queue's error callback, never a jump to an arbitrary address.
+ * Only x86-64 ELF shared objects that export ditto_cpu_code_object_kernels
+ * load; anything else (a real AMDGPU code object included) makes
+ * hsa_executable_load_agent_code_object return
+ * HSA_STATUS_ERROR_INVALID_CODE_OBJECT. The runtime dlopen()s the memfd
+ * through a descriptor of its own ("/proc/self/fd/N", RTLD_NOW|RTLD_LOCAL)
+ * and dlclose()s it when the executable is destroyed and no dispatch of it
+ * is running.
+ *
+ * KERNEL_OBJECT is the address of a 64-byte descriptor owned by the runtime
+ * (as on a GPU it is the address of the kernel descriptor; its first three
+ * uint32_t are the group, private and kernarg segment sizes, as in AMD's
+ * kernel descriptor). The packet processor accepts only addresses of
+ * descriptors of live executables; any other value fails the dispatch with
+ * HSA_STATUS_ERROR_INVALID_CODE_OBJECT reported to the queue's error
+ * callback, never a jump to an arbitrary address.
  *
  * Executing: the queue's packet processor (one host thread per queue) takes
  * packets in order, honouring the barrier bit, and for a dispatch calls the
@@ -27,7 +37,22 @@
  * and runs every work-group in turn; the work-items of a group run as
  * cooperative fibers on that thread, switching at __syncthreads(), so
  * __shared__ memory is per group and barriers behave as on a GPU. When the
- * entry returns, the processor decrements the packet's completion signal.
+ * entry returns, the processor records the kernel's start and end (CLOCK_
+ * MONOTONIC ns, the HSA system timestamp; read them with
+ * hsa_amd_profiling_get_dispatch_time on the packet's completion signal),
+ * sets the packet header back to INVALID, advances the read index, and only
+ * then decrements the completion signal by 1 (if it is not 0).
+ *
+ * Errors: a dispatch that fails (unknown KERNEL_OBJECT, or an entry that
+ * returns non-zero: HSA_STATUS_ERROR_EXCEPTION) is reported to the queue's
+ * error callback on the processor thread, and the packet then completes as
+ * above and the queue goes on. This differs from a GPU, where the queue
+ * would stop; it keeps waiters (and the ditto tool) from hanging.
+ *
+ * Barrier-AND and barrier-OR packets wait on their non-zero dependency
+ * signals (value 0 = satisfied; a handle naming no live signal counts as
+ * satisfied) without spinning. Packets run one at a time, in order, so the
+ * barrier bit always holds.
  */
 #ifndef DITTO_HSA_CPU_H
 #define DITTO_HSA_CPU_H

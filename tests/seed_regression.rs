@@ -7,55 +7,11 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Collector {
-    child: Child,
-}
-
-impl Collector {
-    fn start(socket: &Path, out: &Path) -> Collector {
-        let child = Command::new(ditto_bin())
-            .args(["collect", "--hsa-runtime", "cpu", "--socket"])
-            .arg(socket)
-            .arg("--out")
-            .arg(out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start ditto collect");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "ditto collect never created {}", socket.display());
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Collector { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs scale_values under the tool through scripts/ditto-run.
 fn capture(socket: &Path, run: &str, dtype: &str) {
-    let out = Command::new(repo_root().join("scripts/ditto-run"))
-        .arg("--socket")
-        .arg(socket)
-        .args(["--kernel", "scale_values", "--hsa-runtime", "cpu", "--run", run, "--"])
-        .arg(app("scale_values"))
+    let out = ditto_run(socket, "scale_values", run, &app("scale_values"))
         .arg(dtype)
-        .env("DITTO_TOOL_LIB", tool_lib())
-        .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir())
         .output()
         .expect("run scripts/ditto-run");
     assert!(
@@ -64,14 +20,6 @@ fn capture(socket: &Path, run: &str, dtype: &str) {
         out.status,
         stderr(&out)
     );
-}
-
-fn pool_mappings(pid: u32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .expect("read collector maps")
-        .lines()
-        .filter(|l| l.contains("hsa-cpu-pool"))
-        .count()
 }
 
 #[test]

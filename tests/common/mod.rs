@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// target/<profile>/ — the test executable lives in target/<profile>/deps/.
 pub fn profile_dir() -> PathBuf {
@@ -80,4 +81,69 @@ pub fn json(o: &Output) -> serde_json::Value {
             stderr(o)
         )
     })
+}
+
+/// A `ditto collect` process serving one socket; stopped (SIGTERM) on drop.
+pub struct Collector {
+    child: Child,
+}
+
+impl Collector {
+    pub fn start(socket: &Path, out: &Path) -> Collector {
+        let child = Command::new(ditto_bin())
+            .args(["collect", "--hsa-runtime", "cpu", "--socket"])
+            .arg(socket)
+            .arg("--out")
+            .arg(out)
+            .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ditto collect");
+        wait_for(socket, "ditto collect's socket");
+        Collector { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits (20 s at most) until `path` exists.
+pub fn wait_for(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what} ({}) never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Mappings of the CPU runtime's pool memory (memfd "hsa-cpu-pool") held by
+/// process `pid`: every IPC attachment shows up as one.
+pub fn pool_mappings(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .expect("read /proc/<pid>/maps")
+        .lines()
+        .filter(|l| l.contains("hsa-cpu-pool"))
+        .count()
+}
+
+/// `scripts/ditto-run` preloading this profile's tool, on the CPU runtime.
+pub fn ditto_run(socket: &Path, kernel: &str, run: &str, cmd: &Path) -> Command {
+    let mut c = Command::new(repo_root().join("scripts/ditto-run"));
+    c.arg("--socket")
+        .arg(socket)
+        .args(["--kernel", kernel, "--hsa-runtime", "cpu", "--run", run, "--"])
+        .arg(cmd)
+        .env("DITTO_TOOL_LIB", tool_lib())
+        .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir());
+    c
 }

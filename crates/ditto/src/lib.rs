@@ -1,1 +1,24 @@
-//! ditto CLI library (in progress).
+//! The `ditto` command as a library: the collector that maps, copies and
+//! unmaps the buffers applications export, the snapshot store, the
+//! comparison engine and its reports, and the subcommands that tie them
+//! together. `src/main.rs` only parses arguments and maps results to exit
+//! codes (0 valid, 1 mismatch, 2 error).
+
+pub mod collector;
+pub mod commands;
+pub mod compare;
+pub mod launch;
+pub mod report;
+pub mod runtime;
+pub mod store;
+
+use std::path::PathBuf;
+
+/// Directory of the running executable: where `libditto.so` and
+/// `hsa-cpu/` are found next to `ditto` (target/<profile>/).
+pub fn executable_dir() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    exe.parent()
+        .map(|p| p.to_path_buf())
+        .ok_or_else(|| std::io::Error::other(format!("{} has no parent directory", exe.display())))
+}

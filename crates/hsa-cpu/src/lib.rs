@@ -1,1 +1,38 @@
-//! CPU HSA runtime (in progress).
+//! ditto's CPU implementation of the HSA runtime (`libhsa-runtime64.so.1`).
+//!
+//! Module map (ROCr's seams; each module owns its state, the API table is
+//! the only way in from outside):
+//! - `api`          the live HsaApiTable, the ONE declaration list of
+//!   implemented functions, exported ROCR_1 trampolines
+//! - `runtime`      hsa_init / hsa_shut_down reference count, tool life cycle
+//! - `tools`        HSA_TOOLS_LIB and HSA_AMD_TOOL_PRIORITY discovery, OnLoad/OnUnload
+//! - `agents`       CPU agent, GPU-type agent (gfx90a), ISA, pools, system info
+//! - `memory`       pool allocations in shared memfds, 2 MiB fragment blocks,
+//!   pointer info, locking, copies
+//! - `ipc`          IPC handles of pool allocations, attach/detach across processes
+//! - `signals`      signal table, values, blocking waits, dispatch timestamps
+//! - `queues`       AQL rings, index operations, one packet processor per queue
+//! - `intercept`    intercept queues (proxy ring, interceptor chain, overflow,
+//!   the runtime's async thread)
+//! - `executables`  code-object readers, executables, symbols, kernel descriptors
+//! - `dispatch`     running one kernel-dispatch packet on the host
+//!   (include/ditto_hsa_cpu.h)
+//!
+//! Handles: signals, executables, symbols and readers are ids looked up in
+//! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
+//! against a registry; KERNEL_OBJECT is the address of a runtime-owned
+//! descriptor validated against the registry of live kernels.
+
+pub mod agents;
+pub mod api;
+pub mod dispatch;
+pub mod executables;
+pub mod intercept;
+pub mod ipc;
+pub mod memory;
+pub mod queues;
+pub mod runtime;
+pub mod signals;
+pub mod tools;
+
+pub use api::*;

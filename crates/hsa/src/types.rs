@@ -42,6 +42,8 @@ pub const HSA_STATUS_ERROR_INVALID_WAVEFRONT: hsa_status_t = 0x1023;
 pub const HSA_STATUS_ERROR_INVALID_SIGNAL_GROUP: hsa_status_t = 0x1024;
 pub const HSA_STATUS_ERROR_INVALID_RUNTIME_STATE: hsa_status_t = 0x1025;
 pub const HSA_STATUS_ERROR_FATAL: hsa_status_t = 0x1026;
+/// `hsa_ext_amd.h`: a memory pool handle that names no pool (value 40, not 0x10xx).
+pub const HSA_STATUS_ERROR_INVALID_MEMORY_POOL: hsa_status_t = 40;
 
 macro_rules! handle_types {
     ($($name:ident),* $(,)?) => {$(
@@ -281,6 +283,7 @@ pub const HSA_EXT_POINTER_TYPE_IPC: hsa_amd_pointer_type_t = 4;
 /// Result of `hsa_amd_pointer_info`; set `size` before the call.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
+#[allow(non_snake_case)] // field names as in hsa_ext_amd.h
 pub struct hsa_amd_pointer_info_t {
     pub size: u32,
     pub type_: hsa_amd_pointer_type_t,

@@ -1,0 +1,162 @@
+//! Reading one dispatch's buffers: attach → copy → DETACH → verify the
+//! fingerprint, then store. Owns the RAII attachment guard and the live
+//! attachment count; never returns (or stores) bytes whose fingerprint
+//! differs from the tool's, and never leaves a mapping behind on any path.
+
+use super::{BufferSource, Mapping, Shared};
+use crate::store::{CapturedBuffer, SnapshotWriter};
+use ditto_protocol::{Buffer, Dispatch, fingerprint};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// An attachment that is detached exactly once: explicitly through
+/// [`Attachment::detach`] (to see its error) or on drop (every other path).
+struct Attachment<'a> {
+    source: &'a dyn BufferSource,
+    live: &'a AtomicUsize,
+    mapping: Option<Mapping>,
+}
+
+impl<'a> Attachment<'a> {
+    fn attach(
+        source: &'a dyn BufferSource,
+        live: &'a AtomicUsize,
+        handle: &[u8],
+        size: u64,
+    ) -> Result<Self, String> {
+        let mapping = source.attach(handle, size)?;
+        live.fetch_add(1, Ordering::SeqCst);
+        Ok(Attachment {
+            source,
+            live,
+            mapping: Some(mapping),
+        })
+    }
+
+    fn copy(&self, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        let mapping = self.mapping.as_ref().expect("attached until detach");
+        self.source.copy(mapping, offset, dst)
+    }
+
+    fn detach(mut self) -> Result<(), String> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<(), String> {
+        match self.mapping.take() {
+            Some(m) => {
+                let r = self.source.detach(m);
+                self.live.fetch_sub(1, Ordering::SeqCst);
+                r
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Attachment<'_> {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+pub(super) struct Stored {
+    pub(super) arrays: u64,
+    pub(super) bytes: u64,
+}
+
+fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
+    format!(
+        "dispatch {} of {}, argument {}",
+        d.index, d.kernel.demangled, b.arg_index
+    )
+}
+
+/// attach → copy → detach → verify for one buffer.
+fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, String> {
+    let what = || describe_buffer(d, b);
+    let size = b.dtype.size() as u64;
+    if !b.extent.is_multiple_of(size) {
+        return Err(format!(
+            "{}: extent {} bytes is not a whole number of {} elements",
+            what(),
+            b.extent,
+            b.dtype.name()
+        ));
+    }
+    if b.offset
+        .checked_add(b.extent)
+        .is_none_or(|end| end > b.alloc_size)
+    {
+        return Err(format!(
+            "{}: {} bytes at offset {} exceed the {}-byte allocation at 0x{:x}",
+            what(),
+            b.extent,
+            b.offset,
+            b.alloc_size,
+            b.alloc_base
+        ));
+    }
+    let extent = usize::try_from(b.extent).map_err(|_| format!("{}: extent too large", what()))?;
+    let mut data = vec![0u8; extent];
+    let attachment = Attachment::attach(&*shared.source, &shared.live, &b.handle, b.alloc_size)
+        .map_err(|e| {
+            format!(
+                "{}: cannot map the allocation of pid {} (0x{:x}, {} bytes): {e}",
+                what(),
+                b.owner_pid,
+                b.alloc_base,
+                b.alloc_size
+            )
+        })?;
+    attachment
+        .copy(b.offset, &mut data)
+        .map_err(|e| format!("{}: {e}", what()))?;
+    attachment
+        .detach()
+        .map_err(|e| format!("{}: {e}", what()))?;
+    let seen = fingerprint(&data);
+    if seen != b.fingerprint {
+        return Err(format!(
+            "{}: fingerprint mismatch (tool read {:016x}, collector mapped {seen:016x}): the mapping does not \
+             show what the application holds; data discarded",
+            what(),
+            b.fingerprint
+        ));
+    }
+    Ok(data)
+}
+
+/// Captures every buffer of a dispatch, then stores it. Nothing is stored
+/// unless every buffer was read and verified.
+pub(super) fn capture_dispatch(
+    shared: &Shared,
+    writer: &Mutex<SnapshotWriter>,
+    rank: u32,
+    pid: u32,
+    d: &Dispatch,
+) -> Result<Stored, String> {
+    let mut captured = Vec::with_capacity(d.buffers.len());
+    for b in &d.buffers {
+        let data = capture_buffer(shared, d, b)?;
+        captured.push(CapturedBuffer {
+            buffer: b.clone(),
+            data,
+        });
+    }
+    let bytes = captured.iter().map(|c| c.data.len() as u64).sum();
+    writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add_dispatch(rank, pid, d, &captured)
+        .map_err(|e| {
+            format!(
+                "dispatch {} of {}: cannot store the snapshot: {e}",
+                d.index, d.kernel.demangled
+            )
+        })?;
+    Ok(Stored {
+        arrays: captured.len() as u64,
+        bytes,
+    })
+}

@@ -1,0 +1,322 @@
+//! One connection, one application process: the protocol state machine
+//! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye), patient reads with a
+//! per-message deadline, and the connection's report. Never acks a dispatch
+//! before its capture (and every detach) is finished.
+
+use super::capture::capture_dispatch;
+use super::{
+    ConnectionEnd, ConnectionReport, POLL_INTERVAL, Shared, SnapshotLayout, check_peer,
+    check_run_name, peer_uid,
+};
+use crate::store::SnapshotWriter;
+use ditto_protocol::{
+    Ack, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, read_frame,
+    write_frame,
+};
+use std::io::{self, Read};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+const SHUTDOWN_MESSAGE: &str = "collector shutting down";
+
+/// Reads from a socket whose read timeout is [`POLL_INTERVAL`]: waits
+/// indefinitely for a message to start (the application may compute for
+/// hours), but a started message must finish before `deadline`.
+struct FrameReader<'a> {
+    stream: &'a UnixStream,
+    shared: &'a Shared,
+    deadline: Option<Instant>,
+    started: bool,
+}
+
+impl FrameReader<'_> {
+    fn next_frame(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+        self.started = false;
+    }
+}
+
+impl Read for FrameReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match (&*self.stream).read(buf) {
+                Ok(n) => {
+                    if n > 0 && !self.started {
+                        self.started = true;
+                        self.deadline
+                            .get_or_insert(Instant::now() + self.shared.config.frame_timeout);
+                    }
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if self.shared.shutdown.load(Ordering::SeqCst) {
+                        return Err(io::Error::other(SHUTDOWN_MESSAGE));
+                    }
+                    if self.deadline.is_some_and(|d| Instant::now() > d) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "no complete message within {:?} (the tool stalled mid-message)",
+                                self.shared.config.frame_timeout
+                            ),
+                        ));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+struct ActiveGuard<'a>(&'a AtomicUsize);
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
+    let _active = ActiveGuard(&shared.active);
+    let mut report = ConnectionReport::new();
+    report.end = run_connection(shared, &stream, &mut report);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    if let Some(observer) = &shared.config.on_connection_end {
+        observer(&report);
+    }
+    shared
+        .reports
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(report);
+}
+
+fn send(stream: &UnixStream, msg: &CollectorMessage) -> Result<(), FrameError> {
+    write_frame(&mut &*stream, msg)
+}
+
+fn reject(stream: &UnixStream, reason: String) -> ConnectionEnd {
+    let _ = send(
+        stream,
+        &CollectorMessage::Reject {
+            reason: reason.clone(),
+        },
+    );
+    ConnectionEnd::Rejected(reason)
+}
+
+fn run_connection(
+    shared: &Shared,
+    stream: &UnixStream,
+    report: &mut ConnectionReport,
+) -> ConnectionEnd {
+    let setup = stream
+        .set_nonblocking(false)
+        .and_then(|_| stream.set_read_timeout(Some(POLL_INTERVAL)))
+        .and_then(|_| stream.set_write_timeout(Some(shared.config.frame_timeout)));
+    if let Err(e) = setup {
+        return ConnectionEnd::Dropped {
+            in_flight: None,
+            reason: format!("socket setup failed: {e}"),
+        };
+    }
+    match peer_uid(stream) {
+        Ok(uid) => {
+            if let Err(reason) = check_peer(uid, shared.config.allowed_uid) {
+                return reject(stream, reason);
+            }
+        }
+        Err(e) => {
+            return reject(
+                stream,
+                format!("cannot identify the peer (SO_PEERCRED): {e}"),
+            );
+        }
+    }
+    let mut reader = FrameReader {
+        stream,
+        shared,
+        deadline: None,
+        started: false,
+    };
+    reader.next_frame(Some(Instant::now() + shared.config.frame_timeout));
+    let hello = match read_frame::<_, ToolMessage>(&mut reader) {
+        Ok(ToolMessage::Hello(h)) => h,
+        Ok(other) => {
+            return reject(
+                stream,
+                format!("expected Hello first, got {}", message_kind(&other)),
+            );
+        }
+        Err(e) => return ended_by(shared, &reader, e, None, "waiting for Hello"),
+    };
+    report.run = Some(hello.run.clone());
+    report.pid = Some(hello.pid);
+    if hello.version != PROTOCOL_VERSION {
+        return reject(
+            stream,
+            format!(
+                "the tool speaks protocol version {} but this collector speaks version {PROTOCOL_VERSION}: \
+                 use the libditto.so built together with this ditto",
+                hello.version
+            ),
+        );
+    }
+    let (dir, writer) = match snapshot_for(shared, &hello) {
+        Ok(x) => x,
+        Err(reason) => return reject(stream, reason),
+    };
+    report.snapshot_dir = Some(dir.clone());
+    let rank = match writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add_run(&hello)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return reject(
+                stream,
+                format!("cannot record the run in {}: {e}", dir.display()),
+            );
+        }
+    };
+    report.rank = Some(rank);
+    if let Err(e) = send(
+        stream,
+        &CollectorMessage::Welcome {
+            version: PROTOCOL_VERSION,
+        },
+    ) {
+        return ConnectionEnd::Dropped {
+            in_flight: None,
+            reason: format!("cannot send Welcome: {e}"),
+        };
+    }
+    let mut last_dispatch: Option<u64> = None;
+    loop {
+        reader.next_frame(None);
+        let msg = match read_frame::<_, ToolMessage>(&mut reader) {
+            Ok(m) => m,
+            Err(e) => {
+                // A message that had started is a dispatch (or Goodbye) lost in transit.
+                let in_flight = if reader.started {
+                    Some(last_dispatch.map_or(0, |i| i + 1))
+                } else {
+                    None
+                };
+                let context = match last_dispatch {
+                    Some(i) => format!("after dispatch {i}"),
+                    None => "before any dispatch".to_string(),
+                };
+                return ended_by(shared, &reader, e, in_flight, &context);
+            }
+        };
+        match msg {
+            ToolMessage::Dispatch(d) => {
+                let index = d.index;
+                let result = capture_dispatch(shared, &writer, rank, hello.pid, &d);
+                match &result {
+                    Ok(stored) => {
+                        report.dispatches_captured += 1;
+                        report.arrays_captured += stored.arrays;
+                        report.bytes_captured += stored.bytes;
+                    }
+                    Err(e) => report.errors.push(e.clone()),
+                }
+                // Every mapping of this dispatch is detached by now.
+                let ack = Ack {
+                    index,
+                    result: result.map(|_| ()),
+                };
+                if let Err(e) = send(stream, &CollectorMessage::Ack(ack)) {
+                    return ConnectionEnd::Dropped {
+                        in_flight: Some(index),
+                        reason: format!("cannot send the ack (the application went away?): {e}"),
+                    };
+                }
+                last_dispatch = Some(index);
+            }
+            ToolMessage::Goodbye(g) => {
+                if let Err(e) = writer
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .add_goodbye(&g)
+                {
+                    report
+                        .errors
+                        .push(format!("cannot record the dispatched kernels: {e}"));
+                }
+                return ConnectionEnd::Goodbye;
+            }
+            ToolMessage::Hello(_) => {
+                return ConnectionEnd::Dropped {
+                    in_flight: None,
+                    reason: "protocol error: a second Hello on one connection".into(),
+                };
+            }
+        }
+    }
+}
+
+fn message_kind(m: &ToolMessage) -> &'static str {
+    match m {
+        ToolMessage::Hello(_) => "Hello",
+        ToolMessage::Dispatch(_) => "Dispatch",
+        ToolMessage::Goodbye(_) => "Goodbye",
+    }
+}
+
+fn ended_by(
+    shared: &Shared,
+    reader: &FrameReader,
+    e: FrameError,
+    in_flight: Option<u64>,
+    context: &str,
+) -> ConnectionEnd {
+    if shared.shutdown.load(Ordering::SeqCst) && !reader.started {
+        return ConnectionEnd::Stopped;
+    }
+    let reason = match e {
+        FrameError::Closed if !reader.started => {
+            format!(
+                "the application closed the connection without Goodbye {context} (it crashed or was killed?)"
+            )
+        }
+        FrameError::Closed => format!("the connection closed in the middle of a message {context}"),
+        FrameError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            format!("the connection closed in the middle of a message {context}")
+        }
+        other => format!("{other} ({context})"),
+    };
+    ConnectionEnd::Dropped { in_flight, reason }
+}
+
+fn snapshot_for(
+    shared: &Shared,
+    hello: &Hello,
+) -> Result<(PathBuf, Arc<Mutex<SnapshotWriter>>), String> {
+    let dir = match &shared.config.layout {
+        SnapshotLayout::Single(dir) => dir.clone(),
+        SnapshotLayout::PerRun(base) => {
+            check_run_name(&hello.run)?;
+            base.join(&hello.run)
+        }
+    };
+    let mut map = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = map.get(&dir) {
+        return Ok((dir, w.clone()));
+    }
+    let writer = SnapshotWriter::create(&dir, &hello.kernel_query)
+        .map_err(|e| format!("cannot create the snapshot directory: {e}"))?;
+    let w = Arc::new(Mutex::new(writer));
+    map.insert(dir.clone(), w.clone());
+    Ok((dir, w))
+}

@@ -1,0 +1,507 @@
+//! The collector: a Unix-socket server that receives captured dispatches
+//! from tool libraries, reads their buffers through IPC handles and hands
+//! the bytes to the snapshot store.
+//!
+//! Owns the listener (private 0700 directory or a given path, peer uid
+//! checked), one thread per connection, the protocol state machine
+//! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye) and the rule that makes
+//! a snapshot trustworthy: for every buffer attach → copy → DETACH (an RAII
+//! guard detaches on every path) BEFORE the ack, then the fingerprint check.
+//! It never keeps a mapping past a dispatch, never acks before detaching,
+//! never stores data whose fingerprint differs, and never blocks forever: a
+//! started message must complete within the frame timeout, and shutdown is
+//! noticed within [`POLL_INTERVAL`].
+//!
+//! This file: the listener, its lifecycle and the reports; `connection`:
+//! the protocol of one connection; `capture`: attach/copy/detach/verify.
+
+use crate::store::SnapshotWriter;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often blocked reads and the accept loop look at the shutdown flag.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Default time a started message (or the Hello after connecting) may take.
+pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An attached (mapped) allocation in the collector's address space.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub address: usize,
+    /// Bytes mapped (the allocation's size).
+    pub len: u64,
+}
+
+/// Where buffer bytes come from: IPC attach, copy, detach. The HSA runtime
+/// in production ([`crate::runtime::HsaBufferSource`]), a fake in tests.
+pub trait BufferSource: Send + Sync {
+    /// Maps the whole allocation named by `handle` (`alloc_size` bytes).
+    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String>;
+    /// Copies `dst.len()` bytes at `offset` of a live mapping.
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String>;
+    /// Unmaps; the mapping is gone whatever the result.
+    fn detach(&self, mapping: Mapping) -> Result<(), String>;
+}
+
+/// Where snapshots go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotLayout {
+    /// Every connection into this one directory (`ditto run`).
+    Single(PathBuf),
+    /// Each run into `<base>/<Hello.run>/` (`ditto collect`, `ditto validate`);
+    /// runs with the same name share a directory with increasing rank.
+    PerRun(PathBuf),
+}
+
+/// Where the socket lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketPlace {
+    /// A fresh private (0700) directory, removed when the collector stops.
+    Private,
+    /// A given path (must not exist); removed when the collector stops.
+    At(PathBuf),
+}
+
+pub type ConnectionObserver = Arc<dyn Fn(&ConnectionReport) + Send + Sync>;
+
+#[derive(Clone)]
+pub struct CollectorConfig {
+    pub layout: SnapshotLayout,
+    /// Time a started message may take; also the time from connect to Hello.
+    pub frame_timeout: Duration,
+    /// Only peers with this uid are served (default: ours).
+    pub allowed_uid: u32,
+    /// Called as each connection ends.
+    pub on_connection_end: Option<ConnectionObserver>,
+}
+
+impl CollectorConfig {
+    pub fn new(layout: SnapshotLayout) -> Self {
+        CollectorConfig {
+            layout,
+            frame_timeout: DEFAULT_FRAME_TIMEOUT,
+            // SAFETY: getuid cannot fail.
+            allowed_uid: unsafe { libc::getuid() },
+            on_connection_end: None,
+        }
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConnectionEnd {
+    /// The tool said Goodbye.
+    Goodbye,
+    /// Refused before Welcome.
+    Rejected(String),
+    /// Closed or broken without Goodbye; `in_flight` names the dispatch
+    /// being received or acknowledged when it happened.
+    Dropped {
+        in_flight: Option<u64>,
+        reason: String,
+    },
+    /// The collector stopped while the connection was open.
+    Stopped,
+}
+
+/// What one connection (one application process) delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionReport {
+    pub run: Option<String>,
+    pub pid: Option<u32>,
+    pub rank: Option<u32>,
+    pub snapshot_dir: Option<PathBuf>,
+    pub dispatches_captured: u64,
+    pub arrays_captured: u64,
+    pub bytes_captured: u64,
+    /// Dispatches that were answered with an error Ack, and why.
+    pub errors: Vec<String>,
+    pub end: ConnectionEnd,
+}
+
+impl ConnectionReport {
+    fn new() -> Self {
+        ConnectionReport {
+            run: None,
+            pid: None,
+            rank: None,
+            snapshot_dir: None,
+            dispatches_captured: 0,
+            arrays_captured: 0,
+            bytes_captured: 0,
+            errors: Vec::new(),
+            end: ConnectionEnd::Stopped,
+        }
+    }
+
+    /// A snapshot from this connection cannot be trusted to be complete.
+    pub fn failed(&self) -> bool {
+        !self.errors.is_empty()
+            || matches!(
+                self.end,
+                ConnectionEnd::Rejected(_)
+                    | ConnectionEnd::Dropped {
+                        in_flight: Some(_),
+                        ..
+                    }
+            )
+    }
+
+    /// "run 'ref' (pid 12, rank 0)".
+    pub fn who(&self) -> String {
+        let mut s = match &self.run {
+            Some(r) => format!("run '{r}'"),
+            None => "an unidentified process".to_string(),
+        };
+        if let Some(p) = self.pid {
+            s.push_str(&format!(" (pid {p}"));
+            if let Some(r) = self.rank {
+                s.push_str(&format!(", rank {r}"));
+            }
+            s.push(')');
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for ConnectionReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} dispatch(es) captured",
+            self.who(),
+            self.dispatches_captured
+        )?;
+        if let Some(d) = &self.snapshot_dir {
+            write!(f, " into {}", d.display())?;
+        }
+        match &self.end {
+            ConnectionEnd::Goodbye => {}
+            ConnectionEnd::Rejected(r) => write!(f, "; rejected: {r}")?,
+            ConnectionEnd::Dropped {
+                in_flight: Some(i),
+                reason,
+            } => write!(f, "; connection lost during dispatch {i}: {reason}")?,
+            ConnectionEnd::Dropped {
+                in_flight: None,
+                reason,
+            } => write!(f, "; {reason}")?,
+            ConnectionEnd::Stopped => write!(f, "; the collector stopped while it was connected")?,
+        }
+        for e in &self.errors {
+            write!(f, "; error: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+struct Shared {
+    source: Arc<dyn BufferSource>,
+    config: CollectorConfig,
+    live: AtomicUsize,
+    shutdown: AtomicBool,
+    active: AtomicUsize,
+    accept_passes: AtomicU64,
+    snapshots: Mutex<HashMap<PathBuf, Arc<Mutex<SnapshotWriter>>>>,
+    reports: Mutex<Vec<ConnectionReport>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A running collector. Stop it with [`Collector::stop`] (dropping it
+/// stops it too).
+pub struct Collector {
+    shared: Arc<Shared>,
+    socket_path: PathBuf,
+    remove_socket: bool,
+    _private_dir: Option<tempfile::TempDir>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectorError {
+    #[error(
+        "{0} already exists: remove it (a stale socket of an earlier `ditto collect`?) or choose another --socket path"
+    )]
+    SocketExists(PathBuf),
+    #[error("cannot listen on {path}: {source}")]
+    Listen { path: PathBuf, source: io::Error },
+}
+
+impl Collector {
+    pub fn start(
+        source: Arc<dyn BufferSource>,
+        config: CollectorConfig,
+        place: SocketPlace,
+    ) -> Result<Collector, CollectorError> {
+        let (socket_path, private_dir) = match place {
+            SocketPlace::Private => {
+                let dir = tempfile::Builder::new()
+                    .prefix("ditto-collector-")
+                    .tempdir()
+                    .map_err(|source| CollectorError::Listen {
+                        path: std::env::temp_dir(),
+                        source,
+                    })?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+                    .map_err(|source| CollectorError::Listen {
+                        path: dir.path().into(),
+                        source,
+                    })?;
+                (dir.path().join("socket"), Some(dir))
+            }
+            SocketPlace::At(path) => {
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    return Err(CollectorError::SocketExists(path));
+                }
+                (path, None)
+            }
+        };
+        let listener =
+            UnixListener::bind(&socket_path).map_err(|source| CollectorError::Listen {
+                path: socket_path.clone(),
+                source,
+            })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| CollectorError::Listen {
+                path: socket_path.clone(),
+                source,
+            })?;
+        let shared = Arc::new(Shared {
+            source,
+            config,
+            live: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            accept_passes: AtomicU64::new(0),
+            snapshots: Mutex::new(HashMap::new()),
+            reports: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
+        });
+        let acceptor = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("ditto-accept".into())
+                .spawn(move || accept_loop(shared, listener))
+                .map_err(|source| CollectorError::Listen {
+                    path: socket_path.clone(),
+                    source,
+                })?
+        };
+        Ok(Collector {
+            shared,
+            remove_socket: private_dir.is_none(),
+            socket_path,
+            _private_dir: private_dir,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    pub fn socket_path(&self) -> &Path {
+        &self.socket_path
+    }
+
+    /// Mappings attached and not yet detached, across all connections.
+    pub fn live_attachments(&self) -> usize {
+        self.shared.live.load(Ordering::SeqCst)
+    }
+
+    /// Reports of the connections that have ended so far.
+    pub fn reports(&self) -> Vec<ConnectionReport> {
+        self.shared
+            .reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Waits until every pending connection has been accepted and every
+    /// open one has ended, for at most `grace`. Returns whether it settled.
+    pub fn settle(&self, grace: Duration) -> bool {
+        let deadline = Instant::now() + grace;
+        let pass = self.shared.accept_passes.load(Ordering::SeqCst);
+        while self.shared.accept_passes.load(Ordering::SeqCst) < pass + 2 {
+            if Instant::now() > deadline || self.acceptor.as_ref().is_none_or(|a| a.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        while self.shared.active.load(Ordering::SeqCst) > 0 {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Stops accepting, ends open connections (reported as
+    /// [`ConnectionEnd::Stopped`]) and returns every connection's report.
+    pub fn stop(mut self) -> Vec<ConnectionReport> {
+        self.shutdown_and_join();
+        self.reports()
+    }
+
+    /// Asks the collector to stop from elsewhere (e.g. a signal watcher).
+    pub fn request_stop(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.shared.shutdown.load(Ordering::SeqCst)
+    }
+
+    fn shutdown_and_join(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .shared
+                .threads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for t in threads {
+            let _ = t.join();
+        }
+        if self.remove_socket {
+            let _ = std::fs::remove_file(&self.socket_path);
+            self.remove_socket = false;
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.shutdown_and_join();
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                shared.active.fetch_add(1, Ordering::SeqCst);
+                let s = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("ditto-conn".into())
+                    .spawn(move || connection::serve_connection(&s, stream));
+                match spawned {
+                    Ok(h) => shared
+                        .threads
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(h),
+                    Err(e) => {
+                        shared.active.fetch_sub(1, Ordering::SeqCst);
+                        eprintln!("ditto: warning: cannot start a connection thread: {e}");
+                    }
+                }
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("ditto: warning: accept on the collector socket failed: {e}");
+                std::thread::sleep(POLL_INTERVAL);
+            }
+        }
+        // The backlog is empty now.
+        shared.accept_passes.fetch_add(1, Ordering::SeqCst);
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the listener outlives the call.
+        unsafe { libc::poll(&mut pfd, 1, POLL_INTERVAL.as_millis() as libc::c_int) };
+    }
+}
+
+/// The uid of the process at the other end (SO_PEERCRED).
+pub fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred/len describe a writable ucred-sized buffer.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Why a peer is refused, if it is.
+pub fn check_peer(peer_uid: u32, allowed_uid: u32) -> Result<(), String> {
+    if peer_uid == allowed_uid {
+        Ok(())
+    } else {
+        Err(format!(
+            "peer runs as uid {peer_uid} but this collector serves only uid {allowed_uid}: \
+             run the application as the same user as ditto"
+        ))
+    }
+}
+
+/// A run name usable as a directory name.
+pub fn check_run_name(run: &str) -> Result<(), String> {
+    if run.is_empty() || run == "." || run == ".." || run.contains('/') || run.contains('\0') {
+        Err(format!(
+            "run name {run:?} cannot name a snapshot directory: set DITTO_RUN_NAME (or --run) to a plain name"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+mod capture;
+mod connection;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_names_that_escape_the_base_directory_are_refused() {
+        for bad in ["", ".", "..", "a/b", "/abs"] {
+            assert!(check_run_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_run_name("ref").is_ok());
+        assert!(check_run_name("1234").is_ok());
+    }
+
+    #[test]
+    fn a_peer_with_another_uid_is_refused_with_both_uids_named() {
+        assert!(check_peer(1000, 1000).is_ok());
+        let e = check_peer(0, 1000).unwrap_err();
+        assert!(e.contains("uid 0") && e.contains("uid 1000"), "{e}");
+    }
+
+    #[test]
+    fn peer_uid_of_a_socketpair_is_our_uid() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        // SAFETY: getuid cannot fail.
+        assert_eq!(peer_uid(&a).unwrap(), unsafe { libc::getuid() });
+    }
+}

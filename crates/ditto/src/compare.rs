@@ -1,0 +1,785 @@
+//! The comparison engine: pairs the dispatches of a reference and an
+//! optimized snapshot and compares their arrays element by element with
+//! torch.testing.assert_close's rules.
+//!
+//! Owns tolerances (per-dtype defaults, user overrides), the closeness rule
+//! `|a - b| <= atol + rtol * |b|` (b = reference), NaN/inf handling and the
+//! statistics of a mismatch. It never prints (see `report`) and never writes
+//! files; structural differences (dtype, length, dispatch count, a kernel that
+//! was never captured) are errors, not mismatches.
+
+use crate::store::{Array, DispatchRecord, Snapshot, StoreError};
+use ditto_protocol::DType;
+use half::{bf16, f16};
+use std::path::PathBuf;
+
+/// How close two elements must be: `|a - b| <= atol + rtol * |b|`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+/// torch.testing.assert_close's defaults; integers, bool and raw bytes exact.
+pub fn default_tolerance(dtype: DType) -> Tolerance {
+    let (rtol, atol) = match dtype {
+        DType::F16 => (1e-3, 1e-5),
+        DType::BF16 => (1.6e-2, 1e-5),
+        DType::F32 => (1.3e-6, 1e-5),
+        DType::F64 => (1e-7, 1e-7),
+        _ => (0.0, 0.0),
+    };
+    Tolerance { rtol, atol }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompareOptions {
+    /// `None`: per-dtype defaults. Applies to numeric dtypes; bool and raw
+    /// bytes are always compared exactly.
+    pub tolerance: Option<Tolerance>,
+    /// NaN equals NaN only when set.
+    pub equal_nan: bool,
+}
+
+impl CompareOptions {
+    /// `--atol` and `--rtol` are given together or not at all.
+    pub fn new(
+        atol: Option<f64>,
+        rtol: Option<f64>,
+        equal_nan: bool,
+    ) -> Result<Self, CompareError> {
+        let tolerance = match (atol, rtol) {
+            (Some(atol), Some(rtol)) => {
+                if !(atol >= 0.0 && rtol >= 0.0) {
+                    return Err(CompareError::Usage(format!(
+                        "tolerances must be non-negative numbers (got --atol {atol} --rtol {rtol})"
+                    )));
+                }
+                Some(Tolerance { rtol, atol })
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(CompareError::Usage(
+                    "--atol was given without --rtol: give both, or neither for the per-dtype defaults".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(CompareError::Usage(
+                    "--rtol was given without --atol: give both, or neither for the per-dtype defaults".into(),
+                ));
+            }
+        };
+        Ok(CompareOptions {
+            tolerance,
+            equal_nan,
+        })
+    }
+
+    pub fn tolerance_for(&self, dtype: DType) -> Tolerance {
+        match (dtype, self.tolerance) {
+            (DType::Bool | DType::Bytes, _) => Tolerance {
+                rtol: 0.0,
+                atol: 0.0,
+            },
+            (_, Some(t)) => t,
+            (_, None) => default_tolerance(dtype),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "{location}: the reference is {reference} but the optimized run is {optimized}; \
+         both runs must pass the same element types (check --arg-types)"
+    )]
+    DtypeDiffers {
+        location: String,
+        reference: &'static str,
+        optimized: &'static str,
+    },
+    #[error(
+        "{location} ({dtype}): the reference has {reference} elements but the optimized run has {optimized}; \
+         both runs must use the same problem size"
+    )]
+    LengthDiffers {
+        location: String,
+        dtype: &'static str,
+        reference: usize,
+        optimized: usize,
+    },
+    #[error(
+        "{location}: the reference captured arguments {reference:?} but the optimized run captured {optimized:?}"
+    )]
+    ArgumentsDiffer {
+        location: String,
+        reference: Vec<u32>,
+        optimized: Vec<u32>,
+    },
+    #[error(
+        "the reference ({reference_dir}) captured {reference} dispatch(es) of {kernel} but the optimized run \
+         ({optimized_dir}) captured {optimized}: {detail}"
+    )]
+    DispatchesDiffer {
+        kernel: String,
+        reference_dir: PathBuf,
+        optimized_dir: PathBuf,
+        reference: usize,
+        optimized: usize,
+        detail: String,
+    },
+    #[error("{which} run ({dir}) never dispatched a kernel matching {query:?}; {what_ran}")]
+    NotCaptured {
+        which: &'static str,
+        dir: PathBuf,
+        query: String,
+        what_ran: String,
+    },
+}
+
+/// One element decoded for comparison.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Element {
+    Float(f64),
+    Int(i128),
+}
+
+/// Elements of `bytes` (little-endian) as `dtype`.
+pub fn elements(dtype: DType, bytes: &[u8]) -> Box<dyn Iterator<Item = Element> + '_> {
+    macro_rules! chunks {
+        ($n:expr, $f:expr) => {
+            Box::new(bytes.chunks_exact($n).map(|c| $f(c.try_into().unwrap())))
+        };
+    }
+    match dtype {
+        DType::F16 => chunks!(2, |c| Element::Float(f16::from_le_bytes(c).to_f64())),
+        DType::BF16 => chunks!(2, |c| Element::Float(bf16::from_le_bytes(c).to_f64())),
+        DType::F32 => chunks!(4, |c| Element::Float(f32::from_le_bytes(c) as f64)),
+        DType::F64 => chunks!(8, |c| Element::Float(f64::from_le_bytes(c))),
+        DType::I8 => chunks!(1, |c| Element::Int(i8::from_le_bytes(c) as i128)),
+        DType::I16 => chunks!(2, |c| Element::Int(i16::from_le_bytes(c) as i128)),
+        DType::I32 => chunks!(4, |c| Element::Int(i32::from_le_bytes(c) as i128)),
+        DType::I64 => chunks!(8, |c| Element::Int(i64::from_le_bytes(c) as i128)),
+        DType::U8 | DType::Bool | DType::Bytes => {
+            chunks!(1, |c| Element::Int(u8::from_le_bytes(c) as i128))
+        }
+        DType::U16 => chunks!(2, |c| Element::Int(u16::from_le_bytes(c) as i128)),
+        DType::U32 => chunks!(4, |c| Element::Int(u32::from_le_bytes(c) as i128)),
+        DType::U64 => chunks!(8, |c| Element::Int(u64::from_le_bytes(c) as i128)),
+    }
+}
+
+/// A mismatching element kept for the report's table.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct WorstElement {
+    pub index: u64,
+    pub reference: Element,
+    pub optimized: Element,
+    pub abs_diff: f64,
+}
+
+/// NaN and infinity counts of both sides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct NonFiniteCounts {
+    pub reference_nan: u64,
+    pub optimized_nan: u64,
+    pub reference_inf: u64,
+    pub optimized_inf: u64,
+}
+
+/// Result of comparing two arrays. As in torch, the greatest differences
+/// are taken over mismatching elements only (0 when all match); a NaN
+/// difference counts as the greatest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayStats {
+    pub dtype: DType,
+    pub tolerance: Tolerance,
+    pub total_elements: u64,
+    pub mismatched_elements: u64,
+    pub max_abs_diff: f64,
+    pub max_abs_diff_index: u64,
+    pub max_rel_diff: f64,
+    pub max_rel_diff_index: u64,
+    pub nonfinite: NonFiniteCounts,
+    /// Up to [`WORST_ELEMENTS`] mismatching elements, greatest difference first.
+    pub worst: Vec<WorstElement>,
+}
+
+pub const WORST_ELEMENTS: usize = 5;
+
+impl ArrayStats {
+    pub fn matches(&self) -> bool {
+        self.mismatched_elements == 0
+    }
+}
+
+/// `x` is a greater difference than `y` (NaN greatest; first one kept on ties).
+fn greater(x: f64, y: f64) -> bool {
+    (x.is_nan() && !y.is_nan()) || x > y
+}
+
+/// Compares element by element; `b` is the reference.
+pub fn compare_arrays(
+    reference: &Array,
+    optimized: &Array,
+    options: &CompareOptions,
+    location: &str,
+) -> Result<ArrayStats, CompareError> {
+    if reference.dtype != optimized.dtype {
+        return Err(CompareError::DtypeDiffers {
+            location: location.to_string(),
+            reference: reference.dtype.name(),
+            optimized: optimized.dtype.name(),
+        });
+    }
+    if reference.elements() != optimized.elements() {
+        return Err(CompareError::LengthDiffers {
+            location: location.to_string(),
+            dtype: reference.dtype.name(),
+            reference: reference.elements(),
+            optimized: optimized.elements(),
+        });
+    }
+    let dtype = reference.dtype;
+    let tol = options.tolerance_for(dtype);
+    let mut s = ArrayStats {
+        dtype,
+        tolerance: tol,
+        total_elements: reference.elements() as u64,
+        mismatched_elements: 0,
+        max_abs_diff: 0.0,
+        max_abs_diff_index: 0,
+        max_rel_diff: 0.0,
+        max_rel_diff_index: 0,
+        nonfinite: NonFiniteCounts::default(),
+        worst: Vec::new(),
+    };
+    let pairs = elements(dtype, &reference.bytes).zip(elements(dtype, &optimized.bytes));
+    for (i, (b, a)) in pairs.enumerate() {
+        let (matched, abs_diff, magnitude_b) = match (b, a) {
+            (Element::Float(b), Element::Float(a)) => {
+                let n = &mut s.nonfinite;
+                n.reference_nan += b.is_nan() as u64;
+                n.optimized_nan += a.is_nan() as u64;
+                n.reference_inf += b.is_infinite() as u64;
+                n.optimized_inf += a.is_infinite() as u64;
+                if b.is_nan() || a.is_nan() {
+                    let matched = options.equal_nan && b.is_nan() && a.is_nan();
+                    (matched, if matched { 0.0 } else { f64::NAN }, b.abs())
+                } else if b.is_infinite() || a.is_infinite() {
+                    let matched = a == b;
+                    (matched, if matched { 0.0 } else { f64::INFINITY }, b.abs())
+                } else {
+                    let d = (a - b).abs();
+                    (d <= tol.atol + tol.rtol * b.abs(), d, b.abs())
+                }
+            }
+            (Element::Int(b), Element::Int(a)) => {
+                let d = (a - b).unsigned_abs() as f64;
+                let exact = tol.atol == 0.0 && tol.rtol == 0.0;
+                let matched = if exact {
+                    a == b
+                } else {
+                    d <= tol.atol + tol.rtol * (b.unsigned_abs() as f64)
+                };
+                (matched, d, b.unsigned_abs() as f64)
+            }
+            _ => unreachable!("both sides decode with the same dtype"),
+        };
+        if matched {
+            continue;
+        }
+        s.mismatched_elements += 1;
+        let rel_diff = abs_diff / magnitude_b;
+        let i = i as u64;
+        if s.mismatched_elements == 1 || greater(abs_diff, s.max_abs_diff) {
+            s.max_abs_diff = abs_diff;
+            s.max_abs_diff_index = i;
+        }
+        if s.mismatched_elements == 1 || greater(rel_diff, s.max_rel_diff) {
+            s.max_rel_diff = rel_diff;
+            s.max_rel_diff_index = i;
+        }
+        let pos = s
+            .worst
+            .iter()
+            .position(|w| greater(abs_diff, w.abs_diff))
+            .unwrap_or(s.worst.len());
+        if pos < WORST_ELEMENTS {
+            s.worst.insert(
+                pos,
+                WorstElement {
+                    index: i,
+                    reference: b,
+                    optimized: a,
+                    abs_diff,
+                },
+            );
+            s.worst.truncate(WORST_ELEMENTS);
+        }
+    }
+    Ok(s)
+}
+
+/// One compared array and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayComparison {
+    pub rank: u32,
+    /// Dispatch index within its process.
+    pub dispatch: u64,
+    pub arg: u32,
+    pub stats: ArrayStats,
+}
+
+/// Everything `ditto compare` found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparisonReport {
+    /// Demangled name of the reference's kernel.
+    pub kernel: String,
+    pub mangled: String,
+    /// Demangled name of the optimized run's kernel when it differs.
+    pub optimized_kernel: Option<String>,
+    pub reference_dir: PathBuf,
+    pub optimized_dir: PathBuf,
+    pub dispatches_compared: usize,
+    /// Whether more than one process (rank) took part.
+    pub multi_rank: bool,
+    pub options: CompareOptions,
+    pub arrays: Vec<ArrayComparison>,
+}
+
+impl ComparisonReport {
+    pub fn valid(&self) -> bool {
+        self.arrays.iter().all(|a| a.stats.matches())
+    }
+    pub fn mismatching(&self) -> impl Iterator<Item = &ArrayComparison> {
+        self.arrays.iter().filter(|a| !a.stats.matches())
+    }
+}
+
+/// "it dispatched: A ×2, B ×1" from a manifest, for errors.
+fn what_ran(snapshot: &Snapshot) -> String {
+    let m = &snapshot.manifest;
+    if m.runs.is_empty() {
+        return "no application process connected to the collector (was the tool library preloaded? \
+                run with DITTO_LOG=debug)"
+            .into();
+    }
+    if m.dispatched_kernels.is_empty() {
+        return "it reported no dispatched kernels at all".into();
+    }
+    let list: Vec<String> = m
+        .dispatched_kernels
+        .iter()
+        .map(|k| format!("{} ×{} ({})", k.demangled, k.count, k.mangled))
+        .collect();
+    format!(
+        "it dispatched: {}; pass one of these names (or its mangled name) as --kernel",
+        list.join(", ")
+    )
+}
+
+fn location(multi_rank: bool, d: &DispatchRecord, arg: Option<u32>) -> String {
+    let mut s = String::new();
+    if multi_rank {
+        s.push_str(&format!("rank {}, ", d.rank));
+    }
+    s.push_str(&format!("dispatch {}", d.index));
+    if let Some(arg) = arg {
+        s.push_str(&format!(", arg {arg}"));
+    }
+    s
+}
+
+/// Pairs dispatches by (rank, index) and arguments by position, then
+/// compares every array.
+pub fn compare_snapshots(
+    reference: &Snapshot,
+    optimized: &Snapshot,
+    options: &CompareOptions,
+) -> Result<ComparisonReport, CompareError> {
+    for (which, s) in [("the reference", reference), ("the optimized", optimized)] {
+        if s.manifest.dispatches.is_empty() {
+            return Err(CompareError::NotCaptured {
+                which,
+                dir: s.dir.clone(),
+                query: s.manifest.kernel_query.clone(),
+                what_ran: what_ran(s),
+            });
+        }
+    }
+    let mut ref_d: Vec<&DispatchRecord> = reference.manifest.dispatches.iter().collect();
+    let mut opt_d: Vec<&DispatchRecord> = optimized.manifest.dispatches.iter().collect();
+    ref_d.sort_by_key(|d| (d.rank, d.index));
+    opt_d.sort_by_key(|d| (d.rank, d.index));
+    let kernel = reference
+        .manifest
+        .kernel
+        .clone()
+        .unwrap_or_else(|| ditto_protocol::KernelName {
+            mangled: String::new(),
+            demangled: reference.manifest.kernel_query.clone(),
+        });
+    let keys = |v: &[&DispatchRecord]| v.iter().map(|d| (d.rank, d.index)).collect::<Vec<_>>();
+    if keys(&ref_d) != keys(&opt_d) {
+        let detail = if ref_d.len() != opt_d.len() {
+            "the runs must dispatch the kernel equally often (same inputs and iteration counts)"
+                .to_string()
+        } else {
+            format!(
+                "the (rank, dispatch) pairs differ: reference {:?}, optimized {:?}",
+                keys(&ref_d),
+                keys(&opt_d)
+            )
+        };
+        return Err(CompareError::DispatchesDiffer {
+            kernel: kernel.demangled.clone(),
+            reference_dir: reference.dir.clone(),
+            optimized_dir: optimized.dir.clone(),
+            reference: ref_d.len(),
+            optimized: opt_d.len(),
+            detail,
+        });
+    }
+    let multi_rank = ref_d.iter().chain(opt_d.iter()).any(|d| d.rank != 0);
+    let mut arrays = Vec::new();
+    for (r, o) in ref_d.iter().zip(opt_d.iter()) {
+        let ref_args: Vec<u32> = r.buffers.iter().map(|b| b.arg).collect();
+        let opt_args: Vec<u32> = o.buffers.iter().map(|b| b.arg).collect();
+        if ref_args != opt_args {
+            return Err(CompareError::ArgumentsDiffer {
+                location: location(multi_rank, r, None),
+                reference: ref_args,
+                optimized: opt_args,
+            });
+        }
+        let ref_arrays = reference.load_dispatch(r)?;
+        let opt_arrays = optimized.load_dispatch(o)?;
+        for ((arg, ra), (_, oa)) in ref_arrays.iter().zip(opt_arrays.iter()) {
+            let loc = location(multi_rank, r, Some(*arg));
+            let stats = compare_arrays(ra, oa, options, &loc)?;
+            arrays.push(ArrayComparison {
+                rank: r.rank,
+                dispatch: r.index,
+                arg: *arg,
+                stats,
+            });
+        }
+    }
+    let optimized_kernel = optimized
+        .manifest
+        .kernel
+        .as_ref()
+        .filter(|k| k.mangled != kernel.mangled)
+        .map(|k| k.demangled.clone());
+    Ok(ComparisonReport {
+        kernel: kernel.demangled,
+        mangled: kernel.mangled,
+        optimized_kernel,
+        reference_dir: reference.dir.clone(),
+        optimized_dir: optimized.dir.clone(),
+        dispatches_compared: ref_d.len(),
+        multi_rank,
+        options: *options,
+        arrays,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Array {
+        Array {
+            dtype: DType::F32,
+            bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+    fn f64s(v: &[f64]) -> Array {
+        Array {
+            dtype: DType::F64,
+            bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+    fn cmp(r: &Array, o: &Array, opts: CompareOptions) -> ArrayStats {
+        compare_arrays(r, o, &opts, "dispatch 0, arg 1").unwrap()
+    }
+    fn defaults() -> CompareOptions {
+        CompareOptions::default()
+    }
+
+    #[test]
+    fn identical_arrays_match_with_zero_differences() {
+        let a = f32s(&[1.0, 2.0, -3.5, 0.0]);
+        let s = cmp(&a, &a.clone(), defaults());
+        assert!(s.matches());
+        assert_eq!(
+            (s.total_elements, s.mismatched_elements, s.max_abs_diff),
+            (4, 0, 0.0)
+        );
+    }
+
+    #[test]
+    fn f32_difference_within_default_tolerance_matches_and_beyond_it_does_not() {
+        // atol 1e-5 + rtol 1.3e-6 * 1000 = 1.31e-3 allowed at 1000.
+        let r = f32s(&[1000.0, 1000.0]);
+        let o = f32s(&[1000.001, 1000.01]);
+        let s = cmp(&r, &o, defaults());
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff_index, 1);
+        assert!((s.max_abs_diff - 0.01).abs() < 1e-4, "{}", s.max_abs_diff);
+        assert!((s.max_rel_diff - 1e-5).abs() < 1e-7, "{}", s.max_rel_diff);
+    }
+
+    #[test]
+    fn reduce_sum_against_zero_reports_like_torch() {
+        let s = cmp(&f32s(&[114688.0]), &f32s(&[0.0]), defaults());
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff, 114688.0);
+        assert_eq!(s.max_rel_diff, 1.0);
+        assert_eq!(
+            s.tolerance,
+            Tolerance {
+                rtol: 1.3e-6,
+                atol: 1e-5
+            }
+        );
+        assert_eq!(
+            s.worst[0],
+            WorstElement {
+                index: 0,
+                reference: Element::Float(114688.0),
+                optimized: Element::Float(0.0),
+                abs_diff: 114688.0
+            }
+        );
+    }
+
+    #[test]
+    fn nan_equals_nan_only_with_equal_nan() {
+        let r = f64s(&[f64::NAN, 1.0]);
+        let o = f64s(&[f64::NAN, 1.0]);
+        let strict = cmp(&r, &o, defaults());
+        assert_eq!(strict.mismatched_elements, 1);
+        assert!(strict.max_abs_diff.is_nan());
+        assert_eq!(strict.nonfinite.reference_nan, 1);
+        assert_eq!(strict.nonfinite.optimized_nan, 1);
+        let lenient = cmp(
+            &r,
+            &o,
+            CompareOptions {
+                equal_nan: true,
+                ..defaults()
+            },
+        );
+        assert!(lenient.matches());
+        // A NaN against a number never matches, even with equal_nan.
+        let s = cmp(
+            &f64s(&[1.0]),
+            &f64s(&[f64::NAN]),
+            CompareOptions {
+                equal_nan: true,
+                ..defaults()
+            },
+        );
+        assert_eq!(s.mismatched_elements, 1);
+    }
+
+    #[test]
+    fn infinity_equals_only_the_same_infinity() {
+        let r = f32s(&[f32::INFINITY, f32::INFINITY, f32::NEG_INFINITY, 1e30]);
+        let o = f32s(&[
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NEG_INFINITY,
+            f32::INFINITY,
+        ]);
+        let s = cmp(&r, &o, defaults());
+        assert_eq!(s.mismatched_elements, 2);
+        assert_eq!(
+            s.worst.iter().map(|w| w.index).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        assert_eq!(s.max_abs_diff, f64::INFINITY);
+        assert_eq!(s.nonfinite.reference_inf, 3);
+        assert_eq!(s.nonfinite.optimized_inf, 4);
+    }
+
+    #[test]
+    fn f16_and_bf16_use_their_own_default_tolerances() {
+        let h = |v: &[f32]| Array {
+            dtype: DType::F16,
+            bytes: v
+                .iter()
+                .flat_map(|x| f16::from_f32(*x).to_le_bytes())
+                .collect(),
+        };
+        // 1.0 vs 1.0009765625 (next f16): diff 9.77e-4 <= 1e-5 + 1e-3.
+        let s = cmp(
+            &h(&[1.0, 1.0]),
+            &h(&[1.0 + 1.0 / 1024.0, 1.0078125]),
+            defaults(),
+        );
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff_index, 1);
+        let b = |v: &[f32]| Array {
+            dtype: DType::BF16,
+            bytes: v
+                .iter()
+                .flat_map(|x| bf16::from_f32(*x).to_le_bytes())
+                .collect(),
+        };
+        // bf16: 1.0 vs 1.0078125 (next bf16) is within rtol 1.6e-2; 1.03125 is not.
+        let s = cmp(&b(&[1.0, 1.0]), &b(&[1.0078125, 1.03125]), defaults());
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff, 0.03125);
+    }
+
+    #[test]
+    fn integers_compare_exactly_by_default() {
+        let i = |v: &[i32]| Array {
+            dtype: DType::I32,
+            bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        let s = cmp(&i(&[5, -7, 100]), &i(&[5, -6, 100]), defaults());
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff, 1.0);
+        assert_eq!(s.worst[0].reference, Element::Int(-7));
+        let u = Array {
+            dtype: DType::U64,
+            bytes: u64::MAX.to_le_bytes().to_vec(),
+        };
+        assert!(cmp(&u, &u.clone(), defaults()).matches());
+        // With user tolerances integers may differ by atol.
+        let loose = CompareOptions::new(Some(1.0), Some(0.0), false).unwrap();
+        assert!(cmp(&i(&[5, -7]), &i(&[6, -7]), loose).matches());
+    }
+
+    #[test]
+    fn bytes_stay_exact_even_with_user_tolerances() {
+        let r = Array {
+            dtype: DType::Bytes,
+            bytes: vec![1, 2, 3],
+        };
+        let o = Array {
+            dtype: DType::Bytes,
+            bytes: vec![1, 2, 4],
+        };
+        let loose = CompareOptions::new(Some(10.0), Some(1.0), false).unwrap();
+        assert_eq!(cmp(&r, &o, loose).mismatched_elements, 1);
+    }
+
+    #[test]
+    fn default_tolerances_follow_torch_per_dtype() {
+        assert_eq!(
+            default_tolerance(DType::F16),
+            Tolerance {
+                rtol: 1e-3,
+                atol: 1e-5
+            }
+        );
+        assert_eq!(
+            default_tolerance(DType::BF16),
+            Tolerance {
+                rtol: 1.6e-2,
+                atol: 1e-5
+            }
+        );
+        assert_eq!(
+            default_tolerance(DType::F32),
+            Tolerance {
+                rtol: 1.3e-6,
+                atol: 1e-5
+            }
+        );
+        assert_eq!(
+            default_tolerance(DType::F64),
+            Tolerance {
+                rtol: 1e-7,
+                atol: 1e-7
+            }
+        );
+        for d in [DType::I8, DType::I32, DType::U64, DType::Bool, DType::Bytes] {
+            assert_eq!(
+                default_tolerance(d),
+                Tolerance {
+                    rtol: 0.0,
+                    atol: 0.0
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn atol_and_rtol_must_come_together() {
+        assert!(matches!(
+            CompareOptions::new(Some(1e-3), None, false),
+            Err(CompareError::Usage(_))
+        ));
+        assert!(matches!(
+            CompareOptions::new(None, Some(1e-3), false),
+            Err(CompareError::Usage(_))
+        ));
+        let o = CompareOptions::new(Some(0.5), Some(0.25), true).unwrap();
+        assert_eq!(
+            o.tolerance_for(DType::F32),
+            Tolerance {
+                rtol: 0.25,
+                atol: 0.5
+            }
+        );
+        assert!(o.equal_nan);
+    }
+
+    #[test]
+    fn different_lengths_or_dtypes_are_errors_not_mismatches() {
+        let err = compare_arrays(
+            &f32s(&[1.0, 2.0]),
+            &f32s(&[1.0]),
+            &defaults(),
+            "dispatch 0, arg 1",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(
+            err,
+            CompareError::LengthDiffers {
+                reference: 2,
+                optimized: 1,
+                ..
+            }
+        ));
+        assert!(
+            msg.contains("dispatch 0, arg 1") && msg.contains("float32"),
+            "{msg}"
+        );
+        let err = compare_arrays(&f32s(&[1.0, 2.0]), &f64s(&[1.0]), &defaults(), "x").unwrap_err();
+        assert!(matches!(
+            err,
+            CompareError::DtypeDiffers {
+                reference: "float32",
+                optimized: "float64",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn worst_elements_are_the_greatest_differences_in_order() {
+        let r = f32s(&[0.0; 8]);
+        let o = f32s(&[1.0, 7.0, 3.0, 0.0, 5.0, 2.0, 6.0, 4.0]);
+        let s = cmp(&r, &o, defaults());
+        assert_eq!(s.mismatched_elements, 7);
+        assert_eq!(
+            s.worst.iter().map(|w| w.index).collect::<Vec<_>>(),
+            vec![1, 6, 4, 7, 2]
+        );
+        assert_eq!(s.max_rel_diff, f64::INFINITY); // reference 0
+    }
+}

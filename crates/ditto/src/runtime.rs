@@ -1,0 +1,475 @@
+//! The HSA runtime inside the collector: which libhsa-runtime64.so.1 to use
+//! (ditto's CPU runtime or the system's), loading it with dlopen, hsa_init,
+//! the GPU agent, and the IPC attach/copy/detach entry points behind
+//! [`HsaBufferSource`].
+//!
+//! Owns the collector's only contact with HSA. It never keeps a mapping
+//! beyond one `detach` call, never dlcloses the runtime (threads it started
+//! may still run), and declares no HSA type of its own (crates/hsa does).
+
+use crate::collector::{BufferSource, Mapping};
+use hsa::{
+    HSA_AGENT_INFO_DEVICE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK, HSA_STATUS_SUCCESS,
+    HsaAgentGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn, HsaInitFn,
+    HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t,
+    hsa_amd_ipc_memory_t, hsa_status_t,
+};
+use std::ffi::{CStr, CString, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+/// File name (SONAME) of the HSA runtime.
+pub const HSA_RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
+
+/// `--hsa-runtime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeChoice {
+    /// ditto's CPU HSA runtime (no GPU needed).
+    Cpu,
+    /// The system's ROCm runtime (an AMD GPU and /dev/kfd).
+    System,
+    /// system when /dev/kfd exists, else cpu.
+    Auto,
+}
+
+/// The runtime chosen for this invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolvedRuntime {
+    /// ditto's CPU runtime in `dir` (holding libhsa-runtime64.so.1).
+    Cpu {
+        dir: PathBuf,
+    },
+    System,
+}
+
+impl ResolvedRuntime {
+    /// What dlopen gets: an absolute path for the CPU runtime, the SONAME
+    /// (searched the usual way) for the system's.
+    pub fn library(&self) -> PathBuf {
+        match self {
+            ResolvedRuntime::Cpu { dir } => dir.join(HSA_RUNTIME_SONAME),
+            ResolvedRuntime::System => PathBuf::from(HSA_RUNTIME_SONAME),
+        }
+    }
+    /// Directory to put first in the application's LD_LIBRARY_PATH.
+    pub fn library_dir(&self) -> Option<&Path> {
+        match self {
+            ResolvedRuntime::Cpu { dir } => Some(dir),
+            ResolvedRuntime::System => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(
+        "ditto's CPU HSA runtime was not found at {0}: build it with `cargo build --workspace` \
+         (it lands in target/<profile>/hsa-cpu/) or set DITTO_CPU_RUNTIME_DIR"
+    )]
+    CpuRuntimeMissing(PathBuf),
+    #[error("cannot load the HSA runtime {library}: {reason}")]
+    Load { library: String, reason: String },
+    #[error("the HSA runtime {library} lacks {symbol}: {reason}")]
+    MissingSymbol {
+        library: String,
+        symbol: &'static str,
+        reason: String,
+    },
+    #[error("{call} failed in {library}: {status}")]
+    Call {
+        library: String,
+        call: &'static str,
+        status: String,
+    },
+    #[error("cannot find the ditto executable's directory: {0}")]
+    NoExecutable(std::io::Error),
+}
+
+/// Where ditto's CPU runtime lives: `$DITTO_CPU_RUNTIME_DIR`, else
+/// `<dir of the ditto executable>/hsa-cpu`.
+pub fn cpu_runtime_dir() -> Result<PathBuf, RuntimeError> {
+    if let Some(dir) = std::env::var_os("DITTO_CPU_RUNTIME_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    Ok(crate::executable_dir()
+        .map_err(RuntimeError::NoExecutable)?
+        .join("hsa-cpu"))
+}
+
+static CPU_NOTICE: Once = Once::new();
+
+/// Resolves `--hsa-runtime`. `auto` picks the system runtime when
+/// `/dev/kfd` exists and otherwise says once on stderr that ditto runs on
+/// its CPU runtime. The CPU runtime must exist.
+pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
+    let cpu = || -> Result<ResolvedRuntime, RuntimeError> {
+        let dir = cpu_runtime_dir()?;
+        if !dir.join(HSA_RUNTIME_SONAME).exists() {
+            return Err(RuntimeError::CpuRuntimeMissing(
+                dir.join(HSA_RUNTIME_SONAME),
+            ));
+        }
+        Ok(ResolvedRuntime::Cpu { dir })
+    };
+    match choice {
+        RuntimeChoice::Cpu => cpu(),
+        RuntimeChoice::System => Ok(ResolvedRuntime::System),
+        RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
+        RuntimeChoice::Auto => {
+            let r = cpu()?;
+            CPU_NOTICE.call_once(|| {
+                eprintln!(
+                    "ditto: no AMD GPU found (/dev/kfd is absent): running on ditto's CPU HSA runtime \
+                     (--hsa-runtime cpu)"
+                )
+            });
+            Ok(r)
+        }
+    }
+}
+
+fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a thread-local C string valid until the next dl* call.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dynamic-loader error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated (see above).
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// A loaded and initialised HSA runtime. hsa_shut_down runs on drop (HSA
+/// reference-counts hsa_init, so several may coexist in one process).
+pub struct HsaRuntime {
+    library: String,
+    handle: *mut c_void,
+    shut_down: HsaShutDownFn,
+    status_string: Option<HsaStatusStringFn>,
+    attach: HsaAmdIpcMemoryAttachFn,
+    detach: HsaAmdIpcMemoryDetachFn,
+    memory_copy: HsaMemoryCopyFn,
+    gpu_agent: Option<hsa_agent_t>,
+}
+
+// SAFETY: the handle and function pointers are process-global; HSA's API is thread-safe.
+unsafe impl Send for HsaRuntime {}
+// SAFETY: as above; HsaRuntime has no interior mutability.
+unsafe impl Sync for HsaRuntime {}
+
+impl std::fmt::Debug for HsaRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HsaRuntime")
+            .field("library", &self.library)
+            .field("gpu_agent", &self.gpu_agent)
+            .finish()
+    }
+}
+
+struct AgentSearch {
+    get_info: HsaAgentGetInfoFn,
+    found: Option<hsa_agent_t>,
+}
+
+unsafe extern "C" fn find_gpu_agent(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+    // A panic must not unwind into the runtime.
+    std::panic::catch_unwind(|| {
+        // SAFETY: `data` is the &mut AgentSearch passed to hsa_iterate_agents below.
+        let search = unsafe { &mut *(data as *mut AgentSearch) };
+        let mut device: u32 = u32::MAX;
+        // SAFETY: DEVICE writes one hsa_device_type_t (u32).
+        let st = unsafe {
+            (search.get_info)(
+                agent,
+                HSA_AGENT_INFO_DEVICE,
+                (&mut device as *mut u32).cast(),
+            )
+        };
+        if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_GPU {
+            search.found = Some(agent);
+            return HSA_STATUS_INFO_BREAK;
+        }
+        HSA_STATUS_SUCCESS
+    })
+    .unwrap_or(hsa::HSA_STATUS_ERROR)
+}
+
+impl HsaRuntime {
+    /// dlopens `library` (a path, or a SONAME searched the usual way),
+    /// runs hsa_init and finds the first GPU agent.
+    pub fn load(library: &Path) -> Result<HsaRuntime, RuntimeError> {
+        let name = library.display().to_string();
+        let c_name = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
+            RuntimeError::Load {
+                library: name.clone(),
+                reason: "path contains NUL".into(),
+            }
+        })?;
+        // SAFETY: c_name is a valid C string; dlopen has no other precondition.
+        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(RuntimeError::Load {
+                library: name,
+                reason: dlerror_text(),
+            });
+        }
+        let sym = |symbol: &'static str| -> Result<*mut c_void, RuntimeError> {
+            let c = CString::new(symbol).expect("symbol names have no NUL");
+            // SAFETY: handle is a live dlopen handle; c is a valid C string.
+            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() {
+                Err(RuntimeError::MissingSymbol {
+                    library: name.clone(),
+                    symbol,
+                    reason: dlerror_text(),
+                })
+            } else {
+                Ok(p)
+            }
+        };
+        // SAFETY (all transmutes below): each symbol is the HSA function of that name,
+        // whose C signature is the one crates/hsa declares for it.
+        let init: HsaInitFn = unsafe { std::mem::transmute(sym("hsa_init")?) };
+        let shut_down: HsaShutDownFn = unsafe { std::mem::transmute(sym("hsa_shut_down")?) };
+        let iterate: HsaIterateAgentsFn =
+            unsafe { std::mem::transmute(sym("hsa_iterate_agents")?) };
+        let get_info: HsaAgentGetInfoFn =
+            unsafe { std::mem::transmute(sym("hsa_agent_get_info")?) };
+        let attach: HsaAmdIpcMemoryAttachFn =
+            unsafe { std::mem::transmute(sym("hsa_amd_ipc_memory_attach")?) };
+        let detach: HsaAmdIpcMemoryDetachFn =
+            unsafe { std::mem::transmute(sym("hsa_amd_ipc_memory_detach")?) };
+        let memory_copy: HsaMemoryCopyFn = unsafe { std::mem::transmute(sym("hsa_memory_copy")?) };
+        let status_string: Option<HsaStatusStringFn> = sym("hsa_status_string")
+            .ok()
+            .map(|p| unsafe { std::mem::transmute(p) });
+        let mut rt = HsaRuntime {
+            library: name,
+            handle,
+            shut_down,
+            status_string,
+            attach,
+            detach,
+            memory_copy,
+            gpu_agent: None,
+        };
+        // SAFETY: hsa_init takes no arguments.
+        let st = unsafe { init() };
+        if st != HSA_STATUS_SUCCESS {
+            let status = rt.describe(st);
+            // Not initialised: do not shut down on drop.
+            std::mem::forget(rt);
+            return Err(RuntimeError::Call {
+                library: library.display().to_string(),
+                call: "hsa_init",
+                status,
+            });
+        }
+        let mut search = AgentSearch {
+            get_info,
+            found: None,
+        };
+        // SAFETY: the callback matches the declared type and `search` outlives the call.
+        let st = unsafe {
+            iterate(
+                Some(find_gpu_agent),
+                (&mut search as *mut AgentSearch).cast(),
+            )
+        };
+        if st != HSA_STATUS_SUCCESS && st != HSA_STATUS_INFO_BREAK {
+            return Err(RuntimeError::Call {
+                library: rt.library.clone(),
+                call: "hsa_iterate_agents",
+                status: rt.describe(st),
+            });
+        }
+        rt.gpu_agent = search.found;
+        Ok(rt)
+    }
+
+    pub fn library(&self) -> &str {
+        &self.library
+    }
+
+    pub fn gpu_agent(&self) -> Option<hsa_agent_t> {
+        self.gpu_agent
+    }
+
+    /// Looks up any other HSA function (tests allocate and export memory
+    /// through the same runtime).
+    ///
+    /// # Safety
+    /// `T` must be the `unsafe extern "C" fn` type of `symbol`.
+    pub unsafe fn symbol<T: Copy>(&self, symbol: &'static str) -> Result<T, RuntimeError> {
+        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+        let c = CString::new(symbol).expect("symbol names have no NUL");
+        // SAFETY: handle is a live dlopen handle.
+        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
+        if p.is_null() {
+            return Err(RuntimeError::MissingSymbol {
+                library: self.library.clone(),
+                symbol,
+                reason: dlerror_text(),
+            });
+        }
+        // SAFETY: the caller promises T is this symbol's function-pointer type.
+        Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
+    }
+
+    /// "HSA_STATUS_ERROR_INVALID_ARGUMENT: ..." or the hex code.
+    pub fn describe(&self, status: hsa_status_t) -> String {
+        if let Some(f) = self.status_string {
+            let mut s: *const std::ffi::c_char = std::ptr::null();
+            // SAFETY: hsa_status_string writes a static string pointer.
+            if unsafe { f(status, &mut s) } == HSA_STATUS_SUCCESS && !s.is_null() {
+                // SAFETY: the runtime returns a NUL-terminated static string.
+                let text = unsafe { CStr::from_ptr(s) }.to_string_lossy();
+                return format!("{text} (0x{status:x})");
+            }
+        }
+        format!("HSA status 0x{status:x}")
+    }
+}
+
+impl Drop for HsaRuntime {
+    fn drop(&mut self) {
+        // SAFETY: balanced with the successful hsa_init in `load`.
+        unsafe { (self.shut_down)() };
+    }
+}
+
+/// Parses the 32 bytes of an `hsa_amd_ipc_memory_t` (native byte order, as
+/// the tool copied them out of its own struct).
+pub fn ipc_handle_from_bytes(bytes: &[u8]) -> Result<hsa_amd_ipc_memory_t, String> {
+    if bytes.len() != std::mem::size_of::<hsa_amd_ipc_memory_t>() {
+        return Err(format!(
+            "IPC handle has {} bytes; hsa_amd_ipc_memory_t has {}",
+            bytes.len(),
+            std::mem::size_of::<hsa_amd_ipc_memory_t>()
+        ));
+    }
+    let mut h = hsa_amd_ipc_memory_t::default();
+    for (word, chunk) in h.handle.iter_mut().zip(bytes.chunks_exact(4)) {
+        *word = u32::from_ne_bytes(chunk.try_into().expect("4 bytes"));
+    }
+    Ok(h)
+}
+
+/// Maps IPC handles with hsa_amd_ipc_memory_attach, copies with
+/// hsa_memory_copy (device memory need not be CPU-readable), and unmaps
+/// with hsa_amd_ipc_memory_detach.
+#[derive(Debug)]
+pub struct HsaBufferSource {
+    runtime: std::sync::Arc<HsaRuntime>,
+}
+
+impl HsaBufferSource {
+    pub fn new(runtime: std::sync::Arc<HsaRuntime>) -> Self {
+        HsaBufferSource { runtime }
+    }
+}
+
+impl BufferSource for HsaBufferSource {
+    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+        let h = ipc_handle_from_bytes(handle)?;
+        let rt = &self.runtime;
+        let agents: Vec<hsa_agent_t> = rt.gpu_agent.into_iter().collect();
+        let mut mapped: *mut c_void = std::ptr::null_mut();
+        // SAFETY: h and agents live across the call; mapped receives the address.
+        let st = unsafe {
+            (rt.attach)(
+                &h,
+                alloc_size as usize,
+                agents.len() as u32,
+                agents.as_ptr(),
+                &mut mapped,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS {
+            return Err(format!(
+                "hsa_amd_ipc_memory_attach failed: {}",
+                rt.describe(st)
+            ));
+        }
+        if mapped.is_null() {
+            return Err("hsa_amd_ipc_memory_attach returned success and a null address".into());
+        }
+        Ok(Mapping {
+            address: mapped as usize,
+            len: alloc_size,
+        })
+    }
+
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let rt = &self.runtime;
+        let src = (mapping.address + offset as usize) as *const c_void;
+        // SAFETY: the collector checked offset + dst.len() <= mapping.len; the
+        // mapping is live until detach; dst is a writable host buffer.
+        let st = unsafe { (rt.memory_copy)(dst.as_mut_ptr().cast(), src, dst.len()) };
+        if st != HSA_STATUS_SUCCESS {
+            return Err(format!(
+                "hsa_memory_copy from the mapped buffer failed: {}",
+                rt.describe(st)
+            ));
+        }
+        Ok(())
+    }
+
+    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+        let rt = &self.runtime;
+        // SAFETY: mapping.address came from a successful attach and is detached once.
+        let st = unsafe { (rt.detach)(mapping.address as *mut c_void) };
+        if st != HSA_STATUS_SUCCESS {
+            return Err(format!(
+                "hsa_amd_ipc_memory_detach failed: {}",
+                rt.describe(st)
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipc_handle_bytes_round_trip_in_native_order() {
+        let h = hsa_amd_ipc_memory_t {
+            handle: [1, 2, 3, 0xdead_beef, 5, 6, 7, 8],
+        };
+        let bytes: Vec<u8> = h.handle.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(ipc_handle_from_bytes(&bytes).unwrap(), h);
+        assert!(
+            ipc_handle_from_bytes(&bytes[..31])
+                .unwrap_err()
+                .contains("31 bytes")
+        );
+    }
+
+    #[test]
+    fn system_runtime_is_searched_by_soname_and_cpu_by_absolute_path() {
+        assert_eq!(
+            ResolvedRuntime::System.library(),
+            PathBuf::from("libhsa-runtime64.so.1")
+        );
+        let cpu = ResolvedRuntime::Cpu {
+            dir: "/opt/x/hsa-cpu".into(),
+        };
+        assert_eq!(
+            cpu.library(),
+            PathBuf::from("/opt/x/hsa-cpu/libhsa-runtime64.so.1")
+        );
+        assert_eq!(cpu.library_dir(), Some(Path::new("/opt/x/hsa-cpu")));
+    }
+
+    #[test]
+    fn missing_library_is_a_load_error_naming_it() {
+        let err = HsaRuntime::load(Path::new("/nonexistent/libhsa-runtime64.so.1")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("/nonexistent/libhsa-runtime64.so.1"), "{msg}");
+    }
+}

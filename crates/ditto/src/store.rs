@@ -1,0 +1,648 @@
+//! The snapshot directory: one safetensors file per captured dispatch plus
+//! `manifest.json`, written by the collector and read back by `compare`.
+//!
+//! Owns the on-disk format (the "Snapshot directory" contract between the
+//! collector and the validator) and its atomic updates: every file is written to a
+//! temporary name in the same directory and renamed into place, so a reader
+//! (or a crash) never sees half a manifest or half a tensor file. It never
+//! talks to a socket or an HSA runtime, and never judges values.
+//!
+//! Layout: `DIR/manifest.json` and `DIR/dispatch-<rank>-<index:05>.safetensors`
+//! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8).
+
+use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName};
+use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Version of the snapshot format (`manifest.json` "format").
+pub const SNAPSHOT_FORMAT: u32 = 1;
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a ditto snapshot manifest: {reason}")]
+    BadManifest { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    BadTensorFile { path: PathBuf, reason: String },
+    #[error(
+        "{0} exists and is not a ditto snapshot directory (no manifest.json) and is not empty; \
+         choose another directory or remove it"
+    )]
+    ForeignDirectory(PathBuf),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `manifest.json`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub format: u32,
+    pub ditto_version: String,
+    pub kernel_query: String,
+    pub runs: Vec<RunRecord>,
+    /// The kernel of the first captured dispatch; null when none was captured.
+    pub kernel: Option<KernelName>,
+    pub dispatches: Vec<DispatchRecord>,
+    pub dispatched_kernels: Vec<DispatchedKernel>,
+}
+
+/// One application process that connected (rank = connection order).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub rank: u32,
+    pub pid: u32,
+    pub run: String,
+    pub command_line: Vec<String>,
+    pub working_directory: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DispatchRecord {
+    pub rank: u32,
+    pub index: u64,
+    pub pid: u32,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// File name inside the snapshot directory.
+    pub file: String,
+    pub buffers: Vec<BufferRecord>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BufferRecord {
+    pub arg: u32,
+    /// Tensor name inside `file` (`arg<N>`).
+    pub tensor: String,
+    /// [`DType::name`].
+    pub dtype: String,
+    pub elements: u64,
+    pub owner_pid: u32,
+    pub alloc_base: u64,
+    pub alloc_size: u64,
+    pub offset: u64,
+    pub extent: u64,
+    pub fingerprint: u64,
+    /// IPC handle bytes, lowercase hex.
+    pub handle: String,
+}
+
+impl BufferRecord {
+    pub fn dtype(&self) -> Result<DType, StoreError> {
+        DType::from_name(&self.dtype).ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "argument {}: unknown dtype {:?}",
+                self.arg, self.dtype
+            ))
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DispatchedKernel {
+    pub mangled: String,
+    pub demangled: String,
+    pub count: u64,
+}
+
+/// One captured argument: what the tool said about it and the bytes read.
+#[derive(Debug, Clone)]
+pub struct CapturedBuffer {
+    pub buffer: Buffer,
+    pub data: Vec<u8>,
+}
+
+/// One array as read back from a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Array {
+    pub dtype: DType,
+    pub bytes: Vec<u8>,
+}
+
+impl Array {
+    pub fn elements(&self) -> usize {
+        self.bytes.len() / self.dtype.size()
+    }
+}
+
+pub fn safetensors_dtype(d: DType) -> StDtype {
+    match d {
+        DType::F16 => StDtype::F16,
+        DType::BF16 => StDtype::BF16,
+        DType::F32 => StDtype::F32,
+        DType::F64 => StDtype::F64,
+        DType::I8 => StDtype::I8,
+        DType::I16 => StDtype::I16,
+        DType::I32 => StDtype::I32,
+        DType::I64 => StDtype::I64,
+        DType::U8 | DType::Bytes => StDtype::U8,
+        DType::U16 => StDtype::U16,
+        DType::U32 => StDtype::U32,
+        DType::U64 => StDtype::U64,
+        DType::Bool => StDtype::BOOL,
+    }
+}
+
+pub fn dispatch_file_name(rank: u32, index: u64) -> String {
+    format!("dispatch-{rank}-{index:05}.safetensors")
+}
+
+pub fn tensor_name(arg: u32) -> String {
+    format!("arg{arg}")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// and a rename, so `path` is either the old or the new content.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".ditto-tmp-")
+        .tempfile_in(dir)
+        .map_err(io_err(dir))?;
+    tmp.write_all(bytes).map_err(io_err(path))?;
+    tmp.as_file().sync_data().map_err(io_err(path))?;
+    tmp.persist(path).map_err(|e| StoreError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Writes one snapshot directory as dispatches arrive. Shared by every
+/// connection of one run (callers hold it behind a mutex).
+#[derive(Debug)]
+pub struct SnapshotWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    /// Whether an older snapshot was found in `dir` and replaced.
+    replaced_previous: bool,
+}
+
+impl SnapshotWriter {
+    /// Starts a snapshot in `dir` (created if missing). An older ditto
+    /// snapshot there is replaced (its manifest and dispatch files removed);
+    /// any other non-empty directory is refused.
+    pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut replaced_previous = false;
+        if dir.join(MANIFEST_FILE).exists() {
+            replaced_previous = true;
+            for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+                let entry = entry.map_err(io_err(dir))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name == MANIFEST_FILE
+                    || (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
+                {
+                    let p = entry.path();
+                    std::fs::remove_file(&p).map_err(io_err(&p))?;
+                }
+            }
+        } else if std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .next()
+            .is_some()
+        {
+            return Err(StoreError::ForeignDirectory(dir.to_path_buf()));
+        }
+        let writer = SnapshotWriter {
+            dir: dir.to_path_buf(),
+            manifest: Manifest {
+                format: SNAPSHOT_FORMAT,
+                ditto_version: env!("CARGO_PKG_VERSION").to_string(),
+                kernel_query: kernel_query.to_string(),
+                runs: Vec::new(),
+                kernel: None,
+                dispatches: Vec::new(),
+                dispatched_kernels: Vec::new(),
+            },
+            replaced_previous,
+        };
+        writer.write_manifest()?;
+        Ok(writer)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn replaced_previous(&self) -> bool {
+        self.replaced_previous
+    }
+
+    /// Records a connecting process; returns its rank.
+    pub fn add_run(&mut self, hello: &Hello) -> Result<u32, StoreError> {
+        let rank = self.manifest.runs.len() as u32;
+        self.manifest.runs.push(RunRecord {
+            rank,
+            pid: hello.pid,
+            run: hello.run.clone(),
+            command_line: hello.command_line.clone(),
+            working_directory: hello.working_directory.clone(),
+        });
+        self.write_manifest()?;
+        Ok(rank)
+    }
+
+    /// Writes the dispatch's tensor file, then the manifest naming it.
+    pub fn add_dispatch(
+        &mut self,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        captured: &[CapturedBuffer],
+    ) -> Result<PathBuf, StoreError> {
+        if self
+            .manifest
+            .dispatches
+            .iter()
+            .any(|d| d.rank == rank && d.index == dispatch.index)
+        {
+            return Err(StoreError::Invalid(format!(
+                "dispatch {} of rank {rank} was already stored in {}",
+                dispatch.index,
+                self.dir.display()
+            )));
+        }
+        let file = dispatch_file_name(rank, dispatch.index);
+        let path = self.dir.join(&file);
+        let mut records = Vec::with_capacity(captured.len());
+        let mut views = Vec::with_capacity(captured.len());
+        for c in captured {
+            let b = &c.buffer;
+            let size = b.dtype.size();
+            if c.data.len() as u64 != b.extent || c.data.len() % size != 0 {
+                return Err(StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {} bytes captured for an extent of {} bytes of {}",
+                    dispatch.index,
+                    b.arg_index,
+                    c.data.len(),
+                    b.extent,
+                    b.dtype.name()
+                )));
+            }
+            let elements = c.data.len() / size;
+            let view = TensorView::new(safetensors_dtype(b.dtype), vec![elements], &c.data)
+                .map_err(|e| StoreError::Invalid(format!("argument {}: {e}", b.arg_index)))?;
+            views.push((tensor_name(b.arg_index), view));
+            records.push(BufferRecord {
+                arg: b.arg_index,
+                tensor: tensor_name(b.arg_index),
+                dtype: b.dtype.name().to_string(),
+                elements: elements as u64,
+                owner_pid: b.owner_pid,
+                alloc_base: b.alloc_base,
+                alloc_size: b.alloc_size,
+                offset: b.offset,
+                extent: b.extent,
+                fingerprint: b.fingerprint,
+                handle: hex(&b.handle),
+            });
+        }
+        let bytes = safetensors::tensor::serialize(views, &None).map_err(|e| {
+            StoreError::BadTensorFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        write_atomically(&path, &bytes)?;
+        if self.manifest.kernel.is_none() {
+            self.manifest.kernel = Some(dispatch.kernel.clone());
+        }
+        self.manifest.dispatches.push(DispatchRecord {
+            rank,
+            index: dispatch.index,
+            pid,
+            grid: dispatch.grid,
+            block: dispatch.block,
+            file,
+            buffers: records,
+        });
+        self.write_manifest()?;
+        Ok(path)
+    }
+
+    /// Adds a process's dispatched kernels (counts summed over processes).
+    pub fn add_goodbye(&mut self, goodbye: &Goodbye) -> Result<(), StoreError> {
+        for (name, count) in &goodbye.dispatched {
+            match self
+                .manifest
+                .dispatched_kernels
+                .iter_mut()
+                .find(|k| k.mangled == name.mangled)
+            {
+                Some(k) => k.count += count,
+                None => self.manifest.dispatched_kernels.push(DispatchedKernel {
+                    mangled: name.mangled.clone(),
+                    demangled: name.demangled.clone(),
+                    count: *count,
+                }),
+            }
+        }
+        self.write_manifest()
+    }
+
+    fn write_manifest(&self) -> Result<(), StoreError> {
+        let mut json = serde_json::to_vec_pretty(&self.manifest)
+            .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
+        json.push(b'\n');
+        write_atomically(&self.dir.join(MANIFEST_FILE), &json)
+    }
+}
+
+/// A snapshot directory opened for reading.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+}
+
+impl Snapshot {
+    pub fn load(dir: &Path) -> Result<Snapshot, StoreError> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                StoreError::BadManifest {
+                    path: path.clone(),
+                    reason:
+                        "missing: is this a directory written by `ditto run` or `ditto collect`?"
+                            .into(),
+                }
+            } else {
+                StoreError::Io {
+                    path: path.clone(),
+                    source,
+                }
+            }
+        })?;
+        let manifest: Manifest =
+            serde_json::from_slice(&text).map_err(|e| StoreError::BadManifest {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        if manifest.format != SNAPSHOT_FORMAT {
+            return Err(StoreError::BadManifest {
+                path,
+                reason: format!(
+                    "format {} but this ditto reads format {SNAPSHOT_FORMAT}",
+                    manifest.format
+                ),
+            });
+        }
+        Ok(Snapshot {
+            dir: dir.to_path_buf(),
+            manifest,
+        })
+    }
+
+    /// Reads every argument of one dispatch, in manifest order.
+    pub fn load_dispatch(&self, d: &DispatchRecord) -> Result<Vec<(u32, Array)>, StoreError> {
+        let path = self.dir.join(&d.file);
+        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| StoreError::BadTensorFile {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut out = Vec::with_capacity(d.buffers.len());
+        for b in &d.buffers {
+            let dtype = b.dtype()?;
+            let view = tensors
+                .tensor(&b.tensor)
+                .map_err(|e| StoreError::BadTensorFile {
+                    path: path.clone(),
+                    reason: format!("tensor {} (argument {}): {e}", b.tensor, b.arg),
+                })?;
+            if view.dtype() != safetensors_dtype(dtype) || view.shape() != [b.elements as usize] {
+                return Err(StoreError::BadTensorFile {
+                    path: path.clone(),
+                    reason: format!(
+                        "tensor {} is {:?}{:?} but the manifest says {}[{}]",
+                        b.tensor,
+                        view.dtype(),
+                        view.shape(),
+                        b.dtype,
+                        b.elements
+                    ),
+                });
+            }
+            out.push((
+                b.arg,
+                Array {
+                    dtype,
+                    bytes: view.data().to_vec(),
+                },
+            ));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(run: &str) -> Hello {
+        Hello {
+            version: ditto_protocol::PROTOCOL_VERSION,
+            pid: 77,
+            run: run.into(),
+            kernel_query: "scale_values".into(),
+            command_line: vec!["app".into(), "float".into()],
+            working_directory: "/tmp".into(),
+        }
+    }
+
+    fn captured(arg: u32, dtype: DType, data: Vec<u8>) -> CapturedBuffer {
+        CapturedBuffer {
+            buffer: Buffer {
+                arg_index: arg,
+                dtype,
+                handle: vec![0xab; 32],
+                owner_pid: 77,
+                alloc_base: 0x1000,
+                alloc_size: 4096,
+                offset: 0,
+                extent: data.len() as u64,
+                fingerprint: ditto_protocol::fingerprint(&data),
+            },
+            data,
+        }
+    }
+
+    fn dispatch(index: u64) -> Dispatch {
+        Dispatch {
+            index,
+            kernel: KernelName {
+                mangled: "_Z12scale_valuesIfEvPT_S1_S0_i".into(),
+                demangled: "void scale_values<float>(float*, float*, float, int)".into(),
+            },
+            grid: [16, 1, 1],
+            block: [4, 1, 1],
+            buffers: vec![],
+        }
+    }
+
+    #[test]
+    fn written_dispatch_loads_back_with_values_and_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        let floats: Vec<u8> = [1.0f32, 2.5, -3.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        let raw = vec![9u8, 8, 7];
+        let path = w
+            .add_dispatch(
+                rank,
+                77,
+                &dispatch(0),
+                &[
+                    captured(1, DType::F32, floats.clone()),
+                    captured(3, DType::Bytes, raw.clone()),
+                ],
+            )
+            .unwrap();
+        assert_eq!(path, snap.join("dispatch-0-00000.safetensors"));
+        w.add_goodbye(&Goodbye {
+            dispatched: vec![(dispatch(0).kernel, 1)],
+        })
+        .unwrap();
+
+        let s = Snapshot::load(&snap).unwrap();
+        assert_eq!(s.manifest.runs[0].run, "ref");
+        assert_eq!(
+            s.manifest.kernel.as_ref().unwrap().mangled,
+            "_Z12scale_valuesIfEvPT_S1_S0_i"
+        );
+        assert_eq!(s.manifest.dispatched_kernels[0].count, 1);
+        let d = &s.manifest.dispatches[0];
+        assert_eq!(d.buffers[0].elements, 3);
+        assert_eq!(d.buffers[0].handle, "ab".repeat(32));
+        assert_eq!(d.buffers[1].dtype, "bytes");
+        let arrays = s.load_dispatch(d).unwrap();
+        assert_eq!(
+            arrays[0],
+            (
+                1,
+                Array {
+                    dtype: DType::F32,
+                    bytes: floats
+                }
+            )
+        );
+        assert_eq!(
+            arrays[1],
+            (
+                3,
+                Array {
+                    dtype: DType::Bytes,
+                    bytes: raw
+                }
+            )
+        );
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(&snap)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with(".ditto-tmp")),
+            "{names:?}"
+        );
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn manifest_has_the_contract_field_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_run(&hello("r")).unwrap();
+        w.add_dispatch(0, 77, &dispatch(4), &[captured(0, DType::I32, vec![0; 8])])
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(v["format"], 1);
+        assert_eq!(v["dispatches"][0]["file"], "dispatch-0-00004.safetensors");
+        assert_eq!(v["dispatches"][0]["grid"], serde_json::json!([16, 1, 1]));
+        let b = &v["dispatches"][0]["buffers"][0];
+        for key in [
+            "arg",
+            "tensor",
+            "dtype",
+            "elements",
+            "owner_pid",
+            "alloc_base",
+            "alloc_size",
+            "offset",
+            "extent",
+            "fingerprint",
+            "handle",
+        ] {
+            assert!(!b[key].is_null(), "missing {key}");
+        }
+        assert_eq!(v["runs"][0]["rank"], 0);
+        assert_eq!(
+            v["kernel"]["demangled"],
+            "void scale_values<float>(float*, float*, float, int)"
+        );
+    }
+
+    #[test]
+    fn a_second_dispatch_with_the_same_rank_and_index_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_dispatch(0, 1, &dispatch(2), &[]).unwrap();
+        assert!(w.add_dispatch(0, 1, &dispatch(2), &[]).is_err());
+        assert_eq!(w.manifest().dispatches.len(), 1);
+    }
+
+    #[test]
+    fn an_older_snapshot_is_replaced_and_a_foreign_directory_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_dispatch(0, 1, &dispatch(0), &[captured(0, DType::U8, vec![1])])
+            .unwrap();
+        drop(w);
+        let w2 = SnapshotWriter::create(dir.path(), "k").unwrap();
+        assert!(w2.replaced_previous());
+        assert!(!dir.path().join("dispatch-0-00000.safetensors").exists());
+
+        let foreign = tempfile::tempdir().unwrap();
+        std::fs::write(foreign.path().join("notes.txt"), "mine").unwrap();
+        let err = SnapshotWriter::create(foreign.path(), "k").unwrap_err();
+        assert!(matches!(err, StoreError::ForeignDirectory(_)));
+    }
+
+    #[test]
+    fn missing_manifest_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Snapshot::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("manifest.json") && err.contains("ditto run"),
+            "{err}"
+        );
+    }
+}

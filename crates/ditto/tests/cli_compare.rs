@@ -1,0 +1,255 @@
+//! `ditto compare` as a user runs it: exit codes 0/1/2, the torch-shaped
+//! text, the JSON object and the errors for structural differences.
+
+mod support;
+
+use ditto_cli::store::{CapturedBuffer, SnapshotWriter};
+use ditto_protocol::{DType, Goodbye, KernelName};
+use std::path::Path;
+use std::process::{Command, Output};
+use support::*;
+
+/// Writes a snapshot of reduce_sum with `outputs[i]` as dispatch i's arg 1.
+fn snapshot(dir: &Path, outputs: &[&[f32]]) {
+    let mut w = SnapshotWriter::create(dir, "reduce_sum").unwrap();
+    let rank = w.add_run(&hello("r")).unwrap();
+    let name = KernelName {
+        mangled: "_Z10reduce_sumPKfPfi".into(),
+        demangled: "reduce_sum(float const*, float*, int)".into(),
+    };
+    for (i, out) in outputs.iter().enumerate() {
+        let input = f32_bytes(&[0.5; 4]);
+        let output = f32_bytes(out);
+        let mut d = dispatch(i as u64, vec![]);
+        d.kernel = name.clone();
+        let captured = [
+            CapturedBuffer {
+                buffer: buffer(0, &[1; 32], &input, 0, input.len() as u64),
+                data: input.clone(),
+            },
+            CapturedBuffer {
+                buffer: buffer(1, &[2; 32], &output, 0, output.len() as u64),
+                data: output.clone(),
+            },
+        ];
+        w.add_dispatch(rank, 4242, &d, &captured).unwrap();
+    }
+    let other = KernelName {
+        mangled: "_Z10vector_addPKfS0_Pfi".into(),
+        demangled: "vector_add(float const*, float const*, float*, int)".into(),
+    };
+    let mut dispatched = vec![(other, 3)];
+    if !outputs.is_empty() {
+        dispatched.push((name, outputs.len() as u64));
+    }
+    w.add_goodbye(&Goodbye { dispatched }).unwrap();
+}
+
+fn ditto(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ditto"))
+        .args(args)
+        .output()
+        .expect("ditto runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+struct Dirs {
+    _tmp: tempfile::TempDir,
+    reference: String,
+    optimized: String,
+}
+
+fn dirs(reference: &[&[f32]], optimized: &[&[f32]]) -> Dirs {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path().join("ref");
+    let o = tmp.path().join("opt");
+    snapshot(&r, reference);
+    snapshot(&o, optimized);
+    Dirs {
+        reference: r.display().to_string(),
+        optimized: o.display().to_string(),
+        _tmp: tmp,
+    }
+}
+
+#[test]
+fn equal_snapshots_pass_with_exit_0() {
+    let d = dirs(&[&[114688.0]], &[&[114688.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "PASS reduce_sum(float const*, float*, int): 2 arrays compared, all within tolerance\n"
+    );
+}
+
+#[test]
+fn a_wrong_result_fails_with_exit_1_and_a_torch_shaped_message() {
+    let d = dirs(&[&[114688.0]], &[&[0.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("FAIL reduce_sum(float const*, float*, int): 1 of 2 arrays differ\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("dispatch 0, arg 1 (float32[1]): Mismatched elements: 1 / 1 (100.0%)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Greatest absolute difference: 114688 at index (0,) (up to 1e-05 allowed)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains('\x1b'), "no colour into a pipe");
+}
+
+#[test]
+fn json_reports_validity_and_the_mismatching_argument() {
+    let d = dirs(&[&[1.0, 2.0], &[3.0, 4.0]], &[&[1.0, 2.0], &[3.0, 5.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["kernel"], "reduce_sum(float const*, float*, int)");
+    assert_eq!(v["arrays_compared"], 4);
+    assert_eq!(v["mismatches"].as_array().unwrap().len(), 1);
+    let m = &v["mismatches"][0];
+    assert_eq!(
+        (m["dispatch"].as_u64(), m["arg"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        (
+            m["mismatched_elements"].as_u64(),
+            m["total_elements"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+    assert_eq!(m["max_abs_diff"], 1.0);
+    assert_eq!(m["max_abs_diff_index"], 1);
+    assert_eq!(m["max_rel_diff"], 0.25);
+}
+
+#[test]
+fn user_tolerances_can_accept_a_difference() {
+    let d = dirs(&[&[1.0]], &[&[1.1]]);
+    assert_eq!(
+        ditto(&["compare", &d.reference, &d.optimized])
+            .status
+            .code(),
+        Some(1)
+    );
+    let out = ditto(&[
+        "compare",
+        &d.reference,
+        &d.optimized,
+        "--atol",
+        "0.2",
+        "--rtol",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+#[test]
+fn atol_without_rtol_is_an_error() {
+    let d = dirs(&[&[1.0]], &[&[1.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized, "--atol", "0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--rtol"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_kernel_never_captured_is_an_error_listing_what_ran() {
+    let d = dirs(&[&[1.0]], &[]);
+    let out = ditto(&["compare", &d.reference, &d.optimized, "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("ditto: error: "), "{stderr}");
+    assert!(
+        stderr.contains("optimized run") && stderr.contains("\"reduce_sum\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("vector_add(float const*, float const*, float*, int) ×3"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert!(v["error"].as_str().unwrap().contains("never dispatched"));
+}
+
+#[test]
+fn different_dispatch_counts_are_an_error() {
+    let d = dirs(&[&[1.0], &[1.0]], &[&[1.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("captured 2 dispatch(es)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn different_element_counts_are_an_error_naming_the_argument() {
+    let d = dirs(&[&[1.0, 2.0]], &[&[1.0]]);
+    let out = ditto(&["compare", &d.reference, &d.optimized]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("dispatch 0, arg 1") && e.contains("2 elements"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_directory_that_is_not_a_snapshot_is_an_error_naming_it() {
+    let d = dirs(&[&[1.0]], &[&[1.0]]);
+    let empty = tempfile::tempdir().unwrap();
+    let out = ditto(&["compare", &d.reference, empty.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = text(&out.stderr);
+    assert!(
+        e.contains(&empty.path().join("manifest.json").display().to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn bytes_arrays_compare_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, last) in [("ref", 3u8), ("opt", 4u8)] {
+        let mut w = SnapshotWriter::create(&tmp.path().join(name), "k").unwrap();
+        let data = vec![1u8, 2, last];
+        let mut b = buffer(0, &[1; 32], &data, 0, 3);
+        b.dtype = DType::Bytes;
+        b.fingerprint = ditto_protocol::fingerprint(&data);
+        w.add_dispatch(
+            0,
+            1,
+            &dispatch(0, vec![]),
+            &[CapturedBuffer { buffer: b, data }],
+        )
+        .unwrap();
+    }
+    let out = ditto(&[
+        "compare",
+        tmp.path().join("ref").to_str().unwrap(),
+        tmp.path().join("opt").to_str().unwrap(),
+        "--atol",
+        "5",
+        "--rtol",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("arg 0 (bytes[3])"));
+}

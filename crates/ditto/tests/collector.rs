@@ -1,0 +1,398 @@
+//! The collector over its real Unix socket, with a fake BufferSource:
+//! protocol handling, attach → copy → detach before the ack, fingerprint
+//! checks, rejection, dropped and stalled connections.
+
+mod support;
+
+use ditto_cli::collector::{
+    Collector, CollectorConfig, ConnectionEnd, ConnectionReport, SnapshotLayout, SocketPlace,
+};
+use ditto_cli::store::Snapshot;
+use ditto_protocol::{CollectorMessage, ToolMessage, write_frame};
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use support::*;
+
+struct Setup {
+    source: Arc<FakeSource>,
+    collector: Collector,
+    dir: tempfile::TempDir,
+}
+
+fn setup_with(layout_per_run: bool, tweak: impl FnOnce(&mut CollectorConfig)) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = if layout_per_run {
+        SnapshotLayout::PerRun(dir.path().to_path_buf())
+    } else {
+        SnapshotLayout::Single(dir.path().join("snap"))
+    };
+    let mut config = CollectorConfig::new(layout);
+    tweak(&mut config);
+    let source = Arc::new(FakeSource::default());
+    let collector = Collector::start(source.clone(), config, SocketPlace::Private).unwrap();
+    Setup {
+        source,
+        collector,
+        dir,
+    }
+}
+
+fn setup() -> Setup {
+    setup_with(false, |_| {})
+}
+
+fn finish(s: Setup) -> (Vec<ConnectionReport>, tempfile::TempDir, Arc<FakeSource>) {
+    assert!(
+        s.collector.settle(Duration::from_secs(5)),
+        "connections ended"
+    );
+    let reports = s.collector.stop();
+    (reports, s.dir, s.source)
+}
+
+#[test]
+fn dispatch_is_stored_and_acked_only_after_every_mapping_is_detached() {
+    let s = setup();
+    let input = f32_bytes(&[0.0, 1.0, 2.0, 3.0]);
+    let output = f32_bytes(&[9.0, 0.0, 2.0, 4.0, 6.0, 9.0]);
+    let hi = s.source.allocate(input.clone());
+    let ho = s.source.allocate(output.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    // Output argument: 16 bytes at offset 4 of its allocation.
+    let ack = tool.dispatch(dispatch(
+        0,
+        vec![
+            buffer(0, &hi, &input, 0, 16),
+            buffer(1, &ho, &output, 4, 16),
+        ],
+    ));
+    assert_eq!(ack.index, 0);
+    assert_eq!(ack.result, Ok(()));
+    // The ack is only sent after the detaches.
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(s.collector.live_attachments(), 0);
+    assert_eq!(s.source.attaches.load(Ordering::SeqCst), 2);
+    assert_eq!(s.source.detaches.load(Ordering::SeqCst), 2);
+    tool.goodbye(1);
+
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].end, ConnectionEnd::Goodbye);
+    assert_eq!(
+        (
+            reports[0].dispatches_captured,
+            reports[0].arrays_captured,
+            reports[0].bytes_captured
+        ),
+        (1, 2, 32)
+    );
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert_eq!(snap.manifest.dispatched_kernels[0].count, 1);
+    assert_eq!(snap.manifest.runs[0].pid, 4242);
+    let d = &snap.manifest.dispatches[0];
+    assert_eq!((d.rank, d.index, d.buffers[1].offset), (0, 0, 4));
+    let arrays = snap.load_dispatch(d).unwrap();
+    assert_eq!(arrays[0].1.bytes, input);
+    assert_eq!(arrays[1].1.bytes, f32_bytes(&[0.0, 2.0, 4.0, 6.0]));
+}
+
+#[test]
+fn fingerprint_mismatch_is_an_error_ack_naming_argument_and_dispatch_and_nothing_is_stored() {
+    let s = setup();
+    let input = f32_bytes(&[1.0; 8]);
+    let output = f32_bytes(&[2.0; 8]);
+    let hi = s.source.allocate(input.clone());
+    let ho = s.source.allocate(output.clone());
+    s.source.stale.lock().unwrap().push(ho.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(
+        3,
+        vec![
+            buffer(0, &hi, &input, 0, 32),
+            buffer(1, &ho, &output, 0, 32),
+        ],
+    ));
+    let err = ack.result.unwrap_err();
+    assert!(
+        err.contains("dispatch 3") && err.contains("argument 1") && err.contains("fingerprint"),
+        "{err}"
+    );
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        s.source.attaches.load(Ordering::SeqCst),
+        s.source.detaches.load(Ordering::SeqCst)
+    );
+    tool.goodbye(1);
+    let (reports, dir, _) = finish(s);
+    assert!(reports[0].failed());
+    assert_eq!(reports[0].dispatches_captured, 0);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert!(snap.manifest.dispatches.is_empty());
+    assert!(
+        !dir.path()
+            .join("snap/dispatch-0-00003.safetensors")
+            .exists()
+    );
+}
+
+#[test]
+fn a_failed_copy_is_still_detached_before_the_error_ack() {
+    let s = setup();
+    let data = f32_bytes(&[5.0; 4]);
+    let h = s.source.allocate(data.clone());
+    s.source.copy_fails.lock().unwrap().push(h.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(0, vec![buffer(1, &h, &data, 0, 16)]));
+    let err = ack.result.unwrap_err();
+    assert!(
+        err.contains("argument 1") && err.contains("simulated copy failure"),
+        "{err}"
+    );
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(s.source.detaches.load(Ordering::SeqCst), 1);
+    assert_eq!(s.collector.live_attachments(), 0);
+    tool.goodbye(1);
+    finish(s);
+}
+
+#[test]
+fn a_range_outside_the_allocation_is_refused_without_attaching() {
+    let s = setup();
+    let data = f32_bytes(&[5.0; 4]);
+    let h = s.source.allocate(data.clone());
+    let mut b = buffer(2, &h, &data, 8, 8);
+    b.extent = 16; // 8 + 16 > 16
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let err = tool.dispatch(dispatch(0, vec![b])).result.unwrap_err();
+    assert!(
+        err.contains("argument 2") && err.contains("exceed"),
+        "{err}"
+    );
+    assert_eq!(s.source.attaches.load(Ordering::SeqCst), 0);
+    tool.goodbye(1);
+    finish(s);
+}
+
+#[test]
+fn wrong_protocol_version_is_rejected_with_the_reason() {
+    let s = setup();
+    let mut tool = Tool::connect(s.collector.socket_path());
+    let mut h = hello("ref");
+    h.version = 99;
+    tool.send(&ToolMessage::Hello(h));
+    match tool.receive() {
+        CollectorMessage::Reject { reason } => {
+            assert!(
+                reason.contains("version 99") && reason.contains("version 1"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected Reject, got {other:?}"),
+    }
+    let (reports, _, _) = finish(s);
+    assert!(matches!(&reports[0].end, ConnectionEnd::Rejected(r) if r.contains("99")));
+}
+
+#[test]
+fn a_peer_of_another_uid_is_rejected() {
+    // SAFETY: getuid cannot fail.
+    let ours = unsafe { libc::getuid() };
+    let s = setup_with(false, |c| c.allowed_uid = ours.wrapping_add(1));
+    let mut tool = Tool::connect(s.collector.socket_path());
+    tool.send(&ToolMessage::Hello(hello("ref")));
+    match tool.receive() {
+        CollectorMessage::Reject { reason } => {
+            assert!(reason.contains(&format!("uid {ours}")), "{reason}")
+        }
+        other => panic!("expected Reject, got {other:?}"),
+    }
+    finish(s);
+}
+
+#[test]
+fn the_socket_lives_in_a_private_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup();
+    let dir = s.collector.socket_path().parent().unwrap().to_path_buf();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    finish(s);
+    assert!(!dir.exists(), "private directory removed at stop");
+}
+
+#[test]
+fn a_connection_dropped_mid_dispatch_is_reported_with_the_dispatch_in_flight() {
+    let s = setup();
+    let data = f32_bytes(&[1.0; 4]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    assert_eq!(
+        tool.dispatch(dispatch(0, vec![buffer(0, &h, &data, 0, 16)]))
+            .result,
+        Ok(())
+    );
+    // Half of dispatch 1, then the process dies.
+    let mut frame = Vec::new();
+    write_frame(
+        &mut frame,
+        &ToolMessage::Dispatch(dispatch(1, vec![buffer(0, &h, &data, 0, 16)])),
+    )
+    .unwrap();
+    tool.stream.write_all(&frame[..frame.len() / 2]).unwrap();
+    drop(tool);
+    let (reports, dir, source) = finish(s);
+    match &reports[0].end {
+        ConnectionEnd::Dropped { in_flight, reason } => {
+            assert_eq!(*in_flight, Some(1));
+            assert!(reason.contains("middle of a message"), "{reason}");
+        }
+        other => panic!("expected Dropped, got {other:?}"),
+    }
+    assert!(reports[0].failed());
+    assert_eq!(source.live.load(Ordering::SeqCst), 0);
+    // What was acknowledged stays.
+    assert_eq!(
+        Snapshot::load(&dir.path().join("snap"))
+            .unwrap()
+            .manifest
+            .dispatches
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_process_that_exits_without_goodbye_keeps_its_dispatches_and_is_reported() {
+    let s = setup();
+    let data = f32_bytes(&[1.0; 4]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    assert_eq!(
+        tool.dispatch(dispatch(0, vec![buffer(0, &h, &data, 0, 16)]))
+            .result,
+        Ok(())
+    );
+    drop(tool);
+    let (reports, _, _) = finish(s);
+    match &reports[0].end {
+        ConnectionEnd::Dropped {
+            in_flight: None,
+            reason,
+        } => assert!(
+            reason.contains("without Goodbye after dispatch 0"),
+            "{reason}"
+        ),
+        other => panic!("expected Dropped, got {other:?}"),
+    }
+    assert!(!reports[0].failed());
+    assert_eq!(reports[0].dispatches_captured, 1);
+}
+
+#[test]
+fn a_stalled_message_times_out_instead_of_hanging() {
+    let s = setup_with(false, |c| c.frame_timeout = Duration::from_millis(300));
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    tool.stream.write_all(&[200, 0]).unwrap(); // half a length prefix, then silence
+    let start = Instant::now();
+    assert!(s.collector.settle(Duration::from_secs(5)));
+    assert!(start.elapsed() < Duration::from_secs(3));
+    let reports = s.collector.stop();
+    match &reports[0].end {
+        ConnectionEnd::Dropped { reason, .. } => {
+            assert!(reason.contains("no complete message"), "{reason}")
+        }
+        other => panic!("expected Dropped, got {other:?}"),
+    }
+    drop(tool);
+}
+
+#[test]
+fn a_connection_that_never_says_hello_times_out() {
+    let s = setup_with(false, |c| c.frame_timeout = Duration::from_millis(200));
+    let _tool = Tool::connect(s.collector.socket_path());
+    assert!(s.collector.settle(Duration::from_secs(5)));
+    let reports = s.collector.stop();
+    assert!(
+        matches!(&reports[0].end, ConnectionEnd::Dropped { reason, .. } if reason.contains("Hello"))
+    );
+}
+
+#[test]
+fn stopping_ends_an_idle_connection_promptly() {
+    let s = setup();
+    let tool = Tool::greet(s.collector.socket_path(), "ref");
+    let start = Instant::now();
+    let reports = s.collector.stop();
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert_eq!(reports[0].end, ConnectionEnd::Stopped);
+    drop(tool);
+}
+
+#[test]
+fn runs_with_the_same_name_share_a_directory_with_increasing_rank() {
+    let s = setup_with(true, |_| {});
+    let data = f32_bytes(&[1.0, 2.0]);
+    let h = s.source.allocate(data.clone());
+    for _ in 0..2 {
+        let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+        assert_eq!(
+            tool.dispatch(dispatch(0, vec![buffer(0, &h, &data, 0, 8)]))
+                .result,
+            Ok(())
+        );
+        tool.goodbye(1);
+        assert!(s.collector.settle(Duration::from_secs(5)));
+    }
+    let mut other = Tool::greet(s.collector.socket_path(), "opt");
+    assert_eq!(
+        other
+            .dispatch(dispatch(0, vec![buffer(0, &h, &data, 0, 8)]))
+            .result,
+        Ok(())
+    );
+    other.goodbye(1);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports.len(), 3);
+    let refs = Snapshot::load(&dir.path().join("ref")).unwrap();
+    let ranks: Vec<u32> = refs.manifest.dispatches.iter().map(|d| d.rank).collect();
+    assert_eq!(ranks, vec![0, 1]);
+    assert!(dir.path().join("ref/dispatch-1-00000.safetensors").exists());
+    assert_eq!(refs.manifest.dispatched_kernels[0].count, 2);
+    assert_eq!(
+        Snapshot::load(&dir.path().join("opt"))
+            .unwrap()
+            .manifest
+            .runs
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_run_name_with_a_slash_is_rejected() {
+    let s = setup_with(true, |_| {});
+    let mut tool = Tool::connect(s.collector.socket_path());
+    tool.send(&ToolMessage::Hello(hello("../escape")));
+    assert!(
+        matches!(tool.receive(), CollectorMessage::Reject { reason } if reason.contains("DITTO_RUN_NAME"))
+    );
+    finish(s);
+}
+
+#[test]
+fn a_given_socket_path_that_exists_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sock");
+    std::fs::write(&path, "").unwrap();
+    let config = CollectorConfig::new(SnapshotLayout::PerRun(dir.path().to_path_buf()));
+    let err = Collector::start(
+        Arc::new(FakeSource::default()),
+        config,
+        SocketPlace::At(path.clone()),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("already exists"), "{err}");
+}

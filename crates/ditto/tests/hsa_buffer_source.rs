@@ -1,0 +1,286 @@
+//! The real HSA BufferSource against ditto's CPU HSA runtime: memory
+//! allocated and exported in this process through the same dlopen'ed
+//! runtime is attached, copied and detached by the collector, and no extra
+//! mapping of the runtime's pool memfd ("hsa-cpu-pool") survives an ack.
+//!
+//! Needs target/<profile>/hsa-cpu/libhsa-runtime64.so.1 (or
+//! DITTO_CPU_RUNTIME_DIR): run `cargo build --workspace` first.
+
+mod support;
+
+use ditto_cli::collector::{
+    BufferSource, Collector, CollectorConfig, Mapping, SnapshotLayout, SocketPlace,
+};
+use ditto_cli::runtime::{HsaBufferSource, HsaRuntime};
+use ditto_cli::store::Snapshot;
+use ditto_protocol::{Buffer, DType, fingerprint};
+use hsa::*;
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use support::*;
+
+const POOL_MEMFD: &str = "hsa-cpu-pool";
+
+fn cpu_runtime_library() -> PathBuf {
+    let dir = match std::env::var_os("DITTO_CPU_RUNTIME_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            // target/<profile>/deps/<test> → target/<profile>/hsa-cpu
+            let exe = std::env::current_exe().unwrap();
+            exe.parent().unwrap().parent().unwrap().join("hsa-cpu")
+        }
+    };
+    let lib = dir.join("libhsa-runtime64.so.1");
+    assert!(
+        lib.exists(),
+        "ditto's CPU HSA runtime is missing at {}: run `cargo build --workspace` first (or set DITTO_CPU_RUNTIME_DIR)",
+        lib.display()
+    );
+    lib
+}
+
+fn runtime() -> Arc<HsaRuntime> {
+    static RT: OnceLock<Arc<HsaRuntime>> = OnceLock::new();
+    RT.get_or_init(|| {
+        Arc::new(
+            HsaRuntime::load(&cpu_runtime_library()).expect("CPU runtime loads and initialises"),
+        )
+    })
+    .clone()
+}
+
+/// The tests count mappings of the whole process: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Mappings of the pool memfd in this process.
+fn pool_mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(POOL_MEMFD))
+        .count()
+}
+
+struct PoolSearch {
+    get_info: HsaAmdMemoryPoolGetInfoFn,
+    found: Option<hsa_amd_memory_pool_t>,
+}
+
+unsafe extern "C" fn find_global_pool(
+    pool: hsa_amd_memory_pool_t,
+    data: *mut c_void,
+) -> hsa_status_t {
+    // SAFETY: data is the &mut PoolSearch passed below.
+    let s = unsafe { &mut *(data as *mut PoolSearch) };
+    let mut segment: u32 = u32::MAX;
+    let mut alloc_allowed = false;
+    // SAFETY: SEGMENT writes a u32, RUNTIME_ALLOC_ALLOWED a bool.
+    unsafe {
+        (s.get_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+            (&mut segment as *mut u32).cast(),
+        );
+        (s.get_info)(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+            (&mut alloc_allowed as *mut bool).cast(),
+        );
+    }
+    if segment == HSA_AMD_SEGMENT_GLOBAL && alloc_allowed {
+        s.found = Some(pool);
+        return HSA_STATUS_INFO_BREAK;
+    }
+    HSA_STATUS_SUCCESS
+}
+
+/// A device allocation of the test process, exported as an IPC handle.
+struct Exported {
+    ptr: *mut u8,
+    size: usize,
+    handle: Vec<u8>,
+    free: HsaAmdMemoryPoolFreeFn,
+}
+
+impl Drop for Exported {
+    fn drop(&mut self) {
+        // SAFETY: allocated by hsa_amd_memory_pool_allocate below.
+        unsafe { (self.free)(self.ptr.cast()) };
+    }
+}
+
+fn export(rt: &HsaRuntime, size: usize) -> Exported {
+    // SAFETY: each type is the named function's signature (crates/hsa).
+    let (iterate, get_info, allocate, free, create) = unsafe {
+        (
+            rt.symbol::<HsaAmdAgentIterateMemoryPoolsFn>("hsa_amd_agent_iterate_memory_pools")
+                .unwrap(),
+            rt.symbol::<HsaAmdMemoryPoolGetInfoFn>("hsa_amd_memory_pool_get_info")
+                .unwrap(),
+            rt.symbol::<HsaAmdMemoryPoolAllocateFn>("hsa_amd_memory_pool_allocate")
+                .unwrap(),
+            rt.symbol::<HsaAmdMemoryPoolFreeFn>("hsa_amd_memory_pool_free")
+                .unwrap(),
+            rt.symbol::<HsaAmdIpcMemoryCreateFn>("hsa_amd_ipc_memory_create")
+                .unwrap(),
+        )
+    };
+    let agent = rt
+        .gpu_agent()
+        .expect("the CPU runtime has a GPU-type agent");
+    let mut search = PoolSearch {
+        get_info,
+        found: None,
+    };
+    // SAFETY: callback and data match; search outlives the call.
+    unsafe {
+        iterate(
+            agent,
+            Some(find_global_pool),
+            (&mut search as *mut PoolSearch).cast(),
+        )
+    };
+    let pool = search.found.expect("the GPU agent has a global pool");
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: ptr receives the allocation.
+    assert_eq!(
+        unsafe { allocate(pool, size, 0, &mut ptr) },
+        HSA_STATUS_SUCCESS
+    );
+    let mut h = hsa_amd_ipc_memory_t::default();
+    // SAFETY: ptr/size are exactly the allocation, as IPC requires.
+    assert_eq!(unsafe { create(ptr, size, &mut h) }, HSA_STATUS_SUCCESS);
+    let handle = h.handle.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    Exported {
+        ptr: ptr.cast(),
+        size,
+        handle,
+        free,
+    }
+}
+
+/// Counts pool mappings while attached, to show the attach really maps.
+struct Spy {
+    inner: HsaBufferSource,
+    mappings_while_attached: AtomicUsize,
+}
+
+impl BufferSource for Spy {
+    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+        let m = self.inner.attach(handle, alloc_size)?;
+        self.mappings_while_attached
+            .store(pool_mappings(), Ordering::SeqCst);
+        Ok(m)
+    }
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        self.inner.copy(mapping, offset, dst)
+    }
+    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+        self.inner.detach(mapping)
+    }
+}
+
+#[test]
+fn real_ipc_attachments_are_unmapped_before_each_ack() {
+    let _serial = serial();
+    let rt = runtime();
+    let alloc = export(&rt, 64 << 10);
+    // SAFETY: CPU-runtime device memory is host memory of this process.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let (offset, extent) = (4096usize, 8192usize);
+    let expected = bytes[offset..offset + extent].to_vec();
+
+    let dir = tempfile::tempdir().unwrap();
+    let spy = Arc::new(Spy {
+        inner: HsaBufferSource::new(rt.clone()),
+        mappings_while_attached: AtomicUsize::new(0),
+    });
+    let collector = Collector::start(
+        spy.clone(),
+        CollectorConfig::new(SnapshotLayout::Single(dir.path().join("snap"))),
+        SocketPlace::Private,
+    )
+    .unwrap();
+    let baseline = pool_mappings();
+    let mut tool = Tool::greet(collector.socket_path(), "ref");
+    for index in 0..20 {
+        let buffer = Buffer {
+            arg_index: 1,
+            dtype: DType::F32,
+            handle: alloc.handle.clone(),
+            owner_pid: std::process::id(),
+            alloc_base: alloc.ptr as u64,
+            alloc_size: alloc.size as u64,
+            offset: offset as u64,
+            extent: extent as u64,
+            fingerprint: fingerprint(&expected),
+        };
+        let ack = tool.dispatch(dispatch(index, vec![buffer]));
+        assert_eq!(ack.result, Ok(()), "dispatch {index}");
+        assert_eq!(
+            pool_mappings(),
+            baseline,
+            "no pool mapping outlives the ack of dispatch {index}"
+        );
+        assert_eq!(collector.live_attachments(), 0);
+    }
+    assert!(
+        spy.mappings_while_attached.load(Ordering::SeqCst) > baseline,
+        "attach adds a mapping of {POOL_MEMFD} (otherwise this test proves nothing)"
+    );
+    tool.goodbye(20);
+    assert!(collector.settle(Duration::from_secs(5)));
+    let reports = collector.stop();
+    assert_eq!(reports[0].dispatches_captured, 20);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    let arrays = snap.load_dispatch(&snap.manifest.dispatches[19]).unwrap();
+    assert_eq!(arrays[0].1.bytes, expected);
+}
+
+#[test]
+fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
+    let _serial = serial();
+    let rt = runtime();
+    let alloc = export(&rt, 4096);
+    let mut forged = alloc.handle.clone();
+    forged[8] ^= 0xff; // the memfd inode word: no longer names the owner's pool
+    let dir = tempfile::tempdir().unwrap();
+    let collector = Collector::start(
+        Arc::new(HsaBufferSource::new(rt.clone())),
+        CollectorConfig::new(SnapshotLayout::Single(dir.path().join("snap"))),
+        SocketPlace::Private,
+    )
+    .unwrap();
+    let baseline = pool_mappings();
+    let mut tool = Tool::greet(collector.socket_path(), "ref");
+    let buffer = Buffer {
+        arg_index: 0,
+        dtype: DType::U8,
+        handle: forged,
+        owner_pid: std::process::id(),
+        alloc_base: alloc.ptr as u64,
+        alloc_size: 4096,
+        offset: 0,
+        extent: 4096,
+        fingerprint: 0,
+    };
+    let err = tool.dispatch(dispatch(0, vec![buffer])).result.unwrap_err();
+    assert!(
+        err.contains("argument 0") && err.contains("hsa_amd_ipc_memory_attach"),
+        "{err}"
+    );
+    assert_eq!(pool_mappings(), baseline);
+    assert_eq!(collector.live_attachments(), 0);
+    tool.goodbye(1);
+    drop(collector);
+}

@@ -1,0 +1,462 @@
+//! Code objects and executables. Owns code-object readers (the ELF bytes,
+//! copied into a memfd), executables, their symbols, the dlopen handles of
+//! loaded CPU code objects, and the registry of live kernel descriptors that
+//! the packet processor trusts. Never dlopens anything that is not an x86-64
+//! shared object.
+//!
+//! Difference from ROCr: ROCr's reader keeps only a pointer to the caller's
+//! bytes until load; we copy them into a memfd at reader creation, because
+//! the loader must dlopen a file ("/proc/self/fd/N").
+
+use crate::agents;
+use crate::dispatch::{CpuKernel, KernelEntry};
+use hsa::*;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// A dlopen'ed CPU code object; dlclosed when the last kernel using it goes.
+///
+/// glibc recognises an already-loaded object by its path string before it
+/// compares inodes, so "/proc/self/fd/N" must never name two code objects:
+/// the library keeps its own descriptor N open until after dlclose, so N
+/// cannot be reused for another code object while this one is loaded.
+struct Library {
+    handle: usize,
+    fd: i32,
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and fd from dup; each closed once.
+        unsafe {
+            libc::dlclose(self.handle as *mut c_void);
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// The runtime-owned kernel descriptor; KERNEL_OBJECT is its address. Its
+/// first 12 bytes follow AMD's kernel descriptor (group, private and kernarg
+/// segment sizes) so tools that peek at them read sensible values.
+#[repr(C, align(64))]
+pub struct KernelDescriptor {
+    pub group_segment_fixed_size: u32,
+    pub private_segment_fixed_size: u32,
+    pub kernarg_size: u32,
+    reserved: [u8; 52],
+}
+
+pub struct KernelRecord {
+    pub entry: Option<KernelEntry>,
+    _library: Arc<Library>,
+}
+
+struct Symbol {
+    /// `<mangled>.kd`
+    name: String,
+    agent: hsa_agent_t,
+    kernarg_size: u32,
+    kernarg_alignment: u32,
+    group_size: u32,
+    descriptor: Box<KernelDescriptor>,
+}
+
+struct Executable {
+    frozen: bool,
+    symbols: Vec<u64>,
+}
+
+struct Reader {
+    fd: i32,
+    /// The library loaded from this reader, reused by later loads.
+    library: std::sync::Weak<Library>,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+#[derive(Default)]
+struct State {
+    readers: HashMap<u64, Reader>,
+    executables: HashMap<u64, Executable>,
+    symbols: HashMap<u64, Symbol>,
+    /// Descriptor address → kernel.
+    kernels: HashMap<u64, Arc<KernelRecord>>,
+}
+
+static STATE: LazyLock<Mutex<State>> = LazyLock::new(Default::default);
+static NEXT_ID: AtomicU64 = AtomicU64::new(0xC0DE_0000_0001);
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The kernel whose descriptor lives at `kernel_object`, if it is live.
+pub(crate) fn lookup_kernel(kernel_object: u64) -> Option<Arc<KernelRecord>> {
+    state().kernels.get(&kernel_object).cloned()
+}
+
+pub(crate) fn reader_create_from_memory(
+    code_object: *const c_void,
+    size: usize,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    if code_object.is_null() || size == 0 || reader.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: the caller's buffer holds `size` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(code_object as *const u8, size) };
+    // SAFETY: memfd_create/write/close on a descriptor we own.
+    let fd = unsafe { libc::memfd_create(c"hsa-cpu-code-object".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
+    let r = Reader {
+        fd,
+        library: std::sync::Weak::new(),
+    };
+    let mut written = 0;
+    while written < size {
+        // SAFETY: writing from a valid slice to our own fd.
+        let n = unsafe {
+            libc::write(
+                fd,
+                bytes[written..].as_ptr() as *const c_void,
+                size - written,
+            )
+        };
+        if n <= 0 {
+            return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        }
+        written += n as usize;
+    }
+    let id = next_id();
+    state().readers.insert(id, r);
+    // SAFETY: non-null out pointer supplied by the caller.
+    unsafe { reader.write(hsa_code_object_reader_t { handle: id }) };
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn reader_destroy(reader: hsa_code_object_reader_t) -> hsa_status_t {
+    match state().readers.remove(&reader.handle) {
+        Some(_) => HSA_STATUS_SUCCESS,
+        None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
+    }
+}
+
+pub(crate) fn executable_create_alt(
+    _profile: hsa_profile_t,
+    _rounding: hsa_default_float_rounding_mode_t,
+    _options: *const c_char,
+    executable: *mut hsa_executable_t,
+) -> hsa_status_t {
+    if executable.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let id = next_id();
+    state().executables.insert(
+        id,
+        Executable {
+            frozen: false,
+            symbols: Vec::new(),
+        },
+    );
+    // SAFETY: non-null out pointer supplied by the caller.
+    unsafe { executable.write(hsa_executable_t { handle: id }) };
+    HSA_STATUS_SUCCESS
+}
+
+/// ELF header check: 64-bit little-endian x86-64 shared object.
+fn is_host_shared_object(fd: i32) -> bool {
+    let mut hdr = [0u8; 20];
+    // SAFETY: reading into a local buffer from our own fd.
+    let n = unsafe { libc::pread(fd, hdr.as_mut_ptr() as *mut c_void, hdr.len(), 0) };
+    n == 20
+        && hdr[..4] == *b"\x7fELF"
+        && hdr[4] == 2
+        && hdr[5] == 1
+        && u16::from_le_bytes([hdr[16], hdr[17]]) == 3 // ET_DYN
+        && u16::from_le_bytes([hdr[18], hdr[19]]) == 62 // EM_X86_64
+}
+
+/// dlopens the code object in `fd` through a descriptor of its own.
+fn open_library(fd: i32) -> Result<Arc<Library>, hsa_status_t> {
+    if !is_host_shared_object(fd) {
+        return Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+    }
+    // SAFETY: dup of our own descriptor.
+    let own = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if own < 0 {
+        return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+    }
+    let path = CString::new(format!("/proc/self/fd/{own}")).map_err(|_| HSA_STATUS_ERROR)?;
+    // SAFETY: dlopen of a host shared object checked above.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: closing the descriptor made above.
+        unsafe { libc::close(own) };
+        return Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+    }
+    Ok(Arc::new(Library {
+        handle: handle as usize,
+        fd: own,
+    }))
+}
+
+pub(crate) fn load_agent_code_object(
+    executable: hsa_executable_t,
+    agent: hsa_agent_t,
+    reader: hsa_code_object_reader_t,
+    _options: *const c_char,
+    loaded: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    if !agents::is_agent(agent) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    let (fd, cached) = {
+        let st = state();
+        match st.executables.get(&executable.handle) {
+            None => return HSA_STATUS_ERROR_INVALID_EXECUTABLE,
+            Some(e) if e.frozen => return HSA_STATUS_ERROR_FROZEN_EXECUTABLE,
+            Some(_) => {}
+        }
+        match st.readers.get(&reader.handle) {
+            Some(r) => (r.fd, r.library.upgrade()),
+            None => return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
+        }
+    };
+    let library = match cached {
+        Some(l) => l,
+        None => match open_library(fd) {
+            Ok(l) => l,
+            Err(status) => return status,
+        },
+    };
+    let handle = library.handle as *mut c_void;
+    if let Some(r) = state().readers.get_mut(&reader.handle) {
+        r.library = Arc::downgrade(&library);
+    }
+    // SAFETY: looking up symbols in a live handle.
+    let (kernels_fn, abi) = unsafe {
+        (
+            libc::dlsym(handle, c"ditto_cpu_code_object_kernels".as_ptr()),
+            libc::dlsym(handle, c"ditto_cpu_code_object_abi".as_ptr()) as *const u32,
+        )
+    };
+    // SAFETY: if present, the ABI word is a uint32_t exported by the code object.
+    if kernels_fn.is_null() || (!abi.is_null() && unsafe { *abi } != 1) {
+        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    }
+    // SAFETY: the symbol has the documented signature.
+    let kernels_fn: unsafe extern "C" fn(*mut u32) -> *const CpuKernel =
+        unsafe { std::mem::transmute(kernels_fn) };
+    let mut count = 0u32;
+    // SAFETY: calling the code object's exported function as documented.
+    let list = unsafe { kernels_fn(&mut count) };
+    let kernels: &[CpuKernel] = if list.is_null() || count == 0 {
+        &[]
+    } else {
+        // SAFETY: the code object returns `count` kernels valid while loaded.
+        unsafe { std::slice::from_raw_parts(list, count as usize) }
+    };
+    let mut st = state();
+    let Some(_) = st.executables.get(&executable.handle) else {
+        return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    };
+    let mut new_symbols = Vec::new();
+    for k in kernels {
+        if k.name.is_null() {
+            continue;
+        }
+        // SAFETY: the kernel name is a NUL-terminated string in the code object.
+        let name = unsafe { CStr::from_ptr(k.name) }
+            .to_string_lossy()
+            .into_owned();
+        let descriptor = Box::new(KernelDescriptor {
+            group_segment_fixed_size: k.group_segment_size,
+            private_segment_fixed_size: 0,
+            kernarg_size: k.kernarg_segment_size,
+            reserved: [0; 52],
+        });
+        let address = &*descriptor as *const KernelDescriptor as u64;
+        st.kernels.insert(
+            address,
+            Arc::new(KernelRecord {
+                entry: k.entry,
+                _library: library.clone(),
+            }),
+        );
+        let id = next_id();
+        st.symbols.insert(
+            id,
+            Symbol {
+                name: format!("{name}.kd"),
+                agent,
+                kernarg_size: k.kernarg_segment_size,
+                kernarg_alignment: k.kernarg_segment_alignment.max(16),
+                group_size: k.group_segment_size,
+                descriptor,
+            },
+        );
+        new_symbols.push(id);
+    }
+    if let Some(e) = st.executables.get_mut(&executable.handle) {
+        e.symbols.extend(new_symbols);
+    }
+    if !loaded.is_null() {
+        // SAFETY: non-null out pointer supplied by the caller.
+        unsafe {
+            loaded.write(hsa_loaded_code_object_t {
+                handle: handle as u64,
+            })
+        };
+    }
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn executable_freeze(
+    executable: hsa_executable_t,
+    _options: *const c_char,
+) -> hsa_status_t {
+    match state().executables.get_mut(&executable.handle) {
+        Some(e) if e.frozen => HSA_STATUS_ERROR_FROZEN_EXECUTABLE,
+        Some(e) => {
+            e.frozen = true;
+            HSA_STATUS_SUCCESS
+        }
+        None => HSA_STATUS_ERROR_INVALID_EXECUTABLE,
+    }
+}
+
+/// Drops the executable's symbols and descriptors; the code object is
+/// dlclosed when no running dispatch still holds it.
+pub(crate) fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
+    let mut st = state();
+    let Some(e) = st.executables.remove(&executable.handle) else {
+        return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    };
+    for id in e.symbols {
+        if let Some(sym) = st.symbols.remove(&id) {
+            let address = &*sym.descriptor as *const KernelDescriptor as u64;
+            st.kernels.remove(&address);
+        }
+    }
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn get_symbol_by_name(
+    executable: hsa_executable_t,
+    name: *const c_char,
+    agent: *const hsa_agent_t,
+    symbol: *mut hsa_executable_symbol_t,
+) -> hsa_status_t {
+    if name.is_null() || symbol.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: name is a NUL-terminated string from the caller.
+    let wanted = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // SAFETY: agent, when non-null, points to an agent handle.
+    let agent = if agent.is_null() {
+        None
+    } else {
+        Some(unsafe { *agent })
+    };
+    let st = state();
+    let Some(e) = st.executables.get(&executable.handle) else {
+        return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    };
+    for id in &e.symbols {
+        let s = &st.symbols[id];
+        if s.name.as_bytes() == wanted && agent.is_none_or(|a| a == s.agent) {
+            // SAFETY: non-null out pointer supplied by the caller.
+            unsafe { symbol.write(hsa_executable_symbol_t { handle: *id }) };
+            return HSA_STATUS_SUCCESS;
+        }
+    }
+    HSA_STATUS_ERROR_INVALID_SYMBOL_NAME
+}
+
+pub(crate) fn iterate_symbols(
+    executable: hsa_executable_t,
+    callback: Option<
+        unsafe extern "C" fn(
+            hsa_executable_t,
+            hsa_executable_symbol_t,
+            *mut c_void,
+        ) -> hsa_status_t,
+    >,
+    data: *mut c_void,
+) -> hsa_status_t {
+    let Some(cb) = callback else {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    };
+    let ids = match state().executables.get(&executable.handle) {
+        Some(e) => e.symbols.clone(),
+        None => return HSA_STATUS_ERROR_INVALID_EXECUTABLE,
+    };
+    // The lock is released: the callback may call back into the runtime.
+    for id in ids {
+        // SAFETY: calling the application's callback as the API requires.
+        let status = unsafe { cb(executable, hsa_executable_symbol_t { handle: id }, data) };
+        if status != HSA_STATUS_SUCCESS {
+            return status;
+        }
+    }
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn symbol_get_info(
+    symbol: hsa_executable_symbol_t,
+    attribute: hsa_executable_symbol_info_t,
+    value: *mut c_void,
+) -> hsa_status_t {
+    if value.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let st = state();
+    let Some(s) = st.symbols.get(&symbol.handle) else {
+        return HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL;
+    };
+    // SAFETY: value is non-null; each arm writes the attribute's documented type.
+    unsafe {
+        let put = |v: u64, bytes: usize| {
+            std::ptr::copy_nonoverlapping(&v as *const u64 as *const u8, value as *mut u8, bytes);
+            HSA_STATUS_SUCCESS
+        };
+        match attribute {
+            HSA_EXECUTABLE_SYMBOL_INFO_TYPE => put(HSA_SYMBOL_KIND_KERNEL as u64, 4),
+            // As ROCr: the length excludes any NUL and NAME writes exactly
+            // that many bytes (no terminator).
+            HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH => put(s.name.len() as u64, 4),
+            HSA_EXECUTABLE_SYMBOL_INFO_NAME => {
+                std::ptr::copy_nonoverlapping(s.name.as_ptr(), value as *mut u8, s.name.len());
+                HSA_STATUS_SUCCESS
+            }
+            3 | 4 => put(0, 4), // MODULE_NAME_LENGTH / MODULE_NAME: program symbols only
+            HSA_EXECUTABLE_SYMBOL_INFO_LINKAGE => put(1, 4), // HSA_SYMBOL_LINKAGE_PROGRAM
+            HSA_EXECUTABLE_SYMBOL_INFO_IS_DEFINITION => put(1, 1),
+            HSA_EXECUTABLE_SYMBOL_INFO_AGENT => put(s.agent.handle, 8),
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT => {
+                put(&*s.descriptor as *const KernelDescriptor as u64, 8)
+            }
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE => put(s.kernarg_size as u64, 4),
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT => {
+                put(s.kernarg_alignment as u64, 4)
+            }
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE => put(s.group_size as u64, 4),
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE => put(0, 4),
+            15 => put(0, 1), // KERNEL_DYNAMIC_CALLSTACK
+            _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! Memory: owns every pool allocation, ROCr-style fragment blocks, locked
+//! (pinned) host ranges, and copies. Every pool byte is shareable across
+//! processes: it lives in a memfd named "hsa-cpu-pool" mapped MAP_SHARED, so
+//! `ipc` can export it. Allocations below 2 MiB are carved page-granular from
+//! 2 MiB blocks (one memfd per block, open while the block lives); larger ones
+//! get a memfd of their own. Never hands out memory it does not map itself.
+
+use crate::agents;
+use crate::signals::{self, Order, Rmw};
+use hsa::*;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::{LazyLock, Mutex};
+
+pub const PAGE: usize = 4096;
+pub const FRAGMENT_BLOCK: usize = 2 << 20;
+pub const MEMFD_NAME: &str = "hsa-cpu-pool";
+
+/// A memfd mapped MAP_SHARED into this process; unmapped and closed on drop.
+#[derive(Debug)]
+struct SharedMapping {
+    fd: i32,
+    base: usize,
+    len: usize,
+    inode: u64,
+}
+
+impl SharedMapping {
+    fn new(len: usize) -> Option<Self> {
+        // SAFETY: plain syscalls on fds and memory we own; every failure is checked.
+        unsafe {
+            let fd = libc::memfd_create(c"hsa-cpu-pool".as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            if libc::ftruncate(fd, len as libc::off_t) != 0 {
+                libc::close(fd);
+                return None;
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd, &mut st);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                libc::close(fd);
+                return None;
+            }
+            Some(SharedMapping {
+                fd,
+                base: p as usize,
+                len,
+                inode: st.st_ino,
+            })
+        }
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len is our own mapping and fd our own descriptor.
+        unsafe {
+            libc::munmap(self.base as *mut c_void, self.len);
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// A 2 MiB block that small allocations are carved from.
+#[derive(Debug)]
+struct FragmentBlock {
+    mapping: SharedMapping,
+    pool: hsa_amd_memory_pool_t,
+    used: Vec<bool>,
+}
+
+#[derive(Debug)]
+enum Backing {
+    /// Pages `first_page..first_page+pages` of the block at this base address.
+    Fragment {
+        block: usize,
+        first_page: usize,
+        pages: usize,
+    },
+    Own(SharedMapping),
+}
+
+#[derive(Debug)]
+struct Allocation {
+    size: usize,
+    pool: hsa_amd_memory_pool_t,
+    backing: Backing,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    allocations: BTreeMap<usize, Allocation>,
+    blocks: BTreeMap<usize, FragmentBlock>,
+    /// Locked host ranges: base → size.
+    locked: BTreeMap<usize, usize>,
+}
+
+static STATE: LazyLock<Mutex<MemoryState>> = LazyLock::new(Default::default);
+
+fn state() -> std::sync::MutexGuard<'static, MemoryState> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What IPC needs to export an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportInfo {
+    pub fd: i32,
+    pub inode: u64,
+    /// Offset of the allocation inside its memfd (page aligned).
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The allocation that contains a pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Containing {
+    pub base: usize,
+    pub size: usize,
+    pub pool: hsa_amd_memory_pool_t,
+}
+
+impl MemoryState {
+    fn allocate(&mut self, pool: hsa_amd_memory_pool_t, size: usize) -> Option<usize> {
+        let len = size.div_ceil(PAGE) * PAGE;
+        if len < FRAGMENT_BLOCK {
+            let pages = len / PAGE;
+            let found = self
+                .blocks
+                .iter()
+                .filter(|(_, b)| b.pool == pool)
+                .find_map(|(base, b)| first_fit(&b.used, pages).map(|p| (*base, p)));
+            let (block, first_page) = match found {
+                Some(hit) => hit,
+                None => {
+                    let mapping = SharedMapping::new(FRAGMENT_BLOCK)?;
+                    let base = mapping.base;
+                    self.blocks.insert(
+                        base,
+                        FragmentBlock {
+                            mapping,
+                            pool,
+                            used: vec![false; FRAGMENT_BLOCK / PAGE],
+                        },
+                    );
+                    (base, 0)
+                }
+            };
+            let b = self.blocks.get_mut(&block)?;
+            b.used[first_page..first_page + pages]
+                .iter_mut()
+                .for_each(|u| *u = true);
+            let base = block + first_page * PAGE;
+            self.allocations.insert(
+                base,
+                Allocation {
+                    size,
+                    pool,
+                    backing: Backing::Fragment {
+                        block,
+                        first_page,
+                        pages,
+                    },
+                },
+            );
+            Some(base)
+        } else {
+            let mapping = SharedMapping::new(len)?;
+            let base = mapping.base;
+            self.allocations.insert(
+                base,
+                Allocation {
+                    size,
+                    pool,
+                    backing: Backing::Own(mapping),
+                },
+            );
+            Some(base)
+        }
+    }
+
+    fn free(&mut self, base: usize) -> bool {
+        let Some(a) = self.allocations.remove(&base) else {
+            return false;
+        };
+        if let Backing::Fragment {
+            block,
+            first_page,
+            pages,
+        } = a.backing
+        {
+            let empty = match self.blocks.get_mut(&block) {
+                Some(b) => {
+                    b.used[first_page..first_page + pages]
+                        .iter_mut()
+                        .for_each(|u| *u = false);
+                    b.used.iter().all(|u| !u)
+                }
+                None => false,
+            };
+            if empty {
+                self.blocks.remove(&block);
+            }
+        }
+        true
+    }
+
+    fn containing(&self, ptr: usize) -> Option<Containing> {
+        let (base, a) = self.allocations.range(..=ptr).next_back()?;
+        (ptr < base + a.size.max(1)).then_some(Containing {
+            base: *base,
+            size: a.size,
+            pool: a.pool,
+        })
+    }
+}
+
+fn first_fit(used: &[bool], pages: usize) -> Option<usize> {
+    let mut run = 0;
+    for (i, u) in used.iter().enumerate() {
+        run = if *u { 0 } else { run + 1 };
+        if run == pages {
+            return Some(i + 1 - pages);
+        }
+    }
+    None
+}
+
+/// Export data of the allocation whose base is exactly `ptr`.
+pub(crate) fn export_info(ptr: *const c_void) -> Option<(Containing, ExportInfo)> {
+    let st = state();
+    let a = st.allocations.get(&(ptr as usize))?;
+    let c = Containing {
+        base: ptr as usize,
+        size: a.size,
+        pool: a.pool,
+    };
+    let info = match &a.backing {
+        Backing::Own(m) => ExportInfo {
+            fd: m.fd,
+            inode: m.inode,
+            offset: 0,
+            size: a.size as u64,
+        },
+        Backing::Fragment {
+            block, first_page, ..
+        } => {
+            let m = &st.blocks.get(block)?.mapping;
+            ExportInfo {
+                fd: m.fd,
+                inode: m.inode,
+                offset: (first_page * PAGE) as u64,
+                size: a.size as u64,
+            }
+        }
+    };
+    Some((c, info))
+}
+
+// --- API entries ----------------------------------------------------------
+
+pub(crate) fn pool_allocate(
+    pool: hsa_amd_memory_pool_t,
+    size: usize,
+    _flags: u32,
+    ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    if agents::pool_info(pool).is_none() {
+        return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
+    }
+    if ptr.is_null() || size == 0 {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    match state().allocate(pool, size) {
+        Some(base) => {
+            // SAFETY: ptr is a non-null out pointer supplied by the caller.
+            unsafe { ptr.write(base as *mut c_void) };
+            HSA_STATUS_SUCCESS
+        }
+        None => HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+    }
+}
+
+pub(crate) fn pool_free(ptr: *mut c_void) -> hsa_status_t {
+    if ptr.is_null() {
+        return HSA_STATUS_SUCCESS;
+    }
+    if state().free(ptr as usize) {
+        HSA_STATUS_SUCCESS
+    } else {
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    }
+}
+
+pub(crate) fn memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> hsa_status_t {
+    if size == 0 {
+        return HSA_STATUS_SUCCESS;
+    }
+    if dst.is_null() || src.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: the caller guarantees both ranges are valid for `size` bytes.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+    HSA_STATUS_SUCCESS
+}
+
+/// Copies after every dependency reads 0, then decrements the completion
+/// signal by 1. Runs inline when the dependencies are already satisfied,
+/// otherwise on a helper thread (the caller never blocks).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn async_copy(
+    dst: *mut c_void,
+    _dst_agent: hsa_agent_t,
+    src: *const c_void,
+    _src_agent: hsa_agent_t,
+    size: usize,
+    num_deps: u32,
+    deps: *const hsa_signal_t,
+    completion: hsa_signal_t,
+) -> hsa_status_t {
+    if (size > 0 && (dst.is_null() || src.is_null())) || (num_deps > 0 && deps.is_null()) {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    if completion.handle != 0 && signals::lookup(completion).is_none() {
+        return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    }
+    let deps: Vec<hsa_signal_t> = if num_deps == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the caller passes num_deps signals.
+        unsafe { std::slice::from_raw_parts(deps, num_deps as usize) }.to_vec()
+    };
+    let ready = deps.iter().all(|d| signals::load(*d, Order::Acquire) == 0);
+    let (dst, src) = (dst as usize, src as usize);
+    let run = move || {
+        for d in &deps {
+            signals::wait(*d, HSA_SIGNAL_CONDITION_EQ, 0, u64::MAX, Order::Acquire);
+        }
+        memory_copy(dst as *mut c_void, src as *const c_void, size);
+        if completion.handle != 0 {
+            signals::rmw(completion, Rmw::Subtract, 1, Order::Release);
+        }
+    };
+    if ready {
+        run();
+    } else {
+        std::thread::Builder::new()
+            .name("hsa-cpu-copy".into())
+            .spawn(run)
+            .ok();
+    }
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn agents_allow_access(
+    num_agents: u32,
+    agents: *const hsa_agent_t,
+    _flags: *const u32,
+    ptr: *const c_void,
+) -> hsa_status_t {
+    if num_agents == 0 || agents.is_null() || ptr.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: the caller passes num_agents agents.
+    let list = unsafe { std::slice::from_raw_parts(agents, num_agents as usize) };
+    if !list.iter().all(|a| agents::is_agent(*a)) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    let st = state();
+    let known = st.containing(ptr as usize).is_some()
+        || st
+            .locked
+            .range(..=ptr as usize)
+            .next_back()
+            .is_some_and(|(b, s)| (ptr as usize) < b + s);
+    if known {
+        HSA_STATUS_SUCCESS
+    } else {
+        HSA_STATUS_ERROR_INVALID_ARGUMENT
+    }
+}
+
+/// Pins a host range: the agent address is the host address itself.
+pub(crate) fn memory_lock(
+    host_ptr: *mut c_void,
+    size: usize,
+    _agents: *mut hsa_agent_t,
+    _num: i32,
+    agent_ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    if host_ptr.is_null() || size == 0 || agent_ptr.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    state().locked.insert(host_ptr as usize, size);
+    // SAFETY: agent_ptr is a non-null out pointer supplied by the caller.
+    unsafe { agent_ptr.write(host_ptr) };
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn memory_lock_to_pool(
+    host_ptr: *mut c_void,
+    size: usize,
+    agents: *mut hsa_agent_t,
+    num: i32,
+    pool: hsa_amd_memory_pool_t,
+    _flags: u32,
+    agent_ptr: *mut *mut c_void,
+) -> hsa_status_t {
+    if agents::pool_info(pool).is_none() {
+        return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
+    }
+    memory_lock(host_ptr, size, agents, num, agent_ptr)
+}
+
+pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
+    state().locked.remove(&(host_ptr as usize));
+    HSA_STATUS_SUCCESS
+}
+
+/// Writes the first `info->size` bytes of the description of `ptr`.
+///
+/// # Safety
+/// `info` must be valid for `info->size` bytes; `accessible`/`num` may be null.
+pub(crate) unsafe fn pointer_info(
+    ptr: *const c_void,
+    info: *mut hsa_amd_pointer_info_t,
+    alloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
+    num_agents_accessible: *mut u32,
+    accessible: *mut *mut hsa_agent_t,
+) -> hsa_status_t {
+    if info.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: info is non-null and starts with the caller-set size field.
+    let caller_size = unsafe { (*info).size } as usize;
+    let mut out = hsa_amd_pointer_info_t::default();
+    let p = ptr as usize;
+    let mut agents_list: &[hsa_agent_t] = &[];
+    {
+        let st = state();
+        if let Some(c) = st.containing(p) {
+            let (owner, flags) = agents::pool_info(c.pool).unwrap_or((agents::CPU_AGENT, 0));
+            out.type_ = HSA_EXT_POINTER_TYPE_HSA;
+            out.agentBaseAddress = c.base as *mut c_void;
+            out.hostBaseAddress = c.base as *mut c_void;
+            out.sizeInBytes = c.size;
+            out.agentOwner = owner;
+            out.global_flags = flags;
+            agents_list = &agents::AGENTS;
+        } else if let Some((b, s)) = st
+            .locked
+            .range(..=p)
+            .next_back()
+            .filter(|(b, s)| p < *b + *s)
+        {
+            out.type_ = HSA_EXT_POINTER_TYPE_LOCKED;
+            out.agentBaseAddress = *b as *mut c_void;
+            out.hostBaseAddress = *b as *mut c_void;
+            out.sizeInBytes = *s;
+            out.agentOwner = agents::CPU_AGENT;
+            out.global_flags = HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
+            agents_list = &agents::AGENTS;
+        } else if let Some((b, s)) = crate::ipc::attachment_containing(p) {
+            out.type_ = HSA_EXT_POINTER_TYPE_IPC;
+            out.agentBaseAddress = b as *mut c_void;
+            out.hostBaseAddress = b as *mut c_void;
+            out.sizeInBytes = s;
+            out.agentOwner = agents::GPU_AGENT;
+            agents_list = &agents::AGENTS;
+        }
+    }
+    let n = caller_size.min(std::mem::size_of::<hsa_amd_pointer_info_t>());
+    // SAFETY: copy everything after the size field, up to the caller's size.
+    unsafe {
+        if n > 4 {
+            std::ptr::copy_nonoverlapping(
+                (&raw const out as *const u8).add(4),
+                (info as *mut u8).add(4),
+                n - 4,
+            );
+        }
+    }
+    if !num_agents_accessible.is_null() {
+        // SAFETY: non-null out pointer supplied by the caller.
+        unsafe { num_agents_accessible.write(agents_list.len() as u32) };
+    }
+    if let (Some(alloc), false) = (alloc, accessible.is_null()) {
+        // SAFETY: the caller's allocator returns storage for the agents list.
+        unsafe {
+            let buf = alloc(std::mem::size_of_val(agents_list).max(1)) as *mut hsa_agent_t;
+            if !buf.is_null() {
+                std::ptr::copy_nonoverlapping(agents_list.as_ptr(), buf, agents_list.len());
+            }
+            accessible.write(buf);
+        }
+    }
+    HSA_STATUS_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_fit_finds_the_first_free_run() {
+        assert_eq!(first_fit(&[true, false, true, false, false], 2), Some(3));
+        assert_eq!(first_fit(&[true, false, true], 2), None);
+        assert_eq!(first_fit(&[false; 4], 4), Some(0));
+    }
+}

@@ -1,0 +1,425 @@
+//! Queues and the packet processor. Owns every AQL ring (app queues and the
+//! proxy rings of intercept queues), the registry from `hsa_queue_t*` to its
+//! object, the read/write index operations, and one processor thread per
+//! hardware queue, woken by stores on the doorbell signal (never polling).
+//!
+//! The processor takes packets in order at the read index: kernel dispatch
+//! (through `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
+//! barrier bit holds trivially. After each packet it records timestamps (for
+//! dispatches), sets the header back to INVALID, advances the read index and
+//! then decrements the completion signal by 1.
+
+use crate::signals::{self, Order, Rmw, Signal};
+use crate::{agents, dispatch, intercept};
+use hsa::*;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+
+/// A ring of AQL packets with its `hsa_queue_t`, indices and doorbell.
+pub struct Ring {
+    /// Boxed so the address handed to the application never moves.
+    queue: Box<hsa_queue_t>,
+    slots: *mut AqlPacket,
+    layout: std::alloc::Layout,
+    pub size: u32,
+    pub read_index: AtomicU64,
+    pub write_index: AtomicU64,
+    pub doorbell: Arc<Signal>,
+}
+
+// SAFETY: the ring memory is shared with the application by design; all
+// accesses to slots go through atomic headers (hsa::packet) and indices.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Ring {
+    pub fn new(size: u32, type_: hsa_queue_type32_t) -> Option<Ring> {
+        let layout = std::alloc::Layout::from_size_align(size as usize * 64, 4096).ok()?;
+        // SAFETY: layout has non-zero size (size >= 64 slots).
+        let slots = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AqlPacket;
+        if slots.is_null() {
+            return None;
+        }
+        for i in 0..size as usize {
+            // SAFETY: i < size, inside the fresh allocation.
+            unsafe { (*slots.add(i)).set_header(packet::header(HSA_PACKET_TYPE_INVALID, false)) };
+        }
+        let (doorbell_handle, doorbell) = signals::create(0);
+        let queue = Box::new(hsa_queue_t {
+            type_,
+            features: HSA_QUEUE_FEATURE_KERNEL_DISPATCH,
+            base_address: slots as *mut c_void,
+            doorbell_signal: doorbell_handle,
+            size,
+            reserved1: 0,
+            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+        });
+        Some(Ring {
+            queue,
+            slots,
+            layout,
+            size,
+            read_index: AtomicU64::new(0),
+            write_index: AtomicU64::new(0),
+            doorbell,
+        })
+    }
+
+    pub fn hsa_queue(&self) -> *mut hsa_queue_t {
+        &*self.queue as *const hsa_queue_t as *mut hsa_queue_t
+    }
+
+    pub fn slot(&self, index: u64) -> *mut AqlPacket {
+        // SAFETY: the modulo keeps the slot inside the ring.
+        unsafe { self.slots.add((index % self.size as u64) as usize) }
+    }
+
+    /// Marks the slot free again (header INVALID, release).
+    pub fn invalidate(&self, index: u64) {
+        let slot = self.slot(index);
+        // SAFETY: slot is a live, aligned packet slot; the header is its first u16.
+        unsafe {
+            (*(slot as *const std::sync::atomic::AtomicU16)).store(
+                packet::header(HSA_PACKET_TYPE_INVALID, false),
+                Ordering::Release,
+            )
+        };
+    }
+
+    /// Writes all `packets` or none (the submitter is the only producer:
+    /// callers serialise on their own lock), then rings the doorbell.
+    pub fn try_submit(&self, packets: &[AqlPacket]) -> bool {
+        let w = self.write_index.load(Ordering::Acquire);
+        let r = self.read_index.load(Ordering::Acquire);
+        if w + packets.len() as u64 - r > self.size as u64 {
+            return false;
+        }
+        self.write_index
+            .store(w + packets.len() as u64, Ordering::Release);
+        for (i, p) in packets.iter().enumerate() {
+            // SAFETY: slots w..w+n are reserved above and free (read index passed them).
+            unsafe { packet::publish(self.slot(w + i as u64), p) };
+        }
+        self.doorbell
+            .store((w + packets.len() as u64 - 1) as i64, Order::Release);
+        true
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        signals::destroy(self.queue.doorbell_signal);
+        // SAFETY: slots was allocated with this layout in Ring::new.
+        unsafe { std::alloc::dealloc(self.slots as *mut u8, self.layout) };
+    }
+}
+
+/// A queue with a packet processor ("hardware" queue).
+pub struct HwQueue {
+    pub ring: Arc<Ring>,
+    error_callback: QueueErrorCallback,
+    error_data: usize,
+    /// The queue reported to the error callback (the proxy for intercept queues).
+    public_queue: std::sync::atomic::AtomicPtr<hsa_queue_t>,
+    stop: AtomicBool,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl HwQueue {
+    pub fn create(
+        size: u32,
+        type_: hsa_queue_type32_t,
+        callback: QueueErrorCallback,
+        data: *mut c_void,
+    ) -> Option<Arc<HwQueue>> {
+        let ring = Arc::new(Ring::new(size, type_)?);
+        let q = Arc::new(HwQueue {
+            public_queue: std::sync::atomic::AtomicPtr::new(ring.hsa_queue()),
+            ring,
+            error_callback: callback,
+            error_data: data as usize,
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        });
+        let worker = q.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("hsa-cpu-queue-{}", q.ring.queue.id))
+            .spawn(move || worker.process())
+            .ok()?;
+        *q.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        Some(q)
+    }
+
+    pub fn set_public_queue(&self, q: *mut hsa_queue_t) {
+        self.public_queue.store(q, Ordering::Relaxed);
+    }
+
+    fn report(&self, status: hsa_status_t) {
+        if let Some(cb) = self.error_callback {
+            // SAFETY: the application's error callback with its own data.
+            unsafe {
+                cb(
+                    status,
+                    self.public_queue.load(Ordering::Relaxed),
+                    self.error_data as *mut c_void,
+                )
+            };
+        }
+    }
+
+    /// Stops the processor thread (after the packet it is running).
+    pub fn shut_down(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.ring.doorbell.poke();
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Destroyed from its own error callback: the thread exits by itself.
+        if let Some(h) = handle
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
+        }
+    }
+
+    /// Blocks until `signal` satisfies the condition or the queue stops.
+    fn wait_signal(&self, s: &Signal, cond: hsa_signal_condition_t, value: i64) -> bool {
+        while !self.stop.load(Ordering::SeqCst) {
+            if signals::condition_holds(
+                cond,
+                s.wait(cond, value, 50_000_000, Order::Acquire),
+                value,
+            ) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn process(&self) {
+        let ring = &self.ring;
+        loop {
+            let seen = ring.doorbell.epoch();
+            if self.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let index = ring.read_index.load(Ordering::Acquire);
+            let slot = ring.slot(index);
+            // SAFETY: slot is a live packet slot of this ring.
+            let header = unsafe { packet::load_header(slot) };
+            if packet::packet_type(header) == HSA_PACKET_TYPE_INVALID
+                || index >= ring.write_index.load(Ordering::Acquire)
+            {
+                ring.doorbell.wait_for_change(seen, None);
+                continue;
+            }
+            // SAFETY: the header was published with release; the body is stable.
+            let pkt: AqlPacket = unsafe { *slot };
+            let completion = match packet::packet_type(header) {
+                HSA_PACKET_TYPE_KERNEL_DISPATCH => {
+                    let d = pkt.as_dispatch();
+                    let start = agents::timestamp_ns();
+                    let status = dispatch::run(&d);
+                    let end = agents::timestamp_ns();
+                    if status != HSA_STATUS_SUCCESS {
+                        self.report(status);
+                    }
+                    if let Some(s) = signals::lookup(d.completion_signal) {
+                        s.set_dispatch_time(start, end);
+                    }
+                    d.completion_signal
+                }
+                HSA_PACKET_TYPE_BARRIER_AND => {
+                    let b = pkt.as_barrier();
+                    for dep in b.dep_signal.iter().filter(|s| s.handle != 0) {
+                        // A handle naming no live signal counts as satisfied.
+                        if let Some(s) = signals::lookup(*dep)
+                            && !self.wait_signal(&s, HSA_SIGNAL_CONDITION_EQ, 0)
+                        {
+                            return;
+                        }
+                    }
+                    b.completion_signal
+                }
+                HSA_PACKET_TYPE_BARRIER_OR => {
+                    let b = pkt.as_barrier();
+                    let deps: Vec<hsa_signal_t> = b
+                        .dep_signal
+                        .iter()
+                        .copied()
+                        .filter(|s| s.handle != 0)
+                        .collect();
+                    if !deps.is_empty() {
+                        let conds = vec![HSA_SIGNAL_CONDITION_EQ; deps.len()];
+                        let values = vec![0i64; deps.len()];
+                        loop {
+                            if self.stop.load(Ordering::SeqCst) {
+                                return;
+                            }
+                            if signals::wait_any(&deps, &conds, &values, 50_000_000).0 != u32::MAX {
+                                break;
+                            }
+                        }
+                    }
+                    b.completion_signal
+                }
+                _ => {
+                    self.report(HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+                    hsa_signal_t { handle: 0 }
+                }
+            };
+            // The slot is free before completion is signalled, so a waiter
+            // that sees the signal also sees the read index past the packet.
+            ring.invalidate(index);
+            ring.read_index.store(index + 1, Ordering::Release);
+            if completion.handle != 0 {
+                signals::rmw(completion, Rmw::Subtract, 1, Order::Release);
+            }
+            intercept::hardware_progressed();
+        }
+    }
+}
+
+/// What a public `hsa_queue_t*` names.
+#[derive(Clone)]
+pub enum QueueRecord {
+    Hardware(Arc<HwQueue>),
+    Intercept(Arc<intercept::InterceptQueue>),
+}
+
+impl QueueRecord {
+    pub fn ring(&self) -> &Arc<Ring> {
+        match self {
+            QueueRecord::Hardware(q) => &q.ring,
+            QueueRecord::Intercept(q) => &q.proxy,
+        }
+    }
+}
+
+static REGISTRY: LazyLock<RwLock<HashMap<usize, QueueRecord>>> = LazyLock::new(Default::default);
+
+pub(crate) fn register(q: *mut hsa_queue_t, record: QueueRecord) {
+    REGISTRY
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(q as usize, record);
+}
+
+pub(crate) fn lookup(q: *const hsa_queue_t) -> Option<QueueRecord> {
+    REGISTRY
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(q as usize))
+        .cloned()
+}
+
+/// ROCr: size must be a non-zero power of two, at most the agent's maximum;
+/// smaller sizes are rounded up to the minimum (64).
+pub(crate) fn checked_size(
+    agent: hsa_agent_t,
+    size: u32,
+    type_: hsa_queue_type32_t,
+) -> Result<u32, hsa_status_t> {
+    if size == 0 || !size.is_power_of_two() || type_ > HSA_QUEUE_TYPE_COOPERATIVE {
+        return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    }
+    if !agents::is_agent(agent) {
+        return Err(HSA_STATUS_ERROR_INVALID_AGENT);
+    }
+    if agent != agents::GPU_AGENT {
+        return Err(HSA_STATUS_ERROR_INVALID_AGENT);
+    }
+    if size > agents::QUEUE_MAX_SIZE {
+        return Err(HSA_STATUS_ERROR_INVALID_QUEUE_CREATION);
+    }
+    Ok(size.max(agents::QUEUE_MIN_SIZE))
+}
+
+// --- API entries ----------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn queue_create(
+    agent: hsa_agent_t,
+    size: u32,
+    type_: hsa_queue_type32_t,
+    callback: QueueErrorCallback,
+    data: *mut c_void,
+    _private_segment_size: u32,
+    _group_segment_size: u32,
+    queue: *mut *mut hsa_queue_t,
+) -> hsa_status_t {
+    if queue.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let size = match checked_size(agent, size, type_) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let Some(q) = HwQueue::create(size, type_, callback, data) else {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    };
+    let public = q.ring.hsa_queue();
+    register(public, QueueRecord::Hardware(q));
+    // SAFETY: queue is a non-null out pointer supplied by the caller.
+    unsafe { queue.write(public) };
+    HSA_STATUS_SUCCESS
+}
+
+pub(crate) fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
+    let removed = REGISTRY
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(queue as usize));
+    match removed {
+        Some(QueueRecord::Hardware(q)) => {
+            q.shut_down();
+            HSA_STATUS_SUCCESS
+        }
+        Some(QueueRecord::Intercept(q)) => {
+            q.shut_down();
+            HSA_STATUS_SUCCESS
+        }
+        None => HSA_STATUS_ERROR_INVALID_QUEUE,
+    }
+}
+
+fn with_ring<T: Default>(queue: *const hsa_queue_t, f: impl FnOnce(&Ring) -> T) -> T {
+    lookup(queue).map_or_else(T::default, |r| f(r.ring()))
+}
+
+pub(crate) fn load_read_index(q: *const hsa_queue_t, o: Ordering) -> u64 {
+    with_ring(q, |r| r.read_index.load(o))
+}
+pub(crate) fn load_write_index(q: *const hsa_queue_t, o: Ordering) -> u64 {
+    with_ring(q, |r| r.write_index.load(o))
+}
+pub(crate) fn store_write_index(q: *const hsa_queue_t, v: u64, o: Ordering) {
+    with_ring(q, |r| r.write_index.store(v, o))
+}
+pub(crate) fn store_read_index(q: *const hsa_queue_t, v: u64, o: Ordering) {
+    with_ring(q, |r| r.read_index.store(v, o))
+}
+pub(crate) fn add_write_index(q: *const hsa_queue_t, v: u64, o: Ordering) -> u64 {
+    with_ring(q, |r| r.write_index.fetch_add(v, o))
+}
+pub(crate) fn cas_write_index(q: *const hsa_queue_t, expected: u64, v: u64, o: Ordering) -> u64 {
+    let failure = match o {
+        Ordering::Release | Ordering::Relaxed => Ordering::Relaxed,
+        _ => Ordering::Acquire,
+    };
+    with_ring(q, |r| {
+        match r.write_index.compare_exchange(expected, v, o, failure) {
+            Ok(x) | Err(x) => x,
+        }
+    })
+}
+
+pub(crate) fn set_profiler_enabled(queue: *mut hsa_queue_t, _enable: i32) -> hsa_status_t {
+    if lookup(queue).is_none() {
+        return HSA_STATUS_ERROR_INVALID_QUEUE;
+    }
+    HSA_STATUS_SUCCESS
+}

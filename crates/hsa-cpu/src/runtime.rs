@@ -1,0 +1,87 @@
+//! Runtime life cycle (ROCr `Runtime::Acquire/Release`). Owns the hsa_init
+//! reference count and the loaded tools. The first hsa_init brings the
+//! agents up (they are static here) and then loads tools; the last
+//! hsa_shut_down runs OnUnload in reverse order, dlcloses the tools and
+//! restores our own table entries (no pointer into an unloaded tool remains).
+//!
+//! Re-entrancy (differs from ROCr on purpose): ROCr holds its bootstrap lock
+//! while tools load, so an OnLoad that calls hsa_init/hsa_shut_down
+//! deadlocks. Here a call from the thread that is loading tools only adjusts
+//! the count (the runtime is usable: agents exist) and returns SUCCESS; other
+//! threads calling hsa_init meanwhile block until loading is done, as in ROCr.
+//! Objects (signals, queues, memory) are not torn down at the last shut-down.
+
+use crate::{api, tools};
+use hsa::*;
+use std::cell::Cell;
+use std::sync::Mutex;
+
+struct Life {
+    count: u32,
+    tools: Vec<tools::LoadedTool>,
+}
+
+static LIFE: Mutex<Life> = Mutex::new(Life {
+    count: 0,
+    tools: Vec::new(),
+});
+/// Count adjustments made by OnLoad calls on the loading thread.
+static NESTED: Mutex<i64> = Mutex::new(0);
+
+thread_local! {
+    static LOADING_TOOLS: Cell<bool> = const { Cell::new(false) };
+}
+
+pub fn init() -> hsa_status_t {
+    if LOADING_TOOLS.with(|l| l.get()) {
+        *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        return HSA_STATUS_SUCCESS;
+    }
+    let mut life = LIFE.lock().unwrap_or_else(|e| e.into_inner());
+    if life.count == u32::MAX {
+        return HSA_STATUS_ERROR_REFCOUNT_OVERFLOW;
+    }
+    life.count += 1;
+    if life.count == 1 {
+        LOADING_TOOLS.with(|l| l.set(true));
+        let loaded = tools::load(api::root_table());
+        LOADING_TOOLS.with(|l| l.set(false));
+        life.tools = loaded;
+        let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));
+        life.count = (life.count as i64 + nested).max(1) as u32;
+    }
+    HSA_STATUS_SUCCESS
+}
+
+pub fn shut_down() -> hsa_status_t {
+    if LOADING_TOOLS.with(|l| l.get()) {
+        *NESTED.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        return HSA_STATUS_SUCCESS;
+    }
+    let mut life = LIFE.lock().unwrap_or_else(|e| e.into_inner());
+    if life.count == 0 {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    }
+    life.count -= 1;
+    if life.count == 0 {
+        let loaded = std::mem::take(&mut life.tools);
+        tools::unload(loaded);
+        api::restore_tables();
+    }
+    HSA_STATUS_SUCCESS
+}
+
+/// Current reference count (tests, diagnostics).
+pub fn reference_count() -> u32 {
+    LIFE.lock().unwrap_or_else(|e| e.into_inner()).count
+}
+
+/// Names of the tools loaded by the first hsa_init, in load order.
+pub fn loaded_tool_names() -> Vec<String> {
+    LIFE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}

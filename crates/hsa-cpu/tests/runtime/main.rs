@@ -1,0 +1,18 @@
+//! Integration tests of the CPU HSA runtime through its exported functions
+//! (the trampolines, so every call goes through the live API table). Tests
+//! that need a fresh process (tools, IPC) re-run this binary with one
+//! `#[ignore]`d child scenario selected.
+#![allow(clippy::field_reassign_with_default)]
+// RecordLog keeps kernarg blocks boxed: their addresses must not move.
+#![allow(clippy::vec_box)]
+
+mod c_application;
+mod common;
+mod exports;
+mod intercept;
+mod ipc;
+mod kernels;
+mod memory;
+mod queues;
+mod signals;
+mod tools;

@@ -1,0 +1,149 @@
+//! Tool loading in a fresh child process: HSA_TOOLS_LIB and
+//! HSA_AMD_TOOL_PRIORITY discovery, order, dedup, failures, wraps, OnUnload.
+
+use crate::common::*;
+use hsa::*;
+use hsa_runtime64 as rt;
+use std::mem::offset_of;
+
+const TOOL_C: &str = r#"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void log_line(const char* fmt, ...) {
+  char buf[512]; va_list ap; va_start(ap, fmt); vsnprintf(buf, sizeof buf, fmt, ap); va_end(ap);
+  FILE* f = fopen(getenv("DITTO_TEST_TOOL_LOG"), "a"); fputs(buf, f); fclose(f);
+}
+#ifdef PRIORITY
+uint32_t HSA_AMD_TOOL_PRIORITY = PRIORITY;
+#endif
+typedef uint32_t (*signal_create_t)(int64_t, uint32_t, const void*, uint64_t*);
+static signal_create_t next_signal_create;
+static uint32_t my_signal_create(int64_t v, uint32_t n, const void* c, uint64_t* out) {
+  log_line("%s wrap\n", TOOL_NAME);
+  return next_signal_create(v, n, c, out);
+}
+static uint32_t count_agent(uint64_t agent, void* data) { (void)agent; (*(int*)data)++; return 0; }
+#ifndef NO_ONLOAD
+bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_count, const char* const* failed_names) {
+  char* core = *(char**)((char*)table + 16);
+  int agents = 0;
+  ((uint32_t (*)(uint32_t (*)(uint64_t, void*), void*))*(void**)(core + ITERATE_AGENTS_OFF))(count_agent, &agents);
+  char failed[256] = "";
+  for (uint64_t i = 0; i < failed_count; i++) {
+    const char* slash = failed_names[i];
+    for (const char* p = failed_names[i]; *p; p++) if (*p == '/') slash = p + 1;
+    snprintf(failed + strlen(failed), sizeof failed - strlen(failed), " %s", slash);
+  }
+  log_line("%s onload version=%llu agents=%d failed=%llu%s\n", TOOL_NAME, (unsigned long long)runtime_version, agents,
+           (unsigned long long)failed_count, failed);
+#ifdef NESTED_INIT
+  uint32_t init = ((uint32_t (*)(void))*(void**)(core + INIT_OFF))();
+  uint32_t shut = ((uint32_t (*)(void))*(void**)(core + SHUT_DOWN_OFF))();
+  log_line("%s nested init=%u shut_down=%u\n", TOOL_NAME, init, shut);
+#endif
+  if (!RETURN_VALUE) return false;
+  void** slot = (void**)(core + SIGNAL_CREATE_OFF);
+  next_signal_create = (signal_create_t)*slot;
+  *slot = (void*)my_signal_create;
+  return true;
+}
+#endif
+void OnUnload(void) { log_line("%s unload\n", TOOL_NAME); }
+"#;
+
+#[test]
+fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let offsets = [
+        format!(
+            "-DITERATE_AGENTS_OFF={}",
+            offset_of!(CoreApiTable, hsa_iterate_agents_fn)
+        ),
+        format!(
+            "-DSIGNAL_CREATE_OFF={}",
+            offset_of!(CoreApiTable, hsa_signal_create_fn)
+        ),
+        format!("-DINIT_OFF={}", offset_of!(CoreApiTable, hsa_init_fn)),
+        format!(
+            "-DSHUT_DOWN_OFF={}",
+            offset_of!(CoreApiTable, hsa_shut_down_fn)
+        ),
+        "-include".to_string(),
+        "string.h".to_string(),
+    ];
+    let build = |name: &str, extra: &[&str]| {
+        let mut defs: Vec<String> = offsets.to_vec();
+        defs.push(format!("-DTOOL_NAME=\"{name}\""));
+        defs.extend(extra.iter().map(|s| s.to_string()));
+        if !extra.iter().any(|e| e.starts_with("-DRETURN_VALUE")) {
+            defs.push("-DRETURN_VALUE=1".into());
+        }
+        let refs: Vec<&str> = defs.iter().map(|s| s.as_str()).collect();
+        compile_shared(dir.path(), &format!("tool_{name}"), TOOL_C, &refs)
+    };
+    // A: in HSA_TOOLS_LIB and also preloaded with a priority (loaded once, at order 0).
+    let a = build("A", &["-DPRIORITY=0", "-DNESTED_INIT"]);
+    let b = build("B", &["-DPRIORITY=5"]);
+    let c = build("C", &["-DPRIORITY=1"]);
+    let d = build("D", &["-DNO_ONLOAD"]);
+    let e = build("E", &["-DPRIORITY=2", "-DRETURN_VALUE=0"]);
+    let log = dir.path().join("tools.log");
+    let path = |p: &std::path::Path| p.display().to_string();
+    run_child(
+        "tools::child_scenario_load_tools",
+        &[
+            ("HSA_TOOLS_LIB", format!("{} {}", path(&a), path(&d))),
+            (
+                "DITTO_TEST_PRELOAD",
+                [path(&b), path(&c), path(&e), path(&a)].join(":"),
+            ),
+            ("DITTO_TEST_TOOL_LOG", path(&log)),
+        ],
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "A onload version=1 agents=2 failed=0",
+            "A nested init=0 shut_down=0",
+            "C onload version=1 agents=2 failed=1 libtool_D.so",
+            "E onload version=1 agents=2 failed=1 libtool_D.so",
+            "B onload version=1 agents=2 failed=2 libtool_D.so libtool_E.so",
+            "B wrap",
+            "C wrap",
+            "A wrap",
+            "B unload",
+            "C unload",
+            "A unload",
+        ]
+    );
+}
+
+#[test]
+#[ignore = "child process of tools_load_in_rocr_order_once_each_and_unload_in_reverse"]
+fn child_scenario_load_tools() {
+    for lib in std::env::var("DITTO_TEST_PRELOAD").unwrap().split(':') {
+        let c = std::ffi::CString::new(lib).unwrap();
+        // SAFETY: loading a test tool; it runs nothing until OnLoad.
+        assert!(
+            !unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) }.is_null(),
+            "dlopen {lib}"
+        );
+    }
+    // SAFETY: plain API calls.
+    unsafe {
+        assert_eq!(rt::hsa_init(), 0);
+        assert_eq!(
+            rt::runtime::reference_count(),
+            1,
+            "the nested init/shut_down of tool A balanced"
+        );
+        let mut s = hsa_signal_t::default();
+        assert_eq!(rt::hsa_signal_create(1, 0, std::ptr::null(), &mut s), 0);
+        assert_eq!(rt::hsa_shut_down(), 0);
+    }
+}

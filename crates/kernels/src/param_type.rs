@@ -1,0 +1,345 @@
+//! Parameter types of a kernel, from the demangled C++ spelling of each
+//! parameter or from the user's `--arg-types` list. Owns the mapping of
+//! type spellings to element types; never computes offsets (`layout` does).
+
+use ditto_protocol::DType;
+
+/// Type of one kernel parameter as far as ditto needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamType {
+    /// A pointer; `dtype` is `Bytes` when the pointee is not a known scalar.
+    /// `is_const`: pointer to const, i.e. an input.
+    Pointer { dtype: DType, is_const: bool },
+    /// A scalar passed by value.
+    Scalar { dtype: DType },
+    /// Passed by value, of a type whose size ditto does not know (a struct,
+    /// an enum, a class template…): the layout cannot be computed.
+    Unknown { spelling: String },
+}
+
+/// Qualifiers that may follow a type or a pointer's `*` in a demangled name.
+const QUALIFIERS: [&str; 5] = [
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+];
+
+/// Element type of a C++ scalar spelling as cpp_demangle prints it (plus the
+/// common typedef spellings, should a signature carry them).
+fn scalar_dtype(spelling: &str) -> Option<DType> {
+    Some(match spelling {
+        "float" => DType::F32,
+        "double" => DType::F64,
+        "_Float16" | "__half" | "half" | "__fp16" => DType::F16,
+        "__hip_bfloat16" | "hip_bfloat16" | "bfloat16" | "__bf16" | "std::bfloat16_t" => {
+            DType::BF16
+        }
+        "char" | "signed char" | "int8_t" => DType::I8,
+        "unsigned char" | "uint8_t" => DType::U8,
+        "short" | "int16_t" => DType::I16,
+        "unsigned short" | "uint16_t" => DType::U16,
+        "int" | "int32_t" => DType::I32,
+        "unsigned int" | "uint32_t" => DType::U32,
+        "long" | "long long" | "int64_t" => DType::I64,
+        "unsigned long" | "unsigned long long" | "uint64_t" | "size_t" => DType::U64,
+        "bool" => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// Removes qualifier words anywhere at the top level of `spelling`
+/// (`float const` → `float`, `const float` → `float`) and reports whether
+/// `const` was among them.
+fn strip_qualifiers(spelling: &str) -> (String, bool) {
+    let mut is_const = false;
+    let words: Vec<&str> = spelling
+        .split_whitespace()
+        .filter(|w| {
+            if *w == "const" {
+                is_const = true;
+            }
+            !QUALIFIERS.contains(w)
+        })
+        .collect();
+    (words.join(" "), is_const)
+}
+
+/// Type of one parameter from its demangled spelling, e.g. `float const*`,
+/// `double*`, `int`, `float* __restrict`.
+pub fn parse_cxx_param(spelling: &str) -> ParamType {
+    let mut s = spelling.trim();
+    // Qualifiers of the parameter itself (`float* const`) do not matter.
+    loop {
+        let before = s;
+        for q in QUALIFIERS {
+            if let Some(rest) = s.strip_suffix(q)
+                && rest.ends_with([' ', '*'])
+            {
+                s = rest.trim_end();
+            }
+        }
+        if s == before {
+            break;
+        }
+    }
+    if let Some(pointee) = s.strip_suffix('*') {
+        let (pointee, is_const) = strip_qualifiers(pointee);
+        let dtype = scalar_dtype(&pointee).unwrap_or(DType::Bytes);
+        return ParamType::Pointer { dtype, is_const };
+    }
+    let (value, _) = strip_qualifiers(s);
+    match scalar_dtype(&value) {
+        Some(dtype) => ParamType::Scalar { dtype },
+        None => ParamType::Unknown {
+            spelling: spelling.trim().to_string(),
+        },
+    }
+}
+
+/// Why a `--arg-types` list was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgTypesError {
+    #[error(
+        "--arg-types entry {position} `{entry}` is not a type: use one of \
+         f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool, with `*` for a pointer \
+         and `const ` before a pointer that is only read, e.g. `const f32*,f32*,i32`"
+    )]
+    Unknown { position: usize, entry: String },
+    #[error(
+        "--arg-types entry {position} `{entry}`: `const` applies to pointers only (write `const {rest}*`?)"
+    )]
+    ConstScalar {
+        position: usize,
+        entry: String,
+        rest: String,
+    },
+}
+
+/// Element type named by a `--arg-types` token.
+fn short_dtype(token: &str) -> Option<DType> {
+    Some(match token {
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        "f32" => DType::F32,
+        "f64" => DType::F64,
+        "i8" => DType::I8,
+        "i16" => DType::I16,
+        "i32" => DType::I32,
+        "i64" => DType::I64,
+        "u8" => DType::U8,
+        "u16" => DType::U16,
+        "u32" => DType::U32,
+        "u64" => DType::U64,
+        "bool" => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// Parses `--arg-types` (`DITTO_ARG_TYPES`): a comma-separated list such as
+/// `const f32*,f32*,f32,i32`. Positions in errors count from 0, like
+/// argument indices.
+pub fn parse_arg_types(list: &str) -> Result<Vec<ParamType>, ArgTypesError> {
+    list.split(',')
+        .enumerate()
+        .map(|(position, raw)| {
+            let entry = raw.trim();
+            let unknown = || ArgTypesError::Unknown {
+                position,
+                entry: entry.to_string(),
+            };
+            let (is_const, rest) = match entry.strip_prefix("const ") {
+                Some(rest) => (true, rest.trim()),
+                None => (false, entry),
+            };
+            match rest.strip_suffix('*') {
+                Some(elem) => {
+                    let dtype = short_dtype(elem.trim()).ok_or_else(unknown)?;
+                    Ok(ParamType::Pointer { dtype, is_const })
+                }
+                None => {
+                    let dtype = short_dtype(rest).ok_or_else(unknown)?;
+                    if is_const {
+                        return Err(ArgTypesError::ConstScalar {
+                            position,
+                            entry: entry.to_string(),
+                            rest: rest.to_string(),
+                        });
+                    }
+                    Ok(ParamType::Scalar { dtype })
+                }
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::KernelNames;
+
+    fn ptr(dtype: DType, is_const: bool) -> ParamType {
+        ParamType::Pointer { dtype, is_const }
+    }
+    fn scalar(dtype: DType) -> ParamType {
+        ParamType::Scalar { dtype }
+    }
+
+    #[test]
+    fn reduce_sum_parameters_are_const_input_output_and_count() {
+        let types = KernelNames::new("_Z10reduce_sumPKfPfi")
+            .param_types()
+            .unwrap();
+        assert_eq!(
+            types,
+            vec![
+                ptr(DType::F32, true),
+                ptr(DType::F32, false),
+                scalar(DType::I32)
+            ]
+        );
+    }
+
+    #[test]
+    fn template_parameters_take_the_instantiated_element_type() {
+        let f = KernelNames::new("_Z12scale_valuesIfEvPT_S1_S0_i")
+            .param_types()
+            .unwrap();
+        assert_eq!(
+            f,
+            vec![
+                ptr(DType::F32, false),
+                ptr(DType::F32, false),
+                scalar(DType::F32),
+                scalar(DType::I32)
+            ]
+        );
+        let d = KernelNames::new("_Z12scale_valuesIdEvPT_S1_S0_i")
+            .param_types()
+            .unwrap();
+        assert_eq!(
+            d,
+            vec![
+                ptr(DType::F64, false),
+                ptr(DType::F64, false),
+                scalar(DType::F64),
+                scalar(DType::I32)
+            ]
+        );
+    }
+
+    #[test]
+    fn every_demangled_scalar_spelling_maps_to_its_dtype() {
+        // foo(_Float16 const*, __half*, unsigned long long*, long long*, signed char*,
+        //     unsigned char*, short*, unsigned short*, unsigned int*, unsigned long*,
+        //     long*, bool*, char*)
+        let types = KernelNames::new("_Z3fooPKDF16_P6__halfPyPxPaPhPsPtPjPmPlPbPc")
+            .param_types()
+            .unwrap();
+        let expected = [
+            ptr(DType::F16, true),
+            ptr(DType::F16, false),
+            ptr(DType::U64, false),
+            ptr(DType::I64, false),
+            ptr(DType::I8, false),
+            ptr(DType::U8, false),
+            ptr(DType::I16, false),
+            ptr(DType::U16, false),
+            ptr(DType::U32, false),
+            ptr(DType::U64, false),
+            ptr(DType::I64, false),
+            ptr(DType::Bool, false),
+            ptr(DType::I8, false),
+        ];
+        assert_eq!(types, expected);
+    }
+
+    #[test]
+    fn bfloat16_spellings_map_to_bf16() {
+        // foo(std::bfloat16_t*, __hip_bfloat16*)
+        let types = KernelNames::new("_Z3fooPDF16bP14__hip_bfloat16")
+            .param_types()
+            .unwrap();
+        assert_eq!(
+            types,
+            vec![ptr(DType::BF16, false), ptr(DType::BF16, false)]
+        );
+        assert_eq!(parse_cxx_param("__bf16 const*"), ptr(DType::BF16, true));
+    }
+
+    #[test]
+    fn restrict_and_top_level_const_do_not_change_the_pointee() {
+        assert_eq!(
+            parse_cxx_param("float const* __restrict"),
+            ptr(DType::F32, true)
+        );
+        assert_eq!(
+            parse_cxx_param("float* __restrict__"),
+            ptr(DType::F32, false)
+        );
+        assert_eq!(parse_cxx_param("double* const"), ptr(DType::F64, false));
+        assert_eq!(parse_cxx_param("const int*"), ptr(DType::I32, true));
+        assert_eq!(parse_cxx_param("int const"), scalar(DType::I32));
+    }
+
+    #[test]
+    fn structs_by_value_are_unknown_and_pointers_to_them_are_bytes() {
+        assert_eq!(
+            parse_cxx_param("Params"),
+            ParamType::Unknown {
+                spelling: "Params".into()
+            }
+        );
+        assert_eq!(parse_cxx_param("Params const*"), ptr(DType::Bytes, true));
+        assert_eq!(parse_cxx_param("float**"), ptr(DType::Bytes, false));
+    }
+
+    #[test]
+    fn arg_types_list_parses_pointers_constness_and_scalars() {
+        let types =
+            parse_arg_types("const f32*, f32*,f32 ,i32,const bf16 *,u64,bool,f16*").unwrap();
+        assert_eq!(
+            types,
+            vec![
+                ptr(DType::F32, true),
+                ptr(DType::F32, false),
+                scalar(DType::F32),
+                scalar(DType::I32),
+                ptr(DType::BF16, true),
+                scalar(DType::U64),
+                scalar(DType::Bool),
+                ptr(DType::F16, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn arg_types_list_rejects_unknown_names_with_their_position() {
+        let err = parse_arg_types("f32*,float,i32").unwrap_err();
+        assert_eq!(
+            err,
+            ArgTypesError::Unknown {
+                position: 1,
+                entry: "float".into()
+            }
+        );
+        assert!(err.to_string().contains("f32"));
+        assert_eq!(
+            parse_arg_types("f32*,,i32").unwrap_err(),
+            ArgTypesError::Unknown {
+                position: 1,
+                entry: "".into()
+            }
+        );
+    }
+
+    #[test]
+    fn arg_types_list_rejects_const_scalars() {
+        let err = parse_arg_types("const i32").unwrap_err();
+        assert!(matches!(
+            err,
+            ArgTypesError::ConstScalar { position: 0, .. }
+        ));
+    }
+}

@@ -1,0 +1,672 @@
+// ditto_hip_cpu.hpp — the HIP kernel language on the CPU, for g++ (C++17).
+//
+// This header is the public description of how a HIP kernel runs on ditto's
+// CPU HSA runtime (crates/hsa-cpu). Read it together with ditto_hsa_cpu.h,
+// which fixes the code-object format (exported symbols, kernel table, entry
+// signature). It owns: the kernel-language keywords and built-ins, the
+// kernel registration (DITTO_KERNEL), the generated kernel entries, and the
+// work-group scheduler (fibers). It never talks to the HSA runtime and
+// never allocates device memory: it only runs the kernels it is handed.
+//
+// ───────────────────────────── Single-source model ─────────────────────────
+// An application is ONE C++ file compiled twice:
+//
+//   device pass:  g++ -std=c++17 -O2 -fPIC -shared -DDITTO_DEVICE_PASS
+//                     -fno-gnu-unique -Wl,-Bsymbolic app.cpp -o app.co
+//                 → the CPU code object (an x86-64 ELF shared object).
+//   host pass:    g++ -std=c++17 -O2 -rdynamic app.cpp -lhsa-runtime64
+//                 → the host executable, with app.co embedded in it
+//                   (tests/apps/hiplite.hpp does the embedding and launches).
+//
+// Kernels are compiled in both passes; they only ever RUN in the code object,
+// called by the runtime. Host code sits under `#ifndef DITTO_DEVICE_PASS`.
+// In the host pass the kernel functions exist only so that the host layer
+// can take their address and find their mangled names (dladdr; hence
+// -rdynamic), exactly as HIP finds a kernel by its host-side stub.
+//
+// Why -Bsymbolic and -fno-gnu-unique for the code object: the host
+// executable exports functions with the SAME mangled names as the code
+// object's kernels. Without -Bsymbolic the dynamic linker would bind the
+// code object's references to the executable's copies; without
+// -fno-gnu-unique, static locals of template kernels (e.g. their __shared__
+// arrays) would become process-wide unique symbols shared between objects.
+// Everything else in this header has internal linkage, so each object has
+// its own scheduler state.
+//
+// ───────────────────────────── Registration ───────────────────────────────
+//     template <typename T>
+//     __global__ void scale_values(T* in, T* out, T factor, int n) { ... }
+//     DITTO_KERNEL(scale_values<float>)
+//     DITTO_KERNEL(scale_values<double>)
+//
+// In the device pass DITTO_KERNEL(fn) places one descriptor in the ELF
+// section `ditto_kernels` (no static constructor: the descriptor is
+// initialised data with relocations; the linker's __start_/__stop_ditto_kernels symbols
+// delimit the table). The descriptor holds the kernel's address, its
+// generated entry and its kernarg layout. In the host pass it expands to
+// nothing. Every kernel must be registered in the pass that builds the code
+// object; a kernel that is not registered does not exist for the runtime.
+//
+// ditto_cpu_code_object_kernels() (defined here, device pass only) builds
+// the ditto_cpu_kernel_t table on first call; each `name` is the dynamic
+// symbol of the kernel function found with dladdr(), i.e. the Itanium
+// mangled name hipcc would give the kernel: `reduce_sum` is
+// `_Z10reduce_sumPKfPfi`, `scale_values<float>` is
+// `_Z12scale_valuesIfEvPT_S1_S0_i`. Kernels must therefore have external
+// linkage and default visibility (__global__ sets it). extern "C" kernels
+// get their plain name. The order of the table is unspecified (it follows
+// the section, which the compiler may fill in any order); the runtime looks
+// kernels up by name.
+//
+// ───────────────────────────── Kernel arguments ───────────────────────────
+// Kernarg bytes are the parameters in declaration order, each at its natural
+// alignment (alignof of the parameter type), with no hidden arguments — the
+// same explicit-argument layout hipcc emits. kernarg_segment_size is the end
+// of the last parameter (scale_values<double>: 0, 8, 16, 24 → 28 bytes);
+// kernarg_segment_alignment is max(16, largest parameter alignment), the
+// HSA minimum. Parameters must be trivially copyable (as on a GPU: they are
+// copied bytes). Each work-item gets its own copy of the parameters.
+//
+// ───────────────────────────── Execution ──────────────────────────────────
+// The runtime calls the entry once per dispatch packet, on one of its queue
+// threads, with the whole grid (ditto_cpu_dispatch_t). The entry:
+//   1. copies each parameter out of the kernarg bytes;
+//   2. walks the groups in order z, y, x (gridDim = ceil(grid / group) per
+//      dimension); the last group of a dimension may be partial, as on a
+//      GPU: it runs only the work-items inside the grid. blockDim always
+//      reports the packet's work-group size (what HIP launches always have,
+//      since a HIP grid is a whole number of groups);
+//   3. runs the work-items of a group as cooperative fibers on the calling
+//      thread, in threadIdx order (x fastest). A fiber runs until it
+//      finishes or reaches __syncthreads(); when every unfinished work-item
+//      of the group has reached the barrier, all of them continue. (As on
+//      AMD hardware, work-items that have finished do not hold the barrier.)
+//      When the work-group size is ONE work-item, each group runs as a
+//      plain call: __syncthreads() is then a no-op, which is provably
+//      equivalent (no other work-item can be waited for).
+//   4. returns 0, or a non-zero DITTO_CPU_ENTRY_* code when the dispatch
+//      could not run (the runtime then reports HSA_STATUS_ERROR_EXCEPTION).
+//
+// Fibers: each work-item has its own stack (DITTO_FIBER_STACK_BYTES, 64 KiB
+// by default, define it before including this header to change it) with a
+// PROT_NONE guard page below it, so an overflow faults instead of corrupting
+// a neighbour. The stacks of a dispatch are mmap'd once per entry call
+// (lazily committed by the kernel) and reused by every group. Switching is
+// a dozen instructions (ditto_fiber_switch_v1 below: callee-saved registers
+// rbx, rbp, r12–r15, the stack pointer, MXCSR and the x87 control word); no
+// system call, unlike glibc's swapcontext.
+//
+// Memory model: __shared__ variables are `static thread_local`: one copy per
+// OS thread, and an OS thread runs one group at a time, so each group sees
+// its own shared memory, not zeroed between groups (uninitialised on a GPU
+// too). Atomics are real atomic read-modify-writes (relaxed, device scope as
+// on a GPU), so kernels stay correct if a runtime runs groups on several
+// threads. __threadfence() is a sequentially consistent fence.
+//
+// Cost: a switch takes tens of nanoseconds; a 65536-work-item reduction with
+// nine barriers per work-item runs in tens of milliseconds on one core.
+//
+// Not supported: warp-level built-ins (__shfl, __ballot, warpSize), cooperative
+// groups, the `kernel<<<grid, block>>>(...)` launch syntax (use
+// hipLaunchKernelGGL), and exceptions leaving a kernel (the entry is
+// noexcept: std::terminate). printf in a kernel is the host's printf.
+// Dynamic shared memory: HIP_DYNAMIC_SHARED(type, name) gives the packet's
+// group_segment_size bytes per group.
+#ifndef DITTO_HIP_CPU_HPP
+#define DITTO_HIP_CPU_HPP
+
+#if !defined(__x86_64__)
+#error "ditto_hip_cpu.hpp: the fiber switch is written for x86-64 only"
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+#include <utility>
+
+#include "ditto_hsa_cpu.h"
+
+#ifdef DITTO_DEVICE_PASS
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <tuple>
+#include <vector>
+#endif
+
+// ───────────────────────────── Keywords ───────────────────────────────────
+// Kernels keep default visibility so dladdr() and the host layer find them.
+#define __global__ __attribute__((visibility("default")))
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+// Per work-group memory: one copy per OS thread, which runs one group at a time.
+#define __shared__ static thread_local
+#define __constant__ const
+// `hipLaunchKernelGGL(HIP_KERNEL_NAME(k<a, b>), ...)` as in HIP.
+#define HIP_KERNEL_NAME(...) __VA_ARGS__
+
+/* Non-zero results of a kernel entry. */
+#define DITTO_CPU_ENTRY_OK 0
+#define DITTO_CPU_ENTRY_NO_STACK 1        /* mmap of the fiber stacks failed */
+#define DITTO_CPU_ENTRY_BAD_GEOMETRY 2    /* a work-group size of 0 */
+#define DITTO_CPU_ENTRY_NO_KERNARG 3      /* kernarg NULL but the kernel has parameters */
+#define DITTO_CPU_ENTRY_NO_GROUP_MEMORY 4 /* dynamic shared memory allocation failed */
+
+#ifndef DITTO_FIBER_STACK_BYTES
+#define DITTO_FIBER_STACK_BYTES (64 * 1024)
+#endif
+
+// dim3 and uint3, as in HIP.
+struct dim3 {
+  uint32_t x, y, z;
+  constexpr dim3(uint32_t x_ = 1, uint32_t y_ = 1, uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+namespace ditto {
+namespace detail {
+namespace {  // internal linkage: every object (code object, host exe) has its own state
+
+struct Index3 {
+  uint32_t x, y, z;
+};
+
+// The ids the running work-item sees. The scheduler rewrites `thread_idx`
+// before every switch to a fiber (fibers share the OS thread, so a plain
+// per-thread value would be wrong); the group values change per group.
+struct WorkItemIds {
+  Index3 thread_idx;
+  Index3 block_idx;
+  Index3 block_dim;
+  Index3 grid_dim;
+};
+thread_local WorkItemIds t_ids = {{0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}};
+
+}  // namespace
+}  // namespace detail
+}  // namespace ditto
+
+#define threadIdx (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.thread_idx))
+#define blockIdx (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.block_idx))
+#define blockDim (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.block_dim))
+#define gridDim (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.grid_dim))
+
+// ───────────────────────────── Fiber switch ───────────────────────────────
+// void ditto_fiber_switch_v1(void** save_sp, void* load_sp)
+//   Pushes the callee-saved state of the caller on its stack, stores the
+//   stack pointer in *save_sp, loads load_sp and pops the state saved there,
+//   returning into the other fiber. Frame, from the saved sp upwards:
+//   [mxcsr:4][x87 cw:2][pad:2] r15 r14 r13 r12 rbx rbp <return address>.
+// ditto_fiber_start_v1: first return address of a new fiber; r12 holds the
+//   argument and r13 the function, which must never return.
+// The symbols are hidden (never exported, never interposed) and sit in a
+// COMDAT group so several translation units may include this header.
+__asm__(
+    ".pushsection .text.ditto_fiber_switch_v1,\"axG\",@progbits,ditto_fiber_switch_v1,comdat\n"
+    ".globl ditto_fiber_switch_v1\n"
+    ".hidden ditto_fiber_switch_v1\n"
+    ".type ditto_fiber_switch_v1,@function\n"
+    ".p2align 4\n"
+    "ditto_fiber_switch_v1:\n"
+    "  pushq %rbp\n"
+    "  pushq %rbx\n"
+    "  pushq %r12\n"
+    "  pushq %r13\n"
+    "  pushq %r14\n"
+    "  pushq %r15\n"
+    "  subq $8, %rsp\n"
+    "  stmxcsr (%rsp)\n"
+    "  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n"
+    "  fldcw 4(%rsp)\n"
+    "  addq $8, %rsp\n"
+    "  popq %r15\n"
+    "  popq %r14\n"
+    "  popq %r13\n"
+    "  popq %r12\n"
+    "  popq %rbx\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size ditto_fiber_switch_v1, .-ditto_fiber_switch_v1\n"
+    ".globl ditto_fiber_start_v1\n"
+    ".hidden ditto_fiber_start_v1\n"
+    ".type ditto_fiber_start_v1,@function\n"
+    "ditto_fiber_start_v1:\n"
+    "  movq %r12, %rdi\n"
+    "  callq *%r13\n"
+    "  ud2\n"
+    ".size ditto_fiber_start_v1, .-ditto_fiber_start_v1\n"
+    ".popsection\n");
+
+extern "C" void ditto_fiber_switch_v1(void** save_sp, void* load_sp) __attribute__((visibility("hidden")));
+extern "C" void ditto_fiber_start_v1() __attribute__((visibility("hidden")));
+
+namespace ditto {
+namespace detail {
+namespace {
+
+struct Group;
+
+struct Fiber {
+  void* sp;        // saved stack pointer while suspended
+  char* stack_top; // 16-byte aligned top of this fiber's stack
+  Index3 thread_idx;
+  bool finished;
+  Group* group;
+};
+
+// The group being run on this OS thread, or null (host code, or a group of
+// one work-item run without fibers).
+struct Group {
+  void* scheduler_sp;
+  Fiber* running;
+  void (*body)(void*);  // runs the kernel once for the current work-item
+  void* body_ctx;
+};
+thread_local Group* t_group = nullptr;
+[[maybe_unused]] thread_local void* t_dynamic_shared = nullptr;
+
+}  // namespace
+}  // namespace detail
+}  // namespace ditto
+
+// ───────────────────────────── Built-ins ──────────────────────────────────
+
+// Barrier of the work-group: suspends this work-item until every unfinished
+// work-item of its group has reached a barrier.
+static inline void __syncthreads() {
+  ::ditto::detail::Group* g = ::ditto::detail::t_group;
+  if (g != nullptr && g->running != nullptr) {
+    ditto_fiber_switch_v1(&g->running->sp, g->scheduler_sp);
+  }
+}
+
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+// HIP_DYNAMIC_SHARED(float, buf): the group's dynamic shared memory
+// (the packet's group_segment_size bytes, 16-byte aligned).
+#define HIP_DYNAMIC_SHARED(type, var) type* var = static_cast<type*>(::ditto::detail::t_dynamic_shared)
+
+// Atomics: relaxed read-modify-writes that return the old value, as in HIP.
+namespace ditto {
+namespace detail {
+namespace {
+template <typename T, typename Bits, typename Op>
+inline T atomic_float_update(T* address, Op op) {
+  static_assert(sizeof(T) == sizeof(Bits), "float atomics need a same-size integer");
+  Bits* bits = reinterpret_cast<Bits*>(address);
+  Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  for (;;) {
+    T old_value;
+    memcpy(&old_value, &expected, sizeof(T));
+    T new_value = op(old_value);
+    Bits desired;
+    memcpy(&desired, &new_value, sizeof(T));
+    if (__atomic_compare_exchange_n(bits, &expected, desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      return old_value;
+    }
+  }
+}
+template <typename T, typename Op>
+inline T atomic_int_update(T* address, Op op) {
+  T expected = __atomic_load_n(address, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(address, &expected, op(expected), true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+  return expected;
+}
+}  // namespace
+}  // namespace detail
+}  // namespace ditto
+
+static inline float atomicAdd(float* a, float v) {
+  return ::ditto::detail::atomic_float_update<float, uint32_t>(a, [v](float o) { return o + v; });
+}
+static inline double atomicAdd(double* a, double v) {
+  return ::ditto::detail::atomic_float_update<double, uint64_t>(a, [v](double o) { return o + v; });
+}
+static inline float atomicExch(float* a, float v) {
+  return ::ditto::detail::atomic_float_update<float, uint32_t>(a, [v](float) { return v; });
+}
+
+#define DITTO_INT_ATOMICS(T)                                                                       \
+  static inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }      \
+  static inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }      \
+  static inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); }      \
+  static inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); }        \
+  static inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); }      \
+  static inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }    \
+  static inline T atomicMax(T* a, T v) {                                                           \
+    return ::ditto::detail::atomic_int_update(a, [v](T o) { return o < v ? v : o; });              \
+  }                                                                                                \
+  static inline T atomicMin(T* a, T v) {                                                           \
+    return ::ditto::detail::atomic_int_update(a, [v](T o) { return v < o ? v : o; });              \
+  }                                                                                                \
+  static inline T atomicCAS(T* a, T compare, T v) {                                                \
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);        \
+    return compare; /* the old value, whether or not it matched */                                 \
+  }
+DITTO_INT_ATOMICS(int)
+DITTO_INT_ATOMICS(unsigned int)
+DITTO_INT_ATOMICS(long long)
+DITTO_INT_ATOMICS(unsigned long long)
+#undef DITTO_INT_ATOMICS
+
+// ───────────────────────────── Kernel entries ─────────────────────────────
+// Pure constexpr layout code: no state, so it may have external linkage
+// (hiplite.hpp packs launch arguments with it).
+namespace ditto {
+namespace detail {
+
+constexpr size_t align_up(size_t value, size_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// Explicit-argument kernarg layout of a parameter list: declaration order,
+// natural alignment (what hipcc emits, without hidden arguments).
+template <typename... Params>
+struct KernargLayout {
+  static constexpr size_t count = sizeof...(Params);
+  struct Offsets {
+    size_t at[count == 0 ? 1 : count];
+  };
+  static constexpr Offsets offsets() {
+    Offsets result{};
+    const size_t sizes[] = {sizeof(Params)..., 0};
+    const size_t aligns[] = {alignof(Params)..., 1};
+    size_t end = 0;
+    for (size_t i = 0; i < count; ++i) {
+      end = align_up(end, aligns[i]);
+      result.at[i] = end;
+      end += sizes[i];
+    }
+    return result;
+  }
+  static constexpr size_t size() {
+    const size_t sizes[] = {sizeof(Params)..., 0};
+    return count == 0 ? 0 : offsets().at[count - 1] + sizes[count - 1];
+  }
+  static constexpr size_t alignment() {
+    size_t result = 16;  // HSA: at least 16
+    const size_t aligns[] = {alignof(Params)..., 1};
+    for (size_t a : aligns) result = a > result ? a : result;
+    return result;
+  }
+};
+
+}  // namespace detail
+}  // namespace ditto
+
+#ifdef DITTO_DEVICE_PASS
+namespace ditto {
+namespace detail {
+namespace {
+
+// Fiber stacks of one entry call: `count` slots of [guard page][stack].
+class FiberStacks {
+ public:
+  FiberStacks() = default;
+  FiberStacks(const FiberStacks&) = delete;
+  FiberStacks& operator=(const FiberStacks&) = delete;
+  ~FiberStacks() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+  }
+
+  bool allocate(size_t count) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    slot_ = page + align_up(DITTO_FIBER_STACK_BYTES, page);
+    bytes_ = slot_ * count;
+    void* base = mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return false;
+    base_ = static_cast<char*>(base);
+    for (size_t i = 0; i < count; ++i) {
+      if (mprotect(base_ + i * slot_ + page, slot_ - page, PROT_READ | PROT_WRITE) != 0) return false;
+    }
+    return true;
+  }
+  char* top(size_t i) const { return base_ + (i + 1) * slot_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  size_t slot_ = 0;
+};
+
+// First code a fiber runs (called from ditto_fiber_start_v1). Never returns:
+// after the work-item finishes it switches back to the scheduler for good.
+void fiber_main(Fiber* fiber) noexcept {
+  Group* group = fiber->group;
+  group->body(group->body_ctx);
+  fiber->finished = true;
+  ditto_fiber_switch_v1(&fiber->sp, group->scheduler_sp);
+  __builtin_unreachable();
+}
+
+// Lays out a fresh fiber's stack so that switching to it "returns" into
+// ditto_fiber_start_v1 with r12 = fiber, r13 = fiber_main, inheriting the
+// scheduler's floating-point control state.
+void prepare_fiber(Fiber* fiber) {
+  uintptr_t a = (reinterpret_cast<uintptr_t>(fiber->stack_top) & ~uintptr_t{15}) - 16;  // rsp after `ret`
+  uint64_t* frame = reinterpret_cast<uint64_t*>(a - 64);
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+  __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+  uint64_t control = static_cast<uint64_t>(mxcsr) | (static_cast<uint64_t>(fpucw) << 32);
+  frame[0] = control;                                          // mxcsr, x87 cw
+  frame[1] = 0;                                                // r15
+  frame[2] = 0;                                                // r14
+  frame[3] = reinterpret_cast<uint64_t>(&fiber_main);          // r13
+  frame[4] = reinterpret_cast<uint64_t>(fiber);                // r12
+  frame[5] = 0;                                                // rbx
+  frame[6] = 0;                                                // rbp
+  frame[7] = reinterpret_cast<uint64_t>(&ditto_fiber_start_v1); // return address
+  fiber->sp = frame;
+  fiber->finished = false;
+}
+
+inline uint32_t dim_or_one(uint32_t value) { return value == 0 ? 1 : value; }
+
+// Runs every group of a dispatch; `body(ctx)` runs the kernel for the
+// work-item whose ids are in t_ids.
+int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ctx) noexcept {
+  const unsigned dims = dispatch.dimensions == 0 ? 1 : dispatch.dimensions;
+  uint32_t grid[3], group[3], groups[3];
+  for (unsigned d = 0; d < 3; ++d) {
+    grid[d] = d < dims ? dispatch.grid_size[d] : 1;
+    group[d] = d < dims ? dispatch.workgroup_size[d] : 1;
+    if (d >= dims) group[d] = dim_or_one(group[d]);
+    if (group[d] == 0) return DITTO_CPU_ENTRY_BAD_GEOMETRY;
+    groups[d] = static_cast<uint32_t>((static_cast<uint64_t>(grid[d]) + group[d] - 1) / group[d]);
+  }
+  if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return DITTO_CPU_ENTRY_OK;  // empty grid
+
+  const size_t items_per_group = static_cast<size_t>(group[0]) * group[1] * group[2];
+  FiberStacks stacks;
+  std::vector<Fiber> fibers;
+  if (items_per_group > 1) {
+    if (!stacks.allocate(items_per_group)) return DITTO_CPU_ENTRY_NO_STACK;
+    fibers.resize(items_per_group);
+  }
+  void* dynamic_shared = nullptr;
+  if (dispatch.group_segment_size > 0) {
+    dynamic_shared = aligned_alloc(16, align_up(dispatch.group_segment_size, 16));
+    if (dynamic_shared == nullptr) return DITTO_CPU_ENTRY_NO_GROUP_MEMORY;
+  }
+
+  WorkItemIds saved_ids = t_ids;
+  Group* saved_group = t_group;
+  void* saved_shared = t_dynamic_shared;
+  t_dynamic_shared = dynamic_shared;
+  Group state{nullptr, nullptr, body, ctx};
+
+  t_ids.block_dim = {group[0], group[1], group[2]};
+  t_ids.grid_dim = {groups[0], groups[1], groups[2]};
+  for (uint32_t gz = 0; gz < groups[2]; ++gz) {
+    for (uint32_t gy = 0; gy < groups[1]; ++gy) {
+      for (uint32_t gx = 0; gx < groups[0]; ++gx) {
+        t_ids.block_idx = {gx, gy, gz};
+        // Work-items of this group inside the grid (the last group may be partial).
+        const uint32_t nx = grid[0] - gx * group[0] < group[0] ? grid[0] - gx * group[0] : group[0];
+        const uint32_t ny = grid[1] - gy * group[1] < group[1] ? grid[1] - gy * group[1] : group[1];
+        const uint32_t nz = grid[2] - gz * group[2] < group[2] ? grid[2] - gz * group[2] : group[2];
+        const size_t live = static_cast<size_t>(nx) * ny * nz;
+        if (live == 1 && items_per_group == 1) {
+          // One work-item: no barrier can wait for anyone, run it directly.
+          t_group = nullptr;
+          t_ids.thread_idx = {0, 0, 0};
+          body(ctx);
+          continue;
+        }
+        size_t n = 0;
+        for (uint32_t z = 0; z < nz; ++z)
+          for (uint32_t y = 0; y < ny; ++y)
+            for (uint32_t x = 0; x < nx; ++x) {
+              Fiber& f = fibers[n];
+              f.stack_top = stacks.top(n);
+              f.thread_idx = {x, y, z};
+              f.group = &state;
+              prepare_fiber(&f);
+              ++n;
+            }
+        t_group = &state;
+        // Each pass resumes every unfinished fiber once; a fiber runs until
+        // it finishes or reaches __syncthreads(). After a pass, every
+        // unfinished fiber waits at a barrier, so the next pass releases it.
+        size_t unfinished = n;
+        while (unfinished > 0) {
+          for (size_t i = 0; i < n; ++i) {
+            Fiber& f = fibers[i];
+            if (f.finished) continue;
+            state.running = &f;
+            t_ids.thread_idx = f.thread_idx;
+            ditto_fiber_switch_v1(&state.scheduler_sp, f.sp);
+            if (f.finished) --unfinished;
+          }
+        }
+        state.running = nullptr;
+      }
+    }
+  }
+
+  t_group = saved_group;
+  t_ids = saved_ids;
+  t_dynamic_shared = saved_shared;
+  free(dynamic_shared);
+  return DITTO_CPU_ENTRY_OK;
+}
+
+// The generated part of a kernel: its entry, for a kernel `F` whose type is
+// `void (*)(Params...)`.
+template <typename Fn, Fn F>
+struct KernelEntry;
+
+template <typename... Params, void (*F)(Params...)>
+struct KernelEntry<void (*)(Params...), F> {
+  using Layout = KernargLayout<std::decay_t<Params>...>;
+  using Args = std::tuple<std::decay_t<Params>...>;
+  static_assert((std::is_trivially_copyable<std::decay_t<Params>>::value && ...),
+                "kernel parameters must be trivially copyable (they are copied from kernarg bytes)");
+  static_assert(!(std::is_reference<Params>::value || ...), "kernel parameters cannot be references");
+
+  template <size_t... I>
+  static void unpack(const unsigned char* kernarg, Args& args, std::index_sequence<I...>) {
+    constexpr auto offsets = Layout::offsets();
+    (memcpy(&std::get<I>(args), kernarg + offsets.at[I], sizeof(std::get<I>(args))), ...);
+  }
+
+  static void run_work_item(void* ctx) {
+    // Arguments are passed by value: each work-item has its own copy.
+    std::apply(F, *static_cast<const Args*>(ctx));
+  }
+
+  static int entry(const ditto_cpu_dispatch_t* dispatch) noexcept {
+    if (dispatch == nullptr) return DITTO_CPU_ENTRY_BAD_GEOMETRY;
+    Args args{};
+    if (Layout::count > 0) {
+      if (dispatch->kernarg == nullptr) return DITTO_CPU_ENTRY_NO_KERNARG;
+      unpack(static_cast<const unsigned char*>(dispatch->kernarg), args, std::index_sequence_for<Params...>{});
+    }
+    return run_grid(*dispatch, &run_work_item, &args);
+  }
+
+  static const void* function_address() { return reinterpret_cast<const void*>(F); }
+};
+
+// One descriptor in the `ditto_kernels` section.
+struct KernelRecord {
+  const void* (*function_address)();
+  ditto_cpu_kernel_t kernel;  // `name` is filled by ditto_cpu_code_object_kernels()
+};
+
+}  // namespace
+}  // namespace detail
+}  // namespace ditto
+
+#define DITTO_CONCAT_INNER(a, b) a##b
+#define DITTO_CONCAT(a, b) DITTO_CONCAT_INNER(a, b)
+
+// Registers a kernel (device pass). Use after the kernel's definition, at
+// namespace scope: DITTO_KERNEL(reduce_sum), DITTO_KERNEL(scale_values<float>).
+#define DITTO_KERNEL(...)                                                                               \
+  __attribute__((section("ditto_kernels"), used, aligned(8))) static ::ditto::detail::KernelRecord    \
+      DITTO_CONCAT(ditto_kernel_record_, __COUNTER__) = {                                               \
+          &::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::function_address,        \
+          {nullptr,                                                                                     \
+           static_cast<uint32_t>(                                                                       \
+               ::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::Layout::size()),     \
+           static_cast<uint32_t>(                                                                       \
+               ::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::Layout::alignment()), \
+           0, 0, &::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::entry}};
+
+extern "C" {
+extern ::ditto::detail::KernelRecord __start_ditto_kernels[] __attribute__((visibility("hidden"), weak));
+extern ::ditto::detail::KernelRecord __stop_ditto_kernels[] __attribute__((visibility("hidden"), weak));
+
+// The code-object ABI version (ditto_hsa_cpu.h). Weak: several translation
+// units of one code object may include this header.
+__attribute__((visibility("default"), weak)) uint32_t ditto_cpu_code_object_abi = DITTO_CPU_CODE_OBJECT_ABI;
+
+// The kernel table, built on first call (thread-safe) and valid while the
+// code object is loaded. Kernels whose symbol cannot be found (static or
+// hidden functions) are left out, with a message on stderr.
+__attribute__((visibility("default"), weak)) const ditto_cpu_kernel_t* ditto_cpu_code_object_kernels(uint32_t* count) {
+  static const std::vector<ditto_cpu_kernel_t> table = [] {
+    std::vector<ditto_cpu_kernel_t> kernels;
+    for (::ditto::detail::KernelRecord* r = __start_ditto_kernels; r != nullptr && r < __stop_ditto_kernels; ++r) {
+      const void* function = r->function_address();
+      Dl_info info;
+      if (dladdr(function, &info) == 0 || info.dli_sname == nullptr || info.dli_saddr != function) {
+        fprintf(stderr,
+                "ditto code object: the kernel at %p has no exported symbol (static or hidden?); "
+                "it cannot be dispatched — give it external linkage and default visibility\n",
+                function);
+        continue;
+      }
+      ditto_cpu_kernel_t kernel = r->kernel;
+      kernel.name = info.dli_sname;
+      kernels.push_back(kernel);
+    }
+    return kernels;
+  }();
+  if (count != nullptr) *count = static_cast<uint32_t>(table.size());
+  return table.empty() ? nullptr : table.data();
+}
+}
+
+#else  // host pass: kernels are compiled but never run; registration is device-only
+
+#define DITTO_KERNEL(...)
+
+#endif  // DITTO_DEVICE_PASS
+
+#endif  // DITTO_HIP_CPU_HPP

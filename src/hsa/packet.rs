@@ -1,0 +1,464 @@
+//! The intercept queue's packet callback: the only code that runs on the
+//! application's submitting thread while it holds the queue lock. It never
+//! waits. A non-target packet costs a header check and, for dispatches, a
+//! read-locked kernel lookup and a counter increment; it reaches the writer
+//! byte for byte, with no signal and no allocation.
+//!
+//! A target dispatch is rewritten into exactly two packets, passed in ONE
+//! writer call: the dispatch with its completion signal swapped for `done`,
+//! and a barrier-AND (barrier bit set) that waits on `hold` and carries the
+//! application's own completion signal. The kernarg bytes are copied now
+//! (the app may reuse them), and a job goes to the worker.
+
+use super::tool::{HsaTool, QueueContext};
+use crate::guard::ffi_guard;
+use crate::kernel_table::KernelInfo;
+use crate::worker::{Job, WorkerMessage};
+use hsa::*;
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+type Writer = unsafe extern "C" fn(pkts: *const c_void, pkt_count: u64);
+
+/// `hsa_amd_queue_intercept_handler` registered on every queue; `data` is
+/// the queue's [`QueueContext`].
+///
+/// # Safety
+/// Called by the runtime: `pkts` points to `count` packets, `data` is a
+/// `QueueContext` that outlives the queue, `writer` is valid until return.
+pub unsafe extern "C" fn on_packets(
+    pkts: *const c_void,
+    count: u64,
+    _user_pkt_index: u64,
+    data: *mut c_void,
+    writer: InterceptPacketWriter,
+) {
+    let Some(write) = writer else { return };
+    if data.is_null() {
+        // SAFETY: forwarding the runtime's own packets to its own writer.
+        unsafe { write(pkts, count) };
+        return;
+    }
+    // SAFETY: `data` is the QueueContext leaked for this queue at creation.
+    let ctx = unsafe { &*(data as *const QueueContext) };
+    let forwarded = Cell::new(0u64);
+    ffi_guard(
+        "the packet callback",
+        // SAFETY: the runtime's contract above.
+        || unsafe {
+            intercept(
+                ctx.tool,
+                ctx.queue,
+                pkts as *const AqlPacket,
+                count,
+                write,
+                &forwarded,
+            )
+        },
+        // SAFETY: forwards, untouched, the packets not yet written.
+        || unsafe {
+            let done = forwarded.get();
+            if done < count {
+                write(
+                    (pkts as *const AqlPacket).add(done as usize) as *const c_void,
+                    count - done,
+                );
+            }
+        },
+    );
+}
+
+/// Forwards runs of non-target packets as they are and rewrites each
+/// target dispatch. `forwarded` counts the input packets already written,
+/// so a panic can forward the rest and nothing twice.
+///
+/// # Safety
+/// `pkts` points to `count` packets; `write` is the runtime's writer.
+pub(crate) unsafe fn intercept(
+    tool: &HsaTool,
+    queue: u64,
+    pkts: *const AqlPacket,
+    count: u64,
+    write: Writer,
+    forwarded: &Cell<u64>,
+) {
+    let mut run_start = 0u64;
+    for i in 0..count {
+        // SAFETY: i < count.
+        let packet = unsafe { &*pkts.add(i as usize) };
+        let Some(kernel) = target_of(tool, packet) else {
+            continue;
+        };
+        if i > run_start {
+            // SAFETY: packets run_start..i are the caller's, untouched.
+            unsafe { write(pkts.add(run_start as usize) as *const c_void, i - run_start) };
+            forwarded.set(i);
+        }
+        // SAFETY: `packet` is a live dispatch packet of this call.
+        if !unsafe { hold_dispatch(tool, queue, packet, kernel, write) } {
+            // SAFETY: as above; forwarded unchanged when it cannot be held.
+            unsafe { write(packet as *const AqlPacket as *const c_void, 1) };
+        }
+        forwarded.set(i + 1);
+        run_start = i + 1;
+    }
+    if count > run_start {
+        // SAFETY: the rest of the caller's packets, untouched.
+        unsafe {
+            write(
+                pkts.add(run_start as usize) as *const c_void,
+                count - run_start,
+            )
+        };
+    }
+    forwarded.set(count);
+}
+
+/// The kernel of a dispatch packet, counted, if it is a target to hold now.
+/// The whole cost for any other packet.
+fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
+    if packet_type(packet.header()) != HSA_PACKET_TYPE_KERNEL_DISPATCH {
+        return None;
+    }
+    let kernel_object = u64::from_le_bytes(packet.0[32..40].try_into().ok()?);
+    let kernel = tool.kernels.get(kernel_object)?;
+    kernel.count_dispatch();
+    (kernel.signature.is_some() && tool.switch.is_on()).then_some(kernel)
+}
+
+/// Writes [dispatch(done), barrier-AND(hold → app's signal)] in one writer
+/// call and queues the job. Returns false, having written nothing, when the
+/// dispatch cannot be held (no signals, unreadable kernarg).
+///
+/// # Safety
+/// `packet` is a kernel-dispatch packet whose kernarg_address points to at
+/// least `kernel.kernarg_size` readable bytes, as the runtime requires.
+unsafe fn hold_dispatch(
+    tool: &HsaTool,
+    queue: u64,
+    packet: &AqlPacket,
+    kernel: Arc<KernelInfo>,
+    write: Writer,
+) -> bool {
+    let original = packet.as_dispatch();
+    let size = kernel.kernarg_size as usize;
+    let kernarg = if size == 0 {
+        Vec::new()
+    } else if original.kernarg_address.is_null() {
+        return false;
+    } else {
+        // SAFETY: the dispatch's kernarg segment is `size` bytes (KERNARG_SEGMENT_SIZE)
+        // and stays valid at least until the dispatch is submitted.
+        unsafe { std::slice::from_raw_parts(original.kernarg_address as *const u8, size) }.to_vec()
+    };
+    let Some(held) = tool.take_pair() else {
+        return false;
+    };
+
+    let mut dispatch = original;
+    dispatch.completion_signal = hsa_signal_t { handle: held.done };
+    let mut barrier = hsa_barrier_and_packet_t {
+        header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+        completion_signal: original.completion_signal,
+        ..Default::default()
+    };
+    barrier.dep_signal[0] = hsa_signal_t { handle: held.hold };
+    let rewritten = [
+        AqlPacket::from_dispatch(&dispatch),
+        AqlPacket::from_barrier(&barrier),
+    ];
+
+    let job = Job {
+        index: tool.next_dispatch_index(),
+        kernel,
+        grid: [
+            original.grid_size_x,
+            original.grid_size_y,
+            original.grid_size_z,
+        ],
+        block: [
+            original.workgroup_size_x as u32,
+            original.workgroup_size_y as u32,
+            original.workgroup_size_z as u32,
+        ],
+        kernarg,
+        held,
+        queue,
+    };
+    // SAFETY: two contiguous packets on our stack, valid for the call.
+    unsafe { write(rewritten.as_ptr() as *const c_void, 2) };
+    tool.submit(WorkerMessage::Job(job));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel_table::KernelInfo;
+    use crate::options::Options;
+    use crate::worker::WorkerMessage;
+    use crossbeam_channel::Receiver;
+    use std::cell::RefCell;
+
+    const SCALE_OBJECT: u64 = 0xaa00;
+    const VECTOR_ADD_OBJECT: u64 = 0xbb00;
+
+    thread_local! {
+        static WRITES: RefCell<Vec<(usize, Vec<AqlPacket>)>> = const { RefCell::new(Vec::new()) };
+        static SIGNALS_CREATED: RefCell<u64> = const { RefCell::new(0) };
+        static SIGNAL_CREATE_FAILS: RefCell<bool> = const { RefCell::new(false) };
+    }
+
+    unsafe extern "C" fn fake_writer(pkts: *const c_void, count: u64) {
+        // SAFETY: the callback passes `count` packets.
+        let copied =
+            unsafe { std::slice::from_raw_parts(pkts as *const AqlPacket, count as usize) }
+                .to_vec();
+        WRITES.with(|w| w.borrow_mut().push((pkts as usize, copied)));
+    }
+
+    unsafe extern "C" fn fake_signal_create(
+        _value: hsa_signal_value_t,
+        _n: u32,
+        _consumers: *const hsa_agent_t,
+        signal: *mut hsa_signal_t,
+    ) -> hsa_status_t {
+        if SIGNAL_CREATE_FAILS.with(|f| *f.borrow()) {
+            return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        }
+        let n = SIGNALS_CREATED.with(|c| {
+            *c.borrow_mut() += 1;
+            *c.borrow()
+        });
+        // SAFETY: valid out-pointer from the caller.
+        unsafe { (*signal).handle = 1000 + n };
+        HSA_STATUS_SUCCESS
+    }
+
+    unsafe extern "C" fn fake_signal_store(_signal: hsa_signal_t, _value: hsa_signal_value_t) {}
+
+    /// A tool over fake table entries, with scale_values<float> (target)
+    /// and vector_add (not) loaded; leaked as the runtime's would be.
+    fn fake_tool() -> (&'static HsaTool, Receiver<WorkerMessage>) {
+        // SAFETY: all-zero tables are valid (every entry None).
+        let mut core: CoreApiTable = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let amd: AmdExtTable = unsafe { std::mem::zeroed() };
+        core.hsa_signal_create_fn = Some(fake_signal_create);
+        core.hsa_signal_store_screlease_fn = Some(fake_signal_store);
+        core.hsa_signal_store_relaxed_fn = Some(fake_signal_store);
+        let options =
+            Options::from_lookup(|k| (k == "DITTO_KERNEL").then(|| "scale_values".to_string()));
+        let (tool, rx) = HsaTool::new(options, core, amd, 1_000_000_000);
+        let tool: &'static HsaTool = Box::leak(Box::new(tool));
+        let query = tool.options.kernel.as_deref();
+        tool.kernels.insert(
+            SCALE_OBJECT,
+            KernelInfo::new("_Z12scale_valuesIfEvPT_S1_S0_i.kd", 24, query, None).0,
+        );
+        tool.kernels.insert(
+            VECTOR_ADD_OBJECT,
+            KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, query, None).0,
+        );
+        WRITES.with(|w| w.borrow_mut().clear());
+        SIGNALS_CREATED.with(|c| *c.borrow_mut() = 0);
+        SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = false);
+        (tool, rx)
+    }
+
+    fn context(tool: &'static HsaTool) -> &'static QueueContext {
+        Box::leak(Box::new(QueueContext {
+            tool,
+            queue: 0x5150,
+        }))
+    }
+
+    fn dispatch_packet(kernel_object: u64, kernarg: *mut u8, completion: u64) -> AqlPacket {
+        let mut d = hsa_kernel_dispatch_packet_t {
+            header: header(HSA_PACKET_TYPE_KERNEL_DISPATCH, false),
+            setup: 1,
+            workgroup_size_x: 256,
+            workgroup_size_y: 1,
+            workgroup_size_z: 1,
+            grid_size_x: 1024,
+            grid_size_y: 1,
+            grid_size_z: 1,
+            kernel_object,
+            kernarg_address: kernarg as *mut c_void,
+            ..Default::default()
+        };
+        d.completion_signal = hsa_signal_t { handle: completion };
+        AqlPacket::from_dispatch(&d)
+    }
+
+    fn call(ctx: &QueueContext, packets: &[AqlPacket]) {
+        // SAFETY: `packets` are live for the call; ctx outlives it.
+        unsafe {
+            on_packets(
+                packets.as_ptr() as *const c_void,
+                packets.len() as u64,
+                0,
+                ctx as *const QueueContext as *mut c_void,
+                Some(fake_writer),
+            )
+        };
+    }
+
+    fn writes() -> Vec<(usize, Vec<AqlPacket>)> {
+        WRITES.with(|w| w.borrow().clone())
+    }
+
+    #[test]
+    fn target_dispatch_becomes_dispatch_with_done_then_held_barrier_in_one_write() {
+        let (tool, rx) = fake_tool();
+        let ctx = context(tool);
+        let mut kernarg = [0u8; 24];
+        kernarg[0..8].copy_from_slice(&0x1111_0000u64.to_le_bytes());
+        kernarg[8..16].copy_from_slice(&0x2222_0000u64.to_le_bytes());
+        kernarg[16..20].copy_from_slice(&2.0f32.to_le_bytes());
+        kernarg[20..24].copy_from_slice(&1024i32.to_le_bytes());
+        let original = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 77);
+        call(ctx, &[original]);
+        // The app may reuse its kernarg memory at once: the job must hold a copy.
+        let submitted = kernarg;
+        kernarg.fill(0xee);
+
+        let w = writes();
+        assert_eq!(w.len(), 1, "one writer call");
+        let packets = &w[0].1;
+        assert_eq!(packets.len(), 2, "exactly a dispatch and a barrier");
+        let d = packets[0].as_dispatch();
+        let b = packets[1].as_barrier();
+        let job = match rx.try_recv().expect("a job for the worker") {
+            WorkerMessage::Job(job) => job,
+            WorkerMessage::Shutdown { .. } => panic!("unexpected shutdown"),
+        };
+        assert_eq!(d.completion_signal.handle, job.held.done);
+        let mut expected = original.as_dispatch();
+        expected.completion_signal = hsa_signal_t {
+            handle: job.held.done,
+        };
+        assert_eq!(
+            packets[0].0,
+            AqlPacket::from_dispatch(&expected).0,
+            "only the completion signal changes"
+        );
+        assert_eq!(packet_type(b.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert!(has_barrier(b.header));
+        assert_eq!(b.dep_signal[0].handle, job.held.hold);
+        assert!(b.dep_signal[1..].iter().all(|s| s.handle == 0));
+        assert_eq!(
+            b.completion_signal.handle, 77,
+            "the app's signal moves to the barrier"
+        );
+        assert_ne!(job.held.done, job.held.hold);
+        assert_eq!(job.kernarg, submitted.to_vec());
+        assert_eq!(
+            (job.index, job.grid, job.block, job.queue),
+            (0, [1024, 1, 1], [256, 1, 1], 0x5150)
+        );
+        assert_eq!(job.kernel.dispatches(), 1);
+        assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 2);
+    }
+
+    #[test]
+    fn target_dispatch_without_app_signal_gets_a_barrier_without_signal() {
+        let (tool, rx) = fake_tool();
+        let mut kernarg = [0u8; 28];
+        call(
+            context(tool),
+            &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
+        );
+        assert_eq!(writes()[0].1[1].as_barrier().completion_signal.handle, 0);
+        assert!(matches!(rx.try_recv(), Ok(WorkerMessage::Job(j)) if j.index == 0));
+    }
+
+    #[test]
+    fn non_target_packets_reach_the_writer_unchanged_without_signal_or_job() {
+        let (tool, rx) = fake_tool();
+        let ctx = context(tool);
+        let mut kernarg = [7u8; 28];
+        let dispatch = dispatch_packet(VECTOR_ADD_OBJECT, kernarg.as_mut_ptr(), 55);
+        let barrier = AqlPacket::from_barrier(&hsa_barrier_and_packet_t {
+            header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+            completion_signal: hsa_signal_t { handle: 99 },
+            ..Default::default()
+        });
+        let unknown_kernel = dispatch_packet(0xdead, kernarg.as_mut_ptr(), 0);
+        for packet in [dispatch, barrier, unknown_kernel] {
+            let slot = [packet];
+            WRITES.with(|w| w.borrow_mut().clear());
+            call(ctx, &slot);
+            let w = writes();
+            assert_eq!(w.len(), 1);
+            assert_eq!(w[0].0, slot.as_ptr() as usize, "forwarded in place");
+            assert_eq!(w[0].1.len(), 1);
+            assert_eq!(w[0].1[0].0, packet.0, "byte for byte");
+        }
+        assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0);
+        assert!(rx.try_recv().is_err(), "no job");
+        assert_eq!(
+            tool.kernels.get(VECTOR_ADD_OBJECT).unwrap().dispatches(),
+            1,
+            "still counted"
+        );
+    }
+
+    #[test]
+    fn mixed_batch_forwards_runs_around_the_rewritten_target() {
+        let (tool, rx) = fake_tool();
+        let mut kernarg = [0u8; 28];
+        let other = dispatch_packet(VECTOR_ADD_OBJECT, kernarg.as_mut_ptr(), 0);
+        let target = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0);
+        let batch = [other, target, other];
+        call(context(tool), &batch);
+        let sizes: Vec<usize> = writes().iter().map(|(_, p)| p.len()).collect();
+        assert_eq!(sizes, vec![1, 2, 1]);
+        assert!(matches!(rx.try_recv(), Ok(WorkerMessage::Job(_))));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn target_passes_untouched_once_capture_has_failed_open() {
+        let (tool, rx) = fake_tool();
+        tool.switch.stop();
+        let mut kernarg = [0u8; 28];
+        let packet = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 5);
+        call(context(tool), &[packet]);
+        let w = writes();
+        assert_eq!((w.len(), w[0].1.len()), (1, 1));
+        assert_eq!(w[0].1[0].0, packet.0);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(tool.kernels.get(SCALE_OBJECT).unwrap().dispatches(), 1);
+    }
+
+    #[test]
+    fn target_passes_untouched_when_signals_cannot_be_created() {
+        let (tool, rx) = fake_tool();
+        SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = true);
+        let mut kernarg = [0u8; 28];
+        let packet = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 5);
+        call(context(tool), &[packet]);
+        let w = writes();
+        assert_eq!((w.len(), w[0].1[0].0), (1, packet.0));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn recycled_pair_is_reused_instead_of_creating_signals() {
+        use crate::worker::{Device, HeldBarrier};
+        let (tool, rx) = fake_tool();
+        tool.recycle(HeldBarrier { done: 1, hold: 2 });
+        let mut kernarg = [0u8; 28];
+        call(
+            context(tool),
+            &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
+        );
+        let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
+            panic!("no job")
+        };
+        assert_eq!(job.held, HeldBarrier { done: 1, hold: 2 });
+        assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0);
+    }
+}

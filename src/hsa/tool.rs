@@ -1,0 +1,281 @@
+//! The HSA tool's state, in one place with one owner: options, the
+//! original API-table entries, the kernel table, the allocation map, the
+//! job channel to the worker, the free list of held-barrier signals and the
+//! IPC handle cache. Lives for the whole process (`TOOL`); tests build
+//! their own with fake table entries. Also implements the worker's
+//! [`Device`] on top of the original HSA entries.
+
+use crate::allocation_map::{Allocation, AllocationMap};
+use crate::kernel_table::KernelTable;
+use crate::log::log_warn;
+use crate::options::Options;
+use crate::worker::{CaptureSwitch, Device, HeldBarrier, WorkerMessage};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use hsa::*;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// The process's tool, set once by a successful OnLoad.
+pub static TOOL: OnceLock<HsaTool> = OnceLock::new();
+
+pub struct HsaTool {
+    pub options: Options,
+    /// Original entries, saved before ditto overwrote any of them.
+    pub core: CoreApiTable,
+    pub amd: AmdExtTable,
+    pub kernels: KernelTable,
+    pub allocations: AllocationMap,
+    pub switch: CaptureSwitch,
+    jobs: Sender<WorkerMessage>,
+    free_pairs: (Sender<HeldBarrier>, Receiver<HeldBarrier>),
+    /// allocation base → (size, handle), forgotten when the allocation is freed.
+    ipc_handles: Mutex<HashMap<u64, (u64, hsa_amd_ipc_memory_t)>>,
+    next_index: AtomicU64,
+    /// HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: wait timeouts are in these ticks.
+    timestamp_hz: u64,
+    goodbye_sent: AtomicBool,
+    signal_failure_logged: AtomicBool,
+}
+
+/// Per-queue data handed to the packet callback.
+pub struct QueueContext {
+    pub tool: &'static HsaTool,
+    /// Identity of the queue (its address), for signal recycling.
+    pub queue: u64,
+}
+
+impl HsaTool {
+    /// A tool over the given original tables; the receiver is the worker's end.
+    pub fn new(
+        options: Options,
+        core: CoreApiTable,
+        amd: AmdExtTable,
+        timestamp_hz: u64,
+    ) -> (HsaTool, Receiver<WorkerMessage>) {
+        let (jobs, rx) = unbounded();
+        let tool = HsaTool {
+            options,
+            core,
+            amd,
+            kernels: KernelTable::new(),
+            allocations: AllocationMap::new(),
+            switch: CaptureSwitch::default(),
+            jobs,
+            free_pairs: unbounded(),
+            ipc_handles: Mutex::new(HashMap::new()),
+            next_index: AtomicU64::new(0),
+            timestamp_hz: if timestamp_hz == 0 {
+                1_000_000_000
+            } else {
+                timestamp_hz
+            },
+            goodbye_sent: AtomicBool::new(false),
+            signal_failure_logged: AtomicBool::new(false),
+        };
+        (tool, rx)
+    }
+
+    /// Index of the next target dispatch.
+    pub fn next_dispatch_index(&self) -> u64 {
+        self.next_index.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Hands a job to the worker; if the worker is gone, releases it at once.
+    pub fn submit(&self, message: WorkerMessage) {
+        if let Err(crossbeam_channel::SendError(WorkerMessage::Job(job))) = self.jobs.send(message)
+        {
+            self.release(&job.held);
+        }
+    }
+
+    /// A `done`/`hold` pair, both at 1: from the free list, else new.
+    /// `None` when the runtime cannot create signals (logged once).
+    pub fn take_pair(&self) -> Option<HeldBarrier> {
+        if let Ok(pair) = self.free_pairs.1.try_recv() {
+            return Some(pair);
+        }
+        let create = self.core.hsa_signal_create_fn?;
+        let mut done = hsa_signal_t::default();
+        let mut hold = hsa_signal_t::default();
+        // SAFETY: original hsa_signal_create with no consumers and valid out-pointers.
+        let st = unsafe { create(1, 0, std::ptr::null(), &mut done) };
+        if st == HSA_STATUS_SUCCESS {
+            // SAFETY: as above.
+            let st2 = unsafe { create(1, 0, std::ptr::null(), &mut hold) };
+            if st2 == HSA_STATUS_SUCCESS {
+                return Some(HeldBarrier {
+                    done: done.handle,
+                    hold: hold.handle,
+                });
+            }
+            if let Some(destroy) = self.core.hsa_signal_destroy_fn {
+                // SAFETY: `done` was created above and is used by nothing.
+                unsafe { destroy(done) };
+            }
+        }
+        if !self.signal_failure_logged.swap(true, Ordering::Relaxed) {
+            log_warn!(
+                "cannot create signals (status 0x{st:x}); target dispatches pass through uncaptured"
+            );
+        }
+        None
+    }
+
+    /// Forgets a freed allocation and its cached IPC handle.
+    pub fn forget_allocation(&self, base: u64) {
+        self.allocations.remove(base);
+        self.ipc_handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&base);
+    }
+
+    /// Sends the Goodbye and drains the worker (every held barrier released),
+    /// once per process, from OnUnload or at exit, whichever comes first.
+    /// Waits at most DITTO_TIMEOUT_MS + 1 s; past that, fails open.
+    pub fn finish(&self, at: &str) {
+        if self.goodbye_sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (finished, done) = bounded(1);
+        let goodbye = self.kernels.goodbye();
+        if self
+            .jobs
+            .send(WorkerMessage::Shutdown { goodbye, finished })
+            .is_err()
+        {
+            return;
+        }
+        let bound = self.options.timeout + Duration::from_secs(1);
+        if done.recv_timeout(bound).is_err() {
+            self.switch.fail(&format!(
+                "the worker did not finish within {} ms at {at}",
+                bound.as_millis()
+            ));
+            let _ = done.recv_timeout(Duration::from_secs(2));
+        }
+    }
+
+    fn pointer_info(&self, address: u64) -> Option<Allocation> {
+        let f = self.amd.hsa_amd_pointer_info_fn?;
+        let mut info = hsa_amd_pointer_info_t::default();
+        // SAFETY: original hsa_amd_pointer_info; `info.size` is set by Default;
+        // no agent list is requested.
+        let st = unsafe {
+            f(
+                address as *const c_void,
+                &mut info,
+                None,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if st != HSA_STATUS_SUCCESS || info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN {
+            return None;
+        }
+        let base = if info.agentBaseAddress.is_null() {
+            info.hostBaseAddress
+        } else {
+            info.agentBaseAddress
+        };
+        let a = Allocation {
+            base: base as u64,
+            size: info.sizeInBytes as u64,
+        };
+        a.contains(address).then_some(a)
+    }
+}
+
+impl Device for HsaTool {
+    fn wait_done(&self, held: &HeldBarrier, timeout: Duration) -> bool {
+        let Some(wait) = self.core.hsa_signal_wait_scacquire_fn else {
+            return true;
+        };
+        let ticks = (timeout.as_nanos() * self.timestamp_hz as u128 / 1_000_000_000) as u64;
+        // SAFETY: original wait on a signal we created; the timeout is only a hint,
+        // the caller loops.
+        let value = unsafe {
+            wait(
+                hsa_signal_t { handle: held.done },
+                HSA_SIGNAL_CONDITION_EQ,
+                0,
+                ticks.max(1),
+                HSA_WAIT_STATE_BLOCKED,
+            )
+        };
+        value == 0
+    }
+
+    fn release(&self, held: &HeldBarrier) {
+        if let Some(store) = self.core.hsa_signal_store_screlease_fn {
+            // SAFETY: original store on our own `hold` signal.
+            unsafe { store(hsa_signal_t { handle: held.hold }, 0) };
+        }
+    }
+
+    fn recycle(&self, held: HeldBarrier) {
+        let Some(store) = self.core.hsa_signal_store_relaxed_fn else {
+            return;
+        };
+        // SAFETY: both signals are ours and no packet refers to them any more.
+        unsafe {
+            store(hsa_signal_t { handle: held.done }, 1);
+            store(hsa_signal_t { handle: held.hold }, 1);
+        }
+        let _ = self.free_pairs.0.send(held);
+    }
+
+    fn containing_allocation(&self, address: u64) -> Option<Allocation> {
+        self.allocations
+            .find(address)
+            .or_else(|| self.pointer_info(address))
+    }
+
+    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+        let mut cache = self.ipc_handles.lock().unwrap_or_else(|e| e.into_inner());
+        let handle = match cache.get(&allocation.base) {
+            Some((size, h)) if *size == allocation.size => *h,
+            _ => {
+                let create = self
+                    .amd
+                    .hsa_amd_ipc_memory_create_fn
+                    .ok_or("the runtime has no hsa_amd_ipc_memory_create")?;
+                let mut h = hsa_amd_ipc_memory_t::default();
+                // SAFETY: original IPC export of a whole live allocation (base and size
+                // as the runtime handed them out).
+                let st = unsafe {
+                    create(
+                        allocation.base as *mut c_void,
+                        allocation.size as usize,
+                        &mut h,
+                    )
+                };
+                if st != HSA_STATUS_SUCCESS {
+                    return Err(format!(
+                        "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
+                    ));
+                }
+                cache.insert(allocation.base, (allocation.size, h));
+                h
+            }
+        };
+        Ok(handle.handle.iter().flat_map(|w| w.to_le_bytes()).collect())
+    }
+
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+        // NOTE(real GPU): coarse-grained device memory is not CPU-readable; on
+        // ROCr this must copy the extent (or the fingerprint's windows) to a
+        // host buffer with hsa_amd_memory_async_copy first. The CPU runtime's
+        // memory is host memory, readable in place.
+        if address == 0 {
+            return Err("null address".into());
+        }
+        // SAFETY: [address, address+len) lies inside a live allocation (resolved
+        // just before) whose dispatch has completed and is held: nothing writes it.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
+        Ok(ditto_protocol::fingerprint(bytes))
+    }
+}

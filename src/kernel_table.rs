@@ -1,0 +1,194 @@
+//! Kernels the application loaded: kernel_object → what ditto knows about
+//! it (names, kernarg size, whether it is the target and its argument
+//! layout), plus a dispatch counter per kernel for the Goodbye. Filled at
+//! executable freeze, read on every dispatch: lookups take a read lock and
+//! clone an `Arc`, nothing else.
+
+use ditto_kernels::{KernelNames, KernelSignature, ParamType, matches};
+use ditto_protocol::{Goodbye, KernelName};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug)]
+pub struct KernelInfo {
+    pub name: KernelName,
+    /// The runtime's KERNARG_SEGMENT_SIZE: bytes copied from each dispatch.
+    pub kernarg_size: u32,
+    /// The query names this kernel.
+    pub is_target: bool,
+    /// Argument layout, present only for a target that can be captured.
+    pub signature: Option<KernelSignature>,
+    dispatches: AtomicU64,
+}
+
+impl KernelInfo {
+    /// What ditto knows about the kernel whose code-object symbol is `symbol`.
+    /// The second value explains why a target cannot be captured.
+    pub fn new(
+        symbol: &str,
+        kernarg_size: u32,
+        query: Option<&str>,
+        arg_types: Option<&[ParamType]>,
+    ) -> (KernelInfo, Option<String>) {
+        let names = KernelNames::new(symbol);
+        let is_target = query.is_some_and(|q| matches(q, &names));
+        let mut problem = None;
+        let signature = if is_target {
+            match KernelSignature::resolve(&names.mangled, arg_types, Some(kernarg_size as u64)) {
+                Ok(sig) => Some(sig),
+                Err(e) => {
+                    problem = Some(e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let info = KernelInfo {
+            name: KernelName {
+                mangled: names.mangled,
+                demangled: names.demangled,
+            },
+            kernarg_size,
+            is_target,
+            signature,
+            dispatches: AtomicU64::new(0),
+        };
+        (info, problem)
+    }
+
+    pub fn count_dispatch(&self) {
+        self.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct KernelTable {
+    by_object: RwLock<HashMap<u64, Arc<KernelInfo>>>,
+}
+
+impl KernelTable {
+    pub fn new() -> KernelTable {
+        KernelTable::default()
+    }
+
+    /// Records the kernel at `kernel_object`. A kernel object seen again (an
+    /// executable destroyed and its descriptor address reused) is replaced;
+    /// its old counts move to the retired list so the Goodbye keeps them.
+    pub fn insert(&self, kernel_object: u64, info: KernelInfo) -> Arc<KernelInfo> {
+        let info = Arc::new(info);
+        let mut map = self.by_object.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = map.insert(kernel_object, info.clone()) {
+            // Keep the old entry's counts reachable under a key no packet can carry.
+            let mut key = u64::MAX;
+            while map.contains_key(&key) {
+                key -= 1;
+            }
+            map.insert(key, old);
+        }
+        info
+    }
+
+    /// The kernel a dispatch packet names. Hot path: read lock + Arc clone.
+    pub fn get(&self, kernel_object: u64) -> Option<Arc<KernelInfo>> {
+        self.by_object
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&kernel_object)
+            .cloned()
+    }
+
+    /// Every kernel dispatched at least once, with its count, merged by
+    /// name (the same kernel may be loaded by several executables).
+    pub fn goodbye(&self) -> Goodbye {
+        let map = self.by_object.read().unwrap_or_else(|e| e.into_inner());
+        let mut merged: Vec<(KernelName, u64)> = Vec::new();
+        for info in map.values() {
+            let n = info.dispatches();
+            if n == 0 {
+                continue;
+            }
+            match merged.iter_mut().find(|(k, _)| *k == info.name) {
+                Some((_, count)) => *count += n,
+                None => merged.push((info.name.clone(), n)),
+            }
+        }
+        merged.sort_by(|a, b| a.0.mangled.cmp(&b.0.mangled));
+        Goodbye { dispatched: merged }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_kernel_gets_a_layout_and_others_do_not() {
+        let (t, problem) = KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, Some("reduce_sum"), None);
+        assert!(t.is_target && problem.is_none());
+        assert_eq!(t.signature.as_ref().unwrap().params.len(), 3);
+        assert_eq!(t.name.mangled, "_Z10reduce_sumPKfPfi");
+        let (o, _) = KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, Some("reduce_sum"), None);
+        assert!(!o.is_target && o.signature.is_none());
+        let (blit, _) = KernelInfo::new("__amd_rocclr_copyBuffer.kd", 64, Some("copyBuffer"), None);
+        assert!(!blit.is_target);
+    }
+
+    #[test]
+    fn extern_c_target_without_arg_types_is_not_capturable_and_says_why() {
+        let (t, problem) = KernelInfo::new("vector_add_c.kd", 28, Some("vector_add_c"), None);
+        assert!(t.is_target && t.signature.is_none());
+        assert!(problem.unwrap().contains("--arg-types"));
+    }
+
+    #[test]
+    fn goodbye_merges_counts_by_kernel_and_skips_undispatched() {
+        let table = KernelTable::new();
+        let a = table.insert(
+            0x10,
+            KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, None, None).0,
+        );
+        let b = table.insert(
+            0x20,
+            KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, None, None).0,
+        );
+        table.insert(
+            0x30,
+            KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, None, None).0,
+        );
+        a.count_dispatch();
+        a.count_dispatch();
+        b.count_dispatch();
+        let g = table.goodbye();
+        assert_eq!(g.dispatched.len(), 1);
+        assert_eq!(
+            g.dispatched[0].0.demangled,
+            "reduce_sum(float const*, float*, int)"
+        );
+        assert_eq!(g.dispatched[0].1, 3);
+        assert!(Arc::ptr_eq(&table.get(0x10).unwrap(), &a));
+        assert!(table.get(0x40).is_none());
+    }
+
+    #[test]
+    fn replaced_kernel_object_keeps_its_old_counts_for_the_goodbye() {
+        let table = KernelTable::new();
+        let old = table.insert(
+            0x10,
+            KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, None, None).0,
+        );
+        old.count_dispatch();
+        let new = table.insert(
+            0x10,
+            KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, None, None).0,
+        );
+        new.count_dispatch();
+        assert!(Arc::ptr_eq(&table.get(0x10).unwrap(), &new));
+        assert_eq!(table.goodbye().dispatched.len(), 2);
+    }
+}

@@ -1,0 +1,141 @@
+//! The tool's options, read once from the environment at `OnLoad` (set by
+//! `ditto run` and scripts/ditto-run). Owns their parsing and defaults;
+//! never reads the environment again after start-up.
+
+use crate::log::Level;
+use ditto_kernels::{ParamType, parse_arg_types};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// `DITTO_KERNEL`: the target kernel query; `None` keeps the tool passive.
+    pub kernel: Option<String>,
+    /// `DITTO_SOCKET`: the collector's Unix socket.
+    pub socket: Option<PathBuf>,
+    /// `DITTO_ARG_TYPES`, parsed; an unparsable list is an error in `problems`.
+    pub arg_types: Option<Vec<ParamType>>,
+    /// `DITTO_RUN_NAME`, default the process id.
+    pub run_name: String,
+    /// `DITTO_TIMEOUT_MS`: how long to wait for the collector's answer.
+    pub timeout: Duration,
+    /// `DITTO_LOG`.
+    pub log: Level,
+    /// Variables that were set but could not be used, as messages for the log.
+    pub problems: Vec<String>,
+    /// Errors that forbid capturing (a wrong argument-type list would read garbage).
+    pub fatal: Option<String>,
+}
+
+impl Options {
+    pub fn from_env() -> Options {
+        Options::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Options from any variable source (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Options {
+        let non_empty = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let mut problems = Vec::new();
+        let mut fatal = None;
+        let log = match non_empty("DITTO_LOG") {
+            None => Level::Warn,
+            Some(v) => Level::parse(&v).unwrap_or_else(|| {
+                problems.push(format!(
+                    "DITTO_LOG=`{v}` is not one of off|error|warn|info|debug; using warn"
+                ));
+                Level::Warn
+            }),
+        };
+        let timeout = match non_empty("DITTO_TIMEOUT_MS") {
+            None => DEFAULT_TIMEOUT,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => Duration::from_millis(ms),
+                _ => {
+                    problems.push(format!(
+                        "DITTO_TIMEOUT_MS=`{v}` is not a positive number of milliseconds; using {}",
+                        DEFAULT_TIMEOUT.as_millis()
+                    ));
+                    DEFAULT_TIMEOUT
+                }
+            },
+        };
+        let arg_types = match non_empty("DITTO_ARG_TYPES") {
+            None => None,
+            Some(v) => match parse_arg_types(&v) {
+                Ok(types) => Some(types),
+                Err(e) => {
+                    fatal = Some(format!("DITTO_ARG_TYPES=`{v}`: {e}"));
+                    None
+                }
+            },
+        };
+        Options {
+            kernel: non_empty("DITTO_KERNEL").map(|k| k.trim().to_string()),
+            socket: non_empty("DITTO_SOCKET").map(PathBuf::from),
+            arg_types,
+            run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
+            timeout,
+            log,
+            problems,
+            fatal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn opts(vars: &[(&str, &str)]) -> Options {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Options::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_passive_with_pid_run_name_and_thirty_second_timeout() {
+        let o = opts(&[]);
+        assert_eq!(o.kernel, None);
+        assert_eq!(o.socket, None);
+        assert_eq!(o.run_name, std::process::id().to_string());
+        assert_eq!(o.timeout, Duration::from_secs(30));
+        assert_eq!(o.log, Level::Warn);
+        assert!(o.problems.is_empty() && o.fatal.is_none());
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let o = opts(&[
+            ("DITTO_KERNEL", "scale_values"),
+            ("DITTO_SOCKET", "/tmp/x/s.sock"),
+            ("DITTO_ARG_TYPES", "const f32*,f32*,i32"),
+            ("DITTO_RUN_NAME", "ref"),
+            ("DITTO_TIMEOUT_MS", "250"),
+            ("DITTO_LOG", "debug"),
+        ]);
+        assert_eq!(o.kernel.as_deref(), Some("scale_values"));
+        assert_eq!(o.socket, Some(PathBuf::from("/tmp/x/s.sock")));
+        assert_eq!(o.arg_types.as_ref().map(|t| t.len()), Some(3));
+        assert_eq!(o.run_name, "ref");
+        assert_eq!(o.timeout, Duration::from_millis(250));
+        assert_eq!(o.log, Level::Debug);
+    }
+
+    #[test]
+    fn bad_values_fall_back_with_a_problem_and_bad_arg_types_are_fatal() {
+        let o = opts(&[
+            ("DITTO_TIMEOUT_MS", "soon"),
+            ("DITTO_LOG", "loud"),
+            ("DITTO_ARG_TYPES", "float*"),
+        ]);
+        assert_eq!(o.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(o.log, Level::Warn);
+        assert_eq!(o.problems.len(), 2);
+        assert!(o.fatal.as_deref().unwrap().contains("float*"));
+    }
+}

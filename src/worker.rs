@@ -1,0 +1,625 @@
+//! The worker thread: everything about a held dispatch that may block.
+//! It waits for the dispatch to complete, resolves and exports its output
+//! buffers, sends one Dispatch to the collector, waits for the Ack and only
+//! then releases the held barrier. Owns the collector connection and the
+//! fail-open switch. Backend-neutral: the runtime is reached through
+//! [`Device`]. It never runs on an application thread.
+//!
+//! Recycling the held barrier's signals: `done` and `hold` may be reused
+//! only once the queue's packet processor is past the barrier that waits
+//! on `hold`. Nothing reports that directly, so the worker keeps, per
+//! queue, the pair of the last released job; when a LATER job on the same
+//! queue has completed (`done` reached 0), the earlier barrier, which
+//! carries the barrier bit and precedes it, must have completed too, and
+//! the earlier pair goes back to the free list. At most one pair per queue
+//! stays out at exit (left to the runtime's teardown). Pairs released
+//! without seeing their dispatch complete (fail-open, shutdown) are never
+//! reused.
+
+use crate::allocation_map::Allocation;
+use crate::client::CollectorConnection;
+use crate::kernel_table::KernelInfo;
+use crate::log::{log_debug, log_info, log_warn};
+use crossbeam_channel::{Receiver, Sender};
+use ditto_kernels::ParamKind;
+use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The two signals that hold one target dispatch: `done` (the dispatch's
+/// completion signal, ours) and `hold` (the barrier's dependency, released
+/// by the worker). Runtime handles, opaque here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBarrier {
+    pub done: u64,
+    pub hold: u64,
+}
+
+/// One held target dispatch, built by the packet callback.
+#[derive(Debug)]
+pub struct Job {
+    /// Index among this process's target dispatches, from 0.
+    pub index: u64,
+    pub kernel: Arc<KernelInfo>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Kernarg bytes copied at submission.
+    pub kernarg: Vec<u8>,
+    pub held: HeldBarrier,
+    /// Identity of the queue the dispatch went to.
+    pub queue: u64,
+}
+
+pub enum WorkerMessage {
+    Job(Job),
+    /// Finish the jobs before this message, say Goodbye, acknowledge, stop.
+    Shutdown {
+        goodbye: Goodbye,
+        finished: Sender<()>,
+    },
+}
+
+/// What the worker needs from the runtime.
+pub trait Device {
+    /// Waits at most `timeout` for the held dispatch to complete.
+    fn wait_done(&self, held: &HeldBarrier, timeout: Duration) -> bool;
+    /// Lets the held barrier, and everything behind it, run.
+    fn release(&self, held: &HeldBarrier);
+    /// Returns a pair whose barrier is known to be consumed to the free list.
+    fn recycle(&self, held: HeldBarrier);
+    /// The allocation containing `address`.
+    fn containing_allocation(&self, address: u64) -> Option<Allocation>;
+    /// IPC handle bytes of a whole allocation (cached per allocation).
+    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String>;
+    /// Fingerprint of `len` bytes at `address`, read by the tool itself.
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+}
+
+/// Whether dispatches are being captured. Turned off once, by the first
+/// failure (logged once) or by shutdown; never turned back on.
+#[derive(Debug)]
+pub struct CaptureSwitch {
+    on: AtomicBool,
+    failed: AtomicBool,
+}
+
+impl Default for CaptureSwitch {
+    fn default() -> Self {
+        CaptureSwitch {
+            on: AtomicBool::new(true),
+            failed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl CaptureSwitch {
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Fails open: logs `reason` the first time only.
+    pub fn fail(&self, reason: &str) {
+        self.failed.store(true, Ordering::Release);
+        if self.on.swap(false, Ordering::AcqRel) {
+            log_warn!(
+                "{reason}; capture stops, held dispatches are released and the application runs on unchanged"
+            );
+        }
+    }
+
+    /// Whether capture stopped because something failed (not by shutdown).
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Stops capturing without a warning (shutdown).
+    pub fn stop(&self) {
+        self.on.store(false, Ordering::Release);
+    }
+}
+
+pub struct WorkerConfig {
+    pub socket: Option<PathBuf>,
+    pub hello: Hello,
+    pub timeout: Duration,
+}
+
+/// How long one wait on `done` lasts before the switch is checked again.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// Runs until a Shutdown message (or the channel closes).
+pub fn run<D: Device>(
+    device: &D,
+    jobs: Receiver<WorkerMessage>,
+    config: WorkerConfig,
+    switch: &CaptureSwitch,
+) {
+    let mut connection = match &config.socket {
+        None => {
+            switch.fail("DITTO_SOCKET is not set");
+            None
+        }
+        Some(socket) => match CollectorConnection::open(socket, &config.hello, config.timeout) {
+            Ok(c) => {
+                log_info!("connected to the collector at {}", socket.display());
+                Some(c)
+            }
+            Err(e) => {
+                switch.fail(&e.to_string());
+                None
+            }
+        },
+    };
+    let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
+    for message in jobs.iter() {
+        match message {
+            WorkerMessage::Job(job) => {
+                handle_job(
+                    device,
+                    job,
+                    &mut connection,
+                    switch,
+                    &mut last_pair_of_queue,
+                );
+            }
+            WorkerMessage::Shutdown { goodbye, finished } => {
+                if let (Some(conn), true) = (connection.as_mut(), switch.is_on())
+                    && let Err(e) = conn.goodbye(&goodbye)
+                {
+                    log_warn!("could not say goodbye to the collector: {e}");
+                }
+                switch.stop();
+                // Jobs queued after the Shutdown (none expected) are released at once.
+                for late in jobs.try_iter() {
+                    if let WorkerMessage::Job(job) = late {
+                        device.release(&job.held);
+                    }
+                }
+                let _ = finished.send(());
+                return;
+            }
+        }
+    }
+}
+
+fn handle_job<D: Device>(
+    device: &D,
+    job: Job,
+    connection: &mut Option<CollectorConnection>,
+    switch: &CaptureSwitch,
+    last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
+) {
+    // Wait for the dispatch, in slices, so that a failure elsewhere (or a
+    // shutdown bound) releases this job even if the kernel never finishes.
+    let mut completed = false;
+    while switch.is_on() {
+        if device.wait_done(&job.held, WAIT_SLICE) {
+            completed = true;
+            break;
+        }
+    }
+    if completed {
+        // This job's dispatch ran after the previous barrier on its queue.
+        if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
+            device.recycle(previous);
+        }
+    }
+    if completed
+        && switch.is_on()
+        && let Some(conn) = connection.as_mut()
+    {
+        let dispatch = describe(device, &job);
+        match conn.dispatch(&dispatch) {
+            Ok(Ok(())) => log_debug!(
+                "dispatch {} of `{}` captured",
+                job.index,
+                job.kernel.name.demangled
+            ),
+            Ok(Err(reason)) => log_warn!(
+                "collector could not capture dispatch {} of `{}`: {reason}",
+                job.index,
+                job.kernel.name.demangled
+            ),
+            Err(e) => switch.fail(&e.to_string()),
+        }
+    }
+    device.release(&job.held);
+    if completed {
+        last_pair_of_queue.insert(job.queue, job.held);
+    }
+}
+
+/// The protocol message for a completed dispatch: every non-const pointer
+/// argument (an output) exported as its whole containing allocation.
+pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
+    let kernel = &job.kernel;
+    let mut buffers = Vec::new();
+    if let Some(sig) = &kernel.signature {
+        for param in &sig.params {
+            let ParamKind::Pointer {
+                dtype,
+                is_const: false,
+            } = param.kind
+            else {
+                continue;
+            };
+            let Some(address) = param.read_pointer(&job.kernarg) else {
+                continue;
+            };
+            if address == 0 {
+                continue;
+            }
+            let Some(alloc) = device.containing_allocation(address) else {
+                log_warn!(
+                    "dispatch {} of `{}`: argument {} (0x{address:x}) is in no allocation the runtime knows; not captured",
+                    job.index,
+                    kernel.name.demangled,
+                    param.index
+                );
+                continue;
+            };
+            let handle = match device.export(&alloc) {
+                Ok(h) => h,
+                Err(e) => {
+                    log_warn!(
+                        "dispatch {} of `{}`: argument {}: cannot export allocation 0x{:x}+{}: {e}; not captured",
+                        job.index,
+                        kernel.name.demangled,
+                        param.index,
+                        alloc.base,
+                        alloc.size
+                    );
+                    continue;
+                }
+            };
+            let offset = address - alloc.base;
+            let extent = alloc.size - offset;
+            let fingerprint = match device.fingerprint(address, extent) {
+                Ok(f) => f,
+                Err(e) => {
+                    log_warn!(
+                        "dispatch {} of `{}`: argument {}: {e}; not captured",
+                        job.index,
+                        kernel.name.demangled,
+                        param.index
+                    );
+                    continue;
+                }
+            };
+            buffers.push(Buffer {
+                arg_index: param.index,
+                dtype,
+                handle,
+                owner_pid: std::process::id(),
+                alloc_base: alloc.base,
+                alloc_size: alloc.size,
+                offset,
+                extent,
+                fingerprint,
+            });
+        }
+    }
+    Dispatch {
+        index: job.index,
+        kernel: kernel.name.clone(),
+        grid: job.grid,
+        block: job.block,
+        buffers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocation_map::AllocationMap;
+    use crate::kernel_table::KernelInfo;
+    use crossbeam_channel::unbounded;
+    use ditto_protocol::{
+        Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
+    };
+    use std::os::unix::net::UnixListener;
+    use std::sync::Mutex;
+    use std::thread;
+
+    /// A runtime whose dispatches are complete at once and whose memory is
+    /// this process's heap; it records what the worker did, in order.
+    #[derive(Default)]
+    struct FakeDevice {
+        allocations: AllocationMap,
+        events: Mutex<Vec<String>>,
+    }
+
+    impl FakeDevice {
+        fn events(&self) -> Vec<String> {
+            self.events.lock().unwrap().clone()
+        }
+        fn log(&self, e: String) {
+            self.events.lock().unwrap().push(e);
+        }
+    }
+
+    impl Device for FakeDevice {
+        fn wait_done(&self, held: &HeldBarrier, _timeout: Duration) -> bool {
+            self.log(format!("wait {}", held.done));
+            true
+        }
+        fn release(&self, held: &HeldBarrier) {
+            self.log(format!("release {}", held.hold));
+        }
+        fn recycle(&self, held: HeldBarrier) {
+            self.log(format!("recycle {}", held.done));
+        }
+        fn containing_allocation(&self, address: u64) -> Option<Allocation> {
+            self.allocations.find(address)
+        }
+        fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+            Ok(allocation.base.to_le_bytes().repeat(4))
+        }
+        fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+            // SAFETY: tests only pass ranges of live Vecs they own.
+            let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
+            Ok(ditto_protocol::fingerprint(bytes))
+        }
+    }
+
+    fn reduce_sum() -> Arc<KernelInfo> {
+        Arc::new(KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, Some("reduce_sum"), None).0)
+    }
+
+    /// reduce_sum(input, output + 2, n): output is an interior pointer.
+    fn job(index: u64, queue: u64, input: &[f32], output: &[f32]) -> Job {
+        let mut kernarg = vec![0u8; 20];
+        kernarg[0..8].copy_from_slice(&(input.as_ptr() as u64).to_le_bytes());
+        kernarg[8..16].copy_from_slice(&(output.as_ptr() as u64 + 8).to_le_bytes());
+        kernarg[16..20].copy_from_slice(&(input.len() as i32).to_le_bytes());
+        Job {
+            index,
+            kernel: reduce_sum(),
+            grid: [64, 1, 1],
+            block: [32, 1, 1],
+            kernarg,
+            held: HeldBarrier {
+                done: 100 + index * 2,
+                hold: 101 + index * 2,
+            },
+            queue,
+        }
+    }
+
+    fn hello() -> Hello {
+        Hello {
+            version: PROTOCOL_VERSION,
+            pid: std::process::id(),
+            run: "test".into(),
+            kernel_query: "reduce_sum".into(),
+            command_line: vec!["app".into()],
+            working_directory: "/".into(),
+        }
+    }
+
+    /// Runs the worker over `messages` and returns once it has finished.
+    fn run_worker(
+        device: &FakeDevice,
+        socket: Option<PathBuf>,
+        timeout: Duration,
+        jobs: Vec<Job>,
+    ) -> (CaptureSwitch, Goodbye) {
+        let (tx, rx) = unbounded();
+        for j in jobs {
+            tx.send(WorkerMessage::Job(j)).unwrap();
+        }
+        let (finished, done) = crossbeam_channel::bounded(1);
+        let goodbye = Goodbye {
+            dispatched: vec![(reduce_sum().name.clone(), 1)],
+        };
+        tx.send(WorkerMessage::Shutdown {
+            goodbye: goodbye.clone(),
+            finished,
+        })
+        .unwrap();
+        let switch = CaptureSwitch::default();
+        run(
+            device,
+            rx,
+            WorkerConfig {
+                socket,
+                hello: hello(),
+                timeout,
+            },
+            &switch,
+        );
+        done.try_recv().expect("shutdown acknowledged");
+        (switch, goodbye)
+    }
+
+    #[test]
+    fn without_a_collector_every_job_is_released_and_capture_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let device = FakeDevice::default();
+        let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+        let (switch, _) = run_worker(
+            &device,
+            Some(dir.path().join("no-collector.sock")),
+            Duration::from_millis(200),
+            vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+        );
+        assert!(switch.has_failed());
+        assert_eq!(
+            device.events(),
+            vec!["release 101", "release 103"],
+            "released at once, without waiting"
+        );
+    }
+
+    #[test]
+    fn release_waits_for_the_collectors_ack_and_buffers_describe_the_output_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let device = Arc::new(FakeDevice::default());
+        let (input, output) = (vec![1.5f32; 16], vec![3.0f32, 4.0, 5.0, 6.0]);
+        device.allocations.insert(input.as_ptr() as u64, 64);
+        device.allocations.insert(output.as_ptr() as u64, 16);
+        let output_base = output.as_ptr() as u64;
+        let expected_fingerprint =
+            ditto_protocol::fingerprint(&[5.0f32.to_le_bytes(), 6.0f32.to_le_bytes()].concat());
+
+        let seen = device.clone();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let ToolMessage::Hello(h) = read_frame(&mut s).unwrap() else {
+                panic!("expected Hello")
+            };
+            write_frame(
+                &mut s,
+                &CollectorMessage::Welcome {
+                    version: PROTOCOL_VERSION,
+                },
+            )
+            .unwrap();
+            let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
+                panic!("expected Dispatch")
+            };
+            thread::sleep(Duration::from_millis(50));
+            let released_before_ack = seen.events().iter().any(|e| e.starts_with("release"));
+            write_frame(
+                &mut s,
+                &CollectorMessage::Ack(Ack {
+                    index: d.index,
+                    result: Ok(()),
+                }),
+            )
+            .unwrap();
+            let ToolMessage::Goodbye(g) = read_frame(&mut s).unwrap() else {
+                panic!("expected Goodbye")
+            };
+            (h, d, released_before_ack, g)
+        });
+        let (switch, goodbye) = run_worker(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job(0, 1, &input, &output)],
+        );
+        let (h, d, released_before_ack, g) = collector.join().unwrap();
+
+        assert_eq!(h.kernel_query, "reduce_sum");
+        assert!(!switch.has_failed());
+        assert!(
+            !released_before_ack,
+            "the barrier was released before the ack"
+        );
+        assert_eq!(device.events(), vec!["wait 100", "release 101"]);
+        assert_eq!(d.index, 0);
+        assert_eq!(d.kernel.demangled, "reduce_sum(float const*, float*, int)");
+        assert_eq!((d.grid, d.block), ([64, 1, 1], [32, 1, 1]));
+        assert_eq!(
+            d.buffers.len(),
+            1,
+            "only the non-const pointer is an output"
+        );
+        let b = &d.buffers[0];
+        assert_eq!((b.arg_index, b.dtype), (1, ditto_protocol::DType::F32));
+        assert_eq!(
+            (b.alloc_base, b.alloc_size, b.offset, b.extent),
+            (output_base, 16, 8, 8)
+        );
+        assert_eq!(b.handle, output_base.to_le_bytes().repeat(4));
+        assert_eq!(b.owner_pid, std::process::id());
+        assert_eq!(b.fingerprint, expected_fingerprint);
+        assert_eq!(g, goodbye);
+    }
+
+    #[test]
+    fn ack_timeout_fails_open_and_later_jobs_are_released_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("silent.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: ToolMessage = read_frame(&mut s).unwrap();
+            write_frame(
+                &mut s,
+                &CollectorMessage::Welcome {
+                    version: PROTOCOL_VERSION,
+                },
+            )
+            .unwrap();
+            let _: ToolMessage = read_frame(&mut s).unwrap();
+            // Never acks; keeps the connection open until the tool gives up.
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+        });
+        let device = FakeDevice::default();
+        let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+        device.allocations.insert(output.as_ptr() as u64, 16);
+        let started = std::time::Instant::now();
+        let (switch, _) = run_worker(
+            &device,
+            Some(socket),
+            Duration::from_millis(300),
+            vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(switch.has_failed());
+        assert_eq!(
+            device.events(),
+            vec!["wait 100", "release 101", "release 103"]
+        );
+        collector.join().unwrap();
+    }
+
+    #[test]
+    fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: ToolMessage = read_frame(&mut s).unwrap();
+            write_frame(
+                &mut s,
+                &CollectorMessage::Welcome {
+                    version: PROTOCOL_VERSION,
+                },
+            )
+            .unwrap();
+            while let Ok(ToolMessage::Dispatch(d)) = read_frame::<_, ToolMessage>(&mut s) {
+                write_frame(
+                    &mut s,
+                    &CollectorMessage::Ack(Ack {
+                        index: d.index,
+                        result: Ok(()),
+                    }),
+                )
+                .unwrap();
+            }
+        });
+        let device = FakeDevice::default();
+        let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+        // Jobs 0 and 2 on queue 1, job 1 on queue 2.
+        let jobs = vec![
+            job(0, 1, &input, &output),
+            job(1, 2, &input, &output),
+            job(2, 1, &input, &output),
+        ];
+        let (switch, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
+        collector.join().unwrap();
+        assert!(!switch.has_failed());
+        assert_eq!(
+            device.events(),
+            vec![
+                "wait 100",
+                "release 101",
+                "wait 102",
+                "release 103",
+                "wait 104",
+                "recycle 100",
+                "release 105"
+            ]
+        );
+    }
+}

@@ -299,9 +299,9 @@ hsa_api! {
     export core.hsa_signal_silent_store_relaxed_fn: fn hsa_signal_silent_store_relaxed(signal: Sig, value: Val) -> () => signals::silent_store(signal, value, Order::Relaxed);
     export core.hsa_signal_silent_store_screlease_fn: fn hsa_signal_silent_store_screlease(signal: Sig, value: Val) -> () => signals::silent_store(signal, value, Order::Release);
     export core.hsa_signal_wait_relaxed_fn: fn hsa_signal_wait_relaxed(signal: Sig, condition: hsa_signal_condition_t, compare_value: Val, timeout_hint: u64, wait_state_hint: hsa_wait_state_t) -> Val
-        => signals::wait(signal, condition, compare_value, timeout_hint, Order::Relaxed);
+        => { crate::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Relaxed) };
     export core.hsa_signal_wait_scacquire_fn: fn hsa_signal_wait_scacquire(signal: Sig, condition: hsa_signal_condition_t, compare_value: Val, timeout_hint: u64, wait_state_hint: hsa_wait_state_t) -> Val
-        => signals::wait(signal, condition, compare_value, timeout_hint, Order::Acquire);
+        => { crate::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Acquire) };
     export core.hsa_signal_and_relaxed_fn: fn hsa_signal_and_relaxed(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Relaxed); };
     export core.hsa_signal_and_scacquire_fn: fn hsa_signal_and_scacquire(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Acquire); };
     export core.hsa_signal_and_screlease_fn: fn hsa_signal_and_screlease(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Release); };

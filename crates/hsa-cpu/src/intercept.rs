@@ -65,6 +65,7 @@ impl InterceptQueue {
             }
             // SAFETY: published with release; copy into the reused slot.
             *slot = unsafe { *src };
+            crate::trace::packet("app", &slot);
             let chain: Vec<(Handler, usize)> = self
                 .interceptors
                 .lock()
@@ -110,6 +111,9 @@ impl InterceptQueue {
     fn submit(&self, packets: &[AqlPacket]) {
         if packets.is_empty() {
             return;
+        }
+        for p in packets {
+            crate::trace::packet("ring", p);
         }
         let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
         if overflow.is_empty() && self.hardware.ring.try_submit(packets) {

@@ -17,6 +17,7 @@
 //! - `executables`  code-object readers, executables, symbols, kernel descriptors
 //! - `dispatch`     running one kernel-dispatch packet on the host
 //!   (include/ditto_hsa_cpu.h)
+//! - `trace`        DITTO_HSA_CPU_TRACE: packets and signal calls, for tests
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
@@ -34,5 +35,6 @@ pub mod queues;
 pub mod runtime;
 pub mod signals;
 pub mod tools;
+pub mod trace;
 
 pub use api::*;

@@ -1,0 +1,59 @@
+//! An event trace for tests, off unless `DITTO_HSA_CPU_TRACE=<file>` is set:
+//! what the application wrote into intercept queues (`app <packet>`), what
+//! the interceptors passed on to the hardware ring (`ring <packet>`), and the
+//! signal creations and waits requested through the API (`signal-create`,
+//! `signal-wait`). Packets are their 64 bytes in hex. Lines are appended
+//! whole (O_APPEND), so several threads and processes may share one file.
+//!
+//! Tracing never changes what the runtime does; a file that cannot be opened
+//! disables it with one message.
+
+use hsa::AqlPacket;
+use std::fs::File;
+use std::io::Write;
+use std::sync::OnceLock;
+
+static TRACE: OnceLock<Option<File>> = OnceLock::new();
+
+fn file() -> Option<&'static File> {
+    TRACE
+        .get_or_init(|| {
+            let path = std::env::var_os("DITTO_HSA_CPU_TRACE")?;
+            match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("hsa-cpu: cannot open DITTO_HSA_CPU_TRACE={}: {e}", path.to_string_lossy());
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn line(text: &str) {
+    if let Some(mut f) = file() {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
+/// Records one packet passing `stage` (`app` or `ring`).
+pub(crate) fn packet(stage: &str, p: &AqlPacket) {
+    if file().is_none() {
+        return;
+    }
+    let mut text = String::with_capacity(stage.len() + 130);
+    text.push_str(stage);
+    text.push(' ');
+    for b in p.0 {
+        text.push_str(&format!("{b:02x}"));
+    }
+    text.push('\n');
+    line(&text);
+}
+
+/// Records an API event without payload (`signal-create`, `signal-wait`).
+pub(crate) fn event(name: &str) {
+    if file().is_some() {
+        line(&format!("{name}\n"));
+    }
+}

@@ -1,8 +1,8 @@
 //! ditto's tool library (`libditto.so`): preloaded into an unmodified HSA
 //! application, it holds each dispatch of a target kernel until the
 //! collector has copied its output buffers, and lets everything else pass
-//! untouched. Design: /work/shared/ARCHITECTURE.md ("Holding a target
-//! dispatch without blocking the app"); C surface: include/ditto_tool.h.
+//! untouched. Design: README.md ("How it works"); C surface:
+//! include/ditto_tool.h.
 //!
 //! Module map, one responsibility each:
 //! - `hsa::registration` — exported `HSA_AMD_TOOL_PRIORITY`, `OnLoad`,

@@ -8,7 +8,11 @@ use std::process::Command;
 #[test]
 fn application_without_collector_prints_what_it_prints_without_the_tool() {
     let plain = run_plain(&app("scale_twice"), &[]);
-    assert!(plain.status.success(), "plain run failed: {}", stderr(&plain));
+    assert!(
+        plain.status.success(),
+        "plain run failed: {}",
+        stderr(&plain)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let under_tool = Command::new(app("scale_twice"))
@@ -19,8 +23,17 @@ fn application_without_collector_prints_what_it_prints_without_the_tool() {
         .env("DITTO_TIMEOUT_MS", "2000")
         .output()
         .unwrap();
-    assert_eq!(under_tool.status.code(), Some(0), "stderr:\n{}", stderr(&under_tool));
-    assert_eq!(stdout(&under_tool), stdout(&plain), "the tool changed the application's output");
+    assert_eq!(
+        under_tool.status.code(),
+        Some(0),
+        "stderr:\n{}",
+        stderr(&under_tool)
+    );
+    assert_eq!(
+        stdout(&under_tool),
+        stdout(&plain),
+        "the tool changed the application's output"
+    );
     let log = stderr(&under_tool);
     assert_eq!(log.matches("ditto:").count(), 1, "logs once, got:\n{log}");
 }

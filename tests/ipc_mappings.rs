@@ -25,15 +25,26 @@ fn collector_holds_no_ipc_mapping_after_each_ack() {
         .unwrap();
 
     for k in 0..2 {
-        wait_for(&pauses.join(format!("synced-{k}")), &format!("the app's pause after dispatch {k}"));
+        wait_for(
+            &pauses.join(format!("synced-{k}")),
+            &format!("the app's pause after dispatch {k}"),
+        );
         // The dispatch was acknowledged: the snapshot has it...
         let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("paused/manifest.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(out.join("paused/manifest.json")).unwrap())
+                .unwrap();
         assert_eq!(manifest["dispatches"].as_array().unwrap().len(), k + 1);
         // ...and the collector maps none of the application's memory.
-        assert_eq!(pool_mappings(collector.pid()), 0, "after the ack of dispatch {k}");
+        assert_eq!(
+            pool_mappings(collector.pid()),
+            0,
+            "after the ack of dispatch {k}"
+        );
         // The application itself maps its pool blocks: the count can see them.
-        assert!(pool_mappings(app.id()) > 0, "the probe must see pool mappings where they exist");
+        assert!(
+            pool_mappings(app.id()) > 0,
+            "the probe must see pool mappings where they exist"
+        );
         std::fs::write(pauses.join(format!("resume-{k}")), b"").unwrap();
     }
     let status = app.wait().unwrap();

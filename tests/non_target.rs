@@ -65,9 +65,18 @@ fn non_target_dispatch_reaches_the_queue_unchanged_with_no_signal_and_no_wait() 
     let dispatches = traced.app.iter().filter(|p| packet_type(p) == 2).count();
     assert_eq!(dispatches, 1, "no_dispatch launches vector_add once");
     assert!(!traced.app.is_empty());
-    assert_eq!(traced.ring, traced.app, "every packet reaches the ring byte for byte, in order, nothing added");
-    assert_eq!(traced.signal_creates, plain.signal_creates, "the tool created signals");
-    assert_eq!(traced.signal_waits, plain.signal_waits, "the tool waited on a signal");
+    assert_eq!(
+        traced.ring, traced.app,
+        "every packet reaches the ring byte for byte, in order, nothing added"
+    );
+    assert_eq!(
+        traced.signal_creates, plain.signal_creates,
+        "the tool created signals"
+    );
+    assert_eq!(
+        traced.signal_waits, plain.signal_waits,
+        "the tool waited on a signal"
+    );
 }
 
 #[test]
@@ -85,11 +94,27 @@ fn target_dispatch_is_rewritten_into_dispatch_and_held_barrier() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let t = read_trace(&trace_path);
-    assert_eq!(t.ring.len(), t.app.len() + 1, "one barrier added for the one target dispatch");
+    assert_eq!(
+        t.ring.len(),
+        t.app.len() + 1,
+        "one barrier added for the one target dispatch"
+    );
     let at = t.ring.iter().position(|p| packet_type(p) == 2).unwrap();
-    assert_eq!(packet_type(&t.ring[at + 1]), 3, "a barrier-AND follows the target dispatch");
+    assert_eq!(
+        packet_type(&t.ring[at + 1]),
+        3,
+        "a barrier-AND follows the target dispatch"
+    );
     let app_dispatch = t.app.iter().find(|p| packet_type(p) == 2).unwrap();
     // Completion signal: bytes 56..64 (hex 112..128).
-    assert_ne!(t.ring[at][112..128], app_dispatch[112..128], "completion signal swapped");
-    assert_eq!(t.ring[at][..112], app_dispatch[..112], "the rest of the dispatch is unchanged");
+    assert_ne!(
+        t.ring[at][112..128],
+        app_dispatch[112..128],
+        "completion signal swapped"
+    );
+    assert_eq!(
+        t.ring[at][..112],
+        app_dispatch[..112],
+        "the rest of the dispatch is unchanged"
+    );
 }

@@ -34,18 +34,36 @@ fn fifty_float_then_fifty_double_self_compares_through_one_collector_are_all_val
             let (r, o) = (format!("{dtype}-ref-{i}"), format!("{dtype}-opt-{i}"));
             capture(&socket, &r, dtype);
             capture(&socket, &o, dtype);
-            let cmp = ditto(&["compare", "--json", out.join(&r).to_str().unwrap(), out.join(&o).to_str().unwrap()]);
+            let cmp = ditto(&[
+                "compare",
+                "--json",
+                out.join(&r).to_str().unwrap(),
+                out.join(&o).to_str().unwrap(),
+            ]);
             let v = json(&cmp);
-            assert_eq!(v["valid"], true, "{dtype} self-compare {i}: {}", stdout(&cmp));
-            assert_eq!(v["arrays_compared"], 2, "input and output are both non-const pointers");
+            assert_eq!(
+                v["valid"],
+                true,
+                "{dtype} self-compare {i}: {}",
+                stdout(&cmp)
+            );
+            assert_eq!(
+                v["arrays_compared"], 2,
+                "input and output are both non-const pointers"
+            );
             assert_eq!(cmp.status.code(), Some(0));
         }
     }
-    assert_eq!(pool_mappings(collector.pid()), 0, "collector still maps application memory");
+    assert_eq!(
+        pool_mappings(collector.pid()),
+        0,
+        "collector still maps application memory"
+    );
 
     // The snapshots hold the right values, not merely equal ones.
     let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("double-ref-0/manifest.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(out.join("double-ref-0/manifest.json")).unwrap())
+            .unwrap();
     let buffers = manifest["dispatches"][0]["buffers"].as_array().unwrap();
     assert_eq!(buffers.len(), 2);
     assert!(buffers.iter().all(|b| b["dtype"] == "float64"));

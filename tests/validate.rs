@@ -26,7 +26,10 @@ fn optimized_reduce_sum_is_valid_against_baseline() {
     let v = json(&out);
     assert_eq!(v["valid"], true, "stderr:\n{}", stderr(&out));
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(v["arrays_compared"], 1, "one output array (argument 1) per run");
+    assert_eq!(
+        v["arrays_compared"], 1,
+        "one output array (argument 1) per run"
+    );
     assert_eq!(v["mismatches"].as_array().unwrap().len(), 0);
     assert!(v["kernel"].as_str().unwrap().contains("reduce_sum"));
 }
@@ -67,7 +70,17 @@ fn human_output_names_pass_and_fail() {
         wrong.to_str().unwrap(),
     ]);
     let text = stdout(&out);
-    assert!(text.contains("FAIL"), "stdout:\n{text}\nstderr:\n{}", stderr(&out));
-    assert!(text.contains("Mismatched elements: 1 / 1 (100.0%)"), "stdout:\n{text}");
-    assert!(!text.contains('\x1b'), "no colour when stdout is not a terminal");
+    assert!(
+        text.contains("FAIL"),
+        "stdout:\n{text}\nstderr:\n{}",
+        stderr(&out)
+    );
+    assert!(
+        text.contains("Mismatched elements: 1 / 1 (100.0%)"),
+        "stdout:\n{text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
 }

@@ -5,8 +5,7 @@
 // GPU agent and its pools, one queue, the embedded code object, kernel
 // launches and synchronisation. It uses HSA the way HIP's runtime (CLR)
 // does, so that ditto's tool sees the same calls and packets it would see
-// under a real HIP application (/work/shared/ROCR-FACTS.md, "What HIP does
-// on its queues"):
+// under a real HIP application (CLR 5.2's use of its queues):
 //   - hipMalloc/hipFree        hsa_amd_memory_pool_allocate/free on the GPU
 //                              agent's coarse-grained global pool;
 //   - hipMemcpy                hsa_memory_copy, after waiting for earlier

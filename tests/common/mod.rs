@@ -121,7 +121,11 @@ impl Drop for Collector {
 pub fn wait_for(path: &Path, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{what} ({}) never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{what} ({}) never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -141,7 +145,15 @@ pub fn ditto_run(socket: &Path, kernel: &str, run: &str, cmd: &Path) -> Command 
     let mut c = Command::new(repo_root().join("scripts/ditto-run"));
     c.arg("--socket")
         .arg(socket)
-        .args(["--kernel", kernel, "--hsa-runtime", "cpu", "--run", run, "--"])
+        .args([
+            "--kernel",
+            kernel,
+            "--hsa-runtime",
+            "cpu",
+            "--run",
+            run,
+            "--",
+        ])
         .arg(cmd)
         .env("DITTO_TOOL_LIB", tool_lib())
         .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir());

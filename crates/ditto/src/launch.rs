@@ -157,10 +157,13 @@ pub fn run_application(argv: &[String], env: &ToolEnvironment) -> Result<AppExit
     env.apply(&mut cmd);
     if env.app_stdout_to_stderr {
         use std::os::fd::AsFd;
-        let stderr = std::io::stderr().as_fd().try_clone_to_owned().map_err(|source| LaunchError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+        let stderr = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|source| LaunchError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
         cmd.stdout(std::process::Stdio::from(stderr));
     }
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {

@@ -1,4 +1,4 @@
-//! Intercept queues (ROCr's InterceptQueue; ROCR-FACTS.md "Intercept queues").
+//! Intercept queues, as ROCr's InterceptQueue behaves.
 //! Owns the proxy ring the application sees, the chain of registered packet
 //! interceptors, the overflow buffer, and the runtime's single async thread.
 //!

@@ -19,10 +19,17 @@ fn file() -> Option<&'static File> {
     TRACE
         .get_or_init(|| {
             let path = std::env::var_os("DITTO_HSA_CPU_TRACE")?;
-            match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+            match std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    eprintln!("hsa-cpu: cannot open DITTO_HSA_CPU_TRACE={}: {e}", path.to_string_lossy());
+                    eprintln!(
+                        "hsa-cpu: cannot open DITTO_HSA_CPU_TRACE={}: {e}",
+                        path.to_string_lossy()
+                    );
                     None
                 }
             }

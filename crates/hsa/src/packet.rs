@@ -95,10 +95,12 @@ mod tests {
 
     #[test]
     fn dispatch_round_trips_through_raw_packet() {
-        let mut d = hsa_kernel_dispatch_packet_t::default();
-        d.header = header(HSA_PACKET_TYPE_KERNEL_DISPATCH, false);
-        d.kernel_object = 0xdead_beef;
-        d.completion_signal = hsa_signal_t { handle: 42 };
+        let d = hsa_kernel_dispatch_packet_t {
+            header: header(HSA_PACKET_TYPE_KERNEL_DISPATCH, false),
+            kernel_object: 0xdead_beef,
+            completion_signal: hsa_signal_t { handle: 42 },
+            ..Default::default()
+        };
         let raw = AqlPacket::from_dispatch(&d);
         assert_eq!(raw.header(), d.header);
         let back = raw.as_dispatch();

@@ -120,9 +120,9 @@ impl CollectorConnection {
     /// Sends one captured dispatch and waits for its Ack. `Ok(Err(reason))`:
     /// the collector answered but could not take this dispatch (it says why);
     /// the connection stays usable.
-    pub fn dispatch(&mut self, dispatch: &Dispatch) -> Result<Result<(), String>, ClientError> {
+    pub fn dispatch(&mut self, dispatch: Dispatch) -> Result<Result<(), String>, ClientError> {
         let index = dispatch.index;
-        self.send(&ToolMessage::Dispatch(dispatch.clone()), "Dispatch")?;
+        self.send(&ToolMessage::Dispatch(dispatch), "Dispatch")?;
         match self.receive("Ack")? {
             CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
             CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(

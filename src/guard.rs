@@ -1,25 +1,53 @@
 //! The one rule at every `extern "C"` entry: no panic crosses into the
-//! application. Owns the catch_unwind wrapper; a caught panic is logged and
-//! turned into the caller's fallback (the original, untouched behaviour).
+//! application. Owns the catch_unwind wrapper; a caught panic is logged
+//! (once per entry kind) and turned into the caller's fallback (the
+//! original, untouched behaviour).
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+/// Entries whose panic has been logged already.
+static REPORTED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
 /// Runs `body`; if it panics, logs once per entry kind and returns `fallback()`.
-pub fn ffi_guard<R>(entry: &str, body: impl FnOnce() -> R, fallback: impl FnOnce() -> R) -> R {
+pub fn ffi_guard<R>(
+    entry: &'static str,
+    body: impl FnOnce() -> R,
+    fallback: impl FnOnce() -> R,
+) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            crate::log::log_error!(
-                "internal error in {entry}: {what}; falling back to the runtime's own behaviour"
-            );
+            if first_panic_in(entry) {
+                crate::log::log_error!(
+                    "internal error in {entry}: {}; falling back to the runtime's own behaviour",
+                    panic_message(payload.as_ref())
+                );
+            }
             fallback()
         }
     }
+}
+
+/// True the first time `entry` reports a panic (a panic in the packet
+/// callback would otherwise log once per packet).
+fn first_panic_in(entry: &'static str) -> bool {
+    let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    if reported.contains(&entry) {
+        return false;
+    }
+    reported.push(entry);
+    true
+}
+
+/// The text a panic was raised with.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 #[cfg(test)]
@@ -31,5 +59,20 @@ mod tests {
         let r = ffi_guard("test", || -> u32 { panic!("boom") }, || 7);
         assert_eq!(r, 7);
         assert_eq!(ffi_guard("test", || 3, || 7), 3);
+    }
+
+    #[test]
+    fn a_panic_is_reported_once_per_entry() {
+        assert!(first_panic_in("guard test entry a"));
+        assert!(!first_panic_in("guard test entry a"));
+        assert!(first_panic_in("guard test entry b"));
+    }
+
+    #[test]
+    fn panic_message_reads_str_and_string_payloads() {
+        let p = catch_unwind(|| panic!("static")).unwrap_err();
+        assert_eq!(panic_message(p.as_ref()), "static");
+        let p = catch_unwind(|| panic!("formatted {}", 7)).unwrap_err();
+        assert_eq!(panic_message(p.as_ref()), "formatted 7");
     }
 }

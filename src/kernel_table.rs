@@ -69,7 +69,16 @@ impl KernelInfo {
 
 #[derive(Debug, Default)]
 pub struct KernelTable {
-    by_object: RwLock<HashMap<u64, Arc<KernelInfo>>>,
+    kernels: RwLock<Kernels>,
+}
+
+#[derive(Debug, Default)]
+struct Kernels {
+    /// What a dispatch packet's kernel_object names now.
+    by_object: HashMap<u64, Arc<KernelInfo>>,
+    /// Kernels whose kernel object was taken over by a later load; kept
+    /// only for their counts in the Goodbye, reachable by no packet.
+    retired: Vec<Arc<KernelInfo>>,
 }
 
 impl KernelTable {
@@ -82,23 +91,19 @@ impl KernelTable {
     /// its old counts move to the retired list so the Goodbye keeps them.
     pub fn insert(&self, kernel_object: u64, info: KernelInfo) -> Arc<KernelInfo> {
         let info = Arc::new(info);
-        let mut map = self.by_object.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = map.insert(kernel_object, info.clone()) {
-            // Keep the old entry's counts reachable under a key no packet can carry.
-            let mut key = u64::MAX;
-            while map.contains_key(&key) {
-                key -= 1;
-            }
-            map.insert(key, old);
+        let mut kernels = self.kernels.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = kernels.by_object.insert(kernel_object, info.clone()) {
+            kernels.retired.push(old);
         }
         info
     }
 
     /// The kernel a dispatch packet names. Hot path: read lock + Arc clone.
     pub fn get(&self, kernel_object: u64) -> Option<Arc<KernelInfo>> {
-        self.by_object
+        self.kernels
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .by_object
             .get(&kernel_object)
             .cloned()
     }
@@ -106,9 +111,9 @@ impl KernelTable {
     /// Every kernel dispatched at least once, with its count, merged by
     /// name (the same kernel may be loaded by several executables).
     pub fn goodbye(&self) -> Goodbye {
-        let map = self.by_object.read().unwrap_or_else(|e| e.into_inner());
+        let kernels = self.kernels.read().unwrap_or_else(|e| e.into_inner());
         let mut merged: Vec<(KernelName, u64)> = Vec::new();
-        for info in map.values() {
+        for info in kernels.by_object.values().chain(&kernels.retired) {
             let n = info.dispatches();
             if n == 0 {
                 continue;
@@ -190,5 +195,21 @@ mod tests {
         new.count_dispatch();
         assert!(Arc::ptr_eq(&table.get(0x10).unwrap(), &new));
         assert_eq!(table.goodbye().dispatched.len(), 2);
+    }
+
+    #[test]
+    fn a_replaced_kernel_is_reachable_by_no_kernel_object() {
+        let table = KernelTable::new();
+        table.insert(
+            0x10,
+            KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, None, None).0,
+        );
+        table.insert(
+            0x10,
+            KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, None, None).0,
+        );
+        for object in [u64::MAX, u64::MAX - 1, 0] {
+            assert!(table.get(object).is_none(), "0x{object:x}");
+        }
     }
 }

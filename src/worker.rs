@@ -15,15 +15,21 @@
 //! stays out at exit (left to the runtime's teardown). Pairs released
 //! without seeing their dispatch complete (fail-open, shutdown) are never
 //! reused.
+//!
+//! A panic while handling one job is caught: the job is released, capture
+//! fails open, and the worker goes on releasing whatever comes next, so no
+//! held barrier is ever left behind.
 
 use crate::allocation_map::Allocation;
 use crate::client::CollectorConnection;
+use crate::guard::panic_message;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender};
 use ditto_kernels::ParamKind;
 use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -127,10 +133,20 @@ pub struct WorkerConfig {
     pub timeout: Duration,
 }
 
-/// How long one wait on `done` lasts before the switch is checked again.
+/// How long one wait on `done` lasts when one dispatch is held: the switch
+/// and newly arrived jobs are looked at again after it.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// The same when several are held: each is looked at in turn.
+const SHORT_WAIT_SLICE: Duration = Duration::from_millis(1);
 
 /// Runs until a Shutdown message (or the channel closes).
+///
+/// Held dispatches are handled in the order they COMPLETE, not the order
+/// they were submitted: through the application's own dependencies (a
+/// barrier on one queue waiting for a signal completed on another), a
+/// dispatch may need work that sits behind a later job's held barrier, and
+/// waiting for it first would hang the application. Indices were given at
+/// submission, so snapshots keep their order whatever the capture order.
 pub fn run<D: Device>(
     device: &D,
     jobs: Receiver<WorkerMessage>,
@@ -154,25 +170,44 @@ pub fn run<D: Device>(
         },
     };
     let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
-    for message in jobs.iter() {
-        match message {
-            WorkerMessage::Job(job) => {
-                handle_job(
-                    device,
-                    job,
-                    &mut connection,
-                    switch,
-                    &mut last_pair_of_queue,
-                );
+    // Held, not yet completed, in submission order.
+    let mut pending: VecDeque<Job> = VecDeque::new();
+    let mut shutdown: Option<(Goodbye, Sender<()>)> = None;
+    loop {
+        // Take what has arrived; block only when nothing is held.
+        let message = if pending.is_empty() && shutdown.is_none() {
+            match jobs.recv() {
+                Ok(m) => Some(m),
+                Err(_) => return,
             }
-            WorkerMessage::Shutdown { goodbye, finished } => {
+        } else {
+            jobs.try_recv().ok()
+        };
+        match message {
+            Some(WorkerMessage::Job(job)) if shutdown.is_none() => {
+                pending.push_back(job);
+                continue;
+            }
+            // Queued after the Shutdown (none expected): released at once.
+            Some(WorkerMessage::Job(late)) => {
+                device.release(&late.held);
+                continue;
+            }
+            Some(WorkerMessage::Shutdown { goodbye, finished }) => {
+                shutdown = Some((goodbye, finished));
+                continue;
+            }
+            None => {}
+        }
+        if pending.is_empty() {
+            // Everything asked before the Shutdown is done: say goodbye, stop.
+            if let Some((goodbye, finished)) = shutdown.take() {
                 if let (Some(conn), true) = (connection.as_mut(), switch.is_on())
                     && let Err(e) = conn.goodbye(&goodbye)
                 {
                     log_warn!("could not say goodbye to the collector: {e}");
                 }
                 switch.stop();
-                // Jobs queued after the Shutdown (none expected) are released at once.
                 for late in jobs.try_iter() {
                     if let WorkerMessage::Job(job) = late {
                         device.release(&job.held);
@@ -181,38 +216,69 @@ pub fn run<D: Device>(
                 let _ = finished.send(());
                 return;
             }
+            continue;
+        }
+        if !switch.is_on() {
+            // Capture is off (a failure, or the shutdown bound): release
+            // everything held, completed or not; such pairs are never reused.
+            for job in pending.drain(..) {
+                device.release(&job.held);
+            }
+            continue;
+        }
+        let completed = pending
+            .iter()
+            .position(|job| device.wait_done(&job.held, Duration::ZERO));
+        let Some(at) = completed else {
+            let slice = if pending.len() == 1 {
+                WAIT_SLICE
+            } else {
+                SHORT_WAIT_SLICE
+            };
+            // The oldest is the likeliest to finish first; the result is
+            // looked at again on the next round.
+            device.wait_done(&pending[0].held, slice);
+            continue;
+        };
+        let job = pending.remove(at).expect("position is within pending");
+        let held = job.held;
+        let handled = catch_unwind(AssertUnwindSafe(|| {
+            handle_completed(
+                device,
+                job,
+                &mut connection,
+                switch,
+                &mut last_pair_of_queue,
+            )
+        }));
+        if let Err(payload) = handled {
+            switch.fail(&format!(
+                "internal error while handling a held dispatch: {}",
+                panic_message(payload.as_ref())
+            ));
+            // Its state is unknown: released, never recycled.
+            device.release(&held);
         }
     }
 }
 
-fn handle_job<D: Device>(
+/// Captures a held dispatch that has completed, then releases it.
+fn handle_completed<D: Device>(
     device: &D,
     job: Job,
     connection: &mut Option<CollectorConnection>,
     switch: &CaptureSwitch,
     last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
 ) {
-    // Wait for the dispatch, in slices, so that a failure elsewhere (or a
-    // shutdown bound) releases this job even if the kernel never finishes.
-    let mut completed = false;
-    while switch.is_on() {
-        if device.wait_done(&job.held, WAIT_SLICE) {
-            completed = true;
-            break;
-        }
+    // This job's dispatch ran after the previous barrier on its queue.
+    if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
+        device.recycle(previous);
     }
-    if completed {
-        // This job's dispatch ran after the previous barrier on its queue.
-        if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
-            device.recycle(previous);
-        }
-    }
-    if completed
-        && switch.is_on()
+    if switch.is_on()
         && let Some(conn) = connection.as_mut()
     {
         let dispatch = describe(device, &job);
-        match conn.dispatch(&dispatch) {
+        match conn.dispatch(dispatch) {
             Ok(Ok(())) => log_debug!(
                 "dispatch {} of `{}` captured",
                 job.index,
@@ -227,9 +293,7 @@ fn handle_job<D: Device>(
         }
     }
     device.release(&job.held);
-    if completed {
-        last_pair_of_queue.insert(job.queue, job.held);
-    }
+    last_pair_of_queue.insert(job.queue, job.held);
 }
 
 /// The protocol message for a completed dispatch: every non-const pointer
@@ -330,6 +394,12 @@ mod tests {
     struct FakeDevice {
         allocations: AllocationMap,
         events: Mutex<Vec<String>>,
+        /// Simulates a bug in ditto's own code while describing a buffer.
+        panic_on_export: bool,
+        /// done → hold: that dispatch completes only once that hold is
+        /// released (an application dependency across queues).
+        completes_after_release: HashMap<u64, u64>,
+        released: Mutex<Vec<u64>>,
     }
 
     impl FakeDevice {
@@ -344,9 +414,13 @@ mod tests {
     impl Device for FakeDevice {
         fn wait_done(&self, held: &HeldBarrier, _timeout: Duration) -> bool {
             self.log(format!("wait {}", held.done));
-            true
+            match self.completes_after_release.get(&held.done) {
+                Some(hold) => self.released.lock().unwrap().contains(hold),
+                None => true,
+            }
         }
         fn release(&self, held: &HeldBarrier) {
+            self.released.lock().unwrap().push(held.hold);
             self.log(format!("release {}", held.hold));
         }
         fn recycle(&self, held: HeldBarrier) {
@@ -356,6 +430,7 @@ mod tests {
             self.allocations.find(address)
         }
         fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+            assert!(!self.panic_on_export, "export exploded");
             Ok(allocation.base.to_le_bytes().repeat(4))
         }
         fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
@@ -398,6 +473,23 @@ mod tests {
             command_line: vec!["app".into()],
             working_directory: "/".into(),
         }
+    }
+
+    /// A collector's side of the handshake: accepts one tool, reads its
+    /// Hello and answers Welcome.
+    fn accept_and_welcome(listener: &UnixListener) -> (std::os::unix::net::UnixStream, Hello) {
+        let (mut s, _) = listener.accept().unwrap();
+        let ToolMessage::Hello(h) = read_frame(&mut s).unwrap() else {
+            panic!("expected Hello")
+        };
+        write_frame(
+            &mut s,
+            &CollectorMessage::Welcome {
+                version: PROTOCOL_VERSION,
+            },
+        )
+        .unwrap();
+        (s, h)
     }
 
     /// Runs the worker over `messages` and returns once it has finished.
@@ -469,17 +561,7 @@ mod tests {
 
         let seen = device.clone();
         let collector = thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let ToolMessage::Hello(h) = read_frame(&mut s).unwrap() else {
-                panic!("expected Hello")
-            };
-            write_frame(
-                &mut s,
-                &CollectorMessage::Welcome {
-                    version: PROTOCOL_VERSION,
-                },
-            )
-            .unwrap();
+            let (mut s, h) = accept_and_welcome(&listener);
             let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
                 panic!("expected Dispatch")
             };
@@ -534,20 +616,76 @@ mod tests {
     }
 
     #[test]
+    fn a_dispatch_waiting_on_a_later_held_dispatch_is_captured_after_it_without_deadlock() {
+        // Dispatch 0 (queue 1) depends, through the application's own
+        // signals, on work queued behind dispatch 1's held barrier (queue 2).
+        // Waiting for dispatch 0 first would never end.
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let (first, second) = (
+            job(0, 1, &[1.0; 4], &[0.0; 4]),
+            job(1, 2, &[1.0; 4], &[0.0; 4]),
+        );
+        let mut device = FakeDevice::default();
+        device
+            .completes_after_release
+            .insert(first.held.done, second.held.hold);
+        for j in [&first, &second] {
+            let kernarg = &j.kernarg;
+            for at in [0usize, 8] {
+                let ptr = u64::from_le_bytes(kernarg[at..at + 8].try_into().unwrap());
+                device
+                    .allocations
+                    .insert(ptr - if at == 8 { 8 } else { 0 }, 16);
+            }
+        }
+        let collector = thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            let mut indices = Vec::new();
+            loop {
+                match read_frame(&mut s).unwrap() {
+                    ToolMessage::Dispatch(d) => {
+                        indices.push(d.index);
+                        let ack = CollectorMessage::Ack(Ack {
+                            index: d.index,
+                            result: Ok(()),
+                        });
+                        write_frame(&mut s, &ack).unwrap();
+                    }
+                    ToolMessage::Goodbye(_) => return indices,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        });
+        let (first_hold, second_hold) = (first.held.hold, second.held.hold);
+        let (switch, _) = run_worker(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![first, second],
+        );
+        let captured = collector.join().unwrap();
+
+        assert!(!switch.has_failed());
+        assert_eq!(
+            captured,
+            vec![1, 0],
+            "captured in completion order, indices kept"
+        );
+        assert_eq!(
+            *device.released.lock().unwrap(),
+            vec![second_hold, first_hold]
+        );
+    }
+
+    #[test]
     fn ack_timeout_fails_open_and_later_jobs_are_released_without_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("silent.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let collector = thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: ToolMessage = read_frame(&mut s).unwrap();
-            write_frame(
-                &mut s,
-                &CollectorMessage::Welcome {
-                    version: PROTOCOL_VERSION,
-                },
-            )
-            .unwrap();
+            let (mut s, _) = accept_and_welcome(&listener);
             let _: ToolMessage = read_frame(&mut s).unwrap();
             // Never acks; keeps the connection open until the tool gives up.
             let mut rest = Vec::new();
@@ -578,15 +716,7 @@ mod tests {
         let socket = dir.path().join("collector.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let collector = thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: ToolMessage = read_frame(&mut s).unwrap();
-            write_frame(
-                &mut s,
-                &CollectorMessage::Welcome {
-                    version: PROTOCOL_VERSION,
-                },
-            )
-            .unwrap();
+            let (mut s, _) = accept_and_welcome(&listener);
             while let Ok(ToolMessage::Dispatch(d)) = read_frame::<_, ToolMessage>(&mut s) {
                 write_frame(
                     &mut s,
@@ -621,5 +751,37 @@ mod tests {
                 "release 105"
             ]
         );
+    }
+    #[test]
+    fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            // Nothing more arrives: the worker gave up before sending.
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+            rest.len()
+        });
+        let device = FakeDevice {
+            panic_on_export: true,
+            ..FakeDevice::default()
+        };
+        let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+        device.allocations.insert(output.as_ptr() as u64, 16);
+        let (switch, _) = run_worker(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+        );
+        assert!(switch.has_failed());
+        assert_eq!(
+            device.events(),
+            vec!["wait 100", "release 101", "release 103"],
+            "the job that panicked is released, the next one without waiting"
+        );
+        assert_eq!(collector.join().unwrap(), 0, "no partial message");
     }
 }

@@ -8,7 +8,14 @@
 //! writer call: the dispatch with its completion signal swapped for `done`,
 //! and a barrier-AND (barrier bit set) that waits on `hold` and carries the
 //! application's own completion signal. The kernarg bytes are copied now
-//! (the app may reuse them), and a job goes to the worker.
+//! (the app may reuse them), and a job goes to the worker BEFORE the
+//! rewrite is written: the write is the last step, so a panic anywhere
+//! before it leaves the original packet to be forwarded once, and after it
+//! nothing can lose the job that releases the barrier.
+//!
+//! Every matched dispatch takes the next dispatch index, held or not, so a
+//! dispatch that passes uncaptured leaves a gap instead of shifting the
+//! indices of the later ones onto the wrong dispatches.
 
 use super::tool::{HsaTool, QueueContext};
 use crate::guard::ffi_guard;
@@ -127,9 +134,10 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
     (kernel.signature.is_some() && tool.switch.is_on()).then_some(kernel)
 }
 
-/// Writes [dispatch(done), barrier-AND(hold → app's signal)] in one writer
-/// call and queues the job. Returns false, having written nothing, when the
-/// dispatch cannot be held (no signals, unreadable kernarg).
+/// Queues the job, then writes [dispatch(done), barrier-AND(hold → app's
+/// signal)] in one writer call. Returns false, having written nothing, when
+/// the dispatch cannot be held (no signals, unreadable kernarg); its index
+/// is used up either way.
 ///
 /// # Safety
 /// `packet` is a kernel-dispatch packet whose kernarg_address points to at
@@ -141,6 +149,7 @@ unsafe fn hold_dispatch(
     kernel: Arc<KernelInfo>,
     write: Writer,
 ) -> bool {
+    let index = tool.next_dispatch_index();
     let original = packet.as_dispatch();
     let size = kernel.kernarg_size as usize;
     let kernarg = if size == 0 {
@@ -170,7 +179,7 @@ unsafe fn hold_dispatch(
     ];
 
     let job = Job {
-        index: tool.next_dispatch_index(),
+        index,
         kernel,
         grid: [
             original.grid_size_x,
@@ -186,9 +195,9 @@ unsafe fn hold_dispatch(
         held,
         queue,
     };
+    tool.submit(WorkerMessage::Job(job));
     // SAFETY: two contiguous packets on our stack, valid for the call.
     unsafe { write(rewritten.as_ptr() as *const c_void, 2) };
-    tool.submit(WorkerMessage::Job(job));
     true
 }
 
@@ -208,6 +217,10 @@ mod tests {
         static WRITES: RefCell<Vec<(usize, Vec<AqlPacket>)>> = const { RefCell::new(Vec::new()) };
         static SIGNALS_CREATED: RefCell<u64> = const { RefCell::new(0) };
         static SIGNAL_CREATE_FAILS: RefCell<bool> = const { RefCell::new(false) };
+        /// The worker's end of the job channel, watched by the writer.
+        static JOBS: RefCell<Option<Receiver<WorkerMessage>>> = const { RefCell::new(None) };
+        /// Jobs waiting in the channel at each writer call.
+        static QUEUED_AT_WRITE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
     }
 
     unsafe extern "C" fn fake_writer(pkts: *const c_void, count: u64) {
@@ -216,6 +229,8 @@ mod tests {
             unsafe { std::slice::from_raw_parts(pkts as *const AqlPacket, count as usize) }
                 .to_vec();
         WRITES.with(|w| w.borrow_mut().push((pkts as usize, copied)));
+        let queued = JOBS.with(|j| j.borrow().as_ref().map_or(0, |rx| rx.len()));
+        QUEUED_AT_WRITE.with(|q| q.borrow_mut().push(queued));
     }
 
     unsafe extern "C" fn fake_signal_create(
@@ -264,6 +279,8 @@ mod tests {
         WRITES.with(|w| w.borrow_mut().clear());
         SIGNALS_CREATED.with(|c| *c.borrow_mut() = 0);
         SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = false);
+        JOBS.with(|j| *j.borrow_mut() = Some(rx.clone()));
+        QUEUED_AT_WRITE.with(|q| q.borrow_mut().clear());
         (tool, rx)
     }
 
@@ -460,5 +477,42 @@ mod tests {
         };
         assert_eq!(job.held, HeldBarrier { done: 1, hold: 2 });
         assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0);
+    }
+    #[test]
+    fn the_job_is_queued_before_the_rewrite_is_written() {
+        let (tool, rx) = fake_tool();
+        let mut kernarg = [0u8; 24];
+        call(
+            context(tool),
+            &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
+        );
+        assert_eq!(writes()[0].1.len(), 2);
+        assert_eq!(
+            QUEUED_AT_WRITE.with(|q| q.borrow().clone()),
+            vec![1],
+            "the job that releases the barrier exists before the barrier does"
+        );
+        assert!(matches!(rx.try_recv(), Ok(WorkerMessage::Job(_))));
+    }
+
+    #[test]
+    fn a_target_dispatch_that_cannot_be_held_still_uses_up_its_index() {
+        let (tool, rx) = fake_tool();
+        let mut kernarg = [0u8; 24];
+        SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = true);
+        call(
+            context(tool),
+            &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
+        );
+        assert!(rx.try_recv().is_err(), "the first passed uncaptured");
+        SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = false);
+        call(
+            context(tool),
+            &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
+        );
+        let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
+            panic!("no job")
+        };
+        assert_eq!(job.index, 1, "the second dispatch keeps its own index");
     }
 }

@@ -13,7 +13,6 @@ use crate::worker::{self, WorkerConfig};
 use ditto_protocol::{Hello, PROTOCOL_VERSION};
 use hsa::*;
 use std::ffi::{c_char, c_void};
-use std::mem::offset_of;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Priority among tools the runtime discovers by this symbol.
@@ -27,9 +26,44 @@ const DISABLED: u8 = 3;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINITIALISED);
 
-/// Whether the table's `minor_id` (its size) covers the field at `offset`.
-fn covers(version: &ApiTableVersion, offset: usize) -> bool {
-    version.minor_id as usize >= offset + std::mem::size_of::<usize>()
+/// The original entries ditto cannot work without, each named once:
+/// `(name, present in this saved table)`.
+macro_rules! required {
+    ($table:ident: $($field:ident),+ $(,)?) => {
+        [$((
+            stringify!($field).trim_end_matches("_fn"),
+            $table.$field.is_some(),
+        )),+]
+    };
+}
+
+/// Names of the required entries absent from the saved tables: unset, or
+/// past the table's `minor_id` (an older runtime), which `copy_table` left
+/// zero.
+fn missing_entries(core: &CoreApiTable, amd: &AmdExtTable) -> Vec<&'static str> {
+    let core_entries = required!(core:
+        hsa_queue_create_fn,
+        hsa_signal_create_fn,
+        hsa_signal_store_relaxed_fn,
+        hsa_signal_store_screlease_fn,
+        hsa_signal_wait_scacquire_fn,
+        hsa_executable_freeze_fn,
+        hsa_executable_symbol_get_info_fn,
+        hsa_executable_iterate_symbols_fn,
+    );
+    let amd_entries = required!(amd:
+        hsa_amd_memory_pool_allocate_fn,
+        hsa_amd_memory_pool_free_fn,
+        hsa_amd_ipc_memory_create_fn,
+        hsa_amd_queue_intercept_create_fn,
+        hsa_amd_queue_intercept_register_fn,
+    );
+    core_entries
+        .into_iter()
+        .chain(amd_entries)
+        .filter(|(_, present)| !present)
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// Called by the runtime inside hsa_init with its live API table.
@@ -104,133 +138,18 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
     }
     // SAFETY: as above; reading the version headers.
     let (core_version, amd_version) = unsafe { ((*core).version, (*amd).version) };
-    let needed_core = [
-        (
-            "hsa_queue_create",
-            offset_of!(CoreApiTable, hsa_queue_create_fn),
-        ),
-        (
-            "hsa_signal_create",
-            offset_of!(CoreApiTable, hsa_signal_create_fn),
-        ),
-        (
-            "hsa_signal_store_relaxed",
-            offset_of!(CoreApiTable, hsa_signal_store_relaxed_fn),
-        ),
-        (
-            "hsa_signal_store_screlease",
-            offset_of!(CoreApiTable, hsa_signal_store_screlease_fn),
-        ),
-        (
-            "hsa_signal_wait_scacquire",
-            offset_of!(CoreApiTable, hsa_signal_wait_scacquire_fn),
-        ),
-        (
-            "hsa_executable_freeze",
-            offset_of!(CoreApiTable, hsa_executable_freeze_fn),
-        ),
-        (
-            "hsa_executable_symbol_get_info",
-            offset_of!(CoreApiTable, hsa_executable_symbol_get_info_fn),
-        ),
-        (
-            "hsa_executable_iterate_symbols",
-            offset_of!(CoreApiTable, hsa_executable_iterate_symbols_fn),
-        ),
-    ];
-    let needed_amd = [
-        (
-            "hsa_amd_memory_pool_allocate",
-            offset_of!(AmdExtTable, hsa_amd_memory_pool_allocate_fn),
-        ),
-        (
-            "hsa_amd_memory_pool_free",
-            offset_of!(AmdExtTable, hsa_amd_memory_pool_free_fn),
-        ),
-        (
-            "hsa_amd_ipc_memory_create",
-            offset_of!(AmdExtTable, hsa_amd_ipc_memory_create_fn),
-        ),
-        (
-            "hsa_amd_queue_intercept_create",
-            offset_of!(AmdExtTable, hsa_amd_queue_intercept_create_fn),
-        ),
-        (
-            "hsa_amd_queue_intercept_register",
-            offset_of!(AmdExtTable, hsa_amd_queue_intercept_register_fn),
-        ),
-    ];
-    let missing: Vec<&str> = needed_core
-        .iter()
-        .filter(|(_, off)| !covers(&core_version, *off))
-        .chain(
-            needed_amd
-                .iter()
-                .filter(|(_, off)| !covers(&amd_version, *off)),
-        )
-        .map(|(name, _)| *name)
-        .collect();
-    if !missing.is_empty() {
-        log_error!(
-            "the runtime's API table is older than ditto needs (core minor_id {}, AMD minor_id {}; missing {}); nothing will be captured",
-            core_version.minor_id,
-            amd_version.minor_id,
-            missing.join(", ")
-        );
-        return (false, DISABLED);
-    }
     // Save the originals: a copy of each table as it is now. Entries past a
     // table's minor_id are zeroed, never read from the runtime.
     // SAFETY: copying min(minor_id, size_of) bytes of each valid table.
     let (saved_core, saved_amd) =
         unsafe { (copy_table(core, core_version), copy_table(amd, amd_version)) };
-    let unset: Vec<&str> = [
-        ("hsa_queue_create", saved_core.hsa_queue_create_fn.is_some()),
-        (
-            "hsa_signal_create",
-            saved_core.hsa_signal_create_fn.is_some(),
-        ),
-        (
-            "hsa_signal_wait_scacquire",
-            saved_core.hsa_signal_wait_scacquire_fn.is_some(),
-        ),
-        (
-            "hsa_signal_store_screlease",
-            saved_core.hsa_signal_store_screlease_fn.is_some(),
-        ),
-        (
-            "hsa_executable_freeze",
-            saved_core.hsa_executable_freeze_fn.is_some(),
-        ),
-        (
-            "hsa_executable_iterate_symbols",
-            saved_core.hsa_executable_iterate_symbols_fn.is_some(),
-        ),
-        (
-            "hsa_amd_memory_pool_allocate",
-            saved_amd.hsa_amd_memory_pool_allocate_fn.is_some(),
-        ),
-        (
-            "hsa_amd_memory_pool_free",
-            saved_amd.hsa_amd_memory_pool_free_fn.is_some(),
-        ),
-        (
-            "hsa_amd_queue_intercept_create",
-            saved_amd.hsa_amd_queue_intercept_create_fn.is_some(),
-        ),
-        (
-            "hsa_amd_queue_intercept_register",
-            saved_amd.hsa_amd_queue_intercept_register_fn.is_some(),
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, present)| !present)
-    .map(|(name, _)| name)
-    .collect();
-    if !unset.is_empty() {
+    let missing = missing_entries(&saved_core, &saved_amd);
+    if !missing.is_empty() {
         log_error!(
-            "the runtime's API table has no {}; nothing will be captured",
-            unset.join(", ")
+            "the runtime's API table has no {} (core minor_id {}, AMD minor_id {}); nothing will be captured",
+            missing.join(", "),
+            core_version.minor_id,
+            amd_version.minor_id
         );
         return (false, DISABLED);
     }
@@ -349,4 +268,60 @@ extern "C" fn finish_at_exit() {
         },
         || (),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn any_entry() {}
+
+    /// A table of `T` whose every entry is set (to a function never called).
+    fn full_table<T: Copy>(size: usize) -> T {
+        let words = size / 8;
+        let mut raw = vec![any_entry as *const () as usize; words];
+        // Version header {major_id, minor_id = size, step_id, reserved}.
+        raw[0] = 1 | (size << 32);
+        raw[1] = 0;
+        // SAFETY: `raw` holds size_of::<T>() bytes of function pointers after a
+        // valid version header; every table entry is an Option<fn> or RawFn.
+        unsafe { std::ptr::read(raw.as_ptr() as *const T) }
+    }
+
+    #[test]
+    fn full_tables_miss_nothing() {
+        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
+        let amd: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        assert_eq!(missing_entries(&core, &amd), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn an_unset_ipc_export_entry_is_missing() {
+        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
+        let mut amd: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        amd.hsa_amd_ipc_memory_create_fn = None;
+        assert_eq!(
+            missing_entries(&core, &amd),
+            vec!["hsa_amd_ipc_memory_create"]
+        );
+    }
+
+    #[test]
+    fn entries_past_an_older_tables_minor_id_are_missing() {
+        let live: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        let mut version = live.version;
+        // An AMD table that ends just before the intercept entries.
+        version.minor_id =
+            std::mem::offset_of!(AmdExtTable, hsa_amd_queue_intercept_create_fn) as u32;
+        // SAFETY: `live` is a whole table; fewer bytes are copied.
+        let saved = unsafe { copy_table(&live, version) };
+        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
+        assert_eq!(
+            missing_entries(&core, &saved),
+            vec![
+                "hsa_amd_queue_intercept_create",
+                "hsa_amd_queue_intercept_register"
+            ]
+        );
+    }
 }

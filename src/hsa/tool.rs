@@ -124,6 +124,17 @@ impl HsaTool {
         None
     }
 
+    /// Records a new allocation. A handle cached for the same base belongs
+    /// to an earlier allocation whose free ditto did not see: it is dropped,
+    /// never exported for the new one.
+    pub fn record_allocation(&self, base: u64, size: u64) {
+        self.allocations.insert(base, size);
+        self.ipc_handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&base);
+    }
+
     /// Forgets a freed allocation and its cached IPC handle.
     pub fn forget_allocation(&self, base: u64) {
         self.allocations.remove(base);
@@ -234,6 +245,9 @@ impl Device for HsaTool {
             .or_else(|| self.pointer_info(address))
     }
 
+    /// Handles are cached only for allocations in the allocation map, whose
+    /// free ditto sees; one found through `pointer_info` is exported afresh
+    /// every time, as its free (and a reuse of its address) goes unseen.
     fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
         let mut cache = self.ipc_handles.lock().unwrap_or_else(|e| e.into_inner());
         let handle = match cache.get(&allocation.base) {
@@ -258,7 +272,9 @@ impl Device for HsaTool {
                         "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
                     ));
                 }
-                cache.insert(allocation.base, (allocation.size, h));
+                if self.allocations.find(allocation.base) == Some(*allocation) {
+                    cache.insert(allocation.base, (allocation.size, h));
+                }
                 h
             }
         };
@@ -277,5 +293,81 @@ impl Device for HsaTool {
         // just before) whose dispatch has completed and is held: nothing writes it.
         let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
         Ok(ditto_protocol::fingerprint(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        static IPC_EXPORTS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    unsafe extern "C" fn counting_ipc_create(
+        ptr: *mut c_void,
+        _len: usize,
+        handle: *mut hsa_amd_ipc_memory_t,
+    ) -> hsa_status_t {
+        IPC_EXPORTS.with(|n| n.set(n.get() + 1));
+        // SAFETY: valid out-pointer from the caller.
+        unsafe { (*handle).handle[0] = ptr as u32 ^ IPC_EXPORTS.with(|n| n.get()) };
+        HSA_STATUS_SUCCESS
+    }
+
+    fn tool_with_ipc() -> HsaTool {
+        // SAFETY: all-zero tables are valid (every entry None).
+        let core: CoreApiTable = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut amd: AmdExtTable = unsafe { std::mem::zeroed() };
+        amd.hsa_amd_ipc_memory_create_fn = Some(counting_ipc_create);
+        IPC_EXPORTS.with(|n| n.set(0));
+        HsaTool::new(Options::from_lookup(|_| None), core, amd, 0).0
+    }
+
+    #[test]
+    fn a_tracked_allocation_is_exported_once_and_again_after_free_and_reuse() {
+        let tool = tool_with_ipc();
+        let a = Allocation {
+            base: 0x10_0000,
+            size: 4096,
+        };
+        tool.record_allocation(a.base, a.size);
+        let first = tool.export(&a).unwrap();
+        assert_eq!(tool.export(&a).unwrap(), first);
+        assert_eq!(IPC_EXPORTS.with(|n| n.get()), 1, "cached");
+        tool.forget_allocation(a.base);
+        tool.record_allocation(a.base, a.size);
+        tool.export(&a).unwrap();
+        assert_eq!(IPC_EXPORTS.with(|n| n.get()), 2);
+    }
+
+    #[test]
+    fn a_base_allocated_again_without_a_seen_free_gets_a_fresh_handle() {
+        let tool = tool_with_ipc();
+        let a = Allocation {
+            base: 0x20_0000,
+            size: 4096,
+        };
+        tool.record_allocation(a.base, a.size);
+        let old = tool.export(&a).unwrap();
+        // Freed through an entry ditto does not wrap, then handed out again.
+        tool.record_allocation(a.base, a.size);
+        let new = tool.export(&a).unwrap();
+        assert_eq!(IPC_EXPORTS.with(|n| n.get()), 2);
+        assert_ne!(old, new, "the stale handle is never reused");
+    }
+
+    #[test]
+    fn an_allocation_known_only_through_pointer_info_is_never_cached() {
+        let tool = tool_with_ipc();
+        let untracked = Allocation {
+            base: 0x30_0000,
+            size: 64,
+        };
+        tool.export(&untracked).unwrap();
+        tool.export(&untracked).unwrap();
+        assert_eq!(IPC_EXPORTS.with(|n| n.get()), 2);
     }
 }

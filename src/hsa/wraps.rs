@@ -138,7 +138,7 @@ pub unsafe extern "C" fn memory_pool_allocate(
         ffi_guard(
             "hsa_amd_memory_pool_allocate",
             // SAFETY: a successful allocate filled `*ptr`.
-            || tool.allocations.insert(unsafe { *ptr } as u64, size as u64),
+            || tool.record_allocation(unsafe { *ptr } as u64, size as u64),
             || (),
         );
     }

@@ -33,13 +33,18 @@ pub enum Verdict {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_stop_signal(_: libc::c_int) {
+extern "C" fn on_stop_signal(signal: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    if signal == libc::SIGTERM {
+        launch::forward_signal_to_application(signal);
+    }
 }
 
 /// SIGINT/SIGTERM set a flag instead of killing ditto, so it can report
-/// and clean up (the application, in the same process group, gets Ctrl-C
-/// itself; the handler is reset to default in the child by exec).
+/// and clean up. The application, in the same process group, gets Ctrl-C
+/// itself; a SIGTERM sent to ditto alone is passed on to it (otherwise ditto
+/// would wait for an application that was never told to stop). The handler
+/// is reset to default in the child by exec.
 fn catch_stop_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -79,17 +84,6 @@ fn kernel_label(manifest: Option<&Manifest>, query: &str) -> String {
         .and_then(|m| m.kernel.as_ref())
         .map(|k| k.demangled.clone())
         .unwrap_or_else(|| query.to_string())
-}
-
-fn dispatched_list(manifest: Option<&Manifest>) -> String {
-    match manifest {
-        Some(m) if !m.dispatched_kernels.is_empty() => m
-            .dispatched_kernels
-            .iter()
-            .map(|k| format!("\n    {} ×{} ({})", k.demangled, k.count, k.mangled))
-            .collect(),
-        _ => " (no kernels reported)".into(),
-    }
 }
 
 /// Totals over the reports of one snapshot directory.
@@ -165,11 +159,11 @@ fn check_run(
         );
     }
     if captured.dispatches == 0 {
-        bail!(
-            "{label} ({cmd}) never dispatched a kernel matching {kernel_query:?}; it dispatched:{}\n  \
-             pass one of these names (or its mangled name) as --kernel",
-            dispatched_list(manifest.as_ref())
+        let what_ran = manifest.as_ref().map_or_else(
+            || format!("its snapshot in {} could not be read", dir.display()),
+            crate::compare::what_ran,
         );
+        bail!("{label} ({cmd}) never dispatched a kernel matching {kernel_query:?}; {what_ran}");
     }
     Ok(format!("{label}: {exit}, captured {what}"))
 }

@@ -8,7 +8,7 @@
 //! files; structural differences (dtype, length, dispatch count, a kernel that
 //! was never captured) are errors, not mismatches.
 
-use crate::store::{Array, DispatchRecord, Snapshot, StoreError};
+use crate::store::{Array, DispatchRecord, Manifest, Snapshot, StoreError};
 use ditto_protocol::DType;
 use half::{bf16, f16};
 use std::path::PathBuf;
@@ -132,6 +132,18 @@ pub enum CompareError {
         reference: usize,
         optimized: usize,
         detail: String,
+    },
+    #[error(
+        "{dispatches} dispatch(es) of {kernel} were captured in {reference_dir} and {optimized_dir} but none \
+         carried an output buffer, so nothing was compared: for an extern \"C\" kernel pass --arg-types \
+         (e.g. `const f32*,f32*,i32`); otherwise rerun with DITTO_LOG=warn to see why the tool skipped \
+         its pointer arguments"
+    )]
+    NothingCompared {
+        kernel: String,
+        reference_dir: PathBuf,
+        optimized_dir: PathBuf,
+        dispatches: usize,
     },
     #[error("{which} run ({dir}) never dispatched a kernel matching {query:?}; {what_ran}")]
     NotCaptured {
@@ -296,7 +308,12 @@ pub fn compare_arrays(
             continue;
         }
         s.mismatched_elements += 1;
-        let rel_diff = abs_diff / magnitude_b;
+        // An infinite difference is infinitely relative too (inf / inf would be NaN).
+        let rel_diff = if abs_diff.is_infinite() {
+            f64::INFINITY
+        } else {
+            abs_diff / magnitude_b
+        };
         let i = i as u64;
         if s.mismatched_elements == 1 || greater(abs_diff, s.max_abs_diff) {
             s.max_abs_diff = abs_diff;
@@ -363,9 +380,9 @@ impl ComparisonReport {
     }
 }
 
-/// "it dispatched: A ×2, B ×1" from a manifest, for errors.
-fn what_ran(snapshot: &Snapshot) -> String {
-    let m = &snapshot.manifest;
+/// "it dispatched: A ×2, B ×1; pass one of these names ..." from a
+/// manifest: what to say when the kernel asked for was never captured.
+pub fn what_ran(m: &Manifest) -> String {
     if m.runs.is_empty() {
         return "no application process connected to the collector (was the tool library preloaded? \
                 run with DITTO_LOG=debug)"
@@ -410,7 +427,7 @@ pub fn compare_snapshots(
                 which,
                 dir: s.dir.clone(),
                 query: s.manifest.kernel_query.clone(),
-                what_ran: what_ran(s),
+                what_ran: what_ran(&s.manifest),
             });
         }
     }
@@ -471,6 +488,15 @@ pub fn compare_snapshots(
                 stats,
             });
         }
+    }
+    if arrays.is_empty() {
+        // A verdict over no arrays would be a PASS that checked nothing.
+        return Err(CompareError::NothingCompared {
+            kernel: kernel.demangled,
+            reference_dir: reference.dir.clone(),
+            optimized_dir: optimized.dir.clone(),
+            dispatches: ref_d.len(),
+        });
     }
     let optimized_kernel = optimized
         .manifest
@@ -781,5 +807,89 @@ mod tests {
             vec![1, 6, 4, 7, 2]
         );
         assert_eq!(s.max_rel_diff, f64::INFINITY); // reference 0
+    }
+
+    #[test]
+    fn an_infinite_reference_that_differs_has_an_infinite_relative_difference() {
+        // inf vs -inf and inf vs 1: |a - b| is inf, and inf / |inf| must not become NaN
+        // (a NaN would rank above every real relative difference).
+        let s = cmp(
+            &f32s(&[1.0, f32::INFINITY, f32::INFINITY]),
+            &f32s(&[1.5, f32::NEG_INFINITY, 1.0]),
+            defaults(),
+        );
+        assert_eq!(s.mismatched_elements, 3);
+        assert_eq!(s.max_rel_diff, f64::INFINITY);
+        assert_eq!(s.max_rel_diff_index, 1);
+        assert_eq!(s.max_abs_diff, f64::INFINITY);
+    }
+
+    #[test]
+    fn signed_zeros_and_subnormals_compare_by_value() {
+        let tiny = f32::from_bits(1); // smallest subnormal
+        let s = cmp(
+            &f32s(&[0.0, tiny, -tiny]),
+            &f32s(&[-0.0, 0.0, tiny]),
+            defaults(),
+        );
+        assert!(s.matches(), "{s:?}");
+        // Exact tolerances still tell a subnormal from zero.
+        let exact = CompareOptions::new(Some(0.0), Some(0.0), false).unwrap();
+        let s = cmp(&f32s(&[0.0, tiny]), &f32s(&[-0.0, 0.0]), exact);
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff_index, 1);
+        assert_eq!(s.max_rel_diff, 1.0);
+    }
+
+    #[test]
+    fn integer_differences_at_the_extremes_do_not_overflow() {
+        let i64s = |v: &[i64]| Array {
+            dtype: DType::I64,
+            bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        let s = cmp(&i64s(&[i64::MIN, 0]), &i64s(&[i64::MAX, 0]), defaults());
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!(s.max_abs_diff, u64::MAX as f64);
+        // The reference 0 gives an infinite relative difference, as in torch.
+        let s = cmp(&i64s(&[0]), &i64s(&[i64::MIN]), defaults());
+        assert_eq!(s.max_rel_diff, f64::INFINITY);
+    }
+
+    fn snapshot_without_buffers(dir: &std::path::Path) -> Snapshot {
+        let mut w = crate::store::SnapshotWriter::create(dir, "reduce_sum").unwrap();
+        let d = ditto_protocol::Dispatch {
+            index: 0,
+            kernel: ditto_protocol::KernelName {
+                mangled: "reduce_sum".into(),
+                demangled: "reduce_sum".into(),
+            },
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            buffers: vec![],
+        };
+        w.add_dispatch(0, 1, &d, &[]).unwrap();
+        Snapshot::load(dir).unwrap()
+    }
+
+    #[test]
+    fn dispatches_without_buffers_are_an_error_not_a_pass() {
+        // An extern "C" kernel run without --arg-types captures dispatches with no
+        // buffers: comparing nothing must not read as "valid".
+        let (r, o) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let err = compare_snapshots(
+            &snapshot_without_buffers(r.path()),
+            &snapshot_without_buffers(o.path()),
+            &defaults(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, CompareError::NothingCompared { dispatches: 1, .. }),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("--arg-types") && msg.contains("reduce_sum"),
+            "{msg}"
+        );
     }
 }

@@ -4,13 +4,32 @@
 //!
 //! Owns the environment contract of the tool library (LD_PRELOAD,
 //! DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES,
-//! LD_LIBRARY_PATH for the CPU runtime) and the splitting of `--ref 'CMD
-//! ARGS'` strings. It never talks to the collector and never reads snapshots.
+//! LD_LIBRARY_PATH for the CPU runtime), passing ditto's SIGTERM on to the
+//! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
+//! talks to the collector and never reads snapshots.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Pid of the application [`run_application`] is waiting for (0: none).
+static RUNNING_APPLICATION: AtomicI32 = AtomicI32::new(0);
+/// A stop signal to pass on to the application (0: none).
+static SIGNAL_TO_FORWARD: AtomicI32 = AtomicI32::new(0);
+
+/// Passes `signal` on to the application being run (now, or as soon as it
+/// is started), so that `kill <ditto>` ends the application instead of
+/// leaving ditto waiting for it. Async-signal-safe: call it from a handler.
+pub fn forward_signal_to_application(signal: libc::c_int) {
+    SIGNAL_TO_FORWARD.store(signal, Ordering::SeqCst);
+    let pid = RUNNING_APPLICATION.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; pid is our child, not yet reaped.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
 
 /// File name of the tool library.
 pub const TOOL_LIBRARY: &str = "libditto.so";
@@ -170,7 +189,17 @@ pub fn run_application(argv: &[String], env: &ToolEnvironment) -> Result<AppExit
         program: program.clone(),
         source,
     })?;
-    let status = child.wait().map_err(|source| LaunchError::Wait {
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    RUNNING_APPLICATION.store(pid, Ordering::SeqCst);
+    // A signal that came before the pid was published is forwarded here.
+    let pending = SIGNAL_TO_FORWARD.load(Ordering::SeqCst);
+    if pending != 0 && pid > 0 {
+        // SAFETY: pid is our child, not yet reaped.
+        unsafe { libc::kill(pid, pending) };
+    }
+    let waited = child.wait();
+    RUNNING_APPLICATION.store(0, Ordering::SeqCst);
+    let status = waited.map_err(|source| LaunchError::Wait {
         program: program.clone(),
         source,
     })?;

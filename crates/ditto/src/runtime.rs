@@ -401,12 +401,22 @@ impl BufferSource for HsaBufferSource {
     }
 
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        if offset
+            .checked_add(dst.len() as u64)
+            .is_none_or(|end| end > mapping.len)
+        {
+            return Err(format!(
+                "{} bytes at offset {offset} lie outside the {}-byte mapping",
+                dst.len(),
+                mapping.len
+            ));
+        }
         if dst.is_empty() {
             return Ok(());
         }
         let rt = &self.runtime;
         let src = (mapping.address + offset as usize) as *const c_void;
-        // SAFETY: the collector checked offset + dst.len() <= mapping.len; the
+        // SAFETY: offset + dst.len() <= mapping.len (checked above); the
         // mapping is live until detach; dst is a writable host buffer.
         let st = unsafe { (rt.memory_copy)(dst.as_mut_ptr().cast(), src, dst.len()) };
         if st != HSA_STATUS_SUCCESS {

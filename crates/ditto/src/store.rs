@@ -202,18 +202,20 @@ impl SnapshotWriter {
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut replaced_previous = false;
-        if dir.join(MANIFEST_FILE).exists() {
+        let manifest = dir.join(MANIFEST_FILE);
+        if manifest.exists() {
             replaced_previous = true;
+            // Dispatch files first, the manifest last: an interrupted
+            // replacement still leaves a directory recognised as a snapshot.
             for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
                 let entry = entry.map_err(io_err(dir))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name == MANIFEST_FILE
-                    || (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
-                {
+                if name.starts_with("dispatch-") && name.ends_with(".safetensors") {
                     let p = entry.path();
                     std::fs::remove_file(&p).map_err(io_err(&p))?;
                 }
             }
+            std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
         } else if std::fs::read_dir(dir)
             .map_err(io_err(dir))?
             .next()
@@ -417,6 +419,16 @@ impl Snapshot {
 
     /// Reads every argument of one dispatch, in manifest order.
     pub fn load_dispatch(&self, d: &DispatchRecord) -> Result<Vec<(u32, Array)>, StoreError> {
+        // Only a file of this directory: a manifest must not point elsewhere.
+        if d.file.is_empty() || d.file.starts_with('.') || d.file.contains('/') {
+            return Err(StoreError::BadManifest {
+                path: self.dir.join(MANIFEST_FILE),
+                reason: format!(
+                    "dispatch {} of rank {} names the file {:?}, which is not a file of this snapshot directory",
+                    d.index, d.rank, d.file
+                ),
+            });
+        }
         let path = self.dir.join(&d.file);
         let bytes = std::fs::read(&path).map_err(io_err(&path))?;
         let tensors = SafeTensors::deserialize(&bytes).map_err(|e| StoreError::BadTensorFile {
@@ -644,5 +656,28 @@ mod tests {
             err.contains("manifest.json") && err.contains("ditto run"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_manifest_naming_a_file_outside_the_snapshot_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "k").unwrap();
+        w.add_dispatch(0, 1, &dispatch(0), &[captured(0, DType::U8, vec![1])])
+            .unwrap();
+        let mut s = Snapshot::load(&snap).unwrap();
+        std::fs::copy(
+            snap.join("dispatch-0-00000.safetensors"),
+            dir.path().join("elsewhere.safetensors"),
+        )
+        .unwrap();
+        for file in ["../elsewhere.safetensors", "/etc/passwd", ""] {
+            s.manifest.dispatches[0].file = file.into();
+            let err = s.load_dispatch(&s.manifest.dispatches[0]).unwrap_err();
+            assert!(
+                matches!(err, StoreError::BadManifest { .. }),
+                "{file:?}: {err}"
+            );
+        }
     }
 }

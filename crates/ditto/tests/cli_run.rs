@@ -188,3 +188,47 @@ fn collect_serves_runs_into_their_directories_until_sigterm() {
     );
     assert!(!socket.exists(), "socket removed at exit");
 }
+
+#[test]
+fn sigterm_to_ditto_run_ends_the_application_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("app-started");
+    let mut child = ditto()
+        .args([
+            "run",
+            "--kernel",
+            "reduce_sum",
+            "--hsa-runtime",
+            "cpu",
+            "--out",
+        ])
+        .arg(dir.path().join("snap"))
+        .arg("--")
+        .args(["sh", "-c", "touch \"$0\"; exec sleep 60"])
+        .arg(&started)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !started.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the application never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child (ditto only, not the application).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let signalled = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if signalled.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ditto kept waiting for an application it never told to stop");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{e}");
+    assert!(e.contains("killed by signal 15"), "{e}");
+}

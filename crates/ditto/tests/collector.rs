@@ -158,6 +158,53 @@ fn a_failed_copy_is_still_detached_before_the_error_ack() {
 }
 
 #[test]
+fn a_panic_while_capturing_is_detached_and_answered_with_an_error_ack() {
+    let s = setup();
+    let data = f32_bytes(&[5.0; 4]);
+    let bad = s.source.allocate(data.clone());
+    let good = s.source.allocate(data.clone());
+    s.source.copy_panics.lock().unwrap().push(bad.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let err = tool
+        .dispatch(dispatch(0, vec![buffer(1, &bad, &data, 0, 16)]))
+        .result
+        .unwrap_err();
+    assert!(
+        err.contains("dispatch 0") && err.contains("internal error"),
+        "{err}"
+    );
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(s.collector.live_attachments(), 0);
+    // The connection survives and serves the next dispatch.
+    let ack = tool.dispatch(dispatch(1, vec![buffer(1, &good, &data, 0, 16)]));
+    assert_eq!(ack.result, Ok(()));
+    tool.goodbye(2);
+    let (reports, _, _) = finish(s);
+    assert_eq!(reports.len(), 1);
+    assert!(reports[0].failed(), "{}", reports[0]);
+    assert_eq!(reports[0].dispatches_captured, 1);
+}
+
+#[test]
+fn an_extent_too_large_to_allocate_is_an_error_ack_without_attaching() {
+    let s = setup();
+    let data = f32_bytes(&[5.0; 4]);
+    let h = s.source.allocate(data.clone());
+    let mut b = buffer(1, &h, &data, 0, 16);
+    b.alloc_size = 1 << 62;
+    b.extent = 1 << 62;
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let err = tool.dispatch(dispatch(0, vec![b])).result.unwrap_err();
+    assert!(
+        err.contains("argument 1") && err.contains("cannot allocate"),
+        "{err}"
+    );
+    assert_eq!(s.source.attaches.load(Ordering::SeqCst), 0);
+    tool.goodbye(1);
+    finish(s);
+}
+
+#[test]
 fn a_range_outside_the_allocation_is_refused_without_attaching() {
     let s = setup();
     let data = f32_bytes(&[5.0; 4]);
@@ -201,7 +248,9 @@ fn a_peer_of_another_uid_is_rejected() {
     let ours = unsafe { libc::getuid() };
     let s = setup_with(false, |c| c.allowed_uid = ours.wrapping_add(1));
     let mut tool = Tool::connect(s.collector.socket_path());
-    tool.send(&ToolMessage::Hello(hello("ref")));
+    // The collector may answer and close before reading anything from a
+    // foreign peer, so the Hello may find the socket closed: that is fine.
+    let _ = write_frame(&mut tool.stream, &ToolMessage::Hello(hello("ref")));
     match tool.receive() {
         CollectorMessage::Reject { reason } => {
             assert!(reason.contains(&format!("uid {ours}")), "{reason}")

@@ -59,6 +59,51 @@ fn the_command_gets_the_tool_environment_for_the_cpu_runtime() {
 }
 
 #[test]
+fn relative_tool_and_runtime_paths_are_made_absolute() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    std::fs::create_dir(dir.path().join("hsa-cpu")).unwrap();
+    std::fs::write(dir.path().join("hsa-cpu/libhsa-runtime64.so.1"), "").unwrap();
+    // A relative DITTO_TOOL_LIB that names the real libc through a link.
+    std::os::unix::fs::symlink(loadable_library(), dir.path().join("libditto.so")).unwrap();
+    let out = Command::new(script())
+        .current_dir(dir.path())
+        .args([
+            "--socket",
+            "sock",
+            "--kernel",
+            "k",
+            "--hsa-runtime",
+            "cpu",
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            "echo \"$LD_PRELOAD|$LD_LIBRARY_PATH|$DITTO_SOCKET\"",
+        ])
+        .env("DITTO_TOOL_LIB", "libditto.so")
+        .env("DITTO_CPU_RUNTIME_DIR", "hsa-cpu")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    let d = dir.path().display();
+    assert_eq!(
+        line.trim_end(),
+        format!("{d}/libditto.so|{d}/hsa-cpu|{d}/sock")
+    );
+}
+
+#[test]
 fn a_missing_collector_socket_is_an_error_saying_what_to_start() {
     let out = Command::new(script())
         .args([

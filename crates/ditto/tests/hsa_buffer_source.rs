@@ -284,3 +284,19 @@ fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
     tool.goodbye(1);
     drop(collector);
 }
+
+#[test]
+fn a_copy_beyond_the_mapping_is_refused_not_read() {
+    let _serial = serial();
+    let rt = runtime();
+    let alloc = export(&rt, 4096);
+    let source = HsaBufferSource::new(rt.clone());
+    let mapping = source.attach(&alloc.handle, 4096).unwrap();
+    let mut dst = vec![0u8; 16];
+    for offset in [4096 - 8, 4096, u64::MAX - 4] {
+        let err = source.copy(&mapping, offset, &mut dst).unwrap_err();
+        assert!(err.contains("outside the 4096-byte mapping"), "{err}");
+    }
+    source.copy(&mapping, 4096 - 16, &mut dst).unwrap();
+    source.detach(mapping).unwrap();
+}

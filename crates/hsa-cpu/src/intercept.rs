@@ -9,7 +9,9 @@
 //! all-or-nothing per call, or appends them to the overflow buffer that the
 //! async thread retries as the hardware queue drains. A doorbell rung from
 //! inside an interceptor (same thread) is deferred to the async thread, as in
-//! ROCr. Never blocks in the doorbell path except on the queue lock.
+//! ROCr. Never blocks in the doorbell path except on the queue lock, and
+//! allocates nothing per packet there (the chain is a shared snapshot, the
+//! proxy slot handed to the outermost interceptor lives on the stack).
 
 use crate::queues::{self, HwQueue, QueueRecord, Ring};
 use hsa::*;
@@ -21,12 +23,14 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
 type Handler = unsafe extern "C" fn(*const c_void, u64, u64, *mut c_void, InterceptPacketWriter);
+/// (handler, user data) in registration order; the last is outermost.
+type Chain = Arc<[(Handler, usize)]>;
 
 pub struct InterceptQueue {
     pub proxy: Arc<Ring>,
     hardware: Arc<HwQueue>,
-    /// (handler, user data) in registration order; the last is outermost.
-    interceptors: Mutex<Vec<(Handler, usize)>>,
+    /// Replaced whole on registration, so a drain takes it with an Arc clone.
+    interceptors: Mutex<Chain>,
     /// The per-queue, non-recursive lock held while interceptors run.
     lock: Mutex<()>,
     /// Writer calls that did not fit the hardware ring, in order.
@@ -37,6 +41,8 @@ pub struct InterceptQueue {
 #[derive(Clone, Copy)]
 struct Frame {
     queue: *const InterceptQueue,
+    /// The chain the outermost call was made with (kept alive by `drain`).
+    chain: *const [(Handler, usize)],
     /// Index of the interceptor running (its writer goes to `level - 1`).
     level: usize,
     user_index: u64,
@@ -51,7 +57,6 @@ thread_local! {
 impl InterceptQueue {
     /// Processes every published packet of the proxy ring. Caller holds `lock`.
     fn drain(&self) {
-        let mut slot = Box::new(AqlPacket([0; 64]));
         loop {
             let r = self.proxy.read_index.load(Ordering::Acquire);
             if r >= self.proxy.write_index.load(Ordering::Acquire) {
@@ -63,29 +68,28 @@ impl InterceptQueue {
             if packet::packet_type(header) == HSA_PACKET_TYPE_INVALID {
                 return; // reserved but not yet published
             }
-            // SAFETY: published with release; copy into the reused slot.
-            *slot = unsafe { *src };
+            // SAFETY: published with release. The copy on this stack frame is
+            // what the outermost interceptor gets; it is dead once the call
+            // returns, as ROCr's reused proxy slot is.
+            let slot: AqlPacket = unsafe { *src };
             crate::trace::packet("app", &slot);
-            let chain: Vec<(Handler, usize)> = self
+            let chain: Chain = self
                 .interceptors
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
-            if chain.is_empty() {
-                self.submit(std::slice::from_ref(&*slot));
-            } else {
-                let level = chain.len() - 1;
+            if let Some(&(handler, data)) = chain.last() {
                 let frame = Frame {
                     queue: self,
-                    level,
+                    chain: &*chain,
+                    level: chain.len() - 1,
                     user_index: r,
                 };
                 FRAMES.with(|f| f.borrow_mut().push(frame));
-                let (handler, data) = chain[level];
                 // SAFETY: the tool's handler, called as ROCr does.
                 unsafe {
                     handler(
-                        &*slot as *const AqlPacket as *const c_void,
+                        &slot as *const AqlPacket as *const c_void,
                         1,
                         r,
                         data as *mut c_void,
@@ -93,18 +97,13 @@ impl InterceptQueue {
                     )
                 };
                 FRAMES.with(|f| f.borrow_mut().pop());
+            } else {
+                self.submit(std::slice::from_ref(&slot));
             }
+            drop(chain);
             self.proxy.invalidate(r);
             self.proxy.read_index.store(r + 1, Ordering::Release);
         }
-    }
-
-    fn handler_at(&self, level: usize) -> Option<(Handler, usize)> {
-        self.interceptors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(level)
-            .copied()
     }
 
     /// All-or-nothing submit to the hardware ring, or to the overflow buffer.
@@ -196,7 +195,9 @@ unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
         queue.submit(packets);
         return;
     }
-    let Some((handler, data)) = queue.handler_at(frame.level - 1) else {
+    // SAFETY: `drain` holds the Arc of this chain until the outermost call returns.
+    let chain = unsafe { &*frame.chain };
+    let Some(&(handler, data)) = chain.get(frame.level - 1) else {
         return;
     };
     FRAMES.with(|f| {
@@ -340,7 +341,7 @@ pub(crate) fn create(
     let iq = Arc::new(InterceptQueue {
         proxy,
         hardware,
-        interceptors: Mutex::new(Vec::new()),
+        interceptors: Mutex::new(Arc::from([])),
         lock: Mutex::new(()),
         overflow: Mutex::new(VecDeque::new()),
     });
@@ -367,9 +368,9 @@ pub(crate) fn register(
     let Some(handler) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    q.interceptors
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((handler, user_data as usize));
+    let mut chain = q.interceptors.lock().unwrap_or_else(|e| e.into_inner());
+    let mut grown = chain.to_vec();
+    grown.push((handler, user_data as usize));
+    *chain = grown.into();
     HSA_STATUS_SUCCESS
 }

@@ -185,14 +185,13 @@ impl HwQueue {
         }
     }
 
-    /// Blocks until `signal` satisfies the condition or the queue stops.
+    /// Blocks until `signal` satisfies the condition, is destroyed (a
+    /// dependency that no longer exists counts as satisfied, as a handle
+    /// that never named a live signal does), or the queue stops (false).
     fn wait_signal(&self, s: &Signal, cond: hsa_signal_condition_t, value: i64) -> bool {
         while !self.stop.load(Ordering::SeqCst) {
-            if signals::condition_holds(
-                cond,
-                s.wait(cond, value, 50_000_000, Order::Acquire),
-                value,
-            ) {
+            let seen = s.wait(cond, value, 50_000_000, Order::Acquire);
+            if signals::condition_holds(cond, seen, value) || s.is_destroyed() {
                 return true;
             }
         }
@@ -246,20 +245,27 @@ impl HwQueue {
                 }
                 HSA_PACKET_TYPE_BARRIER_OR => {
                     let b = pkt.as_barrier();
-                    let deps: Vec<hsa_signal_t> = b
-                        .dep_signal
-                        .iter()
-                        .copied()
-                        .filter(|s| s.handle != 0)
-                        .collect();
-                    if !deps.is_empty() {
-                        let conds = vec![HSA_SIGNAL_CONDITION_EQ; deps.len()];
-                        let values = vec![0i64; deps.len()];
+                    // Live handles first; a zero handle is no dependency.
+                    let mut deps = [hsa_signal_t { handle: 0 }; 5];
+                    let mut n = 0;
+                    for dep in b.dep_signal.iter().filter(|s| s.handle != 0) {
+                        deps[n] = *dep;
+                        n += 1;
+                    }
+                    if n > 0 {
+                        let conds = [HSA_SIGNAL_CONDITION_EQ; 5];
+                        let values = [0i64; 5];
                         loop {
                             if self.stop.load(Ordering::SeqCst) {
                                 return;
                             }
-                            if signals::wait_any(&deps, &conds, &values, 50_000_000).0 != u32::MAX {
+                            let hit = signals::wait_any(
+                                &deps[..n],
+                                &conds[..n],
+                                &values[..n],
+                                50_000_000,
+                            );
+                            if hit.0 != u32::MAX {
                                 break;
                             }
                         }

@@ -1,8 +1,9 @@
 //! Runtime life cycle (ROCr `Runtime::Acquire/Release`). Owns the hsa_init
 //! reference count and the loaded tools. The first hsa_init brings the
 //! agents up (they are static here) and then loads tools; the last
-//! hsa_shut_down runs OnUnload in reverse order, dlcloses the tools and
-//! restores our own table entries (no pointer into an unloaded tool remains).
+//! hsa_shut_down runs OnUnload in reverse order, restores our own table
+//! entries, and only then dlcloses the tools (no slot ever points into an
+//! unloaded tool).
 //!
 //! Re-entrancy (differs from ROCr on purpose): ROCr holds its bootstrap lock
 //! while tools load, so an OnLoad that calls hsa_init/hsa_shut_down
@@ -32,6 +33,23 @@ thread_local! {
     static LOADING_TOOLS: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Marks this thread as the one loading tools; cleared on drop, also when
+/// loading unwinds (a later hsa_init on this thread must not look nested).
+struct LoadingTools;
+
+impl LoadingTools {
+    fn enter() -> Self {
+        LOADING_TOOLS.with(|l| l.set(true));
+        LoadingTools
+    }
+}
+
+impl Drop for LoadingTools {
+    fn drop(&mut self) {
+        LOADING_TOOLS.with(|l| l.set(false));
+    }
+}
+
 pub fn init() -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
@@ -43,9 +61,10 @@ pub fn init() -> hsa_status_t {
     }
     life.count += 1;
     if life.count == 1 {
-        LOADING_TOOLS.with(|l| l.set(true));
-        let loaded = tools::load(api::root_table());
-        LOADING_TOOLS.with(|l| l.set(false));
+        let loaded = {
+            let _loading = LoadingTools::enter();
+            tools::load(api::root_table())
+        };
         life.tools = loaded;
         let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));
         life.count = (life.count as i64 + nested).max(1) as u32;
@@ -65,8 +84,9 @@ pub fn shut_down() -> hsa_status_t {
     life.count -= 1;
     if life.count == 0 {
         let loaded = std::mem::take(&mut life.tools);
-        tools::unload(loaded);
+        tools::run_on_unload(&loaded);
         api::restore_tables();
+        tools::close(loaded);
     }
     HSA_STATUS_SUCCESS
 }

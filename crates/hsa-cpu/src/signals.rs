@@ -248,6 +248,11 @@ impl Signal {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Whether `destroy` removed this signal's handle.
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::SeqCst)
+    }
+
     /// Wakes every waiter without changing the value (queue shutdown).
     pub fn poke(&self) {
         self.changed();
@@ -303,7 +308,8 @@ pub(crate) fn destroy(signal: hsa_signal_t) -> hsa_status_t {
 }
 
 /// Index of the first signal whose condition holds, or u32::MAX on timeout.
-/// Handles that name no live signal read as 0.
+/// Handles that name no live signal read as 0, also those destroyed while
+/// waited on (`destroy` wakes this wait).
 pub(crate) fn wait_any(
     signals: &[hsa_signal_t],
     conditions: &[hsa_signal_condition_t],
@@ -313,7 +319,10 @@ pub(crate) fn wait_any(
     let objects: Vec<Option<Arc<Signal>>> = signals.iter().map(|s| lookup(*s)).collect();
     let check = || {
         for (i, s) in objects.iter().enumerate() {
-            let v = s.as_ref().map_or(0, |s| s.value.load(Ordering::SeqCst));
+            let v = s
+                .as_ref()
+                .filter(|s| !s.is_destroyed())
+                .map_or(0, |s| s.value.load(Ordering::SeqCst));
             if condition_holds(conditions[i], v, values[i]) {
                 return Some((i as u32, v));
             }

@@ -5,7 +5,8 @@
 //! both ways is loaded once at its lowest order. Each gets
 //! `OnLoad(&table, runtime_major, failed_count, failed_names)`; one without
 //! OnLoad, or whose OnLoad returns false, is dlclosed and its name appended to
-//! the failed list passed to later tools. OnUnload runs in reverse order.
+//! the failed list passed to later tools. OnUnload runs in reverse order;
+//! a tool is dlclosed only after every OnUnload ran and the table was reset.
 //! Never loads a tool outside `hsa_init`.
 
 use hsa::*;
@@ -171,17 +172,26 @@ pub(crate) fn load(table: *mut HsaApiTable) -> Vec<LoadedTool> {
     loaded
 }
 
-/// Runs OnUnload of every tool in reverse load order, then dlcloses them.
-pub(crate) fn unload(tools: Vec<LoadedTool>) {
-    for t in tools.into_iter().rev() {
-        // SAFETY: dlsym/dlclose on a handle we hold.
+/// Runs OnUnload of every tool in reverse load order. Closes nothing: an
+/// earlier tool's OnUnload may still call through wraps of a later one.
+pub(crate) fn run_on_unload(tools: &[LoadedTool]) {
+    for t in tools.iter().rev() {
+        // SAFETY: dlsym on a handle we hold; OnUnload has the documented signature.
         unsafe {
             let f = libc::dlsym(t.handle as *mut c_void, c"OnUnload".as_ptr());
             if !f.is_null() {
                 let f: OnUnloadFn = std::mem::transmute(f);
                 f();
             }
-            libc::dlclose(t.handle as *mut c_void);
         }
+    }
+}
+
+/// dlcloses the tools, in reverse load order. Only once no table slot
+/// points into them any more (ROCr resets its table before closing tools).
+pub(crate) fn close(tools: Vec<LoadedTool>) {
+    for t in tools.into_iter().rev() {
+        // SAFETY: dropping the reference taken when the tool was loaded.
+        unsafe { libc::dlclose(t.handle as *mut c_void) };
     }
 }

@@ -97,8 +97,20 @@ fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, 
             b.alloc_base
         ));
     }
-    let extent = usize::try_from(b.extent).map_err(|_| format!("{}: extent too large", what()))?;
-    let mut data = vec![0u8; extent];
+    // The extent comes from the tool: an allocation failure must be an error
+    // ack, not an abort of the collector (and of every other connection).
+    let mut data = Vec::new();
+    match usize::try_from(b.extent) {
+        Ok(extent) if data.try_reserve_exact(extent).is_ok() => data.resize(extent, 0),
+        _ => {
+            return Err(format!(
+                "{}: cannot allocate {} bytes for the copy: capture a smaller buffer \
+                 (or free memory on the collector's machine)",
+                what(),
+                b.extent
+            ));
+        }
+    }
     let attachment = Attachment::attach(&*shared.source, &shared.live, &b.handle, b.alloc_size)
         .map_err(|e| {
             format!(

@@ -1,7 +1,8 @@
 //! One connection, one application process: the protocol state machine
 //! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye), patient reads with a
 //! per-message deadline, and the connection's report. Never acks a dispatch
-//! before its capture (and every detach) is finished.
+//! before its capture (and every detach) is finished; a panic while serving
+//! becomes an error ack or a failed connection, never a missing report.
 
 use super::capture::capture_dispatch;
 use super::{
@@ -15,6 +16,7 @@ use ditto_protocol::{
 };
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,7 +89,19 @@ impl Drop for ActiveGuard<'_> {
 pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
     let _active = ActiveGuard(&shared.active);
     let mut report = ConnectionReport::new();
-    report.end = run_connection(shared, &stream, &mut report);
+    // A bug must not make a connection vanish from the reports (a run that
+    // looks complete): a panic ends it as a failed connection.
+    let served = panic::catch_unwind(AssertUnwindSafe(|| {
+        run_connection(shared, &stream, &mut report)
+    }));
+    report.end = served.unwrap_or_else(|p| {
+        let reason = format!("internal error in the collector: {}", panic_message(&*p));
+        report.errors.push(reason.clone());
+        ConnectionEnd::Dropped {
+            in_flight: None,
+            reason,
+        }
+    });
     let _ = stream.shutdown(std::net::Shutdown::Both);
     if let Some(observer) = &shared.config.on_connection_end {
         observer(&report);
@@ -222,7 +236,19 @@ fn run_connection(
         match msg {
             ToolMessage::Dispatch(d) => {
                 let index = d.index;
-                let result = capture_dispatch(shared, &writer, rank, hello.pid, &d);
+                // A panic while capturing (the attachment guard detaches while
+                // unwinding) becomes an error ack: the application is released
+                // now and the other connections go on.
+                let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                    capture_dispatch(shared, &writer, rank, hello.pid, &d)
+                }))
+                .unwrap_or_else(|p| {
+                    Err(format!(
+                        "dispatch {index} of {}: internal error in the collector ({}); nothing stored",
+                        d.kernel.demangled,
+                        panic_message(&*p)
+                    ))
+                });
                 match &result {
                     Ok(stored) => {
                         report.dispatches_captured += 1;
@@ -264,6 +290,15 @@ fn run_connection(
             }
         }
     }
+}
+
+/// The text of a caught panic.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string())
 }
 
 fn message_kind(m: &ToolMessage) -> &'static str {

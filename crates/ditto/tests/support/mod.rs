@@ -24,6 +24,8 @@ pub struct FakeSource {
     pub stale: Mutex<Vec<Vec<u8>>>,
     /// Handles whose copy fails.
     pub copy_fails: Mutex<Vec<Vec<u8>>>,
+    /// Handles whose copy panics (a bug in a buffer source).
+    pub copy_panics: Mutex<Vec<Vec<u8>>>,
     pub live: AtomicUsize,
     pub attaches: AtomicUsize,
     pub detaches: AtomicUsize,
@@ -65,7 +67,8 @@ impl BufferSource for FakeSource {
         let address = 0x1000 * (1 + self.attaches.fetch_add(1, Ordering::SeqCst));
         self.live.fetch_add(1, Ordering::SeqCst);
         let failing = self.copy_fails.lock().unwrap().iter().any(|h| h == handle);
-        let key = if failing { address | 1 } else { address };
+        let panicking = self.copy_panics.lock().unwrap().iter().any(|h| h == handle);
+        let key = address | failing as usize | (panicking as usize) << 1;
         self.mapped.lock().unwrap().insert(key, bytes);
         Ok(Mapping {
             address: key,
@@ -76,6 +79,9 @@ impl BufferSource for FakeSource {
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
         if mapping.address & 1 == 1 {
             return Err("simulated copy failure".into());
+        }
+        if mapping.address & 2 == 2 {
+            panic!("simulated bug in the buffer source");
         }
         let mapped = self.mapped.lock().unwrap();
         let bytes = mapped

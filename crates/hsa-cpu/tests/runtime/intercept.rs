@@ -226,3 +226,44 @@ fn last_registered_interceptor_is_outermost_and_zero_count_drops() {
     // SAFETY: q is live.
     unsafe { rt::hsa_queue_destroy(q) };
 }
+
+unsafe extern "C" fn pass_through(
+    pkts: *const c_void,
+    count: u64,
+    _i: u64,
+    _d: *mut c_void,
+    writer: InterceptPacketWriter,
+) {
+    // SAFETY: forwarding what we were given.
+    unsafe { writer.unwrap()(pkts, count) };
+}
+
+#[test]
+fn doorbell_through_an_interceptor_chain_allocates_nothing_per_packet() {
+    let q = intercept_queue(64);
+    register(q, Some(pass_through), std::ptr::null_mut());
+    register(q, Some(pass_through), std::ptr::null_mut());
+    let none = hsa_signal_t::default();
+    // Warm-up: per-thread bookkeeping of the first doorbell may allocate once.
+    submit(q, &[barrier_and(&[], none)]);
+    let before = crate::alloc_count::on_this_thread();
+    // 40 packets, one doorbell each: fewer than the ring's 64 slots, so the
+    // hardware ring never overflows (that path may allocate).
+    for _ in 0..40 {
+        submit(q, &[barrier_and(&[], none)]);
+    }
+    let allocations = crate::alloc_count::on_this_thread() - before;
+    assert_eq!(
+        allocations, 0,
+        "allocations on the doorbell path for 40 packets"
+    );
+    let done = signal(1);
+    submit(q, &[barrier_and(&[], done)]);
+    assert_eq!(
+        wait_eq(done, 0),
+        0,
+        "every packet reached the hardware ring"
+    );
+    // SAFETY: q is live.
+    unsafe { rt::hsa_queue_destroy(q) };
+}

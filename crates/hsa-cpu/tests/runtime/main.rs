@@ -6,6 +6,7 @@
 // RecordLog keeps kernarg blocks boxed: their addresses must not move.
 #![allow(clippy::vec_box)]
 
+mod alloc_count;
 mod c_application;
 mod common;
 mod exports;

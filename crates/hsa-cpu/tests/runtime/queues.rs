@@ -222,3 +222,42 @@ fn write_index_operations_have_hsa_semantics() {
         rt::hsa_queue_destroy(q);
     }
 }
+
+#[test]
+fn barrier_and_dependency_destroyed_while_waited_on_counts_as_satisfied() {
+    let q = queue(64);
+    let dep = signal(1);
+    let done = signal(1);
+    submit(q, &[barrier_and(&[dep], done)]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        load(done),
+        1,
+        "held while the dependency is live and non-zero"
+    );
+    // SAFETY: dep is a live signal.
+    assert_eq!(unsafe { rt::hsa_signal_destroy(dep) }, 0);
+    assert_eq!(wait_eq(done, 0), 0, "the barrier completed");
+    // SAFETY: q is live.
+    unsafe { rt::hsa_queue_destroy(q) };
+}
+
+#[test]
+fn barrier_or_dependency_destroyed_while_waited_on_counts_as_satisfied() {
+    let q = queue(64);
+    let (a, b) = (signal(1), signal(1));
+    let done = signal(1);
+    submit(q, &[barrier_or(&[a, b], done)]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        load(done),
+        1,
+        "held while every dependency is live and non-zero"
+    );
+    // SAFETY: a is a live signal.
+    assert_eq!(unsafe { rt::hsa_signal_destroy(a) }, 0);
+    assert_eq!(wait_eq(done, 0), 0, "the barrier completed");
+    assert_eq!(load(b), 1, "the other dependency is untouched");
+    // SAFETY: q is live.
+    unsafe { rt::hsa_queue_destroy(q) };
+}

@@ -173,3 +173,35 @@ fn wait_any_returns_the_index_of_the_satisfied_signal() {
     };
     assert_eq!(index, u32::MAX);
 }
+
+#[test]
+fn wait_any_reads_a_signal_destroyed_while_waited_on_as_zero() {
+    init();
+    let s = signal(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut sigs, mut conds, mut values) = ([s], [HSA_SIGNAL_CONDITION_EQ], [0i64]);
+        let mut satisfying = -1i64;
+        // SAFETY: arrays of 1 element each; s may be destroyed meanwhile.
+        let index = unsafe {
+            rt::hsa_amd_signal_wait_any(
+                1,
+                sigs.as_mut_ptr(),
+                conds.as_mut_ptr(),
+                values.as_mut_ptr(),
+                u64::MAX,
+                0,
+                &mut satisfying,
+            )
+        };
+        let _ = tx.send((index, satisfying));
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    // SAFETY: s is live.
+    assert_eq!(unsafe { rt::hsa_signal_destroy(s) }, 0);
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)),
+        Ok((0, 0)),
+        "the wait returned, reading the destroyed handle as 0"
+    );
+}

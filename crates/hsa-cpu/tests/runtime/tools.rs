@@ -26,9 +26,11 @@ static uint32_t my_signal_create(int64_t v, uint32_t n, const void* c, uint64_t*
   return next_signal_create(v, n, c, out);
 }
 static uint32_t count_agent(uint64_t agent, void* data) { (void)agent; (*(int*)data)++; return 0; }
+static char* saved_core;
 #ifndef NO_ONLOAD
 bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_count, const char* const* failed_names) {
   char* core = *(char**)((char*)table + 16);
+  saved_core = core;
   int agents = 0;
   ((uint32_t (*)(uint32_t (*)(uint64_t, void*), void*))*(void**)(core + ITERATE_AGENTS_OFF))(count_agent, &agents);
   char failed[256] = "";
@@ -51,13 +53,19 @@ bool OnLoad(void* table, uint64_t runtime_version, uint64_t failed_count, const 
   return true;
 }
 #endif
-void OnUnload(void) { log_line("%s unload\n", TOOL_NAME); }
+void OnUnload(void) {
+  log_line("%s unload\n", TOOL_NAME);
+#ifdef UNLOAD_CREATES_SIGNAL
+  uint64_t s = 0;
+  uint32_t rc = ((signal_create_t)*(void**)(saved_core + SIGNAL_CREATE_OFF))(0, 0, 0, &s);
+  log_line("%s unload signal_create=%u\n", TOOL_NAME, rc);
+#endif
+}
 "#;
 
-#[test]
-fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
-    let dir = tempfile::tempdir().unwrap();
-    let offsets = [
+/// Builds test tool `name` (libtool_<name>.so) from TOOL_C with `extra` defines.
+fn build_tool(dir: &std::path::Path, name: &str, extra: &[&str]) -> std::path::PathBuf {
+    let mut defs = vec![
         format!(
             "-DITERATE_AGENTS_OFF={}",
             offset_of!(CoreApiTable, hsa_iterate_agents_fn)
@@ -73,17 +81,20 @@ fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
         ),
         "-include".to_string(),
         "string.h".to_string(),
+        format!("-DTOOL_NAME=\"{name}\""),
     ];
-    let build = |name: &str, extra: &[&str]| {
-        let mut defs: Vec<String> = offsets.to_vec();
-        defs.push(format!("-DTOOL_NAME=\"{name}\""));
-        defs.extend(extra.iter().map(|s| s.to_string()));
-        if !extra.iter().any(|e| e.starts_with("-DRETURN_VALUE")) {
-            defs.push("-DRETURN_VALUE=1".into());
-        }
-        let refs: Vec<&str> = defs.iter().map(|s| s.as_str()).collect();
-        compile_shared(dir.path(), &format!("tool_{name}"), TOOL_C, &refs)
-    };
+    defs.extend(extra.iter().map(|s| s.to_string()));
+    if !extra.iter().any(|e| e.starts_with("-DRETURN_VALUE")) {
+        defs.push("-DRETURN_VALUE=1".into());
+    }
+    let refs: Vec<&str> = defs.iter().map(|s| s.as_str()).collect();
+    compile_shared(dir, &format!("tool_{name}"), TOOL_C, &refs)
+}
+
+#[test]
+fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |name: &str, extra: &[&str]| build_tool(dir.path(), name, extra);
     // A: in HSA_TOOLS_LIB and also preloaded with a priority (loaded once, at order 0).
     let a = build("A", &["-DPRIORITY=0", "-DNESTED_INIT"]);
     let b = build("B", &["-DPRIORITY=5"]);
@@ -145,5 +156,53 @@ fn child_scenario_load_tools() {
         let mut s = hsa_signal_t::default();
         assert_eq!(rt::hsa_signal_create(1, 0, std::ptr::null(), &mut s), 0);
         assert_eq!(rt::hsa_shut_down(), 0);
+    }
+}
+
+#[test]
+fn tool_unloaded_first_stays_mapped_until_every_on_unload_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only the runtime holds these libraries: dlclose really unmaps them.
+    let x = build_tool(dir.path(), "X", &["-DUNLOAD_CREATES_SIGNAL"]);
+    let y = build_tool(dir.path(), "Y", &[]);
+    let log = dir.path().join("tools.log");
+    let path = |p: &std::path::Path| p.display().to_string();
+    run_child(
+        "tools::child_scenario_init_and_shut_down",
+        &[
+            ("HSA_TOOLS_LIB", format!("{} {}", path(&x), path(&y))),
+            ("DITTO_TEST_TOOL_LOG", path(&log)),
+        ],
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // X's OnUnload runs after Y's and calls through the table, where Y's
+    // wrap is still the outermost: Y must not be closed yet.
+    assert_eq!(
+        lines,
+        [
+            "X onload version=1 agents=2 failed=0",
+            "Y onload version=1 agents=2 failed=0",
+            "Y unload",
+            "X unload",
+            "Y wrap",
+            "X wrap",
+            "X unload signal_create=0",
+        ]
+    );
+}
+
+#[test]
+#[ignore = "child process of tool_unloaded_first_stays_mapped_until_every_on_unload_ran"]
+fn child_scenario_init_and_shut_down() {
+    // SAFETY: plain API calls.
+    unsafe {
+        assert_eq!(rt::hsa_init(), 0);
+        assert_eq!(rt::hsa_shut_down(), 0);
+        assert_eq!(rt::runtime::reference_count(), 0);
+        assert!(
+            rt::runtime::loaded_tool_names().is_empty(),
+            "tools released at the last hsa_shut_down"
+        );
     }
 }

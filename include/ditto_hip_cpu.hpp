@@ -68,14 +68,18 @@
 // copied bytes). Each work-item gets its own copy of the parameters.
 //
 // ───────────────────────────── Execution ──────────────────────────────────
-// The runtime calls the entry once per dispatch packet, on one of its queue
-// threads, with the whole grid (ditto_cpu_dispatch_t). The entry:
+// The runtime calls the entry once per chunk of a dispatch packet (code-object
+// ABI 2, ditto_hsa_cpu.h): the range of linearly numbered groups
+// [first_group, first_group + group_count), x fastest; chunks of one dispatch
+// run concurrently on several threads. The entry:
 //   1. copies each parameter out of the kernarg bytes;
-//   2. walks the groups in order z, y, x (gridDim = ceil(grid / group) per
-//      dimension); the last group of a dimension may be partial, as on a
-//      GPU: it runs only the work-items inside the grid. blockDim always
-//      reports the packet's work-group size (what HIP launches always have,
-//      since a HIP grid is a whole number of groups);
+//   2. walks the groups of its range in linear order (gridDim = ceil(grid /
+//      group) per dimension); the last group of a dimension may be partial,
+//      as on a GPU: it runs only the work-items inside the grid. blockDim
+//      always reports the packet's work-group size (what HIP launches always
+//      have, since a HIP grid is a whole number of groups). A range that
+//      ends past the grid's last group runs nothing and returns
+//      DITTO_CPU_ENTRY_BAD_RANGE;
 //   3. runs the work-items of a group as cooperative fibers on the calling
 //      thread, in threadIdx order (x fastest). A fiber runs until it
 //      finishes or reaches __syncthreads(); when every unfinished work-item
@@ -90,18 +94,22 @@
 // Fibers: each work-item has its own stack (DITTO_FIBER_STACK_BYTES, 64 KiB
 // by default, define it before including this header to change it) with a
 // PROT_NONE guard page below it, so an overflow faults instead of corrupting
-// a neighbour. The stacks of a dispatch are mmap'd once per entry call
-// (lazily committed by the kernel) and reused by every group. Switching is
+// a neighbour. The stacks are mmap'd once per entry call (lazily committed
+// by the kernel) and reused by every group of its range. Switching is
 // a dozen instructions (ditto_fiber_switch_v1 below: callee-saved registers
 // rbx, rbp, r12–r15, the stack pointer, MXCSR and the x87 control word); no
 // system call, unlike glibc's swapcontext.
 //
 // Memory model: __shared__ variables are `static thread_local`: one copy per
 // OS thread, and an OS thread runs one group at a time, so each group sees
-// its own shared memory, not zeroed between groups (uninitialised on a GPU
-// too). Atomics are real atomic read-modify-writes (relaxed, device scope as
-// on a GPU), so kernels stay correct if a runtime runs groups on several
-// threads. __threadfence() is a sequentially consistent fence.
+// its own shared memory, never that of a group running concurrently on
+// another thread; it is not zeroed between groups (uninitialised on a GPU
+// too). Dynamic shared memory is allocated once per entry call, so it is
+// likewise one block per running group. All state of the scheduler is
+// thread-local, so an entry may run on several threads at once. Atomics are
+// real atomic read-modify-writes (relaxed, device scope as on a GPU: the
+// groups of a dispatch really run concurrently). __threadfence() is a
+// sequentially consistent fence.
 //
 // Cost: a switch takes tens of nanoseconds; a 65536-work-item reduction with
 // nine barriers per work-item runs in tens of milliseconds on one core.
@@ -159,6 +167,7 @@
 #define DITTO_CPU_ENTRY_BAD_GEOMETRY 2    /* a work-group size of 0 */
 #define DITTO_CPU_ENTRY_NO_KERNARG 3      /* kernarg NULL but the kernel has parameters */
 #define DITTO_CPU_ENTRY_NO_GROUP_MEMORY 4 /* dynamic shared memory allocation failed */
+#define DITTO_CPU_ENTRY_BAD_RANGE 5       /* first_group + group_count past the grid */
 
 #ifndef DITTO_FIBER_STACK_BYTES
 #define DITTO_FIBER_STACK_BYTES (64 * 1024)
@@ -476,8 +485,8 @@ void prepare_fiber(Fiber* fiber) {
 
 inline uint32_t dim_or_one(uint32_t value) { return value == 0 ? 1 : value; }
 
-// Runs every group of a dispatch; `body(ctx)` runs the kernel for the
-// work-item whose ids are in t_ids.
+// Runs the groups [first_group, first_group + group_count) of a dispatch;
+// `body(ctx)` runs the kernel for the work-item whose ids are in t_ids.
 int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ctx) noexcept {
   const unsigned dims = dispatch.dimensions == 0 ? 1 : dispatch.dimensions;
   uint32_t grid[3], group[3], groups[3];
@@ -488,7 +497,15 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
     if (group[d] == 0) return DITTO_CPU_ENTRY_BAD_GEOMETRY;
     groups[d] = static_cast<uint32_t>((static_cast<uint64_t>(grid[d]) + group[d] - 1) / group[d]);
   }
-  if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return DITTO_CPU_ENTRY_OK;  // empty grid
+  uint64_t total_groups = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(groups[0]), static_cast<uint64_t>(groups[1]), &total_groups) ||
+      __builtin_mul_overflow(total_groups, static_cast<uint64_t>(groups[2]), &total_groups)) {
+    return DITTO_CPU_ENTRY_BAD_GEOMETRY;
+  }
+  if (dispatch.group_count > total_groups || dispatch.first_group > total_groups - dispatch.group_count) {
+    return DITTO_CPU_ENTRY_BAD_RANGE;
+  }
+  if (dispatch.group_count == 0) return DITTO_CPU_ENTRY_OK;  // empty range (or empty grid)
 
   const size_t items_per_group = static_cast<size_t>(group[0]) * group[1] * group[2];
   FiberStacks stacks;
@@ -511,51 +528,51 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
 
   t_ids.block_dim = {group[0], group[1], group[2]};
   t_ids.grid_dim = {groups[0], groups[1], groups[2]};
-  for (uint32_t gz = 0; gz < groups[2]; ++gz) {
-    for (uint32_t gy = 0; gy < groups[1]; ++gy) {
-      for (uint32_t gx = 0; gx < groups[0]; ++gx) {
-        t_ids.block_idx = {gx, gy, gz};
-        // Work-items of this group inside the grid (the last group may be partial).
-        const uint32_t nx = grid[0] - gx * group[0] < group[0] ? grid[0] - gx * group[0] : group[0];
-        const uint32_t ny = grid[1] - gy * group[1] < group[1] ? grid[1] - gy * group[1] : group[1];
-        const uint32_t nz = grid[2] - gz * group[2] < group[2] ? grid[2] - gz * group[2] : group[2];
-        const size_t live = static_cast<size_t>(nx) * ny * nz;
-        if (live == 1 && items_per_group == 1) {
-          // One work-item: no barrier can wait for anyone, run it directly.
-          t_group = nullptr;
-          t_ids.thread_idx = {0, 0, 0};
-          body(ctx);
-          continue;
+  const uint64_t end_group = dispatch.first_group + dispatch.group_count;
+  for (uint64_t linear = dispatch.first_group; linear < end_group; ++linear) {
+    const uint32_t gx = static_cast<uint32_t>(linear % groups[0]);
+    const uint32_t gy = static_cast<uint32_t>(linear / groups[0] % groups[1]);
+    const uint32_t gz = static_cast<uint32_t>(linear / groups[0] / groups[1]);
+    t_ids.block_idx = {gx, gy, gz};
+    // Work-items of this group inside the grid (the last group may be partial).
+    const uint32_t nx = grid[0] - gx * group[0] < group[0] ? grid[0] - gx * group[0] : group[0];
+    const uint32_t ny = grid[1] - gy * group[1] < group[1] ? grid[1] - gy * group[1] : group[1];
+    const uint32_t nz = grid[2] - gz * group[2] < group[2] ? grid[2] - gz * group[2] : group[2];
+    const size_t live = static_cast<size_t>(nx) * ny * nz;
+    if (live == 1 && items_per_group == 1) {
+      // One work-item: no barrier can wait for anyone, run it directly.
+      t_group = nullptr;
+      t_ids.thread_idx = {0, 0, 0};
+      body(ctx);
+      continue;
+    }
+    size_t n = 0;
+    for (uint32_t z = 0; z < nz; ++z)
+      for (uint32_t y = 0; y < ny; ++y)
+        for (uint32_t x = 0; x < nx; ++x) {
+          Fiber& f = fibers[n];
+          f.stack_top = stacks.top(n);
+          f.thread_idx = {x, y, z};
+          f.group = &state;
+          prepare_fiber(&f);
+          ++n;
         }
-        size_t n = 0;
-        for (uint32_t z = 0; z < nz; ++z)
-          for (uint32_t y = 0; y < ny; ++y)
-            for (uint32_t x = 0; x < nx; ++x) {
-              Fiber& f = fibers[n];
-              f.stack_top = stacks.top(n);
-              f.thread_idx = {x, y, z};
-              f.group = &state;
-              prepare_fiber(&f);
-              ++n;
-            }
-        t_group = &state;
-        // Each pass resumes every unfinished fiber once; a fiber runs until
-        // it finishes or reaches __syncthreads(). After a pass, every
-        // unfinished fiber waits at a barrier, so the next pass releases it.
-        size_t unfinished = n;
-        while (unfinished > 0) {
-          for (size_t i = 0; i < n; ++i) {
-            Fiber& f = fibers[i];
-            if (f.finished) continue;
-            state.running = &f;
-            t_ids.thread_idx = f.thread_idx;
-            ditto_fiber_switch_v1(&state.scheduler_sp, f.sp);
-            if (f.finished) --unfinished;
-          }
-        }
-        state.running = nullptr;
+    t_group = &state;
+    // Each pass resumes every unfinished fiber once; a fiber runs until
+    // it finishes or reaches __syncthreads(). After a pass, every
+    // unfinished fiber waits at a barrier, so the next pass releases it.
+    size_t unfinished = n;
+    while (unfinished > 0) {
+      for (size_t i = 0; i < n; ++i) {
+        Fiber& f = fibers[i];
+        if (f.finished) continue;
+        state.running = &f;
+        t_ids.thread_idx = f.thread_idx;
+        ditto_fiber_switch_v1(&state.scheduler_sp, f.sp);
+        if (f.finished) --unfinished;
       }
     }
+    state.running = nullptr;
   }
 
   t_group = saved_group;

@@ -9,6 +9,10 @@ use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
 
+/// Where MPI launchers put a process's rank, in the order they are looked at:
+/// Open MPI (mpirun), MPICH/Intel MPI (PMI), Slurm (srun).
+pub const RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// `DITTO_KERNEL`: the target kernel query; `None` keeps the tool passive.
@@ -23,6 +27,9 @@ pub struct Options {
     pub timeout: Duration,
     /// `DITTO_LOG`.
     pub log: Level,
+    /// The launcher's rank of this process: the first of [`RANK_VARIABLES`]
+    /// that is set to a number.
+    pub rank: Option<u32>,
     /// Variables that were set but could not be used, as messages for the log.
     pub problems: Vec<String>,
     /// Errors that forbid capturing (a wrong argument-type list would read garbage).
@@ -71,7 +78,20 @@ impl Options {
                 }
             },
         };
+        let mut rank = None;
+        for name in RANK_VARIABLES {
+            if let Some(v) = non_empty(name) {
+                match v.trim().parse::<u32>() {
+                    Ok(r) => {
+                        rank = Some(r);
+                        break;
+                    }
+                    Err(_) => problems.push(format!("{name}=`{v}` is not a rank number; ignored")),
+                }
+            }
+        }
         Options {
+            rank,
             kernel: non_empty("DITTO_KERNEL").map(|k| k.trim().to_string()),
             socket: non_empty("DITTO_SOCKET").map(PathBuf::from),
             arg_types,
@@ -124,6 +144,23 @@ mod tests {
         assert_eq!(o.run_name, "ref");
         assert_eq!(o.timeout, Duration::from_millis(250));
         assert_eq!(o.log, Level::Debug);
+        assert_eq!(o.rank, None);
+    }
+
+    #[test]
+    fn rank_comes_from_the_first_launcher_variable_set() {
+        assert_eq!(
+            opts(&[("OMPI_COMM_WORLD_RANK", "3"), ("PMI_RANK", "1")]).rank,
+            Some(3)
+        );
+        assert_eq!(
+            opts(&[("PMI_RANK", "1"), ("SLURM_PROCID", "2")]).rank,
+            Some(1)
+        );
+        assert_eq!(opts(&[("SLURM_PROCID", "2")]).rank, Some(2));
+        let bad = opts(&[("OMPI_COMM_WORLD_RANK", "x"), ("SLURM_PROCID", "5")]);
+        assert_eq!(bad.rank, Some(5));
+        assert_eq!(bad.problems.len(), 1);
     }
 
     #[test]

@@ -82,6 +82,9 @@ pub trait Device {
     fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String>;
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+    /// Execution time of the completed dispatch whose completion signal is
+    /// `held.done`, in nanoseconds; `None` when the runtime reports none.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64>;
 }
 
 /// Whether dispatches are being captured. Turned off once, by the first
@@ -355,6 +358,8 @@ pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
             };
             buffers.push(Buffer {
                 arg_index: param.index,
+                // Demangled names carry no parameter names.
+                name: None,
                 dtype,
                 handle,
                 owner_pid: std::process::id(),
@@ -371,6 +376,7 @@ pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
         kernel: kernel.name.clone(),
         grid: job.grid,
         block: job.block,
+        duration_ns: device.dispatch_duration_ns(&job.held),
         buffers,
     }
 }
@@ -433,6 +439,9 @@ mod tests {
             assert!(!self.panic_on_export, "export exploded");
             Ok(allocation.base.to_le_bytes().repeat(4))
         }
+        fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+            Some(1000 + held.done)
+        }
         fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
             // SAFETY: tests only pass ranges of live Vecs they own.
             let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
@@ -472,6 +481,7 @@ mod tests {
             kernel_query: "reduce_sum".into(),
             command_line: vec!["app".into()],
             working_directory: "/".into(),
+            rank: None,
         }
     }
 
@@ -598,6 +608,11 @@ mod tests {
         assert_eq!(d.index, 0);
         assert_eq!(d.kernel.demangled, "reduce_sum(float const*, float*, int)");
         assert_eq!((d.grid, d.block), ([64, 1, 1], [32, 1, 1]));
+        assert_eq!(
+            d.duration_ns,
+            Some(1100),
+            "the device's time for `done` 100"
+        );
         assert_eq!(
             d.buffers.len(),
             1,

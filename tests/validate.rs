@@ -84,3 +84,59 @@ fn human_output_names_pass_and_fail() {
         "no colour when stdout is not a terminal"
     );
 }
+
+#[test]
+fn a_stored_reference_validates_several_optimized_builds_with_their_own_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("snaps");
+    let first = ditto(&[
+        "validate",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref",
+        app("reduce_sum_baseline").to_str().unwrap(),
+        "--opt",
+        app("reduce_sum_optimized").to_str().unwrap(),
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    // The optimized run must see its own variable and working directory.
+    let cwd = tempfile::tempdir().unwrap();
+    let check = format!(
+        "test \"$SIDE\" = opt && test \"$(pwd -P)\" = '{}' && exec {}",
+        cwd.path().canonicalize().unwrap().display(),
+        app("reduce_sum_optimized").display()
+    );
+    let out = ditto(&[
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref-snapshot",
+        keep.join("ref").to_str().unwrap(),
+        "--opt",
+        &format!("sh -c '{}'", check.replace('\'', "'\\''")),
+        "--opt",
+        app("reduce_sum_wrong").to_str().unwrap(),
+        "--opt-env",
+        "SIDE=opt",
+        "--opt-cwd",
+        cwd.path().to_str().unwrap(),
+    ]);
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(v["valid"], false);
+    let c = v["comparisons"].as_array().unwrap();
+    assert_eq!(c.len(), 2);
+    assert_eq!(
+        c[0]["valid"], true,
+        "the optimized build against the stored reference"
+    );
+    assert_eq!(c[1]["valid"], false, "the wrong build");
+    assert_eq!(c[1]["mismatches"][0]["arg"], 1);
+}

@@ -24,6 +24,7 @@ const APPS: &[(&str, &str)] = &[
     ("scale_values", "scale_values.cpp"),
     ("scale_twice", "scale_twice.cpp"),
     ("no_dispatch", "no_dispatch.cpp"),
+    ("parallel_groups", "parallel_groups.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

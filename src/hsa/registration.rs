@@ -163,6 +163,7 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         working_directory: std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
+        rank: options.rank,
     };
     let config = WorkerConfig {
         socket: options.socket.clone(),

@@ -7,7 +7,7 @@
 
 use crate::allocation_map::{Allocation, AllocationMap};
 use crate::kernel_table::KernelTable;
-use crate::log::log_warn;
+use crate::log::{log_debug, log_warn};
 use crate::options::Options;
 use crate::worker::{CaptureSwitch, Device, HeldBarrier, WorkerMessage};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
@@ -279,6 +279,42 @@ impl Device for HsaTool {
             }
         };
         Ok(handle.handle.iter().flat_map(|w| w.to_le_bytes()).collect())
+    }
+
+    /// Start and end of the dispatch as the runtime recorded them on our
+    /// `done` signal, through the ORIGINAL hsa_amd_profiling_get_dispatch_time.
+    /// NOTE(real GPU): ROCr fills these only on queues with profiling enabled
+    /// (hsa_amd_profiling_set_profiler_enabled) and wants the queue's agent;
+    /// ditto enables nothing, so there the times read 0 and this is `None`.
+    /// The CPU runtime records them for every dispatch and ignores the agent.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+        let Some(get) = self.amd.hsa_amd_profiling_get_dispatch_time_fn else {
+            log_debug!(
+                "the runtime has no hsa_amd_profiling_get_dispatch_time: no kernel durations"
+            );
+            return None;
+        };
+        let mut time = hsa_amd_profiling_dispatch_time_t::default();
+        // SAFETY: original entry on our own completed `done` signal, with a
+        // valid out-pointer.
+        let st = unsafe {
+            get(
+                hsa_agent_t { handle: 0 },
+                hsa_signal_t { handle: held.done },
+                &mut time,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end < time.start {
+            log_debug!(
+                "no dispatch time on signal 0x{:x} (status 0x{st:x}, start {}, end {})",
+                held.done,
+                time.start,
+                time.end
+            );
+            return None;
+        }
+        let ticks = (time.end - time.start) as u128;
+        Some((ticks * 1_000_000_000 / self.timestamp_hz as u128) as u64)
     }
 
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {

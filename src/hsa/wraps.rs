@@ -2,7 +2,7 @@
 //! original entry saved at OnLoad and records what the tool needs.
 //! - `hsa_queue_create`: the queue becomes an intercept queue (created with
 //!   the original amd_ext `queue_intercept_create`) with ditto's packet
-//!   callback registered on it;
+//!   callback registered on it and profiling enabled (kernel durations);
 //! - `hsa_amd_memory_pool_allocate` / `_free`: the allocation map (and the
 //!   IPC handle cache, forgotten on free);
 //! - `hsa_executable_freeze`: the kernel table, after the original freeze.
@@ -103,6 +103,19 @@ pub unsafe extern "C" fn queue_create(
                 );
             } else {
                 log_debug!("queue {q:p} intercepted");
+            }
+            // Dispatch times on our `done` signals (the manifest's
+            // duration_ns) are recorded only on queues with profiling on, in
+            // ROCr as in the CPU runtime. It changes no result; a failure
+            // only leaves durations out.
+            if let Some(enable) = tool.amd.hsa_amd_profiling_set_profiler_enabled_fn {
+                // SAFETY: original entry on the queue just created.
+                let st = unsafe { enable(q, 1) };
+                if st != HSA_STATUS_SUCCESS {
+                    log_debug!(
+                        "cannot enable profiling on queue {q:p} (status 0x{st:x}); no kernel durations"
+                    );
+                }
             }
             HSA_STATUS_SUCCESS
         },

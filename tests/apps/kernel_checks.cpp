@@ -116,3 +116,36 @@ __global__ void scale_values(T* input, T* output, T factor, int N) {
   if (i < N) output[i] = input[i] * factor;
 }
 DITTO_KERNEL(scale_values<double>)
+
+// Each round every work-item writes its group's id into its __shared__ slot,
+// waits at a barrier, then checks every slot of the group: a slot holding
+// another group's id means groups running at the same time share the
+// memory. violations[blockIdx.x] counts what the group saw.
+__global__ void shared_identity(int* violations, int rounds) {
+  __shared__ unsigned owner[256];
+  const unsigned tid = threadIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    owner[tid] = blockIdx.x * 1000u + static_cast<unsigned>(r);
+    __syncthreads();
+    for (unsigned i = 0; i < blockDim.x; ++i) {
+      if (owner[i] != blockIdx.x * 1000u + static_cast<unsigned>(r)) atomicAdd(&violations[blockIdx.x], 1);
+    }
+    __syncthreads();
+  }
+}
+DITTO_KERNEL(shared_identity)
+
+// The same check on dynamic shared memory (blockDim.x unsigneds).
+__global__ void dynamic_shared_identity(int* violations, int rounds) {
+  HIP_DYNAMIC_SHARED(unsigned, owner);
+  const unsigned tid = threadIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    owner[tid] = blockIdx.x * 1000u + static_cast<unsigned>(r);
+    __syncthreads();
+    for (unsigned i = 0; i < blockDim.x; ++i) {
+      if (owner[i] != blockIdx.x * 1000u + static_cast<unsigned>(r)) atomicAdd(&violations[blockIdx.x], 1);
+    }
+    __syncthreads();
+  }
+}
+DITTO_KERNEL(dynamic_shared_identity)

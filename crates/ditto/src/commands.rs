@@ -7,9 +7,12 @@
 //! and never exits the process: it returns a [`Verdict`] or an error, which
 //! main maps to exit codes 0 (valid), 1 (mismatch), 2 (error).
 
-use crate::collector::{Collector, CollectorConfig, ConnectionReport, SnapshotLayout, SocketPlace};
+use crate::collector::{
+    Collector, CollectorConfig, ConnectionReport, LiveConnection, SnapshotLayout, SocketPlace,
+};
 use crate::compare::{CompareOptions, compare_snapshots};
 use crate::launch::{self, AppExit, ToolEnvironment};
+use crate::log;
 use crate::report;
 use crate::runtime::{self, HsaBufferSource, HsaRuntime, ResolvedRuntime, RuntimeChoice};
 use crate::store::{Manifest, Snapshot};
@@ -65,11 +68,11 @@ fn start_collector(
     Ok(Collector::start(source, config, place)?)
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
+pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn human_bytes(n: u64) -> String {
+pub fn human_bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
         n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
@@ -93,6 +96,8 @@ struct Captured {
     arrays: u64,
     bytes: u64,
     problems: Vec<String>,
+    /// "dispatch 3 of run 'ref' (pid 12, rank 0)": received, not acknowledged.
+    in_flight: Vec<String>,
 }
 
 fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
@@ -102,54 +107,132 @@ fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
         arrays: 0,
         bytes: 0,
         problems: Vec::new(),
+        in_flight: Vec::new(),
     };
     for r in reports {
         c.connections += 1;
         c.dispatches += r.dispatches_captured;
         c.arrays += r.arrays_captured;
         c.bytes += r.bytes_captured;
+        if let crate::collector::ConnectionEnd::Dropped {
+            in_flight: Some(i), ..
+        } = &r.end
+        {
+            c.in_flight.push(format!("dispatch {i} of {}", r.who()));
+        }
         if r.failed() {
             c.problems.push(r.to_string());
         } else if !matches!(r.end, crate::collector::ConnectionEnd::Goodbye) {
-            eprintln!("ditto: warning: {r}");
+            log::warn(&r.to_string());
         }
     }
     c
 }
 
-/// Checks what one application run delivered into `dir`; returns the
-/// summary line or the error to report.
-fn check_run(
-    label: &str,
-    command: &[String],
-    kernel_query: &str,
+/// "dispatches 0, 1 and 2 of rank 0" / "nothing": what a snapshot holds.
+fn saved_dispatches(manifest: Option<&Manifest>, dir: &Path, show_dir: bool) -> String {
+    let Some(m) = manifest.filter(|m| !m.dispatches.is_empty()) else {
+        return "nothing was saved".into();
+    };
+    let mut ranks: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for d in &m.dispatches {
+        ranks.entry(d.rank).or_default().push(d.index);
+    }
+    let parts: Vec<String> = ranks
+        .into_iter()
+        .map(|(rank, mut indices)| {
+            indices.sort_unstable();
+            let list = if indices.len() > 6 {
+                format!("{}..={}", indices[0], indices[indices.len() - 1])
+            } else {
+                indices
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!("rank {rank}: dispatch {list}")
+        })
+        .collect();
+    let place = if show_dir {
+        format!(" in {}", dir.display())
+    } else {
+        " (keep snapshots with --keep DIR)".to_string()
+    };
+    format!(
+        "saved {} ({}){place}",
+        plural(m.dispatches.len() as u64, "dispatch", "dispatches"),
+        parts.join("; ")
+    )
+}
+
+/// One application run as `check_run` judges it.
+struct RunOutcome<'a> {
+    label: &'a str,
+    command: &'a [String],
+    kernel_query: &'a str,
     exit: AppExit,
-    captured: &Captured,
-    dir: &Path,
+    captured: Captured,
+    /// Connections still open when a timeout stopped the application.
+    pending: Vec<LiveConnection>,
+    dir: &'a Path,
     show_dir: bool,
-) -> Result<String> {
-    let manifest = Snapshot::load(dir).ok().map(|s| s.manifest);
-    let kernel = kernel_label(manifest.as_ref(), kernel_query);
+}
+
+/// Checks what one application run delivered into its directory; returns
+/// the summary line or the error to report.
+fn check_run(o: RunOutcome) -> Result<String> {
+    let manifest = Snapshot::load(o.dir).ok().map(|s| s.manifest);
+    let kernel = kernel_label(manifest.as_ref(), o.kernel_query);
+    let captured = &o.captured;
     let mut what = format!(
         "{} of {kernel} ({}, {})",
         plural(captured.dispatches, "dispatch", "dispatches"),
         plural(captured.arrays, "array", "arrays"),
         human_bytes(captured.bytes),
     );
-    if show_dir {
-        what.push_str(&format!(" into {}", dir.display()));
+    if o.show_dir {
+        what.push_str(&format!(" into {}", o.dir.display()));
     }
-    let cmd = command.join(" ");
+    let label = o.label;
+    let cmd = o.command.join(" ");
+    if !o.exit.success() {
+        let mut what_happened = vec![];
+        if !o.pending.is_empty() {
+            let list: Vec<String> = o.pending.iter().map(|p| p.to_string()).collect();
+            what_happened.push(format!("pending at the timeout: {}", list.join("; ")));
+        } else if matches!(o.exit, AppExit::TimedOut(_)) {
+            what_happened.push(if captured.connections == 0 {
+                "pending at the timeout: the tool had not connected to the collector".to_string()
+            } else {
+                "pending at the timeout: no open connection to the collector".to_string()
+            });
+        }
+        if captured.in_flight.is_empty() {
+            if o.pending.iter().all(|p| p.capturing.is_none()) {
+                what_happened.push("no dispatch was in flight".into());
+            }
+        } else {
+            what_happened.push(format!(
+                "in flight (not acknowledged): {}",
+                captured.in_flight.join("; ")
+            ));
+        }
+        what_happened.push(saved_dispatches(manifest.as_ref(), o.dir, o.show_dir));
+        let advice = match o.exit {
+            AppExit::TimedOut(_) => "raise --timeout if it needs longer, or see why it stalls",
+            _ => "fix the application first (run it without ditto to see)",
+        };
+        bail!(
+            "{label} ({cmd}) ended with {}: {advice}; {}",
+            o.exit,
+            what_happened.join("; ")
+        );
+    }
     if !captured.problems.is_empty() {
         bail!(
             "{label} ({cmd}): capture failed: {}; {what} before that",
             captured.problems.join("; ")
-        );
-    }
-    if !exit.success() {
-        bail!(
-            "{label} ({cmd}) ended with {exit}: fix the application first (run it without ditto to see); \
-             captured {what}"
         );
     }
     if captured.connections == 0 {
@@ -160,12 +243,31 @@ fn check_run(
     }
     if captured.dispatches == 0 {
         let what_ran = manifest.as_ref().map_or_else(
-            || format!("its snapshot in {} could not be read", dir.display()),
+            || format!("its snapshot in {} could not be read", o.dir.display()),
             crate::compare::what_ran,
         );
-        bail!("{label} ({cmd}) never dispatched a kernel matching {kernel_query:?}; {what_ran}");
+        bail!(
+            "{label} ({cmd}) never dispatched a kernel matching {:?}; {what_ran}",
+            o.kernel_query
+        );
     }
-    Ok(format!("{label}: {exit}, captured {what}"))
+    Ok(format!("{label}: {}, captured {what}", o.exit))
+}
+
+/// One application run under the tool, with progress on a terminal and a
+/// note of what was pending if the timeout stops it.
+fn run_one(
+    collector: &Collector,
+    argv: &[String],
+    env: &ToolEnvironment,
+) -> Result<(AppExit, Vec<LiveConnection>)> {
+    let mut pending = Vec::new();
+    let exit = crate::progress::while_running(collector, || {
+        launch::run_application_noting(argv, env, &mut || {
+            pending = collector.open_connections();
+        })
+    })?;
+    Ok((exit, pending))
 }
 
 pub struct RunOptions {
@@ -174,6 +276,7 @@ pub struct RunOptions {
     pub out: PathBuf,
     pub runtime: RuntimeChoice,
     pub command: Vec<String>,
+    pub timeout: Option<Duration>,
 }
 
 /// `ditto run`: one application, one snapshot directory.
@@ -203,34 +306,35 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         arg_types: opts.arg_types.clone(),
         runtime_dir: runtime.library_dir().map(Path::to_path_buf),
         app_stdout_to_stderr: false,
+        extra_env: vec![],
+        cwd: None,
+        timeout: opts.timeout,
     };
-    let exit = launch::run_application(&opts.command, &env)?;
+    let (exit, pending) = run_one(&collector, &opts.command, &env)?;
     if !collector.settle(SETTLE_GRACE) {
-        eprintln!(
-            "ditto: warning: a process still holds a connection {SETTLE_GRACE:?} after the application exited; stopping"
-        );
+        log::warn(&format!(
+            "a process still holds a connection {SETTLE_GRACE:?} after the application exited; stopping"
+        ));
     }
     let reports = collector.stop();
-    let captured = tally(reports.iter());
-    let line = check_run(
-        "the application",
-        &opts.command,
-        &opts.kernel,
+    let line = check_run(RunOutcome {
+        label: "the application",
+        command: &opts.command,
+        kernel_query: &opts.kernel,
         exit,
-        &captured,
-        &out,
-        true,
-    )?;
-    eprintln!("ditto: {line}");
+        captured: tally(reports.iter()),
+        pending,
+        dir: &out,
+        show_dir: true,
+    })?;
+    log::info(&line);
     Ok(Verdict::Valid)
 }
 
 pub struct CompareArgs {
     pub reference: PathBuf,
     pub optimized: PathBuf,
-    pub atol: Option<f64>,
-    pub rtol: Option<f64>,
-    pub equal_nan: bool,
+    pub compare: CompareOptions,
     pub json: bool,
 }
 
@@ -252,32 +356,79 @@ fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Verdict
 
 /// `ditto compare REF_DIR OPT_DIR`.
 pub fn compare(args: CompareArgs) -> Result<Verdict> {
-    let options = CompareOptions::new(args.atol, args.rtol, args.equal_nan)?;
+    let options = args.compare;
     let reference = Snapshot::load(&args.reference).context("reading the reference snapshot")?;
     let optimized = Snapshot::load(&args.optimized).context("reading the optimized snapshot")?;
     let r = compare_snapshots(&reference, &optimized, &options)?;
     Ok(print_comparison(&r, args.json))
 }
 
+/// How to run one side of `ditto validate`.
+#[derive(Debug, Clone, Default)]
+pub struct Side {
+    /// The command line, split like a shell would (`--ref 'CMD ARGS'`).
+    pub command: String,
+    /// `--ref-env K=V` / `--opt-env K=V`.
+    pub env: Vec<(String, String)>,
+    /// `--ref-cwd DIR` / `--opt-cwd DIR`.
+    pub cwd: Option<PathBuf>,
+}
+
 pub struct ValidateOptions {
     pub kernel: String,
-    pub reference: String,
-    pub optimized: String,
-    pub atol: Option<f64>,
-    pub rtol: Option<f64>,
-    pub equal_nan: bool,
+    /// The reference to run; `None` with `reference_snapshot`.
+    pub reference: Option<Side>,
+    /// `--ref-snapshot DIR`: a stored reference instead of a run.
+    pub reference_snapshot: Option<PathBuf>,
+    /// One or more optimized builds (`--opt` repeated), each compared
+    /// with the reference.
+    pub optimized: Vec<Side>,
+    pub compare: CompareOptions,
     pub arg_types: Option<String>,
     pub runtime: RuntimeChoice,
     pub keep: Option<PathBuf>,
+    pub timeout: Option<Duration>,
     pub json: bool,
 }
 
-/// `ditto validate`: one collector, the reference run then the optimized
-/// run, then the comparison.
+/// `ditto validate`: one collector, the reference run (or a stored
+/// reference) then each optimized run, then the comparisons.
 pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
-    let options = CompareOptions::new(opts.atol, opts.rtol, opts.equal_nan)?;
-    let ref_cmd = launch::split_command(&opts.reference).context("--ref")?;
-    let opt_cmd = launch::split_command(&opts.optimized).context("--opt")?;
+    let options = opts.compare;
+    if opts.optimized.is_empty() {
+        bail!("give at least one --opt 'CMD ARGS'");
+    }
+    let mut runs: Vec<(String, String, Vec<String>, &Side)> = Vec::new();
+    match (&opts.reference, &opts.reference_snapshot) {
+        (Some(side), None) => {
+            let cmd = launch::split_command(&side.command).context("--ref")?;
+            runs.push(("reference run".into(), "ref".into(), cmd, side));
+        }
+        (None, Some(_)) => {}
+        (Some(_), Some(_)) => bail!("give --ref or --ref-snapshot, not both"),
+        (None, None) => bail!("give the reference: --ref 'CMD ARGS' or --ref-snapshot DIR"),
+    }
+    let several = opts.optimized.len() > 1;
+    for (i, side) in opts.optimized.iter().enumerate() {
+        let cmd = launch::split_command(&side.command).context("--opt")?;
+        let (label, name) = if several {
+            (format!("optimized run {}", i + 1), format!("opt-{}", i + 1))
+        } else {
+            ("optimized run".to_string(), "opt".to_string())
+        };
+        runs.push((label, name, cmd, side));
+    }
+    // A stored reference is read before anything runs: a wrong directory is
+    // an error now, not after the optimized builds ran.
+    let stored_reference = match &opts.reference_snapshot {
+        Some(dir) => Some(Snapshot::load(dir).with_context(|| {
+            format!(
+                "reading the reference snapshot (--ref-snapshot {})",
+                dir.display()
+            )
+        })?),
+        None => None,
+    };
     let runtime = runtime::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
@@ -297,57 +448,91 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         CollectorConfig::new(SnapshotLayout::PerRun(base.clone())),
         SocketPlace::Private,
     )?;
-    for (label, run_name, cmd) in [
-        ("reference", "ref", &ref_cmd),
-        ("optimized", "opt", &opt_cmd),
-    ] {
+    for (label, run_name, cmd, side) in &runs {
         if STOP.load(Ordering::SeqCst) {
-            bail!("interrupted before the {label} run");
+            bail!("interrupted before the {label}");
+        }
+        let cwd = side.cwd.as_deref().map(absolute).transpose()?;
+        if let Some(dir) = &cwd
+            && !dir.is_dir()
+        {
+            bail!(
+                "{label}: the working directory {} does not exist",
+                dir.display()
+            );
         }
         let env = ToolEnvironment {
             tool_library: tool.clone(),
             kernel: opts.kernel.clone(),
             socket: collector.socket_path().to_path_buf(),
-            run_name: run_name.into(),
+            run_name: run_name.clone(),
             arg_types: opts.arg_types.clone(),
             runtime_dir: runtime.library_dir().map(Path::to_path_buf),
             app_stdout_to_stderr: opts.json,
+            extra_env: side.env.clone(),
+            cwd,
+            timeout: opts.timeout,
         };
-        let exit = launch::run_application(cmd, &env)?;
+        let (exit, pending) = run_one(&collector, cmd, &env)?;
         if !collector.settle(SETTLE_GRACE) {
-            eprintln!(
-                "ditto: warning: a process of the {label} run still holds a connection; going on"
-            );
+            log::warn(&format!(
+                "a process of the {label} still holds a connection; going on"
+            ));
         }
         let reports = collector.reports();
-        let captured = tally(
-            reports
-                .iter()
-                .filter(|r| r.run.as_deref() == Some(run_name)),
-        );
-        let line = check_run(
-            &format!("{label} run"),
-            cmd,
-            &opts.kernel,
+        let line = check_run(RunOutcome {
+            label,
+            command: cmd,
+            kernel_query: &opts.kernel,
             exit,
-            &captured,
-            &base.join(run_name),
-            opts.keep.is_some(),
-        )?;
-        eprintln!("ditto: {line}");
+            captured: tally(
+                reports
+                    .iter()
+                    .filter(|r| r.run.as_deref() == Some(run_name.as_str())),
+            ),
+            pending,
+            dir: &base.join(run_name),
+            show_dir: opts.keep.is_some(),
+        })?;
+        log::info(&line);
     }
     drop(collector.stop());
-    let reference = Snapshot::load(&base.join("ref"))?;
-    let optimized = Snapshot::load(&base.join("opt"))?;
-    let r = compare_snapshots(&reference, &optimized, &options)?;
-    if opts.keep.is_some() {
-        eprintln!(
-            "ditto: snapshots kept in {} and {}",
-            base.join("ref").display(),
-            base.join("opt").display()
+    let reference = match stored_reference {
+        Some(s) => s,
+        None => Snapshot::load(&base.join("ref"))?,
+    };
+    let mut verdict = Verdict::Valid;
+    let mut objects = Vec::new();
+    for (label, run_name, cmd, _) in runs.iter().filter(|r| r.1 != "ref") {
+        let optimized = Snapshot::load(&base.join(run_name))?;
+        let r = compare_snapshots(&reference, &optimized, &options)?;
+        if !r.valid() {
+            verdict = Verdict::Mismatch;
+        }
+        if opts.json {
+            objects.push(report::render_json(&r));
+        } else {
+            if several {
+                println!("{label}: {}", cmd.join(" "));
+            }
+            print!("{}", report::render_human(&r, report::stdout_wants_color()));
+        }
+    }
+    if opts.json {
+        let v = if several {
+            serde_json::json!({"valid": verdict == Verdict::Valid, "comparisons": objects})
+        } else {
+            objects.pop().expect("one comparison")
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON values serialize")
         );
     }
-    Ok(print_comparison(&r, opts.json))
+    if opts.keep.is_some() {
+        log::info(&format!("snapshots kept in {}/<run>/", base.display()));
+    }
+    Ok(verdict)
 }
 
 pub struct CollectOptions {
@@ -364,22 +549,22 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     catch_stop_signals();
     let mut config = CollectorConfig::new(SnapshotLayout::PerRun(out.clone()));
-    config.on_connection_end = Some(Arc::new(|r: &ConnectionReport| eprintln!("ditto: {r}")));
+    config.on_connection_end = Some(Arc::new(|r: &ConnectionReport| log::info(&r.to_string())));
     let collector = start_collector(&runtime, config, SocketPlace::At(opts.socket.clone()))?;
-    eprintln!(
-        "ditto: collecting on {} into {}/<run>/ (stop with Ctrl-C)",
+    log::info(&format!(
+        "collecting on {} into {}/<run>/ (stop with Ctrl-C)",
         collector.socket_path().display(),
         out.display()
-    );
+    ));
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let reports = collector.stop();
     let failed: Vec<&ConnectionReport> = reports.iter().filter(|r| r.failed()).collect();
-    eprintln!(
-        "ditto: collector stopped after {}",
+    log::info(&format!(
+        "collector stopped after {}",
         plural(reports.len() as u64, "connection", "connections")
-    );
+    ));
     if !failed.is_empty() {
         let list: Vec<String> = failed.iter().map(|r| r.to_string()).collect();
         bail!(
@@ -397,4 +582,39 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     } else {
         std::env::current_dir()?.join(p)
     })
+}
+
+/// `ditto inspect DIR [--dump ARG]`.
+pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
+    let snapshot = Snapshot::load(dir)?;
+    if let Some(arg) = dump
+        && !snapshot
+            .manifest
+            .dispatches
+            .iter()
+            .any(|d| d.buffers.iter().any(|b| b.arg == arg))
+    {
+        let mut args: Vec<u32> = snapshot
+            .manifest
+            .dispatches
+            .iter()
+            .flat_map(|d| d.buffers.iter().map(|b| b.arg))
+            .collect();
+        args.sort_unstable();
+        args.dedup();
+        bail!(
+            "--dump {arg}: no dispatch in {} captured argument {arg}; captured arguments: {args:?}",
+            dir.display()
+        );
+    }
+    if json {
+        let v = crate::inspect::render_json(&snapshot, dump)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON values serialize")
+        );
+    } else {
+        print!("{}", crate::inspect::render(&snapshot, dump)?);
+    }
+    Ok(Verdict::Valid)
 }

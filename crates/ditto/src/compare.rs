@@ -40,6 +40,10 @@ pub struct CompareOptions {
     pub tolerance: Option<Tolerance>,
     /// NaN equals NaN only when set.
     pub equal_nan: bool,
+    /// `--ulp N`: finite floats match when at most N units in the last
+    /// place apart (in their own dtype); replaces atol/rtol for floats,
+    /// integers stay exact. Exclusive with `tolerance`.
+    pub ulp: Option<u64>,
 }
 
 impl CompareOptions {
@@ -73,7 +77,21 @@ impl CompareOptions {
         Ok(CompareOptions {
             tolerance,
             equal_nan,
+            ulp: None,
         })
+    }
+
+    /// Adds `--ulp N`; refused together with `--atol/--rtol`.
+    pub fn with_ulp(mut self, ulp: Option<u64>) -> Result<Self, CompareError> {
+        if ulp.is_some() && self.tolerance.is_some() {
+            return Err(CompareError::Usage(
+                "--ulp cannot be combined with --atol/--rtol: choose a distance in units in the last place \
+                 or absolute/relative tolerances"
+                    .into(),
+            ));
+        }
+        self.ulp = ulp;
+        Ok(self)
     }
 
     pub fn tolerance_for(&self, dtype: DType) -> Tolerance {
@@ -144,6 +162,15 @@ pub enum CompareError {
         reference_dir: PathBuf,
         optimized_dir: PathBuf,
         dispatches: usize,
+    },
+    #[error(
+        "{location}: the reference ran {reference} but the optimized run ran {optimized}; dispatches are \
+         paired by (kernel, rank, dispatch index): both runs must dispatch the same kernels in the same order"
+    )]
+    KernelsDiffer {
+        location: String,
+        reference: String,
+        optimized: String,
     },
     #[error("{which} run ({dir}) never dispatched a kernel matching {query:?}; {what_ran}")]
     NotCaptured {
@@ -218,6 +245,10 @@ pub struct ArrayStats {
     pub max_abs_diff_index: u64,
     pub max_rel_diff: f64,
     pub max_rel_diff_index: u64,
+    /// With `--ulp`: the greatest ULP distance among mismatching finite
+    /// floats, and where.
+    pub max_ulp_diff: Option<u64>,
+    pub max_ulp_diff_index: u64,
     pub nonfinite: NonFiniteCounts,
     /// Up to [`WORST_ELEMENTS`] mismatching elements, greatest difference first.
     pub worst: Vec<WorstElement>,
@@ -229,6 +260,38 @@ impl ArrayStats {
     pub fn matches(&self) -> bool {
         self.mismatched_elements == 0
     }
+}
+
+/// Distance between two finite floats of `dtype` in units in the last
+/// place: how many representable values of that dtype lie between them
+/// (+0 and -0 are 0 apart). `None` for non-float dtypes.
+pub fn ulp_distance(dtype: DType, a: f64, b: f64) -> Option<u64> {
+    // Sign-magnitude bits to a line where adjacent floats differ by 1.
+    fn ordered(bits: u64, sign_bit: u64) -> i128 {
+        let magnitude = (bits & (sign_bit - 1)) as i128;
+        if bits & sign_bit != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+    let (oa, ob) = match dtype {
+        DType::F64 => (ordered(a.to_bits(), 1 << 63), ordered(b.to_bits(), 1 << 63)),
+        DType::F32 => (
+            ordered((a as f32).to_bits() as u64, 1 << 31),
+            ordered((b as f32).to_bits() as u64, 1 << 31),
+        ),
+        DType::F16 => (
+            ordered(f16::from_f64(a).to_bits() as u64, 1 << 15),
+            ordered(f16::from_f64(b).to_bits() as u64, 1 << 15),
+        ),
+        DType::BF16 => (
+            ordered(bf16::from_f64(a).to_bits() as u64, 1 << 15),
+            ordered(bf16::from_f64(b).to_bits() as u64, 1 << 15),
+        ),
+        _ => return None,
+    };
+    Some((oa - ob).unsigned_abs() as u64)
 }
 
 /// `x` is a greater difference than `y` (NaN greatest; first one kept on ties).
@@ -269,11 +332,14 @@ pub fn compare_arrays(
         max_abs_diff_index: 0,
         max_rel_diff: 0.0,
         max_rel_diff_index: 0,
+        max_ulp_diff: None,
+        max_ulp_diff_index: 0,
         nonfinite: NonFiniteCounts::default(),
         worst: Vec::new(),
     };
     let pairs = elements(dtype, &reference.bytes).zip(elements(dtype, &optimized.bytes));
     for (i, (b, a)) in pairs.enumerate() {
+        let mut ulp_diff = None;
         let (matched, abs_diff, magnitude_b) = match (b, a) {
             (Element::Float(b), Element::Float(a)) => {
                 let n = &mut s.nonfinite;
@@ -287,6 +353,10 @@ pub fn compare_arrays(
                 } else if b.is_infinite() || a.is_infinite() {
                     let matched = a == b;
                     (matched, if matched { 0.0 } else { f64::INFINITY }, b.abs())
+                } else if let Some(allowed) = options.ulp {
+                    let u = ulp_distance(dtype, a, b).expect("a float dtype");
+                    ulp_diff = Some(u);
+                    (u <= allowed, (a - b).abs(), b.abs())
                 } else {
                     let d = (a - b).abs();
                     (d <= tol.atol + tol.rtol * b.abs(), d, b.abs())
@@ -315,6 +385,12 @@ pub fn compare_arrays(
             abs_diff / magnitude_b
         };
         let i = i as u64;
+        if let Some(u) = ulp_diff
+            && s.max_ulp_diff.is_none_or(|m| u > m)
+        {
+            s.max_ulp_diff = Some(u);
+            s.max_ulp_diff_index = i;
+        }
         if s.mismatched_elements == 1 || greater(abs_diff, s.max_abs_diff) {
             s.max_abs_diff = abs_diff;
             s.max_abs_diff_index = i;
@@ -380,26 +456,10 @@ impl ComparisonReport {
     }
 }
 
-/// "it dispatched: A ×2, B ×1; pass one of these names ..." from a
-/// manifest: what to say when the kernel asked for was never captured.
+/// What to say when the kernel asked for was never captured (see
+/// [`crate::diagnose::what_ran`]).
 pub fn what_ran(m: &Manifest) -> String {
-    if m.runs.is_empty() {
-        return "no application process connected to the collector (was the tool library preloaded? \
-                run with DITTO_LOG=debug)"
-            .into();
-    }
-    if m.dispatched_kernels.is_empty() {
-        return "it reported no dispatched kernels at all".into();
-    }
-    let list: Vec<String> = m
-        .dispatched_kernels
-        .iter()
-        .map(|k| format!("{} ×{} ({})", k.demangled, k.count, k.mangled))
-        .collect();
-    format!(
-        "it dispatched: {}; pass one of these names (or its mangled name) as --kernel",
-        list.join(", ")
-    )
+    crate::diagnose::what_ran(m)
 }
 
 fn location(multi_rank: bool, d: &DispatchRecord, arg: Option<u32>) -> String {
@@ -465,6 +525,17 @@ pub fn compare_snapshots(
         });
     }
     let multi_rank = ref_d.iter().chain(opt_d.iter()).any(|d| d.rank != 0);
+    let kernels_of = |v: &[&DispatchRecord]| {
+        let mut k: Vec<&str> = v
+            .iter()
+            .filter_map(|d| d.kernel.as_ref())
+            .map(|k| k.mangled.as_str())
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        k.len()
+    };
+    let several_kernels = kernels_of(&ref_d) > 1 || kernels_of(&opt_d) > 1;
     let mut arrays = Vec::new();
     for (r, o) in ref_d.iter().zip(opt_d.iter()) {
         let ref_args: Vec<u32> = r.buffers.iter().map(|b| b.arg).collect();
@@ -474,6 +545,19 @@ pub fn compare_snapshots(
                 location: location(multi_rank, r, None),
                 reference: ref_args,
                 optimized: opt_args,
+            });
+        }
+        // With several kernels in one snapshot (a bare name matching several
+        // instantiations) a pair must be the same kernel; with one kernel on
+        // each side a renamed optimized kernel is paired (and noted).
+        if several_kernels
+            && let (Some(rk), Some(ok)) = (&r.kernel, &o.kernel)
+            && rk.mangled != ok.mangled
+        {
+            return Err(CompareError::KernelsDiffer {
+                location: location(multi_rank, r, None),
+                reference: rk.demangled.clone(),
+                optimized: ok.demangled.clone(),
             });
         }
         let ref_arrays = reference.load_dispatch(r)?;
@@ -615,6 +699,48 @@ mod tests {
             },
         );
         assert_eq!(s.mismatched_elements, 1);
+    }
+
+    #[test]
+    fn ulp_distance_counts_representable_values_in_the_dtype() {
+        let next = f32::from_bits(1.0f32.to_bits() + 3);
+        assert_eq!(ulp_distance(DType::F32, 1.0, next as f64), Some(3));
+        assert_eq!(ulp_distance(DType::F32, -0.0, 0.0), Some(0));
+        // The smallest subnormals on both sides of zero are 2 apart.
+        let tiny = f32::from_bits(1) as f64;
+        assert_eq!(ulp_distance(DType::F32, -tiny, tiny), Some(2));
+        assert_eq!(ulp_distance(DType::F64, 1.0, 1.0 + f64::EPSILON), Some(1));
+        assert_eq!(ulp_distance(DType::BF16, 1.0, 1.0078125), Some(1));
+        assert_eq!(ulp_distance(DType::I32, 1.0, 2.0), None);
+    }
+
+    #[test]
+    fn ulp_tolerance_replaces_atol_and_rtol_and_excludes_them() {
+        let one = 1.0f32;
+        let r = f32s(&[one, one, 1000.0]);
+        let o = f32s(&[
+            f32::from_bits(one.to_bits() + 2),
+            f32::from_bits(one.to_bits() + 3),
+            1000.0,
+        ]);
+        let opts = CompareOptions::default().with_ulp(Some(2)).unwrap();
+        let s = cmp(&r, &o, opts);
+        assert_eq!(s.mismatched_elements, 1);
+        assert_eq!((s.max_ulp_diff, s.max_ulp_diff_index), (Some(3), 1));
+        let err = CompareOptions::new(Some(1e-5), Some(1e-5), false)
+            .unwrap()
+            .with_ulp(Some(4))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("--ulp cannot be combined"),
+            "{err}"
+        );
+        // Integers stay exact under --ulp.
+        let i = |v: &[i32]| Array {
+            dtype: DType::I32,
+            bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        assert_eq!(cmp(&i(&[5]), &i(&[6]), opts).mismatched_elements, 1);
     }
 
     #[test]
@@ -865,10 +991,66 @@ mod tests {
             },
             grid: [1, 1, 1],
             block: [1, 1, 1],
+            duration_ns: None,
             buffers: vec![],
         };
         w.add_dispatch(0, 1, &d, &[]).unwrap();
         Snapshot::load(dir).unwrap()
+    }
+
+    #[test]
+    fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
+        use crate::store::{CapturedBuffer, SnapshotWriter};
+        let write = |dir: &std::path::Path, kernels: [&str; 2]| {
+            let mut w = SnapshotWriter::create(dir, "scale_values").unwrap();
+            for (index, mangled) in kernels.iter().enumerate() {
+                let data = vec![0u8; 4];
+                let d = ditto_protocol::Dispatch {
+                    index: index as u64,
+                    kernel: ditto_protocol::KernelName {
+                        mangled: mangled.to_string(),
+                        demangled: mangled.to_string(),
+                    },
+                    grid: [1, 1, 1],
+                    block: [1, 1, 1],
+                    duration_ns: None,
+                    buffers: vec![],
+                };
+                let b = ditto_protocol::Buffer {
+                    arg_index: 1,
+                    name: None,
+                    dtype: DType::U8,
+                    handle: vec![0; 32],
+                    owner_pid: 1,
+                    alloc_base: 0,
+                    alloc_size: 4,
+                    offset: 0,
+                    extent: 4,
+                    fingerprint: ditto_protocol::fingerprint(&data),
+                };
+                w.add_dispatch(0, 1, &d, &[CapturedBuffer { buffer: b, data }])
+                    .unwrap();
+            }
+            Snapshot::load(dir).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(&dir.path().join("a"), ["kf", "kd"]);
+        let b = write(&dir.path().join("b"), ["kd", "kf"]);
+        let same = write(&dir.path().join("c"), ["kf", "kd"]);
+        let err = compare_snapshots(&a, &b, &defaults())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("dispatch 0: the reference ran kf but the optimized run ran kd"),
+            "{err}"
+        );
+        assert_eq!(
+            compare_snapshots(&a, &same, &defaults())
+                .unwrap()
+                .arrays
+                .len(),
+            2
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Pid of the application [`run_application`] is waiting for (0: none).
 static RUNNING_APPLICATION: AtomicI32 = AtomicI32::new(0);
@@ -86,6 +87,21 @@ pub struct ToolEnvironment {
     /// Send the application's stdout to our stderr, so that our stdout
     /// carries only what ditto prints (the `--json` object).
     pub app_stdout_to_stderr: bool,
+    /// Extra variables for this application only (`--ref-env K=V`), set
+    /// after ours: the user's word wins.
+    pub extra_env: Vec<(String, String)>,
+    /// Working directory of the application (`--ref-cwd DIR`); default ours.
+    pub cwd: Option<PathBuf>,
+    /// Stop the application (SIGTERM, then SIGKILL 2 s later) once it has run this long.
+    pub timeout: Option<Duration>,
+}
+
+/// Parses `K=V` as given to `--ref-env`/`--opt-env`.
+pub fn parse_env_assignment(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !k.contains('\0') => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{text}` is not NAME=VALUE")),
+    }
 }
 
 fn prepend(first: &Path, rest: Option<OsString>) -> OsString {
@@ -130,6 +146,12 @@ impl ToolEnvironment {
         if self.arg_types.is_none() {
             cmd.env_remove("DITTO_ARG_TYPES");
         }
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
     }
 }
 
@@ -138,6 +160,8 @@ impl ToolEnvironment {
 pub enum AppExit {
     Code(i32),
     Signal(i32),
+    /// Still running at the timeout; ditto stopped it.
+    TimedOut(Duration),
 }
 
 impl AppExit {
@@ -145,6 +169,9 @@ impl AppExit {
         self == AppExit::Code(0)
     }
 }
+
+/// Grace between SIGTERM and SIGKILL for an application past its timeout.
+const KILL_GRACE: Duration = Duration::from_secs(2);
 
 fn signal_name(sig: i32) -> String {
     // SAFETY: strsignal returns a pointer to a static or thread-local string (or null).
@@ -162,6 +189,11 @@ impl std::fmt::Display for AppExit {
         match self {
             AppExit::Code(c) => write!(f, "exit status {c}"),
             AppExit::Signal(s) => write!(f, "killed by {}", signal_name(*s)),
+            AppExit::TimedOut(t) => write!(
+                f,
+                "no exit within the {} s timeout (ditto stopped it)",
+                t.as_secs_f64()
+            ),
         }
     }
 }
@@ -169,7 +201,19 @@ impl std::fmt::Display for AppExit {
 /// Runs `argv` under the tool and waits for it; its stdin, stdout and
 /// stderr are ours (its stdout goes to our stderr when
 /// `env.app_stdout_to_stderr`).
+/// With `env.timeout`, `at_timeout` is called once the time is up and
+/// before the application is stopped (to note what was pending).
 pub fn run_application(argv: &[String], env: &ToolEnvironment) -> Result<AppExit, LaunchError> {
+    run_application_noting(argv, env, &mut || {})
+}
+
+/// [`run_application`], calling `at_timeout` when `env.timeout` is reached,
+/// before the application is stopped.
+pub fn run_application_noting(
+    argv: &[String],
+    env: &ToolEnvironment,
+    at_timeout: &mut dyn FnMut(),
+) -> Result<AppExit, LaunchError> {
     let (program, args) = argv.split_first().ok_or(LaunchError::EmptyCommand)?;
     let mut cmd = Command::new(program);
     cmd.args(args);
@@ -197,7 +241,31 @@ pub fn run_application(argv: &[String], env: &ToolEnvironment) -> Result<AppExit
         // SAFETY: pid is our child, not yet reaped.
         unsafe { libc::kill(pid, pending) };
     }
-    let waited = child.wait();
+    let waited = match env.timeout {
+        None => child.wait(),
+        Some(limit) => {
+            let deadline = Instant::now() + limit;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Ok(None) => {
+                        at_timeout();
+                        let killed = stop_child(&mut child);
+                        RUNNING_APPLICATION.store(0, Ordering::SeqCst);
+                        killed.map_err(|source| LaunchError::Wait {
+                            program: program.clone(),
+                            source,
+                        })?;
+                        return Ok(AppExit::TimedOut(limit));
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+        }
+    };
     RUNNING_APPLICATION.store(0, Ordering::SeqCst);
     let status = waited.map_err(|source| LaunchError::Wait {
         program: program.clone(),
@@ -208,6 +276,22 @@ pub fn run_application(argv: &[String], env: &ToolEnvironment) -> Result<AppExit
         (None, Some(s)) => AppExit::Signal(s),
         (None, None) => AppExit::Code(-1),
     })
+}
+
+/// SIGTERM, then SIGKILL after [`KILL_GRACE`]; reaps the child.
+fn stop_child(child: &mut std::process::Child) -> std::io::Result<()> {
+    let pid = child.id() as i32;
+    // SAFETY: pid is our child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + KILL_GRACE;
+    while Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill()?;
+    child.wait().map(|_| ())
 }
 
 /// Splits a command line the way a POSIX shell splits words: blanks
@@ -317,6 +401,9 @@ mod tests {
             arg_types: Some("f32*,i32".into()),
             runtime_dir: Some("/t/hsa-cpu".into()),
             app_stdout_to_stderr: false,
+            extra_env: vec![],
+            cwd: None,
+            timeout: None,
         };
         let vars = env.variables(Some("/other.so".into()), Some("/usr/lib".into()));
         let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
@@ -339,6 +426,64 @@ mod tests {
         assert_eq!(vars[0].1, "/t/libditto.so");
     }
 
+    fn harmless_env() -> ToolEnvironment {
+        ToolEnvironment {
+            tool_library: "libc.so.6".into(),
+            kernel: "k".into(),
+            socket: "/nonexistent".into(),
+            run_name: "r".into(),
+            arg_types: None,
+            runtime_dir: None,
+            app_stdout_to_stderr: false,
+            extra_env: vec![],
+            cwd: None,
+            timeout: None,
+        }
+    }
+
+    #[test]
+    fn per_run_environment_and_working_directory_reach_the_application() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = ToolEnvironment {
+            extra_env: vec![("DITTO_TEST_SIDE".into(), "opt".into())],
+            cwd: Some(dir.path().to_path_buf()),
+            ..harmless_env()
+        };
+        let script = format!(
+            "test \"$DITTO_TEST_SIDE\" = opt && test \"$(pwd -P)\" = {:?}",
+            dir.path().canonicalize().unwrap()
+        );
+        let exit = run_application(&["sh".into(), "-c".into(), script], &env).unwrap();
+        assert_eq!(exit, AppExit::Code(0));
+        assert_eq!(
+            parse_env_assignment("A=b=c"),
+            Ok(("A".into(), "b=c".into()))
+        );
+        assert!(parse_env_assignment("=x").is_err() && parse_env_assignment("AB").is_err());
+    }
+
+    #[test]
+    fn an_application_past_its_timeout_is_stopped_after_noting_what_was_pending() {
+        let env = ToolEnvironment {
+            timeout: Some(Duration::from_millis(200)),
+            ..harmless_env()
+        };
+        let mut noted = 0;
+        let started = Instant::now();
+        let exit = run_application_noting(&split_command("sleep 30").unwrap(), &env, &mut || {
+            noted += 1
+        })
+        .unwrap();
+        assert_eq!(exit, AppExit::TimedOut(Duration::from_millis(200)));
+        assert_eq!(noted, 1);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(exit.to_string().contains("0.2 s timeout"), "{exit}");
+    }
+
     #[test]
     fn exit_status_and_signal_are_reported() {
         let env = ToolEnvironment {
@@ -350,6 +495,9 @@ mod tests {
             arg_types: None,
             runtime_dir: None,
             app_stdout_to_stderr: false,
+            extra_env: vec![],
+            cwd: None,
+            timeout: None,
         };
         let exit = run_application(&split_command("sh -c 'exit 3'").unwrap(), &env).unwrap();
         assert_eq!(exit, AppExit::Code(3));

@@ -7,7 +7,11 @@
 pub mod collector;
 pub mod commands;
 pub mod compare;
+pub mod diagnose;
+pub mod inspect;
 pub mod launch;
+pub mod log;
+pub mod progress;
 pub mod report;
 pub mod runtime;
 pub mod store;

@@ -2,16 +2,49 @@
 //! Exit codes: 0 valid, 1 mismatch, 2 error (`ditto: error: ...` on stderr).
 
 use clap::{Args, Parser, Subcommand};
-use ditto_cli::commands::{self, Verdict};
+use ditto_cli::commands::{self, Side, Verdict};
+use ditto_cli::compare::CompareOptions;
 use ditto_cli::runtime::RuntimeChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+const MAIN_EXAMPLE: &str = "\
+Example:
+  ditto validate --kernel reduce_sum --ref ./reduce_sum_baseline --opt ./reduce_sum_optimized
+  (PASS and exit 0 when every output array matches; FAIL, the differences and exit 1 otherwise)";
+
+const RUN_EXAMPLE: &str = "\
+Example:
+  ditto run --kernel 'scale_values<float>' --out snap -- ./scale_values float 1024
+  ditto inspect snap";
+
+const COMPARE_EXAMPLE: &str = "\
+Example:
+  ditto compare snaps/ref snaps/opt --atol 1e-3 --rtol 1e-3 --json";
+
+const VALIDATE_EXAMPLE: &str = "\
+Example:
+  ditto validate --kernel reduce_sum --ref './baseline 65536' --opt './optimized 65536' \\
+      --opt-env HIP_VISIBLE_DEVICES=1 --keep snaps
+  ditto validate --kernel reduce_sum --ref-snapshot snaps/ref --opt ./v2 --opt ./v3";
+
+const INSPECT_EXAMPLE: &str = "\
+Example:
+  ditto inspect snap --dump 1";
+
+const COLLECT_EXAMPLE: &str = "\
+Example:
+  ditto collect --socket /tmp/ditto.sock --out snaps &
+  mpirun -np 4 scripts/ditto-run --socket /tmp/ditto.sock --kernel reduce_sum --run ref -- ./app
+  kill %1; ditto compare snaps/ref snaps/opt";
 
 #[derive(Parser)]
 #[command(
     name = "ditto",
     version,
-    about = "Validate GPU kernels inside unmodified HIP/HSA applications"
+    about = "Validate GPU kernels inside unmodified HIP/HSA applications",
+    after_help = MAIN_EXAMPLE
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,14 +59,37 @@ struct Tolerances {
     /// Relative tolerance (with --atol)
     #[arg(long, requires = "atol")]
     rtol: Option<f64>,
+    /// Floats match when at most N units in the last place apart (instead of --atol/--rtol)
+    #[arg(long, value_name = "N", conflicts_with_all = ["atol", "rtol"])]
+    ulp: Option<u64>,
     /// Treat NaN as equal to NaN
     #[arg(long)]
     equal_nan: bool,
 }
 
+impl Tolerances {
+    fn options(&self) -> anyhow::Result<CompareOptions> {
+        Ok(CompareOptions::new(self.atol, self.rtol, self.equal_nan)?.with_ulp(self.ulp)?)
+    }
+}
+
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    ditto_cli::launch::parse_env_assignment(text)
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("`{text}` is not a positive number of seconds")),
+    }
+}
+
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run an application under the tool and snapshot a kernel's buffers
+    #[command(after_help = RUN_EXAMPLE)]
     Run {
         /// Kernel to capture: name, name<templates>, full signature or mangled name
         #[arg(long)]
@@ -46,43 +102,83 @@ enum Command {
         out: PathBuf,
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
+        /// Stop the application after SECS seconds and say what was pending
+        #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+        timeout: Option<Duration>,
         /// The application and its arguments
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
     /// Compare two snapshot directories
+    #[command(after_help = COMPARE_EXAMPLE)]
     Compare {
         reference: PathBuf,
         optimized: PathBuf,
         #[command(flatten)]
         tolerances: Tolerances,
-        /// One JSON object on stdout
+        /// One JSON object on stdout (schema in README.md)
         #[arg(long)]
         json: bool,
     },
-    /// Run a reference and an optimized application and compare the kernel's buffers
+    /// Run a reference and optimized applications and compare the kernel's buffers
+    #[command(after_help = VALIDATE_EXAMPLE)]
     Validate {
         #[arg(long)]
         kernel: String,
         /// Reference command line, e.g. --ref './baseline 1024'
-        #[arg(long = "ref")]
-        reference: String,
-        /// Optimized command line
-        #[arg(long = "opt")]
-        optimized: String,
+        #[arg(
+            long = "ref",
+            value_name = "CMD",
+            required_unless_present = "ref_snapshot"
+        )]
+        reference: Option<String>,
+        /// Use a stored reference snapshot instead of running one
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["reference", "ref_env", "ref_cwd"])]
+        ref_snapshot: Option<PathBuf>,
+        /// Variable for the reference run only (repeatable)
+        #[arg(long, value_name = "NAME=VALUE", value_parser = parse_env)]
+        ref_env: Vec<(String, String)>,
+        /// Working directory of the reference run
+        #[arg(long, value_name = "DIR")]
+        ref_cwd: Option<PathBuf>,
+        /// Optimized command line; repeat to validate several builds
+        #[arg(long = "opt", value_name = "CMD", required = true)]
+        optimized: Vec<String>,
+        /// Variable for the optimized run(s) only (repeatable)
+        #[arg(long, value_name = "NAME=VALUE", value_parser = parse_env)]
+        opt_env: Vec<(String, String)>,
+        /// Working directory of the optimized run(s)
+        #[arg(long, value_name = "DIR")]
+        opt_cwd: Option<PathBuf>,
         #[command(flatten)]
         tolerances: Tolerances,
         #[arg(long)]
         arg_types: Option<String>,
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
-        /// Keep the snapshots in DIR/ref and DIR/opt
+        /// Keep the snapshots in DIR/ref and DIR/opt (DIR/opt-N with several --opt)
         #[arg(long, value_name = "DIR")]
         keep: Option<PathBuf>,
+        /// Stop each application after SECS seconds and say what was pending
+        #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+        timeout: Option<Duration>,
+        /// One JSON object on stdout (schema in README.md)
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a snapshot's dispatches and arrays (min, max, mean, NaN, inf)
+    #[command(after_help = INSPECT_EXAMPLE)]
+    Inspect {
+        dir: PathBuf,
+        /// Also print every value of argument ARG
+        #[arg(long, value_name = "ARG")]
+        dump: Option<u32>,
+        /// One JSON object on stdout
         #[arg(long)]
         json: bool,
     },
     /// Serve a socket for scripts/ditto-run until SIGINT/SIGTERM; each run goes to OUT/<run>/
+    #[command(after_help = COLLECT_EXAMPLE)]
     Collect {
         #[arg(long)]
         socket: PathBuf,
@@ -93,15 +189,14 @@ enum Command {
     },
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let mut json = false;
-    let result = match cli.command {
+fn dispatch(command: Command) -> anyhow::Result<Verdict> {
+    match command {
         Command::Run {
             kernel,
             arg_types,
             out,
             hsa_runtime,
+            timeout,
             command,
         } => commands::run(commands::RunOptions {
             kernel,
@@ -109,47 +204,58 @@ fn main() -> ExitCode {
             out,
             runtime: hsa_runtime,
             command,
+            timeout,
         }),
         Command::Compare {
             reference,
             optimized,
-            tolerances: t,
-            json: j,
-        } => {
-            json = j;
-            commands::compare(commands::CompareArgs {
-                reference,
-                optimized,
-                atol: t.atol,
-                rtol: t.rtol,
-                equal_nan: t.equal_nan,
-                json: j,
-            })
-        }
+            tolerances,
+            json,
+        } => commands::compare(commands::CompareArgs {
+            reference,
+            optimized,
+            compare: tolerances.options()?,
+            json,
+        }),
         Command::Validate {
             kernel,
             reference,
+            ref_snapshot,
+            ref_env,
+            ref_cwd,
             optimized,
-            tolerances: t,
+            opt_env,
+            opt_cwd,
+            tolerances,
             arg_types,
             hsa_runtime,
             keep,
-            json: j,
-        } => {
-            json = j;
-            commands::validate(commands::ValidateOptions {
-                kernel,
-                reference,
-                optimized,
-                atol: t.atol,
-                rtol: t.rtol,
-                equal_nan: t.equal_nan,
-                arg_types,
-                runtime: hsa_runtime,
-                keep,
-                json: j,
-            })
-        }
+            timeout,
+            json,
+        } => commands::validate(commands::ValidateOptions {
+            kernel,
+            reference: reference.map(|command| Side {
+                command,
+                env: ref_env,
+                cwd: ref_cwd,
+            }),
+            reference_snapshot: ref_snapshot,
+            optimized: optimized
+                .into_iter()
+                .map(|command| Side {
+                    command,
+                    env: opt_env.clone(),
+                    cwd: opt_cwd.clone(),
+                })
+                .collect(),
+            compare: tolerances.options()?,
+            arg_types,
+            runtime: hsa_runtime,
+            keep,
+            timeout,
+            json,
+        }),
+        Command::Inspect { dir, dump, json } => commands::inspect(&dir, dump, json),
         Command::Collect {
             socket,
             out,
@@ -159,8 +265,18 @@ fn main() -> ExitCode {
             out,
             runtime: hsa_runtime,
         }),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = match &cli.command {
+        Command::Compare { json, .. }
+        | Command::Validate { json, .. }
+        | Command::Inspect { json, .. } => *json,
+        _ => false,
     };
-    match result {
+    match dispatch(cli.command) {
         Ok(Verdict::Valid) => ExitCode::from(0),
         Ok(Verdict::Mismatch) => ExitCode::from(1),
         Err(e) => {
@@ -168,7 +284,9 @@ fn main() -> ExitCode {
             if json {
                 println!("{}", ditto_cli::report::render_json_error(&message));
             }
-            eprintln!("ditto: error: {message}");
+            if ditto_cli::log::level() != ditto_cli::log::Level::Off {
+                eprintln!("ditto: error: {message}");
+            }
             ExitCode::from(2)
         }
     }

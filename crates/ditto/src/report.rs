@@ -6,7 +6,8 @@
 //!
 //! # JSON schema (`ditto compare --json`, `ditto validate --json`)
 //!
-//! One object on stdout:
+//! Stable: fields are only ever added. One object on stdout (README.md,
+//! "JSON output", documents the same):
 //!
 //! ```text
 //! {
@@ -19,22 +20,27 @@
 //!   "arrays_compared": int,
 //!   "equal_nan": bool,
 //!   "tolerance": {"atol": float, "rtol": float} | null,   // null: per-dtype defaults
+//!   "ulp": int|null,               // --ulp N
 //!   "mismatches": [{
 //!     "rank": int, "dispatch": int, "arg": int, "dtype": str,
 //!     "mismatched_elements": int, "total_elements": int,
+//!     "nonfinite": {"reference_nan","optimized_nan","reference_inf","optimized_inf": int},
 //!     "max_abs_diff": float|null, "max_abs_diff_index": int,   // null when NaN/inf
 //!     "max_rel_diff": float|null, "max_rel_diff_index": int,
+//!     "max_ulp_diff": int|null, "max_ulp_diff_index": int,     // with --ulp
 //!     "atol": float, "rtol": float,
-//!     "nonfinite": {"reference_nan","optimized_nan","reference_inf","optimized_inf": int},
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
-//!   "arrays": [{"rank","dispatch","arg","dtype","total_elements","mismatched_elements": ...}]
+//!   "arrays": [{"rank","dispatch","arg","dtype","total_elements","mismatched_elements","nonfinite"}]
 //! }
 //! ```
 //!
+//! `ditto validate` with several `--opt`: `{"valid": bool, "comparisons": [object, ...]}`,
+//! one object as above per optimized build, in the order given.
 //! On an error (exit 2) with `--json`, stdout carries `{"valid": false, "error": str}`.
 
 use crate::compare::{ArrayComparison, ComparisonReport, Element};
+use ditto_protocol::DType;
 use serde_json::{Value, json};
 
 /// Formats a float the way Python's `repr` does (what torch's messages show):
@@ -147,18 +153,36 @@ pub fn render_human(report: &ComparisonReport, color: bool) -> String {
             s.mismatched_elements,
             s.total_elements
         ));
-        out.push_str(&format!(
-            "  Greatest absolute difference: {} at index ({},) (up to {} allowed)\n",
-            py_float(s.max_abs_diff),
-            s.max_abs_diff_index,
-            py_float(s.tolerance.atol)
-        ));
-        out.push_str(&format!(
-            "  Greatest relative difference: {} at index ({},) (up to {} allowed)\n",
-            py_float(s.max_rel_diff),
-            s.max_rel_diff_index,
-            py_float(s.tolerance.rtol)
-        ));
+        match (report.options.ulp, s.dtype) {
+            (Some(ulp), DType::F16 | DType::BF16 | DType::F32 | DType::F64) => {
+                out.push_str(&format!(
+                    "  Greatest absolute difference: {} at index ({},)\n",
+                    py_float(s.max_abs_diff),
+                    s.max_abs_diff_index,
+                ));
+                let (greatest, at) = match s.max_ulp_diff {
+                    Some(u) => (u.to_string(), s.max_ulp_diff_index),
+                    None => ("- (only NaN/inf differ)".into(), 0),
+                };
+                out.push_str(&format!(
+                    "  Greatest ULP difference: {greatest} at index ({at},) (up to {ulp} allowed)\n",
+                ));
+            }
+            _ => {
+                out.push_str(&format!(
+                    "  Greatest absolute difference: {} at index ({},) (up to {} allowed)\n",
+                    py_float(s.max_abs_diff),
+                    s.max_abs_diff_index,
+                    py_float(s.tolerance.atol)
+                ));
+                out.push_str(&format!(
+                    "  Greatest relative difference: {} at index ({},) (up to {} allowed)\n",
+                    py_float(s.max_rel_diff),
+                    s.max_rel_diff_index,
+                    py_float(s.tolerance.rtol)
+                ));
+            }
+        }
         let nf = &s.nonfinite;
         if nf.reference_nan + nf.optimized_nan + nf.reference_inf + nf.optimized_inf > 0 {
             out.push_str(&format!(
@@ -214,6 +238,7 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
         "dtype": s.dtype.name(),
         "mismatched_elements": s.mismatched_elements,
         "total_elements": s.total_elements,
+        "nonfinite": s.nonfinite,
     });
     if detailed {
         let o = v.as_object_mut().expect("object");
@@ -223,10 +248,8 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
         o.insert("max_rel_diff_index".into(), json!(s.max_rel_diff_index));
         o.insert("atol".into(), json!(s.tolerance.atol));
         o.insert("rtol".into(), json!(s.tolerance.rtol));
-        o.insert(
-            "nonfinite".into(),
-            serde_json::to_value(s.nonfinite).expect("plain struct"),
-        );
+        o.insert("max_ulp_diff".into(), json!(s.max_ulp_diff));
+        o.insert("max_ulp_diff_index".into(), json!(s.max_ulp_diff_index));
         let worst: Vec<Value> = s
             .worst
             .iter()
@@ -253,6 +276,7 @@ pub fn render_json(report: &ComparisonReport) -> Value {
         "arrays_compared": report.arrays.len(),
         "equal_nan": report.options.equal_nan,
         "tolerance": report.options.tolerance.map(|t| json!({"atol": t.atol, "rtol": t.rtol})),
+        "ulp": report.options.ulp,
         "mismatches": report.mismatching().map(|a| array_json(a, true)).collect::<Vec<_>>(),
         "arrays": report.arrays.iter().map(|a| array_json(a, false)).collect::<Vec<_>>(),
     })

@@ -60,14 +60,23 @@ pub struct Manifest {
     pub dispatched_kernels: Vec<DispatchedKernel>,
 }
 
-/// One application process that connected (rank = connection order).
+/// One application process that connected. Its rank is the launcher's
+/// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) when the tool found one,
+/// else the lowest rank not yet taken in this snapshot (connection order).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunRecord {
     pub rank: u32,
+    /// `"launcher"` or `"connection order"`.
+    #[serde(default = "connection_order")]
+    pub rank_source: String,
     pub pid: u32,
     pub run: String,
     pub command_line: Vec<String>,
     pub working_directory: String,
+}
+
+fn connection_order() -> String {
+    "connection order".into()
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -75,8 +84,15 @@ pub struct DispatchRecord {
     pub rank: u32,
     pub index: u64,
     pub pid: u32,
+    /// The kernel this dispatch ran (a bare-name query can match several
+    /// instantiations); null only in snapshots of older ditto versions.
+    #[serde(default)]
+    pub kernel: Option<KernelName>,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Kernel execution time in nanoseconds; null when the runtime gave none.
+    #[serde(default)]
+    pub duration_ns: Option<u64>,
     /// File name inside the snapshot directory.
     pub file: String,
     pub buffers: Vec<BufferRecord>,
@@ -85,10 +101,16 @@ pub struct DispatchRecord {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct BufferRecord {
     pub arg: u32,
+    /// The parameter's name when known (null: demangled names carry none).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Tensor name inside `file` (`arg<N>`).
     pub tensor: String,
     /// [`DType::name`].
     pub dtype: String,
+    /// Shape of the tensor in the dispatch file (`[elements]`: buffers are 1-D).
+    #[serde(default)]
+    pub shape: Vec<u64>,
     pub elements: u64,
     pub owner_pid: u32,
     pub alloc_base: u64,
@@ -252,11 +274,35 @@ impl SnapshotWriter {
         self.replaced_previous
     }
 
-    /// Records a connecting process; returns its rank.
+    /// Records a connecting process; returns its rank: the launcher's
+    /// (refused when another process of this snapshot already has it), else
+    /// the lowest one not taken.
     pub fn add_run(&mut self, hello: &Hello) -> Result<u32, StoreError> {
-        let rank = self.manifest.runs.len() as u32;
+        let taken = |r: u32| self.manifest.runs.iter().any(|run| run.rank == r);
+        let (rank, rank_source) = match hello.rank {
+            Some(r) if taken(r) => {
+                let other = self
+                    .manifest
+                    .runs
+                    .iter()
+                    .find(|run| run.rank == r)
+                    .expect("taken");
+                return Err(StoreError::Invalid(format!(
+                    "pid {} says it is rank {r}, but pid {} (run '{}') already is: give each \
+                     process its own OMPI_COMM_WORLD_RANK/PMI_RANK/SLURM_PROCID, or a different \
+                     run name (--run)",
+                    hello.pid, other.pid, other.run
+                )));
+            }
+            Some(r) => (r, "launcher".to_string()),
+            None => (
+                (0..).find(|r| !taken(*r)).expect("a free rank"),
+                connection_order(),
+            ),
+        };
         self.manifest.runs.push(RunRecord {
             rank,
+            rank_source,
             pid: hello.pid,
             run: hello.run.clone(),
             command_line: hello.command_line.clone(),
@@ -309,6 +355,8 @@ impl SnapshotWriter {
             views.push((tensor_name(b.arg_index), view));
             records.push(BufferRecord {
                 arg: b.arg_index,
+                name: b.name.clone(),
+                shape: vec![elements as u64],
                 tensor: tensor_name(b.arg_index),
                 dtype: b.dtype.name().to_string(),
                 elements: elements as u64,
@@ -335,8 +383,10 @@ impl SnapshotWriter {
             rank,
             index: dispatch.index,
             pid,
+            kernel: Some(dispatch.kernel.clone()),
             grid: dispatch.grid,
             block: dispatch.block,
+            duration_ns: dispatch.duration_ns,
             file,
             buffers: records,
         });
@@ -481,6 +531,7 @@ mod tests {
             kernel_query: "scale_values".into(),
             command_line: vec!["app".into(), "float".into()],
             working_directory: "/tmp".into(),
+            rank: None,
         }
     }
 
@@ -488,6 +539,7 @@ mod tests {
         CapturedBuffer {
             buffer: Buffer {
                 arg_index: arg,
+                name: None,
                 dtype,
                 handle: vec![0xab; 32],
                 owner_pid: 77,
@@ -510,6 +562,7 @@ mod tests {
             },
             grid: [16, 1, 1],
             block: [4, 1, 1],
+            duration_ns: None,
             buffers: vec![],
         }
     }
@@ -615,10 +668,55 @@ mod tests {
         ] {
             assert!(!b[key].is_null(), "missing {key}");
         }
+        assert_eq!(b["shape"], serde_json::json!([2]));
+        assert!(b["name"].is_null(), "unknown parameter names are null");
+        assert!(v["dispatches"][0]["duration_ns"].is_null());
+        assert_eq!(
+            v["dispatches"][0]["kernel"]["mangled"],
+            "_Z12scale_valuesIfEvPT_S1_S0_i"
+        );
         assert_eq!(v["runs"][0]["rank"], 0);
+        assert_eq!(v["runs"][0]["rank_source"], "connection order");
+        assert_eq!(
+            v["runs"][0]["command_line"],
+            serde_json::json!(["app", "float"])
+        );
+        assert_eq!(v["runs"][0]["working_directory"], "/tmp");
+        assert!(!v["ditto_version"].as_str().unwrap().is_empty());
         assert_eq!(
             v["kernel"]["demangled"],
             "void scale_values<float>(float*, float*, float, int)"
+        );
+    }
+
+    #[test]
+    fn launcher_ranks_are_kept_and_unranked_processes_take_the_lowest_free_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        let ranked = |r: u32| Hello {
+            rank: Some(r),
+            ..hello("mpi")
+        };
+        assert_eq!(w.add_run(&ranked(2)).unwrap(), 2);
+        assert_eq!(w.add_run(&ranked(0)).unwrap(), 0);
+        assert_eq!(w.add_run(&hello("mpi")).unwrap(), 1);
+        assert_eq!(w.add_run(&hello("mpi")).unwrap(), 3);
+        let err = w.add_run(&ranked(2)).unwrap_err().to_string();
+        assert!(err.contains("rank 2") && err.contains("already"), "{err}");
+        let sources: Vec<&str> = w
+            .manifest()
+            .runs
+            .iter()
+            .map(|r| r.rank_source.as_str())
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                "launcher",
+                "launcher",
+                "connection order",
+                "connection order"
+            ]
         );
     }
 

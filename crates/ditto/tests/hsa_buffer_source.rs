@@ -216,6 +216,7 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     for index in 0..20 {
         let buffer = Buffer {
             arg_index: 1,
+            name: None,
             dtype: DType::F32,
             handle: alloc.handle.clone(),
             owner_pid: std::process::id(),
@@ -265,6 +266,7 @@ fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
     let mut tool = Tool::greet(collector.socket_path(), "ref");
     let buffer = Buffer {
         arg_index: 0,
+        name: None,
         dtype: DType::U8,
         handle: forged,
         owner_pid: std::process::id(),

@@ -13,7 +13,7 @@
 //! Never holds state of its own beyond the tables.
 
 use crate::signals::{Order, Rmw};
-use crate::{agents, executables, intercept, ipc, memory, queues, runtime, signals};
+use crate::{agents, executables, intercept, ipc, loader, memory, queues, runtime, signals};
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -242,7 +242,7 @@ hsa_api! {
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         => agents::system_get_info(attribute, value);
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t
-        => agents::system_get_major_extension_table(extension, version_major, table_length, table);
+        => loader::system_get_major_extension_table(extension, version_major, table_length, table);
     export core.hsa_status_string_fn: fn hsa_status_string(status: hsa_status_t, status_string: *mut *const c_char) -> hsa_status_t
         => agents::status_string(status, status_string);
     export core.hsa_iterate_agents_fn: fn hsa_iterate_agents(callback: AgentCallback, data: *mut c_void) -> hsa_status_t
@@ -332,6 +332,8 @@ hsa_api! {
     export core.hsa_signal_cas_scacq_screl_fn: fn hsa_signal_cas_scacq_screl(signal: Sig, expected: Val, value: Val) -> Val => signals::cas(signal, expected, value, Order::AcqRel);
     export amd.hsa_amd_signal_wait_any_fn: fn hsa_amd_signal_wait_any(signal_count: u32, signals: *mut hsa_signal_t, conds: *mut hsa_signal_condition_t, values: *mut Val, timeout_hint: u64, wait_hint: hsa_wait_state_t, satisfying_value: *mut Val) -> u32
         => signals::amd_wait_any(signal_count, signals, conds, values, timeout_hint, wait_hint, satisfying_value);
+    export amd.hsa_amd_signal_async_handler_fn: fn hsa_amd_signal_async_handler(signal: Sig, cond: hsa_signal_condition_t, value: Val, handler: SignalHandler, arg: *mut c_void) -> hsa_status_t
+        => signals::async_handler(signal, cond, value, handler, arg);
     export amd.hsa_amd_profiling_get_dispatch_time_fn: fn hsa_amd_profiling_get_dispatch_time(agent: hsa_agent_t, signal: Sig, time: *mut hsa_amd_profiling_dispatch_time_t) -> hsa_status_t
         => signals::get_dispatch_time(agent, signal, time);
 
@@ -364,17 +366,17 @@ hsa_api! {
 
     // --- code objects and executables ---
     export core.hsa_code_object_reader_create_from_memory_fn: fn hsa_code_object_reader_create_from_memory(code_object: *const c_void, size: usize, code_object_reader: *mut hsa_code_object_reader_t) -> hsa_status_t
-        => executables::reader_create_from_memory(code_object, size, code_object_reader);
+        => loader::reader_create_from_memory(code_object, size, code_object_reader);
     export core.hsa_code_object_reader_destroy_fn: fn hsa_code_object_reader_destroy(code_object_reader: hsa_code_object_reader_t) -> hsa_status_t
-        => executables::reader_destroy(code_object_reader);
+        => loader::reader_destroy(code_object_reader);
     export core.hsa_executable_create_alt_fn: fn hsa_executable_create_alt(profile: hsa_profile_t, default_float_rounding_mode: hsa_default_float_rounding_mode_t, options: *const c_char, executable: *mut hsa_executable_t) -> hsa_status_t
-        => executables::executable_create_alt(profile, default_float_rounding_mode, options, executable);
+        => loader::executable_create_alt(profile, default_float_rounding_mode, options, executable);
     export core.hsa_executable_load_agent_code_object_fn: fn hsa_executable_load_agent_code_object(executable: hsa_executable_t, agent: hsa_agent_t, code_object_reader: hsa_code_object_reader_t, options: *const c_char, loaded_code_object: *mut hsa_loaded_code_object_t) -> hsa_status_t
-        => executables::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object);
+        => loader::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object);
     export core.hsa_executable_freeze_fn: fn hsa_executable_freeze(executable: hsa_executable_t, options: *const c_char) -> hsa_status_t
         => executables::executable_freeze(executable, options);
     export core.hsa_executable_destroy_fn: fn hsa_executable_destroy(executable: hsa_executable_t) -> hsa_status_t
-        => executables::executable_destroy(executable);
+        => loader::executable_destroy(executable);
     export core.hsa_executable_get_symbol_by_name_fn: fn hsa_executable_get_symbol_by_name(executable: hsa_executable_t, symbol_name: *const c_char, agent: *const hsa_agent_t, symbol: *mut hsa_executable_symbol_t) -> hsa_status_t
         => executables::get_symbol_by_name(executable, symbol_name, agent, symbol);
     export core.hsa_executable_iterate_symbols_fn: fn hsa_executable_iterate_symbols(executable: hsa_executable_t, callback: SymbolCallback, data: *mut c_void) -> hsa_status_t
@@ -558,7 +560,6 @@ jump_exports! {
     AMD_TABLE AmdExtTable.hsa_amd_profiling_async_copy_enable_fn => hsa_amd_profiling_async_copy_enable;
     AMD_TABLE AmdExtTable.hsa_amd_profiling_get_async_copy_time_fn => hsa_amd_profiling_get_async_copy_time;
     AMD_TABLE AmdExtTable.hsa_amd_profiling_convert_tick_to_system_domain_fn => hsa_amd_profiling_convert_tick_to_system_domain;
-    AMD_TABLE AmdExtTable.hsa_amd_signal_async_handler_fn => hsa_amd_signal_async_handler;
     AMD_TABLE AmdExtTable.hsa_amd_async_function_fn => hsa_amd_async_function;
     AMD_TABLE AmdExtTable.hsa_amd_queue_cu_set_mask_fn => hsa_amd_queue_cu_set_mask;
     AMD_TABLE AmdExtTable.hsa_amd_memory_pool_can_migrate_fn => hsa_amd_memory_pool_can_migrate;

@@ -1,11 +1,22 @@
-//! Kernel execution: turns one kernel-dispatch packet into one call of the
-//! kernel's host entry (include/ditto_hsa_cpu.h). Owns the C ABI of that call.
-//! Never jumps to an address that is not the entry of a live kernel
+//! Kernel execution: turns one kernel-dispatch packet into calls of the
+//! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2), one per
+//! chunk of work-groups, run in parallel by `pool`; returns only when every
+//! chunk has returned. Owns the C ABI of that call and the code-object ABI
+//! check. Never jumps to an address that is not the entry of a live kernel
 //! descriptor (`executables` keeps the registry).
 
-use crate::executables;
+use crate::{executables, pool};
 use hsa::*;
 use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// `DITTO_CPU_CODE_OBJECT_ABI`: the only code-object ABI this runtime runs.
+pub const CODE_OBJECT_ABI: u32 = 2;
+
+/// Chunks per group-running thread: enough to even out groups of unequal
+/// cost, few enough that per-call costs (fiber stacks) stay small.
+const CHUNKS_PER_THREAD: u64 = 4;
 
 /// `ditto_cpu_dispatch_t`.
 #[repr(C)]
@@ -17,6 +28,10 @@ pub struct CpuDispatch {
     pub group_segment_size: u32,
     pub private_segment_size: u32,
     pub kernarg: *const c_void,
+    /// Linear id (x fastest) of the first group this call runs.
+    pub first_group: u64,
+    /// Groups this call runs from `first_group`.
+    pub group_count: u64,
 }
 
 /// `ditto_cpu_kernel_entry_t`.
@@ -35,13 +50,77 @@ pub struct CpuKernel {
 }
 
 const _: () = {
-    assert!(std::mem::size_of::<CpuDispatch>() == 40);
+    assert!(std::mem::size_of::<CpuDispatch>() == 56);
     assert!(std::mem::offset_of!(CpuDispatch, kernarg) == 32);
+    assert!(std::mem::offset_of!(CpuDispatch, first_group) == 40);
+    assert!(std::mem::offset_of!(CpuDispatch, group_count) == 48);
     assert!(std::mem::size_of::<CpuKernel>() == 32);
 };
 
-/// Runs the dispatch; the status is reported to the queue's error callback
-/// when it is not SUCCESS (the packet still completes).
+/// Checks a code object's `ditto_cpu_code_object_abi` word (None: the code
+/// object does not export it). Err: the message to print, naming both ABIs.
+pub(crate) fn check_code_object_abi(abi: Option<u32>) -> Result<(), String> {
+    match abi {
+        Some(CODE_OBJECT_ABI) => Ok(()),
+        Some(other) => Err(format!(
+            "hsa-cpu: refusing a code object of ditto CPU code-object ABI {other}: this runtime runs \
+             ABI {CODE_OBJECT_ABI} (DITTO_CPU_CODE_OBJECT_ABI in include/ditto_hsa_cpu.h); rebuild the \
+             code object with the current include/ditto_hip_cpu.hpp"
+        )),
+        None => Err(format!(
+            "hsa-cpu: refusing a code object that exports ditto_cpu_code_object_kernels but no \
+             ditto_cpu_code_object_abi: this runtime runs ABI {CODE_OBJECT_ABI} \
+             (include/ditto_hsa_cpu.h); rebuild the code object with the current headers"
+        )),
+    }
+}
+
+/// Work-groups of the packet's grid (gridDim per dimension multiplied,
+/// dimensions past `setup` count as 1, as the entry does). Ok(0) for an
+/// empty grid or a zero work-group size (the entry then refuses or runs
+/// nothing); Err when the count does not fit in 64 bits.
+fn total_groups(d: &hsa_kernel_dispatch_packet_t) -> Result<u64, ()> {
+    let dims = match d.setup & 3 {
+        0 => 1,
+        n => n as usize,
+    };
+    let grid = [d.grid_size_x, d.grid_size_y, d.grid_size_z];
+    let group = [d.workgroup_size_x, d.workgroup_size_y, d.workgroup_size_z];
+    let mut total = 1u64;
+    for i in 0..dims {
+        if group[i] == 0 {
+            return Ok(0);
+        }
+        let groups = (grid[i] as u64).div_ceil(group[i] as u64);
+        total = total.checked_mul(groups).ok_or(())?;
+    }
+    Ok(total)
+}
+
+/// The entry call arguments, shared with the threads that run chunks, and
+/// the kernel record that keeps its code object loaded.
+struct SharedDispatch {
+    args: CpuDispatch,
+    _kernel: Arc<executables::KernelRecord>,
+}
+// SAFETY: the kernarg pointer is only read by entry calls, which all return
+// before `run` does (and the packet, with its kernarg, completes).
+unsafe impl Send for SharedDispatch {}
+// SAFETY: as above; the struct is never written after creation.
+unsafe impl Sync for SharedDispatch {}
+
+/// How a grid of `groups` groups is cut for `threads` threads: (groups per
+/// chunk, chunks).
+fn chunking(groups: u64, threads: usize) -> (u64, u64) {
+    let wanted = (threads as u64).saturating_mul(CHUNKS_PER_THREAD).max(1);
+    let per_chunk = groups.div_ceil(wanted).max(1);
+    (per_chunk, groups.div_ceil(per_chunk))
+}
+
+/// Runs the dispatch: every group, on the calling thread alone when there
+/// is one group or one thread, else in chunks on the pool. The status is
+/// reported to the queue's error callback when it is not SUCCESS (the
+/// packet still completes); it is returned only after every chunk returned.
 pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
     let Some(kernel) = executables::lookup_kernel(d.kernel_object) else {
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
@@ -49,21 +128,107 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
     let Some(entry) = kernel.entry else {
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
     };
-    let args = CpuDispatch {
+    let Ok(groups) = total_groups(d) else {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    };
+    let mut args = CpuDispatch {
         grid_size: [d.grid_size_x, d.grid_size_y, d.grid_size_z],
         workgroup_size: [d.workgroup_size_x, d.workgroup_size_y, d.workgroup_size_z],
         dimensions: d.setup & 3,
         group_segment_size: d.group_segment_size,
         private_segment_size: d.private_segment_size,
         kernarg: d.kernarg_address,
+        first_group: 0,
+        group_count: groups,
     };
-    // SAFETY: entry belongs to a loaded code object kept alive by `kernel`
-    // (an Arc on its library) for the duration of the call.
-    let rc = unsafe { entry(&args) };
+    let threads = pool::threads();
+    let rc = if groups <= 1 || threads == 1 {
+        // Inline: no hand-off for the tiny dispatches that dominate counts.
+        // SAFETY: entry belongs to a loaded code object kept alive by
+        // `kernel` (an Arc on its library) for the duration of the call.
+        unsafe { entry(&args) }
+    } else {
+        let (per_chunk, chunks) = chunking(groups, threads);
+        args.group_count = 0;
+        let shared = SharedDispatch {
+            args,
+            _kernel: kernel.clone(),
+        };
+        let first_error = Arc::new(AtomicI32::new(0));
+        let error = first_error.clone();
+        let run_chunk = move |chunk: u64| {
+            let shared = &shared; // the whole struct, with its kernel record
+            let first = chunk * per_chunk;
+            let chunk_args = CpuDispatch {
+                first_group: first,
+                group_count: per_chunk.min(groups - first),
+                ..shared.args
+            };
+            // SAFETY: as above; `shared` keeps the code object loaded, and
+            // the ranges of the chunks are disjoint and inside the grid.
+            let rc = unsafe { entry(&chunk_args) };
+            if rc != 0 {
+                let _ = error.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        };
+        match pool::run(chunks, Box::new(run_chunk)) {
+            Ok(()) => first_error.load(Ordering::Relaxed),
+            Err(pool::ChunkPanicked) => -1,
+        }
+    };
     drop(kernel);
     if rc == 0 {
         HSA_STATUS_SUCCESS
     } else {
         HSA_STATUS_ERROR_EXCEPTION
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_current_code_object_abi_is_accepted_and_refusals_name_both() {
+        assert_eq!(check_code_object_abi(Some(CODE_OBJECT_ABI)), Ok(()));
+        let old = check_code_object_abi(Some(1)).unwrap_err();
+        assert!(old.contains("ABI 1") && old.contains("ABI 2"), "{old}");
+        let missing = check_code_object_abi(None).unwrap_err();
+        assert!(
+            missing.contains("no ditto_cpu_code_object_abi"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn chunks_cover_every_group_once_in_about_four_per_thread() {
+        for (groups, threads) in [(2u64, 2usize), (64, 4), (256, 2), (1000, 3), (7, 16)] {
+            let (per_chunk, chunks) = chunking(groups, threads);
+            assert!(per_chunk * chunks >= groups && per_chunk * (chunks - 1) < groups);
+            assert!(
+                chunks <= (threads as u64 * CHUNKS_PER_THREAD).max(1),
+                "{groups} {threads}"
+            );
+        }
+        assert_eq!(chunking(64, 4), (4, 16));
+        assert_eq!(chunking(256, 2), (32, 8));
+    }
+
+    #[test]
+    fn group_count_multiplies_the_dimensions_the_packet_declares() {
+        let mut d = hsa_kernel_dispatch_packet_t::default();
+        (d.grid_size_x, d.grid_size_y, d.grid_size_z) = (1000, 3, 5);
+        (d.workgroup_size_x, d.workgroup_size_y, d.workgroup_size_z) = (256, 2, 1);
+        d.setup = 1;
+        assert_eq!(total_groups(&d), Ok(4));
+        d.setup = 2;
+        assert_eq!(total_groups(&d), Ok(8));
+        d.setup = 3;
+        assert_eq!(total_groups(&d), Ok(40));
+        d.workgroup_size_y = 0;
+        assert_eq!(total_groups(&d), Ok(0));
+        (d.grid_size_x, d.grid_size_y, d.grid_size_z) = (u32::MAX, u32::MAX, u32::MAX);
+        (d.workgroup_size_x, d.workgroup_size_y, d.workgroup_size_z) = (1, 1, 1);
+        assert_eq!(total_groups(&d), Err(()));
     }
 }

@@ -253,8 +253,13 @@ pub(crate) fn load_agent_code_object(
             libc::dlsym(handle, c"ditto_cpu_code_object_abi".as_ptr()) as *const u32,
         )
     };
+    if kernels_fn.is_null() {
+        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    }
     // SAFETY: if present, the ABI word is a uint32_t exported by the code object.
-    if kernels_fn.is_null() || (!abi.is_null() && unsafe { *abi } != 1) {
+    let abi = (!abi.is_null()).then(|| unsafe { *abi });
+    if let Err(message) = crate::dispatch::check_code_object_abi(abi) {
+        eprintln!("{message}");
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
     }
     // SAFETY: the symbol has the documented signature.

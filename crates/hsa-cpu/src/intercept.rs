@@ -1,40 +1,83 @@
-//! Intercept queues, as ROCr's InterceptQueue behaves.
+//! Intercept queues, as ROCr 5.2's InterceptQueue behaves.
 //! Owns the proxy ring the application sees, the chain of registered packet
-//! interceptors, the overflow buffer, and the runtime's single async thread.
+//! interceptors, the overflow buffer and the queue's two async signals (the
+//! async doorbell and the retry point). Never blocks in the doorbell path
+//! except on the queue lock, and allocates nothing per packet there (the
+//! chain is a shared snapshot, the proxy slot handed to the outermost
+//! interceptor lives on the stack) while the hardware ring has room.
 //!
-//! A store on the proxy doorbell runs, on the storing thread and under the
-//! queue's non-recursive lock, the outermost interceptor (the LAST
-//! registered) once per new packet. Its writer hands packets to the next
-//! interceptor inward; the innermost writer submits them to the hardware ring
-//! all-or-nothing per call, or appends them to the overflow buffer that the
-//! async thread retries as the hardware queue drains. A doorbell rung from
-//! inside an interceptor (same thread) is deferred to the async thread, as in
-//! ROCr. Never blocks in the doorbell path except on the queue lock, and
-//! allocates nothing per packet there (the chain is a shared snapshot, the
-//! proxy slot handed to the outermost interceptor lives on the stack).
+//! - A store on the proxy doorbell runs, on the storing thread and under the
+//!   queue's non-recursive lock, the outermost interceptor (the LAST
+//!   registered) once per new packet, with ONE packet (a copy of the proxy
+//!   slot, dead once the call returns).
+//! - Its writer hands packets to the next interceptor inward; it may be
+//!   called any number of times with any count (0 drops), and only on the
+//!   callback's thread while the callback runs: a writer call from another
+//!   thread, or after the callback returned, is ignored.
+//! - The innermost writer submits the packets of ONE call to the hardware
+//!   ring all-or-nothing, always leaving one slot free (ROCr keeps it for
+//!   the retry barrier). If they do not fit they go to the overflow buffer
+//!   (as do the packets of every later writer call while it is non-empty,
+//!   so order is preserved; ROCr asserts instead), and a barrier-AND whose
+//!   completion signal is the queue's retry signal is put in the free slot.
+//! - When the hardware reaches that barrier, the retry signal's async
+//!   handler (the runtime's one async thread, `signals`) resubmits the
+//!   overflow and then processes the proxy packets that arrived meanwhile:
+//!   while the overflow is non-empty a doorbell store only tries to flush
+//!   it and, failing, leaves new packets in the proxy ring, so their
+//!   interceptor calls run later on the async thread, as in ROCr.
+//! - A doorbell rung from inside an interceptor (any intercept queue, same
+//!   thread) is stored to the async doorbell and processed on the async
+//!   thread, as in ROCr.
+//!
+//! A rewrite larger than the ring minus one slot can never be submitted
+//! whole; it is split into ring-sized batches, in order (ROCr would wait
+//! forever).
 
 use crate::queues::{self, HwQueue, QueueRecord, Ring};
+use crate::signals::{self, AsyncCallback, Order, Signal};
 use hsa::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, LazyLock, Mutex, Weak};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 type Handler = unsafe extern "C" fn(*const c_void, u64, u64, *mut c_void, InterceptPacketWriter);
 /// (handler, user data) in registration order; the last is outermost.
 type Chain = Arc<[(Handler, usize)]>;
 
+/// Value of an idle async doorbell (ROCr's DOORBELL_MAX).
+const DOORBELL_IDLE: i64 = i64::MAX;
+
+/// Writer calls whose packets went to the overflow buffer, since start-up.
+static OVERFLOWED_BATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// How many writer calls overflowed the hardware ring in this process.
+pub fn overflowed_batches() -> u64 {
+    OVERFLOWED_BATCHES.load(Ordering::SeqCst)
+}
+
+#[derive(Default)]
+struct Overflow {
+    batches: VecDeque<Vec<AqlPacket>>,
+    /// A retry barrier sits in the hardware ring.
+    retry_pending: bool,
+}
+
 pub struct InterceptQueue {
     pub proxy: Arc<Ring>,
-    hardware: Arc<HwQueue>,
+    pub(crate) hardware: Arc<HwQueue>,
     /// Replaced whole on registration, so a drain takes it with an Arc clone.
     interceptors: Mutex<Chain>,
     /// The per-queue, non-recursive lock held while interceptors run.
     lock: Mutex<()>,
-    /// Writer calls that did not fit the hardware ring, in order.
-    overflow: Mutex<VecDeque<Vec<AqlPacket>>>,
+    overflow: Mutex<Overflow>,
+    /// Deferred doorbell stores (idle at DOORBELL_IDLE).
+    async_doorbell: (hsa_signal_t, Arc<Signal>),
+    /// Completion signal of the retry barrier (1, the barrier makes it 0).
+    retry: (hsa_signal_t, Arc<Signal>),
+    active: AtomicBool,
 }
 
 /// One interceptor call in progress on this thread.
@@ -50,8 +93,6 @@ struct Frame {
 
 thread_local! {
     static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-    /// Intercept queues whose lock this thread holds.
-    static HOLDING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 impl InterceptQueue {
@@ -106,7 +147,8 @@ impl InterceptQueue {
         }
     }
 
-    /// All-or-nothing submit to the hardware ring, or to the overflow buffer.
+    /// The innermost writer: all-or-nothing to the hardware ring (one slot
+    /// kept free), else to the overflow buffer behind a retry barrier.
     fn submit(&self, packets: &[AqlPacket]) {
         if packets.is_empty() {
             return;
@@ -115,66 +157,87 @@ impl InterceptQueue {
             crate::trace::packet("ring", p);
         }
         let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
-        if overflow.is_empty() && self.hardware.ring.try_submit(packets) {
+        if overflow.batches.is_empty() && self.hardware.ring.try_submit(packets, 1) {
             return;
         }
-        // A batch larger than the ring could never fit: split it to ring size.
-        for chunk in packets.chunks(self.hardware.ring.size as usize) {
-            overflow.push_back(chunk.to_vec());
+        OVERFLOWED_BATCHES.fetch_add(1, Ordering::SeqCst);
+        let batch = (self.hardware.ring.size as usize - 1).max(1);
+        for chunk in packets.chunks(batch) {
+            overflow.batches.push_back(chunk.to_vec());
         }
-        drop(overflow);
-        schedule(Job::Retry(self.weak()));
+        self.arm_retry(&mut overflow);
     }
 
-    /// Submits overflowed batches in order while they fit; true when empty.
-    fn retry_overflow(&self) -> bool {
+    /// Puts the retry barrier in the hardware ring unless one is there.
+    fn arm_retry(&self, overflow: &mut Overflow) {
+        if overflow.retry_pending {
+            return;
+        }
+        let b = hsa_barrier_and_packet_t {
+            header: packet::header(HSA_PACKET_TYPE_BARRIER_AND, true),
+            completion_signal: self.retry.0,
+            ..Default::default()
+        };
+        if self
+            .hardware
+            .ring
+            .try_submit(&[AqlPacket::from_barrier(&b)], 0)
+        {
+            overflow.retry_pending = true;
+        } else {
+            // Cannot happen while every submit keeps a slot free; retry
+            // from the async thread rather than lose the packets.
+            self.async_doorbell.1.store(0, Order::Release);
+        }
+    }
+
+    /// Resubmits overflowed batches in order; true when none is left.
+    fn flush_overflow(&self) -> bool {
         let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(batch) = overflow.front() {
-            if !self.hardware.ring.try_submit(batch) {
+        while let Some(batch) = overflow.batches.front() {
+            if !self.hardware.ring.try_submit(batch, 1) {
+                self.arm_retry(&mut overflow);
                 return false;
             }
-            overflow.pop_front();
+            overflow.batches.pop_front();
         }
         true
     }
 
-    fn weak(&self) -> Weak<InterceptQueue> {
-        // The queue always lives in an Arc (created by `create`).
-        match queues::lookup(self.proxy.hsa_queue()) {
-            Some(QueueRecord::Intercept(q)) => Arc::downgrade(&q),
-            _ => Weak::new(),
-        }
-    }
-
-    /// Doorbell store on the proxy ring.
-    fn on_doorbell(self: &Arc<Self>) {
-        let me = Arc::as_ptr(self) as usize;
-        if HOLDING.with(|h| h.borrow().contains(&me)) {
-            schedule(Job::Drain(Arc::downgrade(self)));
+    /// ROCr's `InterceptQueue::StoreRelaxed`.
+    fn doorbell(&self) {
+        if !self.active.load(Ordering::SeqCst) {
             return;
         }
-        self.locked_drain();
-    }
-
-    fn locked_drain(&self) {
-        let me = self as *const InterceptQueue as usize;
+        if FRAMES.with(|f| !f.borrow().is_empty()) {
+            // Rung from inside an interceptor: defer to the async thread.
+            self.async_doorbell.1.store(0, Order::Release);
+            return;
+        }
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        HOLDING.with(|h| h.borrow_mut().push(me));
+        if !self.flush_overflow() {
+            return; // the retry handler processes the new packets later
+        }
         self.drain();
-        HOLDING.with(|h| h.borrow_mut().retain(|x| *x != me));
     }
 
     pub fn shut_down(&self) {
+        self.active.store(false, Ordering::SeqCst);
         self.hardware.shut_down();
         self.overflow
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .batches
             .clear();
+        // Their async handlers are dropped with them.
+        signals::destroy(self.async_doorbell.0);
+        signals::destroy(self.retry.0);
     }
 }
 
 /// `hsa_amd_queue_intercept_packet_writer`: valid only on the thread of the
-/// interceptor call that received it, before that call returns.
+/// interceptor call that received it, before that call returns; ignored
+/// anywhere else.
 unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
     let Some(frame) = FRAMES.with(|f| f.borrow().last().copied()) else {
         return;
@@ -219,93 +282,43 @@ unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
     FRAMES.with(|f| f.borrow_mut().pop());
 }
 
-// --- the runtime's async thread ------------------------------------------
-
-enum Job {
-    Retry(Weak<InterceptQueue>),
-    Drain(Weak<InterceptQueue>),
-}
-
-struct AsyncState {
-    jobs: VecDeque<Job>,
-    started: bool,
-}
-
-static ASYNC: LazyLock<(Mutex<AsyncState>, Condvar)> = LazyLock::new(|| {
-    (
-        Mutex::new(AsyncState {
-            jobs: VecDeque::new(),
-            started: false,
-        }),
-        Condvar::new(),
+/// The queue's handlers on the runtime's async thread.
+fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
+    let weak: Weak<InterceptQueue> = Arc::downgrade(q);
+    let status = signals::register_async(
+        q.async_doorbell.1.clone(),
+        HSA_SIGNAL_CONDITION_NE,
+        DOORBELL_IDLE,
+        AsyncCallback::Internal(Box::new(move |_| {
+            let Some(q) = weak.upgrade() else {
+                return false;
+            };
+            q.async_doorbell.1.store(DOORBELL_IDLE, Order::Relaxed);
+            q.doorbell();
+            q.active.load(Ordering::SeqCst)
+        })),
+    );
+    if status != HSA_STATUS_SUCCESS {
+        return status;
+    }
+    let weak: Weak<InterceptQueue> = Arc::downgrade(q);
+    signals::register_async(
+        q.retry.1.clone(),
+        HSA_SIGNAL_CONDITION_EQ,
+        0,
+        AsyncCallback::Internal(Box::new(move |_| {
+            let Some(q) = weak.upgrade() else {
+                return false;
+            };
+            q.retry.1.store(1, Order::Relaxed);
+            q.overflow
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retry_pending = false;
+            q.doorbell();
+            q.active.load(Ordering::SeqCst)
+        })),
     )
-});
-/// Queues with packets in overflow; the processors wake the async thread
-/// after each packet while this is non-zero.
-static OVERFLOWING: AtomicUsize = AtomicUsize::new(0);
-
-fn schedule(job: Job) {
-    let (m, cv) = &*ASYNC;
-    let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
-    if matches!(job, Job::Retry(_)) {
-        OVERFLOWING.fetch_add(1, Ordering::SeqCst);
-    }
-    st.jobs.push_back(job);
-    if !st.started {
-        st.started = true;
-        std::thread::Builder::new()
-            .name("hsa-cpu-async".into())
-            .spawn(async_thread)
-            .ok();
-    }
-    cv.notify_all();
-}
-
-/// Called by packet processors after they free a slot.
-pub(crate) fn hardware_progressed() {
-    if OVERFLOWING.load(Ordering::SeqCst) > 0 {
-        let (m, cv) = &*ASYNC;
-        drop(m.lock().unwrap_or_else(|e| e.into_inner()));
-        cv.notify_all();
-    }
-}
-
-fn async_thread() {
-    let (m, cv) = &*ASYNC;
-    let mut pending: Vec<Weak<InterceptQueue>> = Vec::new();
-    loop {
-        let jobs: Vec<Job> = {
-            let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
-            if st.jobs.is_empty() {
-                st = if pending.is_empty() {
-                    cv.wait(st).unwrap_or_else(|e| e.into_inner())
-                } else {
-                    // Woken by hardware progress; the timeout is a safety net.
-                    cv.wait_timeout(st, Duration::from_millis(20))
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                };
-            }
-            st.jobs.drain(..).collect()
-        };
-        for job in jobs {
-            match job {
-                Job::Retry(q) => pending.push(q),
-                Job::Drain(q) => {
-                    if let Some(q) = q.upgrade() {
-                        q.locked_drain();
-                    }
-                }
-            }
-        }
-        pending.retain(|q| {
-            let keep = q.upgrade().is_some_and(|q| !q.retry_overflow());
-            if !keep {
-                OVERFLOWING.fetch_sub(1, Ordering::SeqCst);
-            }
-            keep
-        });
-    }
 }
 
 // --- API entries (table only: not exported, as in ROCr) -------------------
@@ -343,12 +356,19 @@ pub(crate) fn create(
         hardware,
         interceptors: Mutex::new(Arc::from([])),
         lock: Mutex::new(()),
-        overflow: Mutex::new(VecDeque::new()),
+        overflow: Mutex::new(Overflow::default()),
+        async_doorbell: signals::create(DOORBELL_IDLE),
+        retry: signals::create(1),
+        active: AtomicBool::new(true),
     });
+    if register_async_handlers(&iq) != HSA_STATUS_SUCCESS {
+        iq.shut_down();
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
     let weak = Arc::downgrade(&iq);
     iq.proxy.doorbell.set_doorbell_hook(Box::new(move || {
         if let Some(q) = weak.upgrade() {
-            q.on_doorbell();
+            q.doorbell();
         }
     }));
     queues::register(public, QueueRecord::Intercept(iq));

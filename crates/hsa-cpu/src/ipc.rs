@@ -1,14 +1,34 @@
 //! IPC memory: exports pool allocations as 32-byte handles and maps handles
 //! from any process. Owns the registry of attachments (mapped pointer → exact
 //! mapping). Maps afresh on every attach (no cache, as ROCr) and unmaps
-//! exactly that mapping on detach; never maps anything but our own memfds.
+//! exactly that mapping on detach; never maps anything but our own memfds,
+//! so nothing is ever left in /dev/shm or any file system: a memfd lives as
+//! long as a process holds its fd or a mapping of it, and the kernel drops
+//! both when a process dies (SIGKILL included).
 //!
 //! Handle layout (`hsa_amd_ipc_memory_t.handle[0..8]`, u32 words):
 //!   [0] owner pid   [1] memfd number in the owner   [2..4] memfd inode (lo, hi)
-//!   [4..6] offset of the allocation in the memfd (lo, hi; page aligned)
+//!   [4] page index of the allocation in the memfd   [5] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
-//! The inode is the generation check: a handle whose fd number was closed and
-//! reused for another file (or another memfd) no longer matches and is refused.
+//! Attach checks, in the owner's live memfd (through /proc/<pid>/fd): name,
+//! inode (an fd number closed and reused for another file is refused), size,
+//! and the serial recorded in the memfd's metadata page (`memory`): a freed
+//! allocation, also a fragment whose 2 MiB block lives on, is refused. An
+//! exporter that exited has no /proc entry: refused. Every refusal is
+//! HSA_STATUS_ERROR_INVALID_ARGUMENT and leaves `*mapped` untouched.
+//!
+//! Fault injection (for ditto's own tests; include/ditto_hsa_cpu.h):
+//! `DITTO_HSA_CPU_FAULT=stale-ipc-attach`, read once per process, makes
+//! attach serve a STALE mapping, the seeds' failure (an old import served for
+//! a new buffer). The process remembers the export of its most recent
+//! successful attach (keeping that memfd open, so it outlives its exporter).
+//! An attach of a DIFFERENT handle with the SAME length is checked exactly as
+//! usual (and fails as usual), then returns a fresh mapping of the remembered
+//! export instead of the requested one; the requested export becomes the
+//! remembered one. The first attach of a process, an attach of the same
+//! handle again and an attach of another length are served correctly.
+//! Deterministic: exports A, B, C of one length attached in that order
+//! give A's, A's and B's bytes. Detach unmaps a stale mapping like any other.
 
 use crate::memory::{self, MEMFD_NAME, PAGE};
 use hsa::*;
@@ -21,7 +41,9 @@ pub struct IpcHandle {
     pub pid: u32,
     pub fd: u32,
     pub inode: u64,
+    /// Offset of the allocation in the memfd (page aligned).
     pub offset: u64,
+    pub serial: u32,
     pub size: u64,
 }
 
@@ -35,8 +57,8 @@ impl IpcHandle {
                 self.fd,
                 lo(self.inode),
                 hi(self.inode),
-                lo(self.offset),
-                hi(self.offset),
+                (self.offset / PAGE as u64) as u32,
+                self.serial,
                 lo(self.size),
                 hi(self.size),
             ],
@@ -49,7 +71,8 @@ impl IpcHandle {
             pid: h.handle[0],
             fd: h.handle[1],
             inode: w(2),
-            offset: w(4),
+            offset: h.handle[4] as u64 * PAGE as u64,
+            serial: h.handle[5],
             size: w(6),
         }
     }
@@ -96,6 +119,7 @@ pub(crate) fn memory_create(
         fd: info.fd as u32,
         inode: info.inode,
         offset: info.offset,
+        serial: info.serial,
         size: info.size,
     };
     // SAFETY: handle is a non-null out pointer supplied by the caller.
@@ -103,9 +127,20 @@ pub(crate) fn memory_create(
     HSA_STATUS_SUCCESS
 }
 
-/// Opens the owner's memfd through /proc, checking name, inode and size.
-fn open_owner_memfd(h: &IpcHandle) -> Result<i32, hsa_status_t> {
-    if h.pid == 0 || h.size == 0 {
+/// An open memfd, closed on drop.
+struct Fd(i32);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// Opens the owner's memfd through /proc and checks that it still holds
+/// the live allocation the handle names.
+fn open_owner_memfd(h: &IpcHandle) -> Result<Fd, hsa_status_t> {
+    if h.pid == 0 || h.size == 0 || h.serial == 0 {
         return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
     }
     let path = format!("/proc/{}/fd/{}", h.pid, h.fd);
@@ -117,61 +152,54 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<i32, hsa_status_t> {
         return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
     }
     let cpath = std::ffi::CString::new(path).map_err(|_| HSA_STATUS_ERROR_INVALID_ARGUMENT)?;
-    // SAFETY: open/fstat/close on a path and a descriptor we own.
+    // SAFETY: open/fstat/pread on a path and a descriptor we own.
     unsafe {
         let fd = libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
         if fd < 0 {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
+        let fd = Fd(fd);
         let mut st: libc::stat = std::mem::zeroed();
-        let ok = libc::fstat(fd, &mut st) == 0
-            && st.st_ino == h.inode
-            && (st.st_size as u64) >= h.offset + h.size;
-        if !ok {
-            libc::close(fd);
+        if libc::fstat(fd.0, &mut st) != 0 || st.st_ino != h.inode {
+            return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        }
+        let data_len = (st.st_size as u64).saturating_sub(PAGE as u64);
+        if data_len < h.offset + h.size {
+            return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        }
+        let mut serial = [0u8; 4];
+        let at = data_len + (h.offset / PAGE as u64) * 4;
+        let n = libc::pread(
+            fd.0,
+            serial.as_mut_ptr() as *mut c_void,
+            4,
+            at as libc::off_t,
+        );
+        if n != 4 || u32::from_le_bytes(serial) != h.serial {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
         Ok(fd)
     }
 }
 
-pub(crate) fn memory_attach(
-    handle: *const hsa_amd_ipc_memory_t,
-    len: usize,
-    _num_agents: u32,
-    _agents: *const hsa_agent_t,
-    mapped: *mut *mut c_void,
-) -> hsa_status_t {
-    if handle.is_null() || mapped.is_null() {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    }
-    // SAFETY: handle is non-null and points to 32 readable bytes.
-    let h = IpcHandle::decode(unsafe { &*handle });
-    if len == 0 || len as u64 > h.size {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    }
-    let fd = match open_owner_memfd(&h) {
-        Ok(fd) => fd,
-        Err(status) => return status,
-    };
-    let page_offset = h.offset as usize % PAGE;
-    let map_start = h.offset as usize - page_offset;
+/// Maps `len` bytes of the allocation at `offset` in `fd`; registers it.
+fn map_attachment(fd: &Fd, offset: u64, len: usize) -> Result<usize, hsa_status_t> {
+    let page_offset = offset as usize % PAGE;
+    let map_start = offset as usize - page_offset;
     let map_len = (page_offset + len).div_ceil(PAGE) * PAGE;
-    // SAFETY: mapping a range of a memfd checked above to be large enough.
+    // SAFETY: mapping a range of a memfd checked to be large enough.
     let p = unsafe {
-        let p = libc::mmap(
+        libc::mmap(
             std::ptr::null_mut(),
             map_len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
-            fd,
+            fd.0,
             map_start as libc::off_t,
-        );
-        libc::close(fd);
-        p
+        )
     };
     if p == libc::MAP_FAILED {
-        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
     let user = p as usize + page_offset;
     ATTACHMENTS
@@ -185,9 +213,76 @@ pub(crate) fn memory_attach(
                 size: len,
             },
         );
-    // SAFETY: mapped is a non-null out pointer supplied by the caller.
-    unsafe { mapped.write(user as *mut c_void) };
-    HSA_STATUS_SUCCESS
+    Ok(user)
+}
+
+/// The export remembered by the stale-ipc-attach fault.
+struct Remembered {
+    handle: hsa_amd_ipc_memory_t,
+    len: usize,
+    offset: u64,
+    fd: Fd,
+}
+
+static REMEMBERED: Mutex<Option<Remembered>> = Mutex::new(None);
+
+/// Whether DITTO_HSA_CPU_FAULT names stale-ipc-attach (read once).
+pub fn stale_attach_fault() -> bool {
+    static ON: LazyLock<bool> = LazyLock::new(|| {
+        std::env::var("DITTO_HSA_CPU_FAULT")
+            .is_ok_and(|v| v.split(',').any(|f| f.trim() == "stale-ipc-attach"))
+    });
+    *ON
+}
+
+pub(crate) fn memory_attach(
+    handle: *const hsa_amd_ipc_memory_t,
+    len: usize,
+    _num_agents: u32,
+    _agents: *const hsa_agent_t,
+    mapped: *mut *mut c_void,
+) -> hsa_status_t {
+    if handle.is_null() || mapped.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: handle is non-null and points to 32 readable bytes.
+    let raw = unsafe { *handle };
+    let h = IpcHandle::decode(&raw);
+    if len == 0 || len as u64 > h.size {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let fd = match open_owner_memfd(&h) {
+        Ok(fd) => fd,
+        Err(status) => return status,
+    };
+    let user = if stale_attach_fault() {
+        let mut remembered = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
+        let stale = remembered
+            .as_ref()
+            .filter(|r| r.len == len && r.handle.handle != raw.handle)
+            .map(|r| map_attachment(&r.fd, r.offset, len));
+        let user = match stale {
+            Some(stale) => stale,
+            None => map_attachment(&fd, h.offset, len),
+        };
+        *remembered = Some(Remembered {
+            handle: raw,
+            len,
+            offset: h.offset,
+            fd,
+        });
+        user
+    } else {
+        map_attachment(&fd, h.offset, len)
+    };
+    match user {
+        Ok(user) => {
+            // SAFETY: mapped is a non-null out pointer supplied by the caller.
+            unsafe { mapped.write(user as *mut c_void) };
+            HSA_STATUS_SUCCESS
+        }
+        Err(status) => status,
+    }
 }
 
 pub(crate) fn memory_detach(mapped: *mut c_void) -> hsa_status_t {
@@ -216,6 +311,7 @@ mod tests {
             fd: 12,
             inode: 0x1_0000_0005,
             offset: 0x20_3000,
+            serial: 41,
             size: (5 << 32) + 9,
         };
         assert_eq!(IpcHandle::decode(&h.encode()), h);

@@ -15,8 +15,10 @@
 //! - `intercept`    intercept queues (proxy ring, interceptor chain, overflow,
 //!   the runtime's async thread)
 //! - `executables`  code-object readers, executables, symbols, kernel descriptors
+//! - `loader`       the AMD loader extension: what was loaded where
 //! - `dispatch`     running one kernel-dispatch packet on the host
 //!   (include/ditto_hsa_cpu.h)
+//! - `pool`         group workers shared by all queues (DITTO_HSA_CPU_THREADS)
 //! - `trace`        DITTO_HSA_CPU_TRACE: packets and signal calls, for tests
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
@@ -30,7 +32,9 @@ pub mod dispatch;
 pub mod executables;
 pub mod intercept;
 pub mod ipc;
+pub mod loader;
 pub mod memory;
+pub mod pool;
 pub mod queues;
 pub mod runtime;
 pub mod signals;

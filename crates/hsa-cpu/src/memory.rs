@@ -4,6 +4,12 @@
 //! `ipc` can export it. Allocations below 2 MiB are carved page-granular from
 //! 2 MiB blocks (one memfd per block, open while the block lives); larger ones
 //! get a memfd of their own. Never hands out memory it does not map itself.
+//!
+//! Liveness for IPC: every memfd has one metadata page after its data (never
+//! mapped for the application) holding, per data page, the u32 serial of
+//! the live allocation that starts there (0: none). Allocation serials count
+//! up from 1 per process and are never reused, so an importer can tell a
+//! freed fragment (whose 2 MiB block lives on) from a live one.
 
 use crate::agents;
 use crate::signals::{self, Order, Rmw};
@@ -17,6 +23,7 @@ pub const FRAGMENT_BLOCK: usize = 2 << 20;
 pub const MEMFD_NAME: &str = "hsa-cpu-pool";
 
 /// A memfd mapped MAP_SHARED into this process; unmapped and closed on drop.
+/// The memfd is `len + PAGE` bytes: the data, then the metadata page.
 #[derive(Debug)]
 struct SharedMapping {
     fd: i32,
@@ -33,7 +40,7 @@ impl SharedMapping {
             if fd < 0 {
                 return None;
             }
-            if libc::ftruncate(fd, len as libc::off_t) != 0 {
+            if libc::ftruncate(fd, (len + PAGE) as libc::off_t) != 0 {
                 libc::close(fd);
                 return None;
             }
@@ -60,6 +67,25 @@ impl SharedMapping {
         }
     }
 }
+
+impl SharedMapping {
+    /// Records `serial` as the allocation starting at data page `page`.
+    fn set_serial(&self, page: usize, serial: u32) {
+        let bytes = serial.to_le_bytes();
+        // SAFETY: pwrite of 4 bytes from a local buffer into our own memfd,
+        // inside its metadata page (page < len / PAGE <= PAGE / 4).
+        unsafe {
+            libc::pwrite(
+                self.fd,
+                bytes.as_ptr() as *const c_void,
+                4,
+                (self.len + page * 4) as libc::off_t,
+            )
+        };
+    }
+}
+
+static NEXT_SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
 impl Drop for SharedMapping {
     fn drop(&mut self) {
@@ -93,6 +119,7 @@ enum Backing {
 #[derive(Debug)]
 struct Allocation {
     size: usize,
+    serial: u32,
     pool: hsa_amd_memory_pool_t,
     backing: Backing,
 }
@@ -119,6 +146,8 @@ pub struct ExportInfo {
     /// Offset of the allocation inside its memfd (page aligned).
     pub offset: u64,
     pub size: u64,
+    /// The allocation's serial, as recorded in the memfd's metadata page.
+    pub serial: u32,
 }
 
 /// The allocation that contains a pointer.
@@ -132,6 +161,7 @@ pub struct Containing {
 impl MemoryState {
     fn allocate(&mut self, pool: hsa_amd_memory_pool_t, size: usize) -> Option<usize> {
         let len = size.div_ceil(PAGE) * PAGE;
+        let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if len < FRAGMENT_BLOCK {
             let pages = len / PAGE;
             let found = self
@@ -159,11 +189,13 @@ impl MemoryState {
             b.used[first_page..first_page + pages]
                 .iter_mut()
                 .for_each(|u| *u = true);
+            b.mapping.set_serial(first_page, serial);
             let base = block + first_page * PAGE;
             self.allocations.insert(
                 base,
                 Allocation {
                     size,
+                    serial,
                     pool,
                     backing: Backing::Fragment {
                         block,
@@ -175,11 +207,13 @@ impl MemoryState {
             Some(base)
         } else {
             let mapping = SharedMapping::new(len)?;
+            mapping.set_serial(0, serial);
             let base = mapping.base;
             self.allocations.insert(
                 base,
                 Allocation {
                     size,
+                    serial,
                     pool,
                     backing: Backing::Own(mapping),
                 },
@@ -192,6 +226,9 @@ impl MemoryState {
         let Some(a) = self.allocations.remove(&base) else {
             return false;
         };
+        if let Backing::Own(m) = &a.backing {
+            m.set_serial(0, 0);
+        }
         if let Backing::Fragment {
             block,
             first_page,
@@ -200,6 +237,7 @@ impl MemoryState {
         {
             let empty = match self.blocks.get_mut(&block) {
                 Some(b) => {
+                    b.mapping.set_serial(first_page, 0);
                     b.used[first_page..first_page + pages]
                         .iter_mut()
                         .for_each(|u| *u = false);
@@ -250,6 +288,7 @@ pub(crate) fn export_info(ptr: *const c_void) -> Option<(Containing, ExportInfo)
             inode: m.inode,
             offset: 0,
             size: a.size as u64,
+            serial: a.serial,
         },
         Backing::Fragment {
             block, first_page, ..
@@ -260,6 +299,7 @@ pub(crate) fn export_info(ptr: *const c_void) -> Option<(Containing, ExportInfo)
                 inode: m.inode,
                 offset: (first_page * PAGE) as u64,
                 size: a.size as u64,
+                serial: a.serial,
             }
         }
     };

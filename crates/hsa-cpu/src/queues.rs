@@ -6,8 +6,24 @@
 //! The processor takes packets in order at the read index: kernel dispatch
 //! (through `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
 //! barrier bit holds trivially. After each packet it records timestamps (for
-//! dispatches), sets the header back to INVALID, advances the read index and
-//! then decrements the completion signal by 1.
+//! dispatches, into the completion signal the packet carries), sets the header back to INVALID, advances the read index
+//! and then decrements the completion signal by 1. The processor sleeps
+//! whenever it waits (doorbell, barrier dependencies): no periodic wake-up;
+//! a queue destroy sets the stop flag and wakes whatever it sleeps on.
+//!
+//! Queue sizes (decided from ROCm 5.2.3's `hsa_queue_create` and
+//! `GpuAgent::QueueCreate`): a size that is 0 or not a power of two, or a
+//! type above COOPERATIVE, is HSA_STATUS_ERROR_INVALID_ARGUMENT; above the
+//! agent's HSA_AGENT_INFO_QUEUE_MAX_SIZE it is
+//! HSA_STATUS_ERROR_OUT_OF_RESOURCES; below HSA_AGENT_INFO_QUEUE_MIN_SIZE it
+//! is HSA_STATUS_ERROR_INVALID_ARGUMENT. ROCr never rounds a request up at
+//! that level, and the ring it creates has exactly the size requested
+//! (`hsa_queue_t.size`); an intercept queue's proxy ring has the size of
+//! the hardware ring it wraps. What differs is only the agent's reported
+//! minimum: gfx90a under ROCr 5.2 reports 64 (`minAqlSize_ = 0x40`); our
+//! GPU-type agent reports `agents::QUEUE_MIN_SIZE` (4), so tests can fill a
+//! ring with a handful of packets (the intercept overflow path). HIP never
+//! queries the minimum and asks for 4096 slots, so nothing it does changes.
 
 use crate::signals::{self, Order, Rmw, Signal};
 use crate::{agents, dispatch, intercept};
@@ -40,7 +56,7 @@ static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 impl Ring {
     pub fn new(size: u32, type_: hsa_queue_type32_t) -> Option<Ring> {
         let layout = std::alloc::Layout::from_size_align(size as usize * 64, 4096).ok()?;
-        // SAFETY: layout has non-zero size (size >= 64 slots).
+        // SAFETY: layout has non-zero size (size >= QUEUE_MIN_SIZE slots).
         let slots = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AqlPacket;
         if slots.is_null() {
             return None;
@@ -91,12 +107,19 @@ impl Ring {
         };
     }
 
-    /// Writes all `packets` or none (the submitter is the only producer:
-    /// callers serialise on their own lock), then rings the doorbell.
-    pub fn try_submit(&self, packets: &[AqlPacket]) -> bool {
+    /// Slots not holding an unconsumed packet.
+    pub fn free_slots(&self) -> u64 {
         let w = self.write_index.load(Ordering::Acquire);
         let r = self.read_index.load(Ordering::Acquire);
-        if w + packets.len() as u64 - r > self.size as u64 {
+        (self.size as u64).saturating_sub(w.saturating_sub(r))
+    }
+
+    /// Writes all `packets` or none, leaving at least `keep_free` slots free
+    /// (the submitter is the only producer: callers serialise on their own
+    /// lock), then rings the doorbell.
+    pub fn try_submit(&self, packets: &[AqlPacket], keep_free: u64) -> bool {
+        let w = self.write_index.load(Ordering::Acquire);
+        if packets.len() as u64 + keep_free > self.free_slots() {
             return false;
         }
         self.write_index
@@ -127,6 +150,8 @@ pub struct HwQueue {
     /// The queue reported to the error callback (the proxy for intercept queues).
     public_queue: std::sync::atomic::AtomicPtr<hsa_queue_t>,
     stop: AtomicBool,
+    /// The barrier dependency the processor sleeps on (woken by shut_down).
+    waiting_on: Mutex<Option<Arc<Signal>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -144,6 +169,7 @@ impl HwQueue {
             error_callback: callback,
             error_data: data as usize,
             stop: AtomicBool::new(false),
+            waiting_on: Mutex::new(None),
             thread: Mutex::new(None),
         });
         let worker = q.clone();
@@ -176,6 +202,15 @@ impl HwQueue {
     pub fn shut_down(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.ring.doorbell.poke();
+        if let Some(s) = self
+            .waiting_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            s.poke();
+        }
+        signals::wake_any_waiters();
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         // Destroyed from its own error callback: the thread exits by itself.
         if let Some(h) = handle
@@ -188,14 +223,13 @@ impl HwQueue {
     /// Blocks until `signal` satisfies the condition, is destroyed (a
     /// dependency that no longer exists counts as satisfied, as a handle
     /// that never named a live signal does), or the queue stops (false).
-    fn wait_signal(&self, s: &Signal, cond: hsa_signal_condition_t, value: i64) -> bool {
-        while !self.stop.load(Ordering::SeqCst) {
-            let seen = s.wait(cond, value, 50_000_000, Order::Acquire);
-            if signals::condition_holds(cond, seen, value) || s.is_destroyed() {
-                return true;
-            }
-        }
-        false
+    fn wait_signal(&self, s: &Arc<Signal>, cond: hsa_signal_condition_t, value: i64) -> bool {
+        // Published before the stop flag is read: shut_down either sees this
+        // signal and pokes it, or we see its stop flag.
+        *self.waiting_on.lock().unwrap_or_else(|e| e.into_inner()) = Some(s.clone());
+        let seen = s.wait_or_abort(cond, value, u64::MAX, Order::Acquire, &self.stop);
+        *self.waiting_on.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        signals::condition_holds(cond, seen, value) || s.is_destroyed()
     }
 
     fn process(&self) {
@@ -255,19 +289,15 @@ impl HwQueue {
                     if n > 0 {
                         let conds = [HSA_SIGNAL_CONDITION_EQ; 5];
                         let values = [0i64; 5];
-                        loop {
-                            if self.stop.load(Ordering::SeqCst) {
-                                return;
-                            }
-                            let hit = signals::wait_any(
-                                &deps[..n],
-                                &conds[..n],
-                                &values[..n],
-                                50_000_000,
-                            );
-                            if hit.0 != u32::MAX {
-                                break;
-                            }
+                        let hit = signals::wait_any_or_abort(
+                            &deps[..n],
+                            &conds[..n],
+                            &values[..n],
+                            u64::MAX,
+                            &self.stop,
+                        );
+                        if hit.0 == u32::MAX {
+                            return; // stopped
                         }
                     }
                     b.completion_signal
@@ -284,7 +314,6 @@ impl HwQueue {
             if completion.handle != 0 {
                 signals::rmw(completion, Rmw::Subtract, 1, Order::Release);
             }
-            intercept::hardware_progressed();
         }
     }
 }
@@ -322,8 +351,8 @@ pub(crate) fn lookup(q: *const hsa_queue_t) -> Option<QueueRecord> {
         .cloned()
 }
 
-/// ROCr: size must be a non-zero power of two, at most the agent's maximum;
-/// smaller sizes are rounded up to the minimum (64).
+/// The size rules of ROCm 5.2.3 (see the module header): the ring gets
+/// exactly the size requested.
 pub(crate) fn checked_size(
     agent: hsa_agent_t,
     size: u32,
@@ -339,9 +368,12 @@ pub(crate) fn checked_size(
         return Err(HSA_STATUS_ERROR_INVALID_AGENT);
     }
     if size > agents::QUEUE_MAX_SIZE {
-        return Err(HSA_STATUS_ERROR_INVALID_QUEUE_CREATION);
+        return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
-    Ok(size.max(agents::QUEUE_MIN_SIZE))
+    if size < agents::QUEUE_MIN_SIZE {
+        return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    }
+    Ok(size)
 }
 
 // --- API entries ----------------------------------------------------------
@@ -423,6 +455,10 @@ pub(crate) fn cas_write_index(q: *const hsa_queue_t, expected: u64, v: u64, o: O
     })
 }
 
+/// Deliberate difference: ROCr's CP writes dispatch timestamps only on
+/// queues with profiling enabled; we write them for every dispatch (the
+/// ditto tool reports durations on the CPU runtime without enabling
+/// profiling), so enabling only validates the queue.
 pub(crate) fn set_profiler_enabled(queue: *mut hsa_queue_t, _enable: i32) -> hsa_status_t {
     if lookup(queue).is_none() {
         return HSA_STATUS_ERROR_INVALID_QUEUE;

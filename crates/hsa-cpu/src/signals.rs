@@ -6,10 +6,23 @@
 //! Waiting blocks on a per-signal Mutex+Condvar; every change of value (and
 //! every store, even of the same value) bumps an epoch and wakes waiters.
 //! `hsa_amd_signal_wait_any` waits on one process-wide condvar that every
-//! change also notifies while such a waiter exists.
+//! change also notifies while such a waiter exists. Every blocking wait
+//! sleeps on a condvar: none spins.
+//!
+//! Also owns the runtime's ONE async-events thread (ROCr's
+//! `Runtime::AsyncEventsLoop`), started on the first registration: it runs
+//! the handlers of `hsa_amd_signal_async_handler` one at a time, in
+//! registration order among those whose condition holds, each with the value
+//! that satisfied it; a handler returning true stays registered, false
+//! removes it; a handler whose signal is destroyed is dropped uncalled.
+//! Intercept queues register their async doorbell here too (as ROCr's
+//! InterceptQueue does), so overflow retries and deferred doorbells run on
+//! this same thread, serially with the application's handlers. The thread
+//! waits as a permanent `wait_any` waiter on the process-wide condvar.
 
 use hsa::*;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -186,6 +199,21 @@ impl Signal {
         timeout_hint: u64,
         order: Order,
     ) -> i64 {
+        static NEVER: AtomicBool = AtomicBool::new(false);
+        self.wait_or_abort(condition, compare, timeout_hint, order, &NEVER)
+    }
+
+    /// `wait` that also returns once `abort` is set; whoever sets it must
+    /// then `poke` this signal (a queue stopping while its processor waits
+    /// on a barrier dependency).
+    pub fn wait_or_abort(
+        &self,
+        condition: hsa_signal_condition_t,
+        compare: i64,
+        timeout_hint: u64,
+        order: Order,
+        abort: &AtomicBool,
+    ) -> i64 {
         let v = self.value.load(order.load());
         if condition_holds(condition, v, compare) || timeout_hint == 0 {
             return v;
@@ -195,7 +223,10 @@ impl Signal {
         let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let v = loop {
             let v = self.value.load(Ordering::SeqCst);
-            if condition_holds(condition, v, compare) || self.destroyed.load(Ordering::SeqCst) {
+            if condition_holds(condition, v, compare)
+                || self.destroyed.load(Ordering::SeqCst)
+                || abort.load(Ordering::SeqCst)
+            {
                 break v;
             }
             match end {
@@ -316,6 +347,25 @@ pub(crate) fn wait_any(
     values: &[i64],
     timeout_hint: u64,
 ) -> (u32, i64) {
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    wait_any_or_abort(signals, conditions, values, timeout_hint, &NEVER)
+}
+
+/// Wakes every `wait_any` waiter (and the async thread) to re-check.
+pub(crate) fn wake_any_waiters() {
+    drop(ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+    ANY_CV.notify_all();
+}
+
+/// `wait_any` that also returns (u32::MAX, 0) once `abort` is set; whoever
+/// sets it must then call `wake_any_waiters`.
+pub(crate) fn wait_any_or_abort(
+    signals: &[hsa_signal_t],
+    conditions: &[hsa_signal_condition_t],
+    values: &[i64],
+    timeout_hint: u64,
+    abort: &AtomicBool,
+) -> (u32, i64) {
     let objects: Vec<Option<Arc<Signal>>> = signals.iter().map(|s| lookup(*s)).collect();
     let check = || {
         for (i, s) in objects.iter().enumerate() {
@@ -338,6 +388,9 @@ pub(crate) fn wait_any(
     let result = loop {
         if let Some(hit) = check() {
             break hit;
+        }
+        if abort.load(Ordering::SeqCst) {
+            break (u32::MAX, 0);
         }
         match end {
             None => guard = ANY_CV.wait(guard).unwrap_or_else(|e| e.into_inner()),
@@ -449,6 +502,141 @@ pub(crate) unsafe fn amd_wait_any(
         unsafe { satisfying_value.write(value) };
     }
     index
+}
+
+// --- the runtime's async-events thread ----------------------------------
+
+/// What runs when an async handler's condition holds.
+pub(crate) enum AsyncCallback {
+    /// `hsa_amd_signal_handler` with its argument.
+    App(unsafe extern "C" fn(i64, *mut c_void) -> bool, usize),
+    /// A runtime-internal handler (intercept queues' async doorbell).
+    Internal(Box<dyn FnMut(i64) -> bool + Send>),
+}
+
+struct AsyncHandler {
+    signal: Arc<Signal>,
+    condition: hsa_signal_condition_t,
+    compare: i64,
+    callback: AsyncCallback,
+}
+
+struct AsyncState {
+    handlers: Vec<AsyncHandler>,
+    started: bool,
+}
+
+static ASYNC: Mutex<AsyncState> = Mutex::new(AsyncState {
+    handlers: Vec::new(),
+    started: false,
+});
+
+fn async_state() -> std::sync::MutexGuard<'static, AsyncState> {
+    ASYNC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a handler on the async thread (started on first use).
+pub(crate) fn register_async(
+    signal: Arc<Signal>,
+    condition: hsa_signal_condition_t,
+    compare: i64,
+    callback: AsyncCallback,
+) -> hsa_status_t {
+    {
+        let mut st = async_state();
+        if !st.started {
+            let spawned = std::thread::Builder::new()
+                .name("hsa-cpu-async".into())
+                .spawn(async_events_loop);
+            if spawned.is_err() {
+                return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+            }
+            st.started = true;
+        }
+        st.handlers.push(AsyncHandler {
+            signal,
+            condition,
+            compare,
+            callback,
+        });
+    }
+    wake_any_waiters();
+    HSA_STATUS_SUCCESS
+}
+
+/// Whether the current thread is the runtime's async-events thread.
+pub fn on_async_thread() -> bool {
+    std::thread::current().name() == Some("hsa-cpu-async")
+}
+
+fn async_events_loop() {
+    // A permanent wait_any waiter: every signal change notifies ANY_CV.
+    ANY_WAITERS.fetch_add(1, Ordering::SeqCst);
+    loop {
+        let ready: Vec<(AsyncHandler, i64)> = {
+            let mut guard = ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let ready = {
+                    let mut st = async_state();
+                    let mut ready = Vec::new();
+                    let mut i = 0;
+                    while i < st.handlers.len() {
+                        let h = &st.handlers[i];
+                        if h.signal.is_destroyed() {
+                            st.handlers.remove(i);
+                            continue;
+                        }
+                        let v = h.signal.value.load(Ordering::SeqCst);
+                        if condition_holds(h.condition, v, h.compare) {
+                            ready.push((st.handlers.remove(i), v));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    ready
+                };
+                if !ready.is_empty() {
+                    break ready;
+                }
+                guard = ANY_CV.wait(guard).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        // Serially, outside every lock (a handler may register handlers,
+        // store signals, ring doorbells).
+        for (mut h, value) in ready {
+            let keep = match &mut h.callback {
+                // SAFETY: the application's handler with its own argument.
+                AsyncCallback::App(f, arg) => unsafe { f(value, *arg as *mut c_void) },
+                // A panic stops only this handler, never the thread.
+                AsyncCallback::Internal(f) => {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(value)))
+                        .unwrap_or(false)
+                }
+            };
+            if keep {
+                async_state().handlers.push(h);
+            }
+        }
+    }
+}
+
+pub(crate) fn async_handler(
+    signal: hsa_signal_t,
+    condition: hsa_signal_condition_t,
+    value: i64,
+    handler: SignalHandler,
+    arg: *mut c_void,
+) -> hsa_status_t {
+    let Some(f) = handler else {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    };
+    if condition > HSA_SIGNAL_CONDITION_GTE {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let Some(s) = lookup(signal) else {
+        return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    };
+    register_async(s, condition, value, AsyncCallback::App(f, arg as usize))
 }
 
 pub(crate) fn get_dispatch_time(

@@ -200,7 +200,7 @@ pub struct AmdExtTable {
     pub hsa_amd_profiling_get_dispatch_time_fn: Option<HsaAmdProfilingGetDispatchTimeFn>,
     pub hsa_amd_profiling_get_async_copy_time_fn: RawFn,
     pub hsa_amd_profiling_convert_tick_to_system_domain_fn: RawFn,
-    pub hsa_amd_signal_async_handler_fn: RawFn,
+    pub hsa_amd_signal_async_handler_fn: Option<HsaAmdSignalAsyncHandlerFn>,
     pub hsa_amd_async_function_fn: RawFn,
     pub hsa_amd_signal_wait_any_fn: Option<HsaAmdSignalWaitAnyFn>,
     pub hsa_amd_queue_cu_set_mask_fn: RawFn,
@@ -471,6 +471,16 @@ pub type HsaAmdProfilingGetDispatchTimeFn = unsafe extern "C" fn(
     agent: hsa_agent_t,
     signal: hsa_signal_t,
     time: *mut hsa_amd_profiling_dispatch_time_t,
+) -> hsa_status_t;
+/// `hsa_amd_signal_handler`: return true to stay registered.
+pub type SignalHandler =
+    Option<unsafe extern "C" fn(value: hsa_signal_value_t, arg: *mut c_void) -> bool>;
+pub type HsaAmdSignalAsyncHandlerFn = unsafe extern "C" fn(
+    signal: hsa_signal_t,
+    cond: hsa_signal_condition_t,
+    value: hsa_signal_value_t,
+    handler: SignalHandler,
+    arg: *mut c_void,
 ) -> hsa_status_t;
 pub type HsaAmdSignalWaitAnyFn = unsafe extern "C" fn(
     signal_count: u32,

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
 /// Bumped on any incompatible change of a message.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
 pub const MAX_FRAME_BYTES: u32 = 16 << 20;
 
@@ -46,6 +47,10 @@ pub struct Hello {
     pub kernel_query: String,
     pub command_line: Vec<String>,
     pub working_directory: String,
+    /// The process's rank as its launcher numbered it (OMPI_COMM_WORLD_RANK,
+    /// PMI_RANK or SLURM_PROCID, first one set); `None`: the collector
+    /// numbers processes in connection order.
+    pub rank: Option<u32>,
 }
 
 /// Identity of a kernel as loaded by the runtime.
@@ -66,6 +71,10 @@ pub struct Dispatch {
     pub kernel: KernelName,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Kernel execution time in nanoseconds (end - start of the dispatch as
+    /// the runtime's profiling reports it on the completion signal); `None`
+    /// when the runtime reported no times.
+    pub duration_ns: Option<u64>,
     pub buffers: Vec<Buffer>,
 }
 
@@ -149,6 +158,9 @@ pub const ALL_DTYPES: [DType; 14] = [
 pub struct Buffer {
     /// Position of the argument in the kernel's parameter list.
     pub arg_index: u32,
+    /// The parameter's name in the kernel's source, when known (demangled
+    /// names carry only types, so usually `None`).
+    pub name: Option<String>,
     pub dtype: DType,
     /// `hsa_amd_ipc_memory_t` bytes (or the backend's equivalent).
     pub handle: Vec<u8>,
@@ -266,8 +278,10 @@ mod tests {
             },
             grid: [1024, 1, 1],
             block: [256, 1, 1],
+            duration_ns: Some(1500),
             buffers: vec![Buffer {
                 arg_index: 1,
+                name: Some("output".into()),
                 dtype: DType::F32,
                 handle: vec![7; 32],
                 owner_pid: 4242,

@@ -16,6 +16,7 @@ pub const APPS: &[&str] = &[
     "scale_values",
     "scale_twice",
     "no_dispatch",
+    "parallel_groups",
 ];
 
 /// Code objects of test-only kernel files (no executable), next to the apps.

@@ -24,6 +24,11 @@ fn runtime_dir() -> PathBuf {
 
 /// Runs `app args...` on the CPU runtime; returns stdout, asserting exit 0.
 fn run_app(app: &str, args: &[&str]) -> String {
+    run_app_with(app, args, &[])
+}
+
+/// As [`run_app`], with extra environment variables.
+fn run_app_with(app: &str, args: &[&str], envs: &[(&str, &str)]) -> String {
     let dir = runtime_dir();
     let library = dir.join("libhsa-runtime64.so.1");
     assert!(
@@ -37,6 +42,7 @@ fn run_app(app: &str, args: &[&str]) -> String {
         .env("LD_LIBRARY_PATH", &dir)
         .env_remove("LD_PRELOAD")
         .env_remove("HSA_TOOLS_LIB")
+        .envs(envs.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -141,5 +147,65 @@ fn no_dispatch_runs_only_vector_add() {
     assert_eq!(
         run_app("no_dispatch", &[]),
         "no_dispatch: launched vector_add only, c[0] = 1, c[1023] = 1024\n"
+    );
+}
+
+/// Output of parallel_groups: (threads that ran its 64 groups, the rest).
+fn parallel_groups(threads: &str) -> (usize, String) {
+    let out = run_app_with(
+        "parallel_groups",
+        &[],
+        &[("DITTO_HSA_CPU_THREADS", threads)],
+    );
+    let (first, rest) = out.split_once('\n').expect("two lines");
+    let count = first
+        .strip_prefix("groups = 64, missing = 0, threads = ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .parse()
+        .expect("a thread count");
+    (count, rest.to_string())
+}
+
+const NO_VIOLATIONS: &str =
+    "shared violations = 0, dynamic shared violations = 0, barrier rounds wrong = 0\n";
+
+#[test]
+fn groups_run_on_several_threads_with_shared_memory_private_to_each_group() {
+    let (threads, rest) = parallel_groups("4");
+    assert!(
+        (2..=4).contains(&threads),
+        "64 groups ran on {threads} threads"
+    );
+    assert_eq!(rest, NO_VIOLATIONS);
+}
+
+#[test]
+fn one_runtime_thread_runs_every_group_on_one_thread() {
+    let (threads, rest) = parallel_groups("1");
+    assert_eq!(threads, 1);
+    assert_eq!(rest, NO_VIOLATIONS);
+}
+
+#[test]
+fn apps_print_the_same_results_on_one_and_on_four_threads() {
+    for (app, args) in [
+        ("reduce_sum_baseline", &[][..]),
+        ("reduce_sum_optimized", &[][..]),
+        ("scale_values", &["double", "1000"][..]),
+        ("scale_twice", &[][..]),
+        ("vector_add", &[][..]),
+    ] {
+        let one = run_app_with(app, args, &[("DITTO_HSA_CPU_THREADS", "1")]);
+        let four = run_app_with(app, args, &[("DITTO_HSA_CPU_THREADS", "4")]);
+        assert_eq!(one, four, "{app} {args:?}");
+    }
+    let expected = format!("sum = {:.1}\n", exact_reduce_sum());
+    assert_eq!(
+        run_app_with(
+            "reduce_sum_optimized",
+            &[],
+            &[("DITTO_HSA_CPU_THREADS", "4")]
+        ),
+        expected
     );
 }

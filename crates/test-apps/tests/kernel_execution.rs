@@ -2,8 +2,9 @@
 //! `ditto_cpu_code_object_kernels()` and each kernel's entry on host memory —
 //! without any HSA runtime. Pins the execution model that
 //! include/ditto_hip_cpu.hpp documents: names, kernarg layout, groups and
-//! partial groups, barriers, atomics, dynamic shared memory and
-//! per-work-item floating-point state.
+//! partial groups, ranges of groups (code-object ABI 2) and concurrent entry
+//! calls, barriers, atomics, dynamic shared memory and per-work-item
+//! floating-point state.
 
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::Path;
@@ -17,6 +18,8 @@ struct Dispatch {
     group_segment_size: u32,
     private_segment_size: u32,
     kernarg: *const c_void,
+    first_group: u64,
+    group_count: u64,
 }
 
 /// Mirror of `ditto_cpu_kernel_t`.
@@ -58,7 +61,7 @@ impl CodeObject {
         // SAFETY: the symbol is a uint32_t per ditto_hsa_cpu.h.
         assert_eq!(
             unsafe { *abi },
-            1,
+            2,
             "{}: DITTO_CPU_CODE_OBJECT_ABI",
             path.display()
         );
@@ -140,13 +143,44 @@ impl Kernarg {
     }
 }
 
-/// Runs one dispatch; returns the entry's result.
+/// Work-groups of a grid (a zero group size gives 0: the entry refuses it).
+fn group_total(grid: [u32; 3], group: [u16; 3]) -> u64 {
+    (0..3)
+        .map(|d| match group[d] {
+            0 => 0,
+            g => (grid[d] as u64).div_ceil(g as u64),
+        })
+        .product()
+}
+
+/// Runs every group of one dispatch in one entry call; returns the entry's result.
 fn run(
     kernel: KernelDescriptor,
     grid: [u32; 3],
     group: [u16; 3],
     group_segment: u32,
     kernarg: &Kernarg,
+) -> i32 {
+    run_range(
+        kernel,
+        grid,
+        group,
+        group_segment,
+        kernarg,
+        0,
+        group_total(grid, group),
+    )
+}
+
+/// Runs the groups [first, first + count) of one dispatch; returns the entry's result.
+fn run_range(
+    kernel: KernelDescriptor,
+    grid: [u32; 3],
+    group: [u16; 3],
+    group_segment: u32,
+    kernarg: &Kernarg,
+    first: u64,
+    count: u64,
 ) -> i32 {
     let dimensions = if grid[2] > 1 || group[2] > 1 {
         3
@@ -162,6 +196,8 @@ fn run(
         group_segment_size: group_segment,
         private_segment_size: 0,
         kernarg: kernarg.bytes.as_ptr().cast(),
+        first_group: first,
+        group_count: count,
     };
     let entry = kernel.entry.expect("kernel has an entry");
     // SAFETY: the kernarg bytes hold the pointers/values the kernel expects,
@@ -484,4 +520,164 @@ fn two_code_objects_with_the_same_kernel_stay_separate() {
         .push(512i32);
     assert_eq!(run_1d(wrong.kernel(REDUCE_SUM), 512, 256, &args), 0);
     assert_eq!((out_baseline, out_wrong), (512.0, 0.0));
+}
+
+#[test]
+fn an_entry_runs_only_its_range_of_groups() {
+    let checks = CodeObject::open("kernel_checks");
+    let kernel = checks.kernel("_Z14barrier_rotatePi");
+    let (groups, size) = (10u32, 8u16);
+    let mut out = vec![-1i32; (groups * size as u32) as usize];
+    let args = Kernarg::default().ptr(out.as_mut_ptr());
+    let grid = [groups * size as u32, 1, 1];
+    assert_eq!(run_range(kernel, grid, [size, 1, 1], 0, &args, 3, 4), 0);
+    for g in 0..groups {
+        for t in 0..size as u32 {
+            let value = out[(g * size as u32 + t) as usize];
+            if (3..7).contains(&g) {
+                assert_eq!(
+                    value,
+                    ((t + 1) % size as u32 + 1000 * g) as i32,
+                    "group {g}"
+                );
+            } else {
+                assert_eq!(value, -1, "group {g} is outside the range but ran");
+            }
+        }
+    }
+}
+
+#[test]
+fn ranges_of_a_3d_grid_follow_linear_group_ids_x_fastest() {
+    let checks = CodeObject::open("kernel_checks");
+    let (grid, group) = ([10u32, 3, 2], [4u16, 2, 1]); // 3 x 2 x 2 groups
+    let items = (grid[0] * grid[1] * grid[2]) as usize;
+    let mut out = vec![0u32; 8 * items];
+    let mut executed = 0u32;
+    let args = Kernarg::default()
+        .ptr(out.as_mut_ptr())
+        .ptr(&mut executed as *mut u32)
+        .push(grid[0])
+        .push(grid[1]);
+    // Linear ids 4..7: (1,1,0) (2,1,0) (0,0,1).
+    let kernel = checks.kernel("_Z10record_idsPjS_jj");
+    assert_eq!(run_range(kernel, grid, group, 0, &args, 4, 3), 0);
+    let pack = |x: u32, y: u32, z: u32| x | (y << 10) | (z << 20);
+    let mut ran = std::collections::BTreeSet::new();
+    for slot in out.chunks(8).filter(|s| s[4] == 1) {
+        ran.insert(slot[1]);
+    }
+    assert_eq!(
+        ran,
+        [pack(1, 1, 0), pack(2, 1, 0), pack(0, 0, 1)]
+            .into_iter()
+            .collect(),
+        "blockIdx of the groups that ran"
+    );
+    // (1,1,0): 4 x 1 items; (2,1,0): the partial group, 2 x 1; (0,0,1): 4 x 2.
+    assert_eq!(executed, 4 + 2 + 8);
+}
+
+#[test]
+fn a_range_past_the_last_group_is_refused_and_runs_nothing() {
+    let checks = CodeObject::open("kernel_checks");
+    let kernel = checks.kernel("_Z14barrier_rotatePi");
+    let mut out = vec![-1i32; 80];
+    let args = Kernarg::default().ptr(out.as_mut_ptr());
+    for (first, count) in [(8u64, 3u64), (11, 0), (0, 11), (u64::MAX, 2)] {
+        assert_eq!(
+            run_range(kernel, [80, 1, 1], [8, 1, 1], 0, &args, first, count),
+            5,
+            "range {first}+{count} of 10 groups"
+        );
+    }
+    assert!(out.iter().all(|v| *v == -1), "nothing ran");
+    assert_eq!(run_range(kernel, [80, 1, 1], [8, 1, 1], 0, &args, 10, 0), 0);
+}
+
+/// Calls the entry from `threads` threads at once, each with its share of
+/// the groups (thread i runs groups i, i + threads, ... one call per group).
+fn run_concurrently(
+    kernel: KernelDescriptor,
+    groups: u32,
+    size: u16,
+    group_segment: u32,
+    kernarg: &Kernarg,
+    threads: u32,
+) {
+    /// The descriptor's name pointer is what keeps it from being Send.
+    struct Shared(KernelDescriptor);
+    // SAFETY: the descriptor is read-only and valid while the code object is
+    // loaded, which outlives the scope below.
+    unsafe impl Sync for Shared {}
+    let shared = Shared(kernel);
+    let start = std::sync::Barrier::new(threads as usize);
+    std::thread::scope(|scope| {
+        for i in 0..threads {
+            let (start, shared) = (&start, &shared);
+            scope.spawn(move || {
+                let kernel = shared.0;
+                start.wait();
+                for g in (i..groups).step_by(threads as usize) {
+                    let rc = run_range(
+                        kernel,
+                        [groups * size as u32, 1, 1],
+                        [size, 1, 1],
+                        group_segment,
+                        kernarg,
+                        g as u64,
+                        1,
+                    );
+                    assert_eq!(rc, 0, "group {g}");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn concurrent_entry_calls_keep_shared_memory_per_group() {
+    let checks = CodeObject::open("kernel_checks");
+    let (groups, size, rounds) = (16u32, 64u16, 40i32);
+    let mut violations = vec![0i32; groups as usize];
+    let args = Kernarg::default().ptr(violations.as_mut_ptr()).push(rounds);
+    let kernel = checks.kernel("_Z15shared_identityPii");
+    run_concurrently(kernel, groups, size, 0, &args, 4);
+    assert_eq!(violations, vec![0; groups as usize], "static __shared__");
+
+    let kernel = checks.kernel("_Z23dynamic_shared_identityPii");
+    run_concurrently(kernel, groups, size, 4 * size as u32, &args, 4);
+    assert_eq!(violations, vec![0; groups as usize], "dynamic shared");
+}
+
+#[test]
+fn concurrent_entry_calls_give_the_sequential_results() {
+    let checks = CodeObject::open("kernel_checks");
+    let (groups, size, rounds) = (12u32, 64u16, 9i32);
+    let mut out = vec![-1i32; (groups * size as u32) as usize];
+    let args = Kernarg::default().ptr(out.as_mut_ptr()).push(rounds);
+    run_concurrently(
+        checks.kernel("_Z14barrier_roundsPii"),
+        groups,
+        size,
+        0,
+        &args,
+        3,
+    );
+    for (i, value) in out.iter().enumerate() {
+        let t = i as i32 % size as i32;
+        assert_eq!(*value, (t + rounds) % size as i32, "work-item {i}");
+    }
+
+    let code_object = CodeObject::open("reduce_sum_optimized");
+    let n = 65536u32;
+    let input: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.5).collect();
+    let mut output = 0.0f32;
+    let args = Kernarg::default()
+        .ptr(input.as_ptr() as *mut f32)
+        .ptr(&mut output as *mut f32)
+        .push(n as i32);
+    run_concurrently(code_object.kernel(REDUCE_SUM), n / 256, 256, 0, &args, 4);
+    let expected: f64 = (0..n).map(|i| (i % 7) as f64 * 0.5).sum();
+    assert_eq!(output as f64, expected);
 }

@@ -6,8 +6,8 @@
 
 use super::capture::capture_dispatch;
 use super::{
-    ConnectionEnd, ConnectionReport, POLL_INTERVAL, Shared, SnapshotLayout, check_peer,
-    check_run_name, peer_uid,
+    ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
+    check_peer, check_run_name, peer_uid,
 };
 use crate::store::SnapshotWriter;
 use ditto_protocol::{
@@ -86,13 +86,46 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
+/// Keeps the connection's entry in `Shared::live_connections` current and
+/// removes it when the connection ends.
+struct LiveEntry<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl LiveEntry<'_> {
+    fn update(&self, f: impl FnOnce(&mut LiveConnection)) {
+        let mut map = self
+            .shared
+            .live_connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        f(map.entry(self.id).or_default());
+    }
+}
+
+impl Drop for LiveEntry<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .live_connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
 pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
     let _active = ActiveGuard(&shared.active);
+    let live = LiveEntry {
+        shared,
+        id: shared.next_connection.fetch_add(1, Ordering::SeqCst),
+    };
+    live.update(|_| {});
     let mut report = ConnectionReport::new();
     // A bug must not make a connection vanish from the reports (a run that
     // looks complete): a panic ends it as a failed connection.
     let served = panic::catch_unwind(AssertUnwindSafe(|| {
-        run_connection(shared, &stream, &mut report)
+        run_connection(shared, &stream, &mut report, &live)
     }));
     report.end = served.unwrap_or_else(|p| {
         let reason = format!("internal error in the collector: {}", panic_message(&*p));
@@ -103,6 +136,7 @@ pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
         }
     });
     let _ = stream.shutdown(std::net::Shutdown::Both);
+    drop(live);
     if let Some(observer) = &shared.config.on_connection_end {
         observer(&report);
     }
@@ -131,6 +165,7 @@ fn run_connection(
     shared: &Shared,
     stream: &UnixStream,
     report: &mut ConnectionReport,
+    live: &LiveEntry,
 ) -> ConnectionEnd {
     let setup = stream
         .set_nonblocking(false)
@@ -203,6 +238,11 @@ fn run_connection(
         }
     };
     report.rank = Some(rank);
+    live.update(|l| {
+        l.run = Some(hello.run.clone());
+        l.pid = Some(hello.pid);
+        l.rank = Some(rank);
+    });
     if let Err(e) = send(
         stream,
         &CollectorMessage::Welcome {
@@ -236,6 +276,7 @@ fn run_connection(
         match msg {
             ToolMessage::Dispatch(d) => {
                 let index = d.index;
+                live.update(|l| l.capturing = Some(index));
                 // A panic while capturing (the attachment guard detaches while
                 // unwinding) becomes an error ack: the application is released
                 // now and the other connections go on.
@@ -254,6 +295,10 @@ fn run_connection(
                         report.dispatches_captured += 1;
                         report.arrays_captured += stored.arrays;
                         report.bytes_captured += stored.bytes;
+                        live.update(|l| {
+                            l.dispatches_captured += 1;
+                            l.bytes_captured += stored.bytes;
+                        });
                     }
                     Err(e) => report.errors.push(e.clone()),
                 }
@@ -269,6 +314,10 @@ fn run_connection(
                     };
                 }
                 last_dispatch = Some(index);
+                live.update(|l| {
+                    l.capturing = None;
+                    l.last_dispatch = Some(index);
+                });
             }
             ToolMessage::Goodbye(g) => {
                 if let Err(e) = writer

@@ -202,7 +202,44 @@ impl std::fmt::Display for ConnectionReport {
     }
 }
 
+/// A connection that is still open: who it is and how far it got, for
+/// progress lines and for saying what was pending when a run is stopped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveConnection {
+    pub run: Option<String>,
+    pub pid: Option<u32>,
+    pub rank: Option<u32>,
+    pub dispatches_captured: u64,
+    pub bytes_captured: u64,
+    /// Index of the last dispatch acknowledged.
+    pub last_dispatch: Option<u64>,
+    /// Index of the dispatch being captured now (received, not yet acked).
+    pub capturing: Option<u64>,
+}
+
+impl std::fmt::Display for LiveConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.run, self.pid) {
+            (Some(run), Some(pid)) => write!(f, "run '{run}' (pid {pid}")?,
+            _ => write!(f, "a process that has not said Hello yet (")?,
+        }
+        if let Some(r) = self.rank {
+            write!(f, ", rank {r}")?;
+        }
+        write!(f, "): {} dispatch(es) captured", self.dispatches_captured)?;
+        if let Some(i) = self.last_dispatch {
+            write!(f, ", the last dispatch {i}")?;
+        }
+        match self.capturing {
+            Some(i) => write!(f, "; dispatch {i} was being captured"),
+            None => write!(f, "; waiting for its next dispatch"),
+        }
+    }
+}
+
 struct Shared {
+    live_connections: Mutex<HashMap<u64, LiveConnection>>,
+    next_connection: AtomicU64,
     source: Arc<dyn BufferSource>,
     config: CollectorConfig,
     live: AtomicUsize,
@@ -276,6 +313,8 @@ impl Collector {
                 source,
             })?;
         let shared = Arc::new(Shared {
+            live_connections: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(0),
             source,
             config,
             live: AtomicUsize::new(0),
@@ -321,6 +360,28 @@ impl Collector {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Connections open now, in no particular order.
+    pub fn open_connections(&self) -> Vec<LiveConnection> {
+        self.shared
+            .live_connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Dispatches and bytes captured so far, over ended and open connections.
+    pub fn progress(&self) -> (u64, u64) {
+        let live = self.open_connections();
+        let ended = self.reports();
+        let dispatches = live.iter().map(|l| l.dispatches_captured).sum::<u64>()
+            + ended.iter().map(|r| r.dispatches_captured).sum::<u64>();
+        let bytes = live.iter().map(|l| l.bytes_captured).sum::<u64>()
+            + ended.iter().map(|r| r.bytes_captured).sum::<u64>();
+        (dispatches, bytes)
     }
 
     /// Waits until every pending connection has been accepted and every

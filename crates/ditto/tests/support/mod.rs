@@ -119,6 +119,7 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 pub fn buffer(arg: u32, handle: &[u8], alloc: &[u8], offset: u64, extent: u64) -> Buffer {
     Buffer {
         arg_index: arg,
+        name: None,
         dtype: DType::F32,
         handle: handle.to_vec(),
         owner_pid: 4242,
@@ -136,6 +137,7 @@ pub fn dispatch(index: u64, buffers: Vec<Buffer>) -> Dispatch {
         kernel: kernel(),
         grid: [64, 1, 1],
         block: [16, 1, 1],
+        duration_ns: None,
         buffers,
     }
 }
@@ -148,6 +150,7 @@ pub fn hello(run: &str) -> Hello {
         kernel_query: "scale_values".into(),
         command_line: vec!["scale_values".into(), "float".into()],
         working_directory: "/".into(),
+        rank: None,
     }
 }
 

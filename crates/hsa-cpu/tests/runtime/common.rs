@@ -245,7 +245,10 @@ static int record_entry(const ditto_cpu_dispatch_t* d) {
 struct fill_args { uint32_t* out; uint32_t value; };
 static int fill_entry(const ditto_cpu_dispatch_t* d) {
   struct fill_args a; memcpy(&a, d->kernarg, sizeof a);
-  for (uint32_t i = 0; i < d->grid_size[0]; i++) a.out[i] = a.value + i;
+  /* 1-D: the work-items of groups [first_group, first_group + group_count). */
+  uint64_t begin = d->first_group * d->workgroup_size[0];
+  uint64_t end = (d->first_group + d->group_count) * d->workgroup_size[0];
+  for (uint64_t i = begin; i < end && i < d->grid_size[0]; i++) a.out[i] = a.value + (uint32_t)i;
   return 0;
 }
 static int fail_entry(const ditto_cpu_dispatch_t* d) { (void)d; return 1; }

@@ -1,6 +1,8 @@
 //! Intercept queues: reachable through the table only, run on the doorbell
 //! thread, chain with the last registered outermost, expand packets, and
-//! overflow into the async retry path when the hardware ring is full.
+//! overflow into the async retry path when the hardware ring is full (ROCr's
+//! InterceptQueue); the writer works only on the callback's thread; a
+//! swapped completion signal takes the dispatch times.
 
 use crate::common::*;
 use hsa::*;
@@ -45,9 +47,9 @@ fn register(q: *mut hsa_queue_t, handler: InterceptHandler, data: *mut c_void) {
     assert_eq!(unsafe { reg(q, handler, data) }, 0);
 }
 
-/// What the expanding interceptor saw.
+/// What the expanding interceptor saw: (count, user index, thread name).
 struct Expander {
-    calls: Mutex<Vec<(u64, u64, std::thread::ThreadId)>>,
+    calls: Mutex<Vec<(u64, u64, String)>>,
 }
 
 /// Dispatches of `record` with id N become three (ids 10N, 10N+1, 10N+2),
@@ -62,10 +64,11 @@ unsafe extern "C" fn expand(
     // SAFETY: data is the Expander; pkts holds `count` packets (1 for the outermost).
     unsafe {
         let me = &*(data as *const Expander);
-        me.calls
-            .lock()
-            .unwrap()
-            .push((count, index, std::thread::current().id()));
+        me.calls.lock().unwrap().push((
+            count,
+            index,
+            std::thread::current().name().unwrap_or("").to_string(),
+        ));
         let writer = writer.unwrap();
         let p = *(pkts as *const AqlPacket);
         if packet::packet_type(p.header()) != HSA_PACKET_TYPE_KERNEL_DISPATCH {
@@ -106,16 +109,12 @@ fn intercept_functions_are_in_the_table_but_not_exported() {
 }
 
 #[test]
-fn expansion_overflows_the_hardware_ring_and_is_retried_in_order() {
+fn four_slot_queue_expanding_each_packet_into_three_overflows_and_retries_in_order() {
     let k = test_kernels();
     let record = kernel_object(k.executable, "record.kd");
     let q = intercept_queue(4);
     // SAFETY: q is live.
-    assert_eq!(
-        unsafe { (*q).size },
-        64,
-        "size rounded up to ROCr's minimum"
-    );
+    assert_eq!(unsafe { (*q).size }, 4, "a real 4-slot ring");
     let expander = Box::leak(Box::new(Expander {
         calls: Mutex::new(Vec::new()),
     }));
@@ -123,48 +122,234 @@ fn expansion_overflows_the_hardware_ring_and_is_retried_in_order() {
     let mut log = RecordLog::new();
     let hold = signal(1);
     let done = signal(1);
-    // 1 held barrier + 30 dispatches × 3 = 91 packets for a 64-slot ring.
+    let overflowed = rt::intercept::overflowed_batches();
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    // The held barrier takes 1 hardware slot; dispatch 1's first writer call
+    // fits (one slot stays free), its second (2 packets) overflows.
     submit(q, &[barrier_and(&[hold], hsa_signal_t::default())]);
-    let dispatches: Vec<AqlPacket> = (1..=30)
-        .map(|id| dispatch(record, log.kernarg(id), 1, hsa_signal_t::default(), false))
-        .collect();
-    for chunk in dispatches.chunks(10) {
-        submit(q, chunk);
-    }
-    submit(q, &[barrier_and(&[], done)]);
-    {
-        let calls = expander.calls.lock().unwrap();
-        assert_eq!(
-            calls.len(),
-            32,
-            "one call per packet, already made on the doorbell thread"
-        );
-        assert!(calls.iter().all(|(count, _, _)| *count == 1));
-        assert!(
-            calls
-                .iter()
-                .all(|(_, _, t)| *t == std::thread::current().id()),
-            "callbacks run on the doorbell thread"
-        );
-        assert_eq!(
-            calls.iter().map(|c| c.1).collect::<Vec<_>>(),
-            (0..32).collect::<Vec<u64>>(),
-            "user packet indices"
+    submit(
+        q,
+        &[dispatch(
+            record,
+            log.kernarg(1),
+            1,
+            hsa_signal_t::default(),
+            false,
+        )],
+    );
+    // With the overflow pending, these doorbells only retry it; the packets
+    // wait in the proxy ring (3 of its 4 slots).
+    for id in 2..=3 {
+        submit(
+            q,
+            &[dispatch(
+                record,
+                log.kernarg(id),
+                1,
+                hsa_signal_t::default(),
+                false,
+            )],
         );
     }
     std::thread::sleep(Duration::from_millis(30));
     assert!(log.entries().is_empty(), "held behind the barrier");
+    assert!(
+        rt::intercept::overflowed_batches() > overflowed,
+        "the overflow path was reached"
+    );
+    {
+        let calls = expander.calls.lock().unwrap();
+        assert_eq!(
+            calls.iter().map(|c| (c.1, c.2.clone())).collect::<Vec<_>>(),
+            [(0, me.clone()), (1, me.clone())],
+            "doorbell-thread calls stop once the overflow is pending"
+        );
+    }
     store(hold, 0);
+    // More dispatches while the retries run: the app waits for proxy room.
+    for id in 4..=12 {
+        submit(
+            q,
+            &[dispatch(
+                record,
+                log.kernarg(id),
+                1,
+                hsa_signal_t::default(),
+                false,
+            )],
+        );
+    }
+    submit(q, &[barrier_and(&[], done)]);
     assert_eq!(wait_eq(done, 0), 0, "the overflow drained");
-    let expected: Vec<u32> = (1..=30)
+    let expected: Vec<u32> = (1..=12)
         .flat_map(|id| [id * 10, id * 10 + 1, id * 10 + 2])
         .collect();
-    assert_eq!(log.entries(), expected);
+    assert_eq!(log.entries(), expected, "order preserved across overflow");
+    let calls = expander.calls.lock().unwrap();
+    assert!(
+        calls.iter().all(|c| c.0 == 1),
+        "one packet per outermost call"
+    );
+    assert_eq!(
+        calls.iter().map(|c| c.1).collect::<Vec<_>>(),
+        (0..14).collect::<Vec<u64>>(),
+        "each packet intercepted once, in order"
+    );
+    assert!(
+        calls[2..].iter().any(|c| c.2 == "hsa-cpu-async"),
+        "packets that arrived during the overflow were intercepted on the async thread: {:?}",
+        calls.iter().map(|c| &c.2).collect::<Vec<_>>()
+    );
+    assert!(
+        calls.iter().all(|c| c.2 == me || c.2 == "hsa-cpu-async"),
+        "only the doorbell thread and the async thread run interceptors"
+    );
+    drop(calls);
     // SAFETY: q is live; the proxy ring is fully consumed.
     unsafe {
-        assert_eq!(rt::hsa_queue_load_read_index_scacquire(q), 32);
+        assert_eq!(rt::hsa_queue_load_read_index_scacquire(q), 14);
         assert_eq!(rt::hsa_queue_destroy(q), 0);
     }
+}
+
+/// Calls the writer from a thread of its own: must be ignored.
+unsafe extern "C" fn write_from_another_thread(
+    pkts: *const c_void,
+    count: u64,
+    _i: u64,
+    data: *mut c_void,
+    writer: InterceptPacketWriter,
+) {
+    let (p, w) = (pkts as usize, writer.unwrap());
+    // SAFETY: the writer is called with a valid packet copy; it must refuse.
+    std::thread::spawn(move || {
+        let copy = unsafe { *(p as *const AqlPacket) };
+        unsafe { w(&copy as *const AqlPacket as *const c_void, 1) };
+    })
+    .join()
+    .unwrap();
+    // SAFETY: data counts calls.
+    unsafe { *(data as *mut u32) += 1 };
+    let _ = count;
+}
+
+#[test]
+fn writer_called_from_another_thread_is_ignored() {
+    let k = test_kernels();
+    let record = kernel_object(k.executable, "record.kd");
+    let q = intercept_queue(64);
+    let calls = Box::leak(Box::new(0u32));
+    register(
+        q,
+        Some(write_from_another_thread),
+        calls as *mut u32 as *mut c_void,
+    );
+    let mut log = RecordLog::new();
+    let done = signal(1);
+    submit(
+        q,
+        &[
+            dispatch(record, log.kernarg(1), 1, hsa_signal_t::default(), false),
+            barrier_and(&[], done),
+        ],
+    );
+    assert_eq!(*calls, 2, "both packets reached the interceptor");
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(
+        log.entries().is_empty(),
+        "the foreign writer call submitted nothing"
+    );
+    assert_eq!(load(done), 1, "nor the barrier");
+    // SAFETY: q is live.
+    unsafe {
+        assert_eq!(rt::hsa_queue_load_read_index_scacquire(q), 2);
+        rt::hsa_queue_destroy(q);
+    }
+}
+
+/// rocprofiler-style: swap in our completion signal, append a barrier-AND
+/// that carries the application's.
+unsafe extern "C" fn swap_signal(
+    pkts: *const c_void,
+    _count: u64,
+    _i: u64,
+    data: *mut c_void,
+    writer: InterceptPacketWriter,
+) {
+    // SAFETY: data is our signal handle; pkts holds one packet.
+    unsafe {
+        let ours = *(data as *const hsa_signal_t);
+        let p = *(pkts as *const AqlPacket);
+        if packet::packet_type(p.header()) != HSA_PACKET_TYPE_KERNEL_DISPATCH {
+            writer.unwrap()(pkts, 1);
+            return;
+        }
+        let mut d = p.as_dispatch();
+        let app = d.completion_signal;
+        d.completion_signal = ours;
+        let out = [AqlPacket::from_dispatch(&d), barrier_and(&[ours], app)];
+        writer.unwrap()(out.as_ptr() as *const c_void, 2);
+    }
+}
+
+#[test]
+fn a_swapped_completion_signal_takes_the_dispatch_times() {
+    let k = test_kernels();
+    let record = kernel_object(k.executable, "record.kd");
+    let q = intercept_queue(64);
+    // SAFETY: q is live.
+    assert_eq!(
+        unsafe { rt::hsa_amd_profiling_set_profiler_enabled(q, 1) },
+        0
+    );
+    let ours = Box::leak(Box::new(signal(1)));
+    register(
+        q,
+        Some(swap_signal),
+        ours as *mut hsa_signal_t as *mut c_void,
+    );
+    let mut log = RecordLog::new();
+    let app = signal(1);
+    let mut before = 0u64;
+    // SAFETY: TIMESTAMP is a uint64_t.
+    unsafe {
+        rt::hsa_system_get_info(
+            HSA_SYSTEM_INFO_TIMESTAMP,
+            &mut before as *mut u64 as *mut c_void,
+        )
+    };
+    submit(q, &[dispatch(record, log.kernarg(1), 1, app, true)]);
+    assert_eq!(wait_eq(app, 0), 0);
+    assert_eq!(load(*ours), 0);
+    let mut after = 0u64;
+    // SAFETY: as above.
+    unsafe {
+        rt::hsa_system_get_info(
+            HSA_SYSTEM_INFO_TIMESTAMP,
+            &mut after as *mut u64 as *mut c_void,
+        )
+    };
+    let time = |s| {
+        let mut t = hsa_amd_profiling_dispatch_time_t::default();
+        // SAFETY: valid out pointer.
+        assert_eq!(
+            unsafe { rt::hsa_amd_profiling_get_dispatch_time(gpu(), s, &mut t) },
+            0
+        );
+        (t.start, t.end)
+    };
+    let (start, end) = time(*ours);
+    assert!(
+        before <= start && start <= end && end <= after,
+        "{before} {start} {end} {after}"
+    );
+    assert_eq!(
+        time(app),
+        (0, 0),
+        "the app's signal, completed by a barrier, has none"
+    );
+    // SAFETY: q is live.
+    unsafe { rt::hsa_queue_destroy(q) };
 }
 
 static ORDER: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());

@@ -170,3 +170,282 @@ fn child_scenario_attach_read_detach() {
     assert!(!mapped_in_self(p), "detach removes the mapping");
     assert_eq!(hsa_runtime64::ipc::attachment_count(), 0);
 }
+
+/// Maps of this process naming a memfd of the runtime with this inode.
+fn mappings_of_inode(inode: u64) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter(|l| l.contains("memfd:hsa-cpu-pool"))
+        .filter(|l| l.split_whitespace().nth(4) == Some(&inode.to_string()))
+        .count()
+}
+
+fn dev_shm() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn fragment_handles_carry_their_offset_and_die_with_the_allocation() {
+    init();
+    let keep = alloc(4096); // keeps the 2 MiB block alive
+    let p = alloc(3 * 4096);
+    assert_ne!(p, keep);
+    // SAFETY: p holds 3 pages.
+    unsafe { std::ptr::write_bytes(p, 0x3c, 3 * 4096) };
+    let h = create(p, 3 * 4096).unwrap();
+    let decoded = rt::ipc::IpcHandle::decode(&h);
+    let hk = rt::ipc::IpcHandle::decode(&create(keep, 4096).unwrap());
+    assert_eq!(decoded.inode, hk.inode, "one 2 MiB block");
+    assert_eq!(
+        decoded.offset as usize,
+        p as usize - keep as usize + hk.offset as usize,
+        "offset inside the block, in the handle"
+    );
+    let a = attach(&h, 3 * 4096).unwrap();
+    // SAFETY: a maps 3 pages.
+    assert_eq!(unsafe { *a.add(3 * 4096 - 1) }, 0x3c);
+    // SAFETY: a is an attachment.
+    assert_eq!(
+        unsafe { rt::hsa_amd_ipc_memory_detach(a as *mut c_void) },
+        0
+    );
+    free(p);
+    let mut sentinel = 0x1234usize as *mut c_void;
+    // SAFETY: valid pointers.
+    let s =
+        unsafe { rt::hsa_amd_ipc_memory_attach(&h, 3 * 4096, 0, std::ptr::null(), &mut sentinel) };
+    assert_eq!(
+        s, HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        "freed fragment of a live block"
+    );
+    assert_eq!(sentinel as usize, 0x1234, "no memory returned");
+    // Reuse of the same pages by a new allocation does not revive the handle.
+    let q = alloc(3 * 4096);
+    assert_eq!(q, p, "first fit reuses the pages");
+    assert_eq!(
+        attach(&h, 3 * 4096).err(),
+        Some(HSA_STATUS_ERROR_INVALID_ARGUMENT)
+    );
+    free(q);
+    free(keep);
+}
+
+/// Spawns a child scenario with stdout piped; returns it once it printed
+/// `HANDLE=<hex>` (the handle).
+fn spawn_exporter(scenario: &str) -> (std::process::Child, hsa_amd_ipc_memory_t) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            scenario,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(out).lines();
+    let handle = loop {
+        let line = lines.next().expect("child printed its handle").unwrap();
+        // The harness may print "test <name> ... " on the same line.
+        if let Some((_, h)) = line.split_once("HANDLE=") {
+            break unhex(&h[..64]);
+        }
+    };
+    // Keep draining so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, handle)
+}
+
+const EXPORT_LEN: usize = 3 << 20;
+
+/// Exports a 3 MiB buffer of 0x77, prints its handle; if DITTO_TEST_LINGER
+/// is set waits (to be killed), else exits at once (freeing everything).
+#[test]
+#[ignore = "child process of the IPC exporter tests"]
+fn child_scenario_export_and_linger() {
+    init();
+    let p = alloc(EXPORT_LEN);
+    // SAFETY: p holds EXPORT_LEN bytes.
+    unsafe { std::ptr::write_bytes(p, 0x77, EXPORT_LEN) };
+    let h = create(p, EXPORT_LEN).unwrap();
+    println!("HANDLE={}", hex(&h));
+    if std::env::var("DITTO_TEST_LINGER").is_ok() {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
+#[test]
+fn attach_after_the_exporter_exited_fails_and_returns_no_memory() {
+    init();
+    let (mut child, h) = spawn_exporter("ipc::child_scenario_export_and_linger");
+    assert!(child.wait().unwrap().success());
+    let mut sentinel = 0x5678usize as *mut c_void;
+    // SAFETY: valid pointers.
+    let s = unsafe {
+        rt::hsa_amd_ipc_memory_attach(&h, EXPORT_LEN, 0, std::ptr::null(), &mut sentinel)
+    };
+    assert_eq!(s, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    assert_eq!(sentinel as usize, 0x5678, "no memory returned");
+}
+
+#[test]
+#[ignore = "child process of the IPC exporter tests"]
+fn child_scenario_export_and_linger_forever() {
+    // SAFETY: setting an environment variable before any thread reads it.
+    unsafe { std::env::set_var("DITTO_TEST_LINGER", "1") };
+    child_scenario_export_and_linger();
+}
+
+#[test]
+fn exporter_killed_while_attached_leaves_nothing_after_detach() {
+    init();
+    let shm = dev_shm();
+    let (mut child, h) = spawn_exporter("ipc::child_scenario_export_and_linger_forever");
+    let inode = rt::ipc::IpcHandle::decode(&h).inode;
+    let a = attach(&h, EXPORT_LEN).unwrap();
+    assert_eq!(mappings_of_inode(inode), 1);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // SAFETY: the mapping outlives the exporter: memfd memory is refcounted.
+    assert_eq!(unsafe { *a.add(EXPORT_LEN - 1) }, 0x77);
+    // SAFETY: a is an attachment.
+    assert_eq!(
+        unsafe { rt::hsa_amd_ipc_memory_detach(a as *mut c_void) },
+        0
+    );
+    assert_eq!(
+        mappings_of_inode(inode),
+        0,
+        "no mapping left in the survivor"
+    );
+    assert_eq!(
+        attach(&h, EXPORT_LEN).err(),
+        Some(HSA_STATUS_ERROR_INVALID_ARGUMENT),
+        "the dead exporter's handle is refused"
+    );
+    assert_eq!(dev_shm(), shm, "nothing in /dev/shm");
+}
+
+/// Attaches the handle in DITTO_TEST_IPC_HANDLE, says ATTACHED, waits to be killed.
+#[test]
+#[ignore = "child process of importer_killed_while_attached_leaves_nothing_in_the_exporter"]
+fn child_scenario_attach_and_linger() {
+    let h = unhex(&std::env::var("DITTO_TEST_IPC_HANDLE").unwrap());
+    init();
+    let p = attach(&h, EXPORT_LEN).unwrap();
+    // SAFETY: p maps EXPORT_LEN bytes.
+    unsafe { *p = 0x99 };
+    println!("HANDLE={}", hex(&h));
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn importer_killed_while_attached_leaves_nothing_in_the_exporter() {
+    use std::io::BufRead;
+    init();
+    let shm = dev_shm();
+    let p = alloc(EXPORT_LEN);
+    let h = create(p, EXPORT_LEN).unwrap();
+    let inode = rt::ipc::IpcHandle::decode(&h).inode;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "ipc::child_scenario_attach_and_linger",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DITTO_TEST_IPC_HANDLE", hex(&h))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.unwrap().contains("HANDLE=")),
+        "child attached"
+    );
+    // SAFETY: p holds EXPORT_LEN bytes; the child wrote through its mapping.
+    assert_eq!(unsafe { *p }, 0x99);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(
+        mappings_of_inode(inode),
+        1,
+        "only the exporter's own mapping"
+    );
+    free(p);
+    assert_eq!(mappings_of_inode(inode), 0, "freed: no mapping left");
+    let fds_left = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::metadata(e.ok()?.path()).ok())
+        .filter(|m| std::os::unix::fs::MetadataExt::ino(m) == inode)
+        .count();
+    assert_eq!(fds_left, 0, "the memfd is closed");
+    assert_eq!(dev_shm(), shm, "nothing in /dev/shm");
+}
+
+#[test]
+fn stale_attach_fault_serves_the_previous_export() {
+    run_child(
+        "ipc::child_scenario_stale_attach",
+        &[("DITTO_HSA_CPU_FAULT", "stale-ipc-attach".to_string())],
+    );
+}
+
+#[test]
+#[ignore = "child process of stale_attach_fault_serves_the_previous_export"]
+fn child_scenario_stale_attach() {
+    init();
+    assert!(rt::ipc::stale_attach_fault());
+    let n = 8000;
+    let bufs: Vec<*mut u8> = (1..=3u8)
+        .map(|v| {
+            let p = alloc(n);
+            // SAFETY: p holds n bytes.
+            unsafe { std::ptr::write_bytes(p, v, n) };
+            p
+        })
+        .collect();
+    let hs: Vec<_> = bufs.iter().map(|p| create(*p, n).unwrap()).collect();
+    let first = |h: &hsa_amd_ipc_memory_t, len: usize| {
+        let p = attach(h, len).unwrap();
+        // SAFETY: p maps len bytes.
+        let (b0, last) = unsafe { (*p, *p.add(len - 1)) };
+        assert_eq!(b0, last);
+        // SAFETY: p is an attachment.
+        assert_eq!(
+            unsafe { rt::hsa_amd_ipc_memory_detach(p as *mut c_void) },
+            0
+        );
+        b0
+    };
+    assert_eq!(first(&hs[0], n), 1, "first attach of the process: correct");
+    assert_eq!(first(&hs[1], n), 1, "export 2 served with export 1's bytes");
+    assert_eq!(first(&hs[2], n), 2, "export 3 served with export 2's bytes");
+    assert_eq!(first(&hs[2], n), 3, "same handle again: correct");
+    assert_eq!(first(&hs[0], 4096), 1, "another length: correct");
+    // A freed export still fails, stale or not.
+    free(bufs[1]);
+    assert_eq!(
+        attach(&hs[1], n).err(),
+        Some(HSA_STATUS_ERROR_INVALID_ARGUMENT)
+    );
+    assert_eq!(
+        rt::ipc::attachment_count(),
+        0,
+        "detach unmapped every stale mapping"
+    );
+    free(bufs[0]);
+    free(bufs[2]);
+}

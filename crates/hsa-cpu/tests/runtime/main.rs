@@ -9,11 +9,14 @@
 mod alloc_count;
 mod c_application;
 mod common;
+mod execution;
 mod exports;
 mod intercept;
 mod ipc;
 mod kernels;
+mod loader;
 mod memory;
+mod profiling;
 mod queues;
 mod signals;
 mod tools;

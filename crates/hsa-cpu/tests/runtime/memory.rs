@@ -40,7 +40,11 @@ fn small_allocations_share_one_2mib_memfd_block() {
     let size = std::fs::metadata(format!("/proc/self/fd/{}", ha.fd))
         .unwrap()
         .len();
-    assert_eq!(size, 2 << 20);
+    assert_eq!(
+        size,
+        (2 << 20) + 4096,
+        "a 2 MiB block and its metadata page"
+    );
     let big = alloc(3 << 20);
     let hbig = handle_of(big, 3 << 20);
     assert_ne!(hbig.fd, ha.fd, "large allocations get their own memfd");
@@ -259,4 +263,62 @@ fn pools_describe_themselves_like_rocr() {
     }
     assert_eq!(granule, 4096);
     assert_eq!(access, HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+}
+
+#[test]
+fn agents_allow_access_accepts_pool_and_locked_memory_only() {
+    init();
+    let p = alloc(5000);
+    let agents = [gpu(), cpu()];
+    let mut host = vec![0u8; 256];
+    let mut agent_ptr = std::ptr::null_mut();
+    let foreign = [0u8; 16];
+    // SAFETY: valid pointers and counts throughout.
+    unsafe {
+        let allow = |n: u32, list: *const hsa_agent_t, ptr: *const u8| {
+            rt::hsa_amd_agents_allow_access(n, list, std::ptr::null(), ptr as *const c_void)
+        };
+        assert_eq!(allow(2, agents.as_ptr(), p), 0);
+        assert_eq!(
+            allow(1, agents.as_ptr(), p.add(4999)),
+            0,
+            "interior pointer"
+        );
+        assert_eq!(
+            allow(2, agents.as_ptr(), foreign.as_ptr()),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            "not runtime memory"
+        );
+        assert_eq!(
+            allow(0, agents.as_ptr(), p),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+        let bogus = [hsa_agent_t { handle: 42 }];
+        assert_eq!(allow(1, bogus.as_ptr(), p), HSA_STATUS_ERROR_INVALID_AGENT);
+        assert_eq!(
+            rt::hsa_amd_memory_lock(
+                host.as_mut_ptr() as *mut c_void,
+                host.len(),
+                std::ptr::null_mut(),
+                0,
+                &mut agent_ptr
+            ),
+            0
+        );
+        assert_eq!(
+            allow(1, agents.as_ptr(), host.as_ptr().add(10)),
+            0,
+            "locked"
+        );
+        assert_eq!(
+            rt::hsa_amd_memory_unlock(host.as_mut_ptr() as *mut c_void),
+            0
+        );
+        assert_eq!(
+            allow(1, agents.as_ptr(), host.as_ptr()),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            "unlocked again"
+        );
+    }
+    free(p);
 }

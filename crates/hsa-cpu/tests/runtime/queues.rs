@@ -1,5 +1,5 @@
 //! Queues and the packet processor: order, barriers, completion signals,
-//! timestamps, error callback, size rules.
+//! error callback, size rules, destroy while blocked (timestamps: profiling.rs).
 
 use crate::common::*;
 use hsa::*;
@@ -42,13 +42,6 @@ fn completion_signal_is_decremented_by_exactly_one() {
     assert_eq!(wait_eq(s, 4), 4);
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(load(s), 4, "decremented once, not more");
-    let mut t = hsa_amd_profiling_dispatch_time_t::default();
-    // SAFETY: valid out pointer.
-    assert_eq!(
-        unsafe { rt::hsa_amd_profiling_get_dispatch_time(gpu(), s, &mut t) },
-        0
-    );
-    assert!(t.start > 0 && t.end >= t.start, "timestamps {t:?}");
     // SAFETY: q is live.
     unsafe { rt::hsa_queue_destroy(q) };
 }
@@ -178,10 +171,28 @@ fn queue_sizes_follow_rocr_rules() {
             "not a power of two"
         );
         assert_eq!(create(gpu(), 0, &mut q), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+        let info = |attribute| {
+            let mut v = 0u32;
+            assert_eq!(
+                rt::hsa_agent_get_info(gpu(), attribute, &mut v as *mut u32 as *mut c_void),
+                0
+            );
+            v
+        };
+        let (min, max) = (
+            info(HSA_AGENT_INFO_QUEUE_MIN_SIZE),
+            info(HSA_AGENT_INFO_QUEUE_MAX_SIZE),
+        );
+        assert_eq!((min, max), (4, 131072));
         assert_eq!(
-            create(gpu(), 1 << 18, &mut q),
-            HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
-            "above the maximum"
+            create(gpu(), max * 2, &mut q),
+            HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+            "above the maximum, as ROCr"
+        );
+        assert_eq!(
+            create(gpu(), min / 2, &mut q),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            "below the minimum: refused, not rounded up (ROCr)"
         );
         assert_eq!(
             create(cpu(), 64, &mut q),
@@ -189,10 +200,10 @@ fn queue_sizes_follow_rocr_rules() {
             "the CPU agent has no kernel dispatch"
         );
         assert_eq!(create(gpu(), 4, &mut q), 0);
-        assert_eq!((*q).size, 64, "rounded up to the minimum, as ROCr");
+        assert_eq!((*q).size, 4, "exactly the size requested, as ROCr");
         let ring = (*q).base_address as *const AqlPacket;
         assert_eq!(ring as usize % 64, 0);
-        for i in 0..64 {
+        for i in 0..4 {
             assert_eq!(
                 packet::packet_type((*ring.add(i)).header()),
                 HSA_PACKET_TYPE_INVALID
@@ -260,4 +271,33 @@ fn barrier_or_dependency_destroyed_while_waited_on_counts_as_satisfied() {
     assert_eq!(load(b), 1, "the other dependency is untouched");
     // SAFETY: q is live.
     unsafe { rt::hsa_queue_destroy(q) };
+}
+
+#[test]
+fn destroy_wakes_a_processor_blocked_on_a_barrier_at_once() {
+    // The processor sleeps on the dependency with no periodic wake-up; a
+    // destroy must still end that sleep at once (it used to poll every 50 ms).
+    let mut total = Duration::ZERO;
+    for or in [false, true, false, true, false, true] {
+        let q = queue(64);
+        let dep = signal(1);
+        let b = if or {
+            barrier_or(&[dep], hsa_signal_t::default())
+        } else {
+            barrier_and(&[dep], hsa_signal_t::default())
+        };
+        submit(q, &[b]);
+        std::thread::sleep(Duration::from_millis(10));
+        let t = std::time::Instant::now();
+        // SAFETY: q is live.
+        assert_eq!(unsafe { rt::hsa_queue_destroy(q) }, 0);
+        total += t.elapsed();
+        assert_eq!(load(dep), 1, "the dependency was never satisfied");
+        // SAFETY: dep is live.
+        unsafe { rt::hsa_signal_destroy(dep) };
+    }
+    assert!(
+        total < Duration::from_millis(60),
+        "6 destroys of blocked queues took {total:?}"
+    );
 }

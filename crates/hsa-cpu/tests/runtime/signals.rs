@@ -3,6 +3,8 @@
 use crate::common::*;
 use hsa::*;
 use hsa_runtime64 as rt;
+use std::ffi::c_void;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -204,4 +206,402 @@ fn wait_any_reads_a_signal_destroyed_while_waited_on_as_zero() {
         Ok((0, 0)),
         "the wait returned, reading the destroyed handle as 0"
     );
+}
+
+#[test]
+fn every_memory_order_variant_of_every_signal_operation_acts_on_the_value() {
+    init();
+    let s = signal(0);
+    type Op = unsafe extern "C" fn(hsa_signal_t, i64);
+    type Ret = unsafe extern "C" fn(hsa_signal_t, i64) -> i64;
+    type Cas = unsafe extern "C" fn(hsa_signal_t, i64, i64) -> i64;
+    // (name, operation, value before, operand, value after)
+    let ops: [(&str, Op, i64, i64, i64); 24] = [
+        (
+            "and_relaxed",
+            rt::hsa_signal_and_relaxed,
+            0b1100,
+            0b0110,
+            0b0100,
+        ),
+        (
+            "and_scacquire",
+            rt::hsa_signal_and_scacquire,
+            0b1100,
+            0b0110,
+            0b0100,
+        ),
+        (
+            "and_screlease",
+            rt::hsa_signal_and_screlease,
+            0b1100,
+            0b0110,
+            0b0100,
+        ),
+        (
+            "and_scacq_screl",
+            rt::hsa_signal_and_scacq_screl,
+            0b1100,
+            0b0110,
+            0b0100,
+        ),
+        (
+            "or_relaxed",
+            rt::hsa_signal_or_relaxed,
+            0b1100,
+            0b0110,
+            0b1110,
+        ),
+        (
+            "or_scacquire",
+            rt::hsa_signal_or_scacquire,
+            0b1100,
+            0b0110,
+            0b1110,
+        ),
+        (
+            "or_screlease",
+            rt::hsa_signal_or_screlease,
+            0b1100,
+            0b0110,
+            0b1110,
+        ),
+        (
+            "or_scacq_screl",
+            rt::hsa_signal_or_scacq_screl,
+            0b1100,
+            0b0110,
+            0b1110,
+        ),
+        (
+            "xor_relaxed",
+            rt::hsa_signal_xor_relaxed,
+            0b1100,
+            0b0110,
+            0b1010,
+        ),
+        (
+            "xor_scacquire",
+            rt::hsa_signal_xor_scacquire,
+            0b1100,
+            0b0110,
+            0b1010,
+        ),
+        (
+            "xor_screlease",
+            rt::hsa_signal_xor_screlease,
+            0b1100,
+            0b0110,
+            0b1010,
+        ),
+        (
+            "xor_scacq_screl",
+            rt::hsa_signal_xor_scacq_screl,
+            0b1100,
+            0b0110,
+            0b1010,
+        ),
+        ("add_relaxed", rt::hsa_signal_add_relaxed, 5, 7, 12),
+        ("add_scacquire", rt::hsa_signal_add_scacquire, 5, 7, 12),
+        ("add_screlease", rt::hsa_signal_add_screlease, 5, 7, 12),
+        ("add_scacq_screl", rt::hsa_signal_add_scacq_screl, 5, 7, 12),
+        (
+            "subtract_relaxed",
+            rt::hsa_signal_subtract_relaxed,
+            5,
+            7,
+            -2,
+        ),
+        (
+            "subtract_scacquire",
+            rt::hsa_signal_subtract_scacquire,
+            5,
+            7,
+            -2,
+        ),
+        (
+            "subtract_screlease",
+            rt::hsa_signal_subtract_screlease,
+            5,
+            7,
+            -2,
+        ),
+        (
+            "subtract_scacq_screl",
+            rt::hsa_signal_subtract_scacq_screl,
+            5,
+            7,
+            -2,
+        ),
+        ("store_relaxed", rt::hsa_signal_store_relaxed, 5, 7, 7),
+        ("store_screlease", rt::hsa_signal_store_screlease, 5, 7, 7),
+        (
+            "silent_store_relaxed",
+            rt::hsa_signal_silent_store_relaxed,
+            5,
+            7,
+            7,
+        ),
+        (
+            "silent_store_screlease",
+            rt::hsa_signal_silent_store_screlease,
+            5,
+            7,
+            7,
+        ),
+    ];
+    let exchanges: [(&str, Ret); 4] = [
+        ("exchange_relaxed", rt::hsa_signal_exchange_relaxed),
+        ("exchange_scacquire", rt::hsa_signal_exchange_scacquire),
+        ("exchange_screlease", rt::hsa_signal_exchange_screlease),
+        ("exchange_scacq_screl", rt::hsa_signal_exchange_scacq_screl),
+    ];
+    let cases: [(&str, Cas); 4] = [
+        ("cas_relaxed", rt::hsa_signal_cas_relaxed),
+        ("cas_scacquire", rt::hsa_signal_cas_scacquire),
+        ("cas_screlease", rt::hsa_signal_cas_screlease),
+        ("cas_scacq_screl", rt::hsa_signal_cas_scacq_screl),
+    ];
+    // SAFETY: s is a live signal throughout.
+    unsafe {
+        for (name, op, before, operand, after) in ops {
+            rt::hsa_signal_store_relaxed(s, before);
+            op(s, operand);
+            assert_eq!(rt::hsa_signal_load_relaxed(s), after, "{name}");
+            assert_eq!(rt::hsa_signal_load_scacquire(s), after, "{name}");
+        }
+        for (name, op) in exchanges {
+            rt::hsa_signal_store_relaxed(s, 3);
+            assert_eq!(op(s, 4), 3, "{name} returns the old value");
+            assert_eq!(load(s), 4, "{name}");
+        }
+        for (name, op) in cases {
+            rt::hsa_signal_store_relaxed(s, 3);
+            assert_eq!(
+                op(s, 9, 5),
+                3,
+                "{name}: failed CAS returns the observed value"
+            );
+            assert_eq!(load(s), 3, "{name}: no swap on mismatch");
+            assert_eq!(op(s, 3, 5), 3, "{name}");
+            assert_eq!(load(s), 5, "{name}: swapped on match");
+        }
+        // Both wait variants, every condition, already satisfied and timed out.
+        type Wait = unsafe extern "C" fn(hsa_signal_t, u32, i64, u64, u32) -> i64;
+        let waits: [(&str, Wait); 2] = [
+            ("wait_relaxed", rt::hsa_signal_wait_relaxed),
+            ("wait_scacquire", rt::hsa_signal_wait_scacquire),
+        ];
+        rt::hsa_signal_store_relaxed(s, 5);
+        for (name, wait) in waits {
+            for (cond, compare, holds) in [
+                (HSA_SIGNAL_CONDITION_EQ, 5, true),
+                (HSA_SIGNAL_CONDITION_EQ, 6, false),
+                (HSA_SIGNAL_CONDITION_NE, 6, true),
+                (HSA_SIGNAL_CONDITION_NE, 5, false),
+                (HSA_SIGNAL_CONDITION_LT, 6, true),
+                (HSA_SIGNAL_CONDITION_LT, 5, false),
+                (HSA_SIGNAL_CONDITION_GTE, 5, true),
+                (HSA_SIGNAL_CONDITION_GTE, 6, false),
+            ] {
+                let t = Instant::now();
+                let v = wait(s, cond, compare, 20_000_000, HSA_WAIT_STATE_BLOCKED);
+                assert_eq!(v, 5, "{name} cond {cond} compare {compare}");
+                let waited = t.elapsed();
+                if holds {
+                    assert!(waited < Duration::from_millis(15), "{name}: {waited:?}");
+                } else {
+                    assert!(waited >= Duration::from_millis(19), "{name}: {waited:?}");
+                }
+            }
+        }
+        rt::hsa_signal_destroy(s);
+    }
+}
+
+/// CPU time consumed by the calling thread so far.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: getrusage writes into a local struct.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut ru), 0);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[test]
+fn blocked_wait_sleeps_instead_of_spinning() {
+    init();
+    let s = signal(1);
+    let waiter = std::thread::spawn(move || {
+        let (cpu, wall) = (thread_cpu_time(), Instant::now());
+        // SAFETY: s is live until the main thread stores 0.
+        let v = unsafe {
+            rt::hsa_signal_wait_scacquire(
+                s,
+                HSA_SIGNAL_CONDITION_EQ,
+                0,
+                u64::MAX,
+                HSA_WAIT_STATE_ACTIVE,
+            )
+        };
+        (v, thread_cpu_time() - cpu, wall.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    store(s, 0);
+    let (v, cpu, wall) = waiter.join().unwrap();
+    assert_eq!(v, 0);
+    assert!(
+        wall >= Duration::from_millis(250),
+        "really blocked: {wall:?}"
+    );
+    assert!(
+        cpu < Duration::from_millis(30),
+        "a {wall:?} wait used {cpu:?} of CPU time"
+    );
+    // SAFETY: s is live.
+    unsafe { rt::hsa_signal_destroy(s) };
+}
+
+/// What an async handler saw: (value, thread name) per call.
+struct HandlerLog {
+    calls: std::sync::Mutex<Vec<(i64, String)>>,
+    /// Calls after which the handler unregisters itself (returns false).
+    keep_for: usize,
+}
+
+/// Set while any log_handler runs; OVERLAPPED if two ever ran at once.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+static OVERLAPPED: AtomicBool = AtomicBool::new(false);
+
+unsafe extern "C" fn log_handler(value: i64, arg: *mut c_void) -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: arg is a leaked HandlerLog.
+    let log = unsafe { &*(arg as *const HandlerLog) };
+    if RUNNING.swap(true, SeqCst) {
+        OVERLAPPED.store(true, SeqCst);
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    let name = std::thread::current().name().unwrap_or("").to_string();
+    let n = {
+        let mut calls = log.calls.lock().unwrap();
+        calls.push((value, name));
+        calls.len()
+    };
+    RUNNING.store(false, SeqCst);
+    n < log.keep_for
+}
+
+fn handler_log(keep_for: usize) -> &'static HandlerLog {
+    Box::leak(Box::new(HandlerLog {
+        calls: std::sync::Mutex::new(Vec::new()),
+        keep_for,
+    }))
+}
+
+fn wait_calls(log: &HandlerLog, n: usize) -> Vec<(i64, String)> {
+    let end = Instant::now() + Duration::from_secs(10);
+    while log.calls.lock().unwrap().len() < n && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    log.calls.lock().unwrap().clone()
+}
+
+fn register_handler(s: hsa_signal_t, cond: u32, value: i64, log: &'static HandlerLog) {
+    // SAFETY: log lives for the process.
+    let status = unsafe {
+        rt::hsa_amd_signal_async_handler(
+            s,
+            cond,
+            value,
+            Some(log_handler),
+            log as *const HandlerLog as *mut c_void,
+        )
+    };
+    assert_eq!(status, 0);
+}
+
+#[test]
+fn async_handler_gets_the_satisfying_value_and_stays_while_it_returns_true() {
+    init();
+    let s = signal(0);
+    let log = handler_log(2);
+    register_handler(s, HSA_SIGNAL_CONDITION_GTE, 10, log);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        log.calls.lock().unwrap().is_empty(),
+        "condition not yet met"
+    );
+    store(s, 17);
+    let calls = wait_calls(log, 1);
+    assert_eq!(calls[0].0, 17, "the value that satisfied the condition");
+    assert_eq!(calls[0].1, "hsa-cpu-async", "runs on the async thread");
+    // Returned true: still registered, fires again on the next match.
+    store(s, 3);
+    store(s, 12);
+    let calls = wait_calls(log, 2);
+    assert_eq!(calls.len(), 2);
+    assert!(calls[1].0 >= 10, "second call saw {}", calls[1].0);
+    // Returned false on the 2nd call: removed.
+    store(s, 40);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(log.calls.lock().unwrap().len(), 2, "removed after false");
+    // SAFETY: s is live.
+    unsafe { rt::hsa_signal_destroy(s) };
+}
+
+#[test]
+fn async_handlers_run_serially_on_one_thread() {
+    init();
+    let logs: Vec<&'static HandlerLog> = (0..4).map(|_| handler_log(1)).collect();
+    let signals: Vec<hsa_signal_t> = (0..4).map(|_| signal(1)).collect();
+    for (s, log) in signals.iter().zip(&logs) {
+        register_handler(*s, HSA_SIGNAL_CONDITION_EQ, 0, log);
+    }
+    for s in &signals {
+        store(*s, 0);
+    }
+    for log in &logs {
+        let calls = wait_calls(log, 1);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0], (0, "hsa-cpu-async".to_string()));
+    }
+    // Each handler sleeps 5 ms while marked running: one at a time.
+    assert!(
+        !OVERLAPPED.load(std::sync::atomic::Ordering::SeqCst),
+        "two handlers ran at once"
+    );
+    let names: std::collections::HashSet<String> = logs
+        .iter()
+        .map(|l| l.calls.lock().unwrap()[0].1.clone())
+        .collect();
+    assert_eq!(names.len(), 1, "one async thread");
+    // SAFETY: invalid arguments are refused without calling anything.
+    unsafe {
+        assert_eq!(
+            rt::hsa_amd_signal_async_handler(
+                hsa_signal_t { handle: 12345 },
+                HSA_SIGNAL_CONDITION_EQ,
+                0,
+                Some(log_handler),
+                std::ptr::null_mut()
+            ),
+            HSA_STATUS_ERROR_INVALID_SIGNAL
+        );
+        assert_eq!(
+            rt::hsa_amd_signal_async_handler(
+                signals[0],
+                HSA_SIGNAL_CONDITION_EQ,
+                0,
+                None,
+                std::ptr::null_mut()
+            ),
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        );
+        for s in signals {
+            rt::hsa_signal_destroy(s);
+        }
+    }
 }

@@ -206,3 +206,117 @@ fn child_scenario_init_and_shut_down() {
         );
     }
 }
+
+/// A tool written against ROCm's real hsa_api_trace.h (C++, as rocprofiler
+/// and friends are): it checks each table's header before touching it, then
+/// wraps hsa_signal_create and logs around the call it forwards.
+const CHAIN_TOOL_CPP: &str = r#"
+#include <hsa/hsa_api_trace.h>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+static void log_line(const char* fmt, ...) {
+  char buf[512]; va_list ap; va_start(ap, fmt); vsnprintf(buf, sizeof buf, fmt, ap); va_end(ap);
+  FILE* f = fopen(getenv("DITTO_TEST_TOOL_LOG"), "a"); fputs(buf, f); fclose(f);
+}
+static decltype(hsa_signal_create)* next_signal_create;
+static decltype(hsa_signal_load_relaxed)* load_relaxed;
+static hsa_status_t my_signal_create(hsa_signal_value_t v, uint32_t n, const hsa_agent_t* c, hsa_signal_t* s) {
+  log_line("%s enter\n", TOOL_NAME);
+  hsa_status_t status = next_signal_create(v, n, c, s);
+  log_line("%s leave status=%u value=%ld\n", TOOL_NAME, status, status == HSA_STATUS_SUCCESS ? (long)load_relaxed(*s) : -1L);
+  return status;
+}
+extern "C" bool OnLoad(HsaApiTable* table, uint64_t runtime_version, uint64_t failed_count, const char* const* failed) {
+  (void)failed_count; (void)failed;
+  log_line("%s onload runtime=%llu root=%u.%u.%u/%zu core=%u.%u.%u/%zu amd=%u.%u.%u/%zu\n", TOOL_NAME,
+           (unsigned long long)runtime_version,
+           table->version.major_id, table->version.minor_id, table->version.step_id, sizeof(HsaApiTable),
+           table->core_->version.major_id, table->core_->version.minor_id, table->core_->version.step_id, sizeof(CoreApiTable),
+           table->amd_ext_->version.major_id, table->amd_ext_->version.minor_id, table->amd_ext_->version.step_id, sizeof(AmdExtTable));
+  if (table->version.minor_id < offsetof(HsaApiTable, core_) + sizeof(void*)) return false;
+  CoreApiTable* core = table->core_;
+  if (core->version.major_id != HSA_CORE_API_TABLE_MAJOR_VERSION ||
+      core->version.minor_id < offsetof(CoreApiTable, hsa_signal_create_fn) + sizeof(void*)) return false;
+  load_relaxed = core->hsa_signal_load_relaxed_fn;
+  next_signal_create = core->hsa_signal_create_fn;
+  core->hsa_signal_create_fn = my_signal_create;
+  return true;
+}
+"#;
+
+fn build_chain_tool(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("chain_{name}.cpp"));
+    let out = dir.join(format!("libchain_{name}.so"));
+    std::fs::write(&src, CHAIN_TOOL_CPP).unwrap();
+    let o = std::process::Command::new("g++")
+        .args(["-shared", "-fPIC", "-O1", "-DAMD_INTERNAL_BUILD"])
+        .arg(format!("-DTOOL_NAME=\"{name}\""))
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("run g++ (run scripts/install-deps)");
+    assert!(
+        o.status.success(),
+        "g++ failed for chain tool {name} (ROCm headers missing? run scripts/install-deps):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = build_chain_tool(dir.path(), "first");
+    let second = build_chain_tool(dir.path(), "second");
+    let log = dir.path().join("chain.log");
+    let path = |p: &std::path::Path| p.display().to_string();
+    run_child(
+        "tools::child_scenario_chain",
+        &[
+            (
+                "HSA_TOOLS_LIB",
+                format!("{} {}", path(&first), path(&second)),
+            ),
+            ("DITTO_TEST_TOOL_LOG", path(&log)),
+        ],
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Headers {major, minor = sizeof as ROCm's header declares it, step};
+    // the app's call enters the later tool first, then the earlier, then the
+    // runtime (whose signal holds the initial value 7), and unwinds in reverse.
+    let headers = "runtime=1 root=1.48.0/48 core=1.1016.0/1016 amd=1.400.0/400";
+    assert_eq!(
+        lines,
+        [
+            format!("first onload {headers}").as_str(),
+            format!("second onload {headers}").as_str(),
+            "second enter",
+            "first enter",
+            "first leave status=0 value=7",
+            "second leave status=0 value=7",
+            "app signal_create=0 value=7",
+        ]
+    );
+}
+
+#[test]
+#[ignore = "child process of two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers"]
+fn child_scenario_chain() {
+    use std::io::Write;
+    // SAFETY: plain API calls.
+    unsafe {
+        assert_eq!(rt::hsa_init(), 0);
+        let mut s = hsa_signal_t::default();
+        let status = rt::hsa_signal_create(7, 0, std::ptr::null(), &mut s);
+        let value = rt::hsa_signal_load_relaxed(s);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(std::env::var("DITTO_TEST_TOOL_LOG").unwrap())
+            .unwrap();
+        writeln!(f, "app signal_create={status} value={value}").unwrap();
+        assert_eq!(rt::hsa_shut_down(), 0);
+    }
+}

@@ -1,0 +1,206 @@
+//! `ditto inspect DIR`: what a snapshot directory holds — its runs, every
+//! captured dispatch and per array its dtype, shape, min, max, mean and
+//! NaN/inf counts — and, with `--dump ARG`, the values of one argument.
+//!
+//! Owns the statistics of one array and their text and JSON forms. It never
+//! compares snapshots and never writes files.
+
+use crate::compare::{Element, elements};
+use crate::report::py_float;
+use crate::store::{Array, Snapshot, StoreError};
+use serde_json::{Value, json};
+use std::fmt::Write;
+
+/// Statistics of one array over its finite values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArraySummary {
+    pub elements: u64,
+    /// `None` when no element is finite (or the array is empty).
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    pub nan: u64,
+    pub inf: u64,
+}
+
+pub fn summarize(array: &Array) -> ArraySummary {
+    let mut s = ArraySummary {
+        elements: array.elements() as u64,
+        min: None,
+        max: None,
+        mean: None,
+        nan: 0,
+        inf: 0,
+    };
+    let (mut sum, mut finite) = (0.0f64, 0u64);
+    for e in elements(array.dtype, &array.bytes) {
+        let x = match e {
+            Element::Float(f) => f,
+            Element::Int(i) => i as f64,
+        };
+        if x.is_nan() {
+            s.nan += 1;
+            continue;
+        }
+        if x.is_infinite() {
+            s.inf += 1;
+            continue;
+        }
+        s.min = Some(s.min.map_or(x, |m| m.min(x)));
+        s.max = Some(s.max.map_or(x, |m| m.max(x)));
+        sum += x;
+        finite += 1;
+    }
+    if finite > 0 {
+        s.mean = Some(sum / finite as f64);
+    }
+    s
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), py_float)
+}
+
+fn json_opt(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, |v| json!(v))
+}
+
+/// The listing, ending in a newline; with `dump`, the values of that argument.
+pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreError> {
+    let m = &snapshot.manifest;
+    let mut out = String::new();
+    let kernel = m
+        .kernel
+        .as_ref()
+        .map_or("(none captured)", |k| k.demangled.as_str());
+    let _ = writeln!(
+        out,
+        "{}: kernel {kernel}, query {:?}, ditto {}",
+        snapshot.dir.display(),
+        m.kernel_query,
+        m.ditto_version
+    );
+    for r in &m.runs {
+        let _ = writeln!(
+            out,
+            "run '{}' rank {} ({}) pid {}: {} (in {})",
+            r.run,
+            r.rank,
+            r.rank_source,
+            r.pid,
+            r.command_line.join(" "),
+            r.working_directory
+        );
+    }
+    let mut dispatches: Vec<_> = m.dispatches.iter().collect();
+    dispatches.sort_by_key(|d| (d.rank, d.index));
+    for d in dispatches {
+        let duration = d.duration_ns.map_or_else(String::new, |ns| {
+            format!(", {} µs", py_float(ns as f64 / 1000.0))
+        });
+        let _ = writeln!(
+            out,
+            "rank {} dispatch {}: grid {:?} block {:?}{duration} ({})",
+            d.rank, d.index, d.grid, d.block, d.file
+        );
+        for (arg, array) in snapshot.load_dispatch(d)? {
+            let s = summarize(&array);
+            let _ = writeln!(
+                out,
+                "  arg {arg} {}[{}]: min {} max {} mean {} nan {} inf {}",
+                array.dtype.name(),
+                s.elements,
+                opt(s.min),
+                opt(s.max),
+                opt(s.mean),
+                s.nan,
+                s.inf
+            );
+            if dump == Some(arg) {
+                let values: Vec<String> = elements(array.dtype, &array.bytes)
+                    .map(|e| match e {
+                        Element::Float(f) => py_float(f),
+                        Element::Int(i) => i.to_string(),
+                    })
+                    .collect();
+                for chunk in values.chunks(8) {
+                    let _ = writeln!(out, "    {}", chunk.join(" "));
+                }
+            }
+        }
+    }
+    if m.dispatches.is_empty() {
+        let _ = writeln!(
+            out,
+            "no dispatch captured; {}",
+            crate::diagnose::what_ran(m)
+        );
+    }
+    Ok(out)
+}
+
+/// `--json`: `{"dir", "kernel", "kernel_query", "runs": [manifest runs],
+/// "dispatches": [{"rank","index","grid","block","duration_ns","file",
+/// "arrays": [{"arg","dtype","elements","min","max","mean","nan","inf","values"?}]}]}`.
+pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, StoreError> {
+    let m = &snapshot.manifest;
+    let mut dispatches = Vec::new();
+    let mut sorted: Vec<_> = m.dispatches.iter().collect();
+    sorted.sort_by_key(|d| (d.rank, d.index));
+    for d in sorted {
+        let mut arrays = Vec::new();
+        for (arg, array) in snapshot.load_dispatch(d)? {
+            let s = summarize(&array);
+            let mut a = json!({"arg": arg, "dtype": array.dtype.name(), "elements": s.elements,
+                "min": json_opt(s.min), "max": json_opt(s.max), "mean": json_opt(s.mean),
+                "nan": s.nan, "inf": s.inf});
+            if dump == Some(arg) {
+                let values: Vec<Value> = elements(array.dtype, &array.bytes)
+                    .map(|e| match e {
+                        Element::Float(f) if f.is_finite() => json!(f),
+                        Element::Float(_) => Value::Null,
+                        Element::Int(i) => json!(i as f64),
+                    })
+                    .collect();
+                a["values"] = Value::Array(values);
+            }
+            arrays.push(a);
+        }
+        dispatches.push(
+            json!({"rank": d.rank, "index": d.index, "grid": d.grid, "block": d.block,
+            "duration_ns": d.duration_ns, "file": d.file, "arrays": arrays}),
+        );
+    }
+    Ok(json!({
+        "dir": snapshot.dir.display().to_string(),
+        "kernel": m.kernel,
+        "kernel_query": m.kernel_query,
+        "runs": m.runs,
+        "dispatches": dispatches,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ditto_protocol::DType;
+
+    #[test]
+    fn summary_skips_nan_and_inf_in_min_max_mean_and_counts_them() {
+        let a = Array {
+            dtype: DType::F32,
+            bytes: [1.0f32, f32::NAN, -2.0, f32::INFINITY, 4.0]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect(),
+        };
+        let s = summarize(&a);
+        assert_eq!((s.elements, s.nan, s.inf), (5, 1, 1));
+        assert_eq!((s.min, s.max, s.mean), (Some(-2.0), Some(4.0), Some(1.0)));
+        let empty = summarize(&Array {
+            dtype: DType::I32,
+            bytes: vec![],
+        });
+        assert_eq!(empty.mean, None);
+    }
+}

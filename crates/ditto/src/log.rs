@@ -1,0 +1,79 @@
+//! ditto's own status lines and warnings on stderr, filtered by `DITTO_LOG`
+//! (`off|error|warn|info|debug`, default `info`; the same variable sets the
+//! tool library's filter inside the application, default `warn` there).
+//! Errors that end a command are printed by main whatever the filter says,
+//! except under `off`. Owns the filter only; never decides what to say.
+
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl Level {
+    pub fn parse(text: &str) -> Option<Level> {
+        Some(match text.trim().to_ascii_lowercase().as_str() {
+            "off" => Level::Off,
+            "error" => Level::Error,
+            "warn" | "warning" => Level::Warn,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            _ => return None,
+        })
+    }
+}
+
+static LEVEL: OnceLock<Level> = OnceLock::new();
+
+/// The filter: `DITTO_LOG`, read once; unknown values mean `info`.
+pub fn level() -> Level {
+    *LEVEL.get_or_init(|| {
+        std::env::var("DITTO_LOG")
+            .ok()
+            .and_then(|v| Level::parse(&v))
+            .unwrap_or(Level::Info)
+    })
+}
+
+pub fn enabled(at: Level) -> bool {
+    at != Level::Off && at <= level()
+}
+
+/// "ditto: warning: ..." unless filtered out.
+pub fn warn(message: &str) {
+    if enabled(Level::Warn) {
+        eprintln!("ditto: warning: {message}");
+    }
+}
+
+/// "ditto: ..." status line unless filtered out.
+pub fn info(message: &str) {
+    if enabled(Level::Info) {
+        eprintln!("ditto: {message}");
+    }
+}
+
+/// "ditto: debug: ..." only with DITTO_LOG=debug.
+pub fn debug(message: &str) {
+    if enabled(Level::Debug) {
+        eprintln!("ditto: debug: {message}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_and_order_like_the_tool_library() {
+        assert_eq!(Level::parse("WARN"), Some(Level::Warn));
+        assert_eq!(Level::parse(" debug "), Some(Level::Debug));
+        assert_eq!(Level::parse("loud"), None);
+        assert!(Level::Error < Level::Warn && Level::Info < Level::Debug);
+    }
+}

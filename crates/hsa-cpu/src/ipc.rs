@@ -29,6 +29,8 @@
 //! handle again and an attach of another length are served correctly.
 //! Deterministic: exports A, B, C of one length attached in that order
 //! give A's, A's and B's bytes. Detach unmaps a stale mapping like any other.
+//! Each stale mapping served prints one line on stderr (`hsa-cpu: fault
+//! injection: served a stale mapping ...`), so tests can count them.
 
 use crate::memory::{self, MEMFD_NAME, PAGE};
 use hsa::*;
@@ -262,7 +264,13 @@ pub(crate) fn memory_attach(
             .filter(|r| r.len == len && r.handle.handle != raw.handle)
             .map(|r| map_attachment(&r.fd, r.offset, len));
         let user = match stale {
-            Some(stale) => stale,
+            Some(stale) => {
+                // One line per injected fault, so a test can count them.
+                eprintln!(
+                    "hsa-cpu: fault injection: served a stale mapping for an IPC attach of {len} bytes"
+                );
+                stale
+            }
             None => map_attachment(&fd, h.offset, len),
         };
         *remembered = Some(Remembered {

@@ -3,7 +3,8 @@
 //! never reads the environment again after start-up.
 
 use crate::log::Level;
-use ditto_kernels::{ParamType, parse_arg_types};
+use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
+use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +22,16 @@ pub struct Options {
     pub socket: Option<PathBuf>,
     /// `DITTO_ARG_TYPES`, parsed; an unparsable list is an error in `problems`.
     pub arg_types: Option<Vec<ParamType>>,
+    /// `DITTO_DISPATCH`: which matched dispatches are held and captured
+    /// (default all); the others pass untouched but keep their indices.
+    pub dispatch: DispatchSelection,
+    /// `DITTO_CAPTURE`: which pointer arguments, before and/or after the
+    /// kernel (default: non-const pointers, after).
+    pub capture: CaptureSet,
+    /// `DITTO_ARG_SIZES`: extents of pointer arguments in elements, from
+    /// the dispatch's integer arguments; the others reach the end of
+    /// their allocation.
+    pub arg_sizes: ArgSizes,
     /// `DITTO_RUN_NAME`, default the process id.
     pub run_name: String,
     /// `DITTO_TIMEOUT_MS`: how long to wait for the collector's answer.
@@ -78,6 +89,28 @@ impl Options {
                 }
             },
         };
+        let dispatch = match non_empty("DITTO_DISPATCH") {
+            None => DispatchSelection::All,
+            Some(v) => DispatchSelection::parse(&v).unwrap_or_else(|e| {
+                // Capturing other dispatches than asked would mislead.
+                fatal = Some(format!("DITTO_DISPATCH: {e}"));
+                DispatchSelection::All
+            }),
+        };
+        let capture = match non_empty("DITTO_CAPTURE") {
+            None => CaptureSet::default(),
+            Some(v) => CaptureSet::parse(&v).unwrap_or_else(|e| {
+                fatal = Some(format!("DITTO_CAPTURE: {e}"));
+                CaptureSet::default()
+            }),
+        };
+        let arg_sizes = match non_empty("DITTO_ARG_SIZES") {
+            None => ArgSizes::default(),
+            Some(v) => ArgSizes::parse(&v).unwrap_or_else(|e| {
+                fatal = Some(format!("DITTO_ARG_SIZES: {e}"));
+                ArgSizes::default()
+            }),
+        };
         let mut rank = None;
         for name in RANK_VARIABLES {
             if let Some(v) = non_empty(name) {
@@ -95,6 +128,9 @@ impl Options {
             kernel: non_empty("DITTO_KERNEL").map(|k| k.trim().to_string()),
             socket: non_empty("DITTO_SOCKET").map(PathBuf::from),
             arg_types,
+            dispatch,
+            capture,
+            arg_sizes,
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
             log,
@@ -145,6 +181,30 @@ mod tests {
         assert_eq!(o.timeout, Duration::from_millis(250));
         assert_eq!(o.log, Level::Debug);
         assert_eq!(o.rank, None);
+        assert_eq!(o.dispatch, DispatchSelection::All);
+        assert_eq!(o.capture, CaptureSet::default());
+    }
+
+    #[test]
+    fn dispatch_selection_is_read_and_a_bad_one_is_fatal() {
+        let o = opts(&[("DITTO_DISPATCH", "1,4..5")]);
+        assert!(o.fatal.is_none());
+        let picked: Vec<u64> = (0..8).filter(|&i| o.dispatch.selects(i)).collect();
+        assert_eq!(picked, vec![1, 4, 5]);
+        let bad = opts(&[("DITTO_DISPATCH", "5..2")]);
+        assert!(bad.fatal.as_deref().unwrap().starts_with("DITTO_DISPATCH"));
+    }
+
+    #[test]
+    fn capture_set_is_read_and_a_bad_one_is_fatal() {
+        let o = opts(&[("DITTO_CAPTURE", "inputs,outputs")]);
+        assert!(o.fatal.is_none());
+        assert!(o.capture.inputs && o.capture.outputs && !o.capture.all);
+        let sized = opts(&[("DITTO_ARG_SIZES", "arg2=arg3")]);
+        assert_eq!(sized.arg_sizes.sizes.len(), 1);
+        assert!(opts(&[("DITTO_ARG_SIZES", "c=n")]).fatal.is_some());
+        let bad = opts(&[("DITTO_CAPTURE", "outputz")]);
+        assert!(bad.fatal.as_deref().unwrap().contains("`outputz`"));
     }
 
     #[test]

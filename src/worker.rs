@@ -1,7 +1,10 @@
 //! The worker thread: everything about a held dispatch that may block.
 //! It waits for the dispatch to complete, resolves and exports its output
 //! buffers, sends one Dispatch to the collector, waits for the Ack and only
-//! then releases the held barrier. Owns the collector connection and the
+//! then releases the held barrier. When inputs are captured it first waits
+//! for the `pre` barrier (all earlier work in the queue done), sends the
+//! inputs as a Dispatch of `Before` buffers, and on its Ack releases
+//! `hold_pre` so that the kernel starts. Owns the collector connection and the
 //! fail-open switch. Backend-neutral: the runtime is reached through
 //! [`Device`]. It never runs on an application thread.
 //!
@@ -26,8 +29,8 @@ use crate::guard::panic_message;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender};
-use ditto_kernels::ParamKind;
-use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello};
+use ditto_kernels::{ArgSizes, ParamKind};
+use ditto_protocol::{Buffer, CaptureSet, Dispatch, Goodbye, Hello, Phase};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -37,11 +40,23 @@ use std::time::Duration;
 
 /// The two signals that hold one target dispatch: `done` (the dispatch's
 /// completion signal, ours) and `hold` (the barrier's dependency, released
-/// by the worker). Runtime handles, opaque here.
+/// by the worker), plus, when inputs are captured, the two that hold it
+/// BEFORE it runs. Runtime handles, opaque here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldBarrier {
     pub done: u64,
     pub hold: u64,
+    pub pre: Option<PreHold>,
+}
+
+/// `pre`: completion signal of a barrier (barrier bit) placed before the
+/// dispatch, reaching 0 once all earlier work in the queue completed;
+/// `hold_pre`: dependency of the barrier right after it, which keeps the
+/// kernel from starting until the inputs are snapshotted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreHold {
+    pub pre: u64,
+    pub hold_pre: u64,
 }
 
 /// One held target dispatch, built by the packet callback.
@@ -70,10 +85,14 @@ pub enum WorkerMessage {
 
 /// What the worker needs from the runtime.
 pub trait Device {
-    /// Waits at most `timeout` for the held dispatch to complete.
-    fn wait_done(&self, held: &HeldBarrier, timeout: Duration) -> bool;
-    /// Lets the held barrier, and everything behind it, run.
+    /// Waits at most `timeout` for one of our signals (`done` or `pre`) to
+    /// reach 0.
+    fn wait_zero(&self, signal: u64, timeout: Duration) -> bool;
+    /// Lets the held barriers (`hold_pre` first, then `hold`), and
+    /// everything behind them, run.
     fn release(&self, held: &HeldBarrier);
+    /// Lets the kernel start once its inputs are snapshotted (`hold_pre`).
+    fn release_pre(&self, pre: &PreHold);
     /// Returns a pair whose barrier is known to be consumed to the free list.
     fn recycle(&self, held: HeldBarrier);
     /// The allocation containing `address`.
@@ -134,6 +153,26 @@ pub struct WorkerConfig {
     pub socket: Option<PathBuf>,
     pub hello: Hello,
     pub timeout: Duration,
+    /// Which arguments are captured, before and after the kernel.
+    pub capture: CaptureSet,
+    /// Extents given by `--arg-sizes`.
+    pub arg_sizes: ArgSizes,
+}
+
+/// A held job and whether its inputs are still to be snapshotted.
+struct Pending {
+    job: Job,
+    inputs_pending: bool,
+}
+
+impl Pending {
+    /// The signal this job waits on next: `pre`, then `done`.
+    fn next_signal(&self) -> u64 {
+        match (self.inputs_pending, self.job.held.pre) {
+            (true, Some(p)) => p.pre,
+            _ => self.job.held.done,
+        }
+    }
 }
 
 /// How long one wait on `done` lasts when one dispatch is held: the switch
@@ -174,7 +213,7 @@ pub fn run<D: Device>(
     };
     let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
     // Held, not yet completed, in submission order.
-    let mut pending: VecDeque<Job> = VecDeque::new();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     let mut shutdown: Option<(Goodbye, Sender<()>)> = None;
     loop {
         // Take what has arrived; block only when nothing is held.
@@ -188,7 +227,11 @@ pub fn run<D: Device>(
         };
         match message {
             Some(WorkerMessage::Job(job)) if shutdown.is_none() => {
-                pending.push_back(job);
+                let inputs_pending = job.held.pre.is_some();
+                pending.push_back(Pending {
+                    job,
+                    inputs_pending,
+                });
                 continue;
             }
             // Queued after the Shutdown (none expected): released at once.
@@ -224,14 +267,14 @@ pub fn run<D: Device>(
         if !switch.is_on() {
             // Capture is off (a failure, or the shutdown bound): release
             // everything held, completed or not; such pairs are never reused.
-            for job in pending.drain(..) {
-                device.release(&job.held);
+            for p in pending.drain(..) {
+                device.release(&p.job.held);
             }
             continue;
         }
         let completed = pending
             .iter()
-            .position(|job| device.wait_done(&job.held, Duration::ZERO));
+            .position(|p| device.wait_zero(p.next_signal(), Duration::ZERO));
         let Some(at) = completed else {
             let slice = if pending.len() == 1 {
                 WAIT_SLICE
@@ -240,10 +283,29 @@ pub fn run<D: Device>(
             };
             // The oldest is the likeliest to finish first; the result is
             // looked at again on the next round.
-            device.wait_done(&pending[0].held, slice);
+            device.wait_zero(pending[0].next_signal(), slice);
             continue;
         };
-        let job = pending.remove(at).expect("position is within pending");
+        if pending[at].inputs_pending {
+            // All earlier work is done and the kernel has not started.
+            let held = pending[at].job.held;
+            let taken = catch_unwind(AssertUnwindSafe(|| {
+                take_inputs(device, &pending[at].job, &mut connection, switch, &config)
+            }));
+            match taken {
+                Ok(()) => pending[at].inputs_pending = false,
+                Err(payload) => {
+                    switch.fail(&format!(
+                        "internal error while snapshotting the inputs of a held dispatch: {}",
+                        panic_message(payload.as_ref())
+                    ));
+                    pending.remove(at);
+                    device.release(&held);
+                }
+            }
+            continue;
+        }
+        let job = pending.remove(at).expect("position is within pending").job;
         let held = job.held;
         let handled = catch_unwind(AssertUnwindSafe(|| {
             handle_completed(
@@ -252,6 +314,7 @@ pub fn run<D: Device>(
                 &mut connection,
                 switch,
                 &mut last_pair_of_queue,
+                &config,
             )
         }));
         if let Err(payload) = handled {
@@ -265,6 +328,41 @@ pub fn run<D: Device>(
     }
 }
 
+/// Snapshots the inputs of a held dispatch whose `pre` barrier completed
+/// (everything before it in the queue has run, the kernel has not), then
+/// lets the kernel start. Nothing is sent when no argument is selected.
+fn take_inputs<D: Device>(
+    device: &D,
+    job: &Job,
+    connection: &mut Option<CollectorConnection>,
+    switch: &CaptureSwitch,
+    config: &WorkerConfig,
+) {
+    if switch.is_on()
+        && let Some(conn) = connection.as_mut()
+    {
+        let before = describe(device, job, Phase::Before, config);
+        if !before.buffers.is_empty() {
+            match conn.dispatch(before) {
+                Ok(Ok(())) => log_debug!(
+                    "inputs of dispatch {} of `{}` captured",
+                    job.index,
+                    job.kernel.name.demangled
+                ),
+                Ok(Err(reason)) => log_warn!(
+                    "collector could not capture the inputs of dispatch {} of `{}`: {reason}",
+                    job.index,
+                    job.kernel.name.demangled
+                ),
+                Err(e) => switch.fail(&e.to_string()),
+            }
+        }
+    }
+    if let Some(pre) = &job.held.pre {
+        device.release_pre(pre);
+    }
+}
+
 /// Captures a held dispatch that has completed, then releases it.
 fn handle_completed<D: Device>(
     device: &D,
@@ -272,6 +370,7 @@ fn handle_completed<D: Device>(
     connection: &mut Option<CollectorConnection>,
     switch: &CaptureSwitch,
     last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
+    config: &WorkerConfig,
 ) {
     // This job's dispatch ran after the previous barrier on its queue.
     if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
@@ -280,7 +379,7 @@ fn handle_completed<D: Device>(
     if switch.is_on()
         && let Some(conn) = connection.as_mut()
     {
-        let dispatch = describe(device, &job);
+        let dispatch = describe(device, &job, Phase::After, config);
         match conn.dispatch(dispatch) {
             Ok(Ok(())) => log_debug!(
                 "dispatch {} of `{}` captured",
@@ -299,20 +398,21 @@ fn handle_completed<D: Device>(
     last_pair_of_queue.insert(job.queue, job.held);
 }
 
-/// The protocol message for a completed dispatch: every non-const pointer
-/// argument (an output) exported as its whole containing allocation.
-pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
+/// The protocol message for one snapshot of a dispatch: every pointer
+/// argument `capture` selects for `phase` (by default the non-const ones,
+/// after the kernel), each exported as its whole containing allocation.
+pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerConfig) -> Dispatch {
+    let capture = config.capture;
     let kernel = &job.kernel;
     let mut buffers = Vec::new();
     if let Some(sig) = &kernel.signature {
         for param in &sig.params {
-            let ParamKind::Pointer {
-                dtype,
-                is_const: false,
-            } = param.kind
-            else {
+            let ParamKind::Pointer { dtype, is_const } = param.kind else {
                 continue;
             };
+            if !capture.captures(phase, is_const) {
+                continue;
+            }
             let Some(address) = param.read_pointer(&job.kernarg) else {
                 continue;
             };
@@ -343,7 +443,40 @@ pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
                 }
             };
             let offset = address - alloc.base;
-            let extent = alloc.size - offset;
+            let rest = alloc.size - offset;
+            // A slice of a larger allocation (a caching allocator's) covers
+            // what --arg-sizes says; without it, the rest of the allocation.
+            let extent = match config
+                .arg_sizes
+                .elements(param.index, &sig.params, &job.kernarg)
+            {
+                Ok(None) => rest,
+                Ok(Some(elements)) => match elements.checked_mul(dtype.size() as u64) {
+                    Some(bytes) if bytes <= rest => bytes,
+                    _ => {
+                        log_warn!(
+                            "dispatch {} of `{}`: argument {}: --arg-sizes gives {elements} elements of {}, \
+                             but only {rest} bytes remain in its allocation (0x{:x}, {} bytes); not captured",
+                            job.index,
+                            kernel.name.demangled,
+                            param.index,
+                            dtype.name(),
+                            alloc.base,
+                            alloc.size
+                        );
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    log_warn!(
+                        "dispatch {} of `{}`: argument {}: {e}; not captured",
+                        job.index,
+                        kernel.name.demangled,
+                        param.index
+                    );
+                    continue;
+                }
+            };
             let fingerprint = match device.fingerprint(address, extent) {
                 Ok(f) => f,
                 Err(e) => {
@@ -357,6 +490,7 @@ pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
                 }
             };
             buffers.push(Buffer {
+                phase,
                 arg_index: param.index,
                 // Demangled names carry no parameter names.
                 name: None,
@@ -376,7 +510,10 @@ pub fn describe<D: Device>(device: &D, job: &Job) -> Dispatch {
         kernel: kernel.name.clone(),
         grid: job.grid,
         block: job.block,
-        duration_ns: device.dispatch_duration_ns(&job.held),
+        duration_ns: match phase {
+            Phase::Before => None,
+            Phase::After => device.dispatch_duration_ns(&job.held),
+        },
         buffers,
     }
 }
@@ -418,16 +555,23 @@ mod tests {
     }
 
     impl Device for FakeDevice {
-        fn wait_done(&self, held: &HeldBarrier, _timeout: Duration) -> bool {
-            self.log(format!("wait {}", held.done));
-            match self.completes_after_release.get(&held.done) {
+        fn wait_zero(&self, signal: u64, _timeout: Duration) -> bool {
+            self.log(format!("wait {signal}"));
+            match self.completes_after_release.get(&signal) {
                 Some(hold) => self.released.lock().unwrap().contains(hold),
                 None => true,
             }
         }
         fn release(&self, held: &HeldBarrier) {
+            if let Some(pre) = &held.pre {
+                self.release_pre(pre);
+            }
             self.released.lock().unwrap().push(held.hold);
             self.log(format!("release {}", held.hold));
+        }
+        fn release_pre(&self, pre: &PreHold) {
+            self.released.lock().unwrap().push(pre.hold_pre);
+            self.log(format!("release {}", pre.hold_pre));
         }
         fn recycle(&self, held: HeldBarrier) {
             self.log(format!("recycle {}", held.done));
@@ -468,6 +612,7 @@ mod tests {
             held: HeldBarrier {
                 done: 100 + index * 2,
                 hold: 101 + index * 2,
+                pre: None,
             },
             queue,
         }
@@ -509,6 +654,27 @@ mod tests {
         timeout: Duration,
         jobs: Vec<Job>,
     ) -> (CaptureSwitch, Goodbye) {
+        run_worker_capturing(device, socket, timeout, jobs, CaptureSet::default())
+    }
+
+    fn run_worker_capturing(
+        device: &FakeDevice,
+        socket: Option<PathBuf>,
+        timeout: Duration,
+        jobs: Vec<Job>,
+        capture: CaptureSet,
+    ) -> (CaptureSwitch, Goodbye) {
+        run_worker_with(device, socket, timeout, jobs, capture, ArgSizes::default())
+    }
+
+    fn run_worker_with(
+        device: &FakeDevice,
+        socket: Option<PathBuf>,
+        timeout: Duration,
+        jobs: Vec<Job>,
+        capture: CaptureSet,
+        arg_sizes: ArgSizes,
+    ) -> (CaptureSwitch, Goodbye) {
         let (tx, rx) = unbounded();
         for j in jobs {
             tx.send(WorkerMessage::Job(j)).unwrap();
@@ -530,11 +696,208 @@ mod tests {
                 socket,
                 hello: hello(),
                 timeout,
+                capture,
+                arg_sizes,
             },
             &switch,
         );
         done.try_recv().expect("shutdown acknowledged");
         (switch, goodbye)
+    }
+
+    /// `job` with its inputs held too: `pre` 200 + 2i, `hold_pre` 201 + 2i.
+    fn job_with_inputs(index: u64, input: &[f32], output: &[f32]) -> Job {
+        let mut j = job(index, 1, input, output);
+        j.held.pre = Some(PreHold {
+            pre: 200 + index * 2,
+            hold_pre: 201 + index * 2,
+        });
+        j
+    }
+
+    #[test]
+    fn inputs_are_sent_before_the_kernel_may_start_and_outputs_after_it_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let device = Arc::new(FakeDevice::default());
+        let (input, output) = (vec![0.5f32, 1.0, 1.5, 2.0], vec![7.0f32; 4]);
+        device.allocations.insert(input.as_ptr() as u64, 16);
+        device.allocations.insert(output.as_ptr() as u64, 16);
+        let seen = device.clone();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            let mut got = Vec::new();
+            loop {
+                match read_frame(&mut s).unwrap() {
+                    ToolMessage::Dispatch(d) => {
+                        let kernel_may_run = seen.events().iter().any(|e| e == "release 201");
+                        got.push((d, kernel_may_run));
+                        let ack = CollectorMessage::Ack(Ack {
+                            index: got.last().unwrap().0.index,
+                            result: Ok(()),
+                        });
+                        write_frame(&mut s, &ack).unwrap();
+                    }
+                    ToolMessage::Goodbye(_) => return got,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        });
+        let capture = CaptureSet::parse("inputs,outputs").unwrap();
+        let (switch, _) = run_worker_capturing(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job_with_inputs(0, &input, &output)],
+            capture,
+        );
+        let got = collector.join().unwrap();
+        assert!(!switch.has_failed());
+        // `release` stores 0 to `hold_pre` again (idempotent): every release
+        // path frees both barriers, whatever stage the job reached.
+        assert_eq!(
+            device.events(),
+            vec![
+                "wait 200",
+                "release 201",
+                "wait 100",
+                "release 201",
+                "release 101"
+            ]
+        );
+        assert_eq!(got.len(), 2, "one message per snapshot");
+        let (before, kernel_ran_before) = &got[0];
+        assert!(
+            !kernel_ran_before,
+            "inputs acked before hold_pre is released"
+        );
+        assert_eq!(before.index, 0);
+        assert_eq!(before.duration_ns, None);
+        let b = &before.buffers;
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].arg_index, b[0].phase), (0, Phase::Before));
+        assert_eq!(b[0].extent, 16);
+        let input_bytes: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(b[0].fingerprint, ditto_protocol::fingerprint(&input_bytes));
+        let (after, _) = &got[1];
+        assert_eq!(after.index, 0);
+        let a = &after.buffers;
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].arg_index, a[0].phase), (1, Phase::After));
+        assert_eq!(after.duration_ns, Some(1100));
+    }
+
+    #[test]
+    fn an_unanswered_inputs_snapshot_times_out_and_releases_both_barriers() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("silent.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let collector = thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            let first: ToolMessage = read_frame(&mut s).unwrap();
+            // Never acks; keeps the connection open until the tool gives up.
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+            first
+        });
+        let device = FakeDevice::default();
+        let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
+        device.allocations.insert(input.as_ptr() as u64, 16);
+        let started = std::time::Instant::now();
+        let (switch, _) = run_worker_capturing(
+            &device,
+            Some(socket),
+            Duration::from_millis(300),
+            vec![job_with_inputs(0, &input, &output)],
+            CaptureSet::parse("inputs,outputs").unwrap(),
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(switch.has_failed());
+        let ToolMessage::Dispatch(sent) = collector.join().unwrap() else {
+            panic!("expected the inputs Dispatch")
+        };
+        assert_eq!(sent.buffers[0].phase, Phase::Before);
+        let events = device.events();
+        assert_eq!(events.first().map(String::as_str), Some("wait 200"));
+        assert!(
+            !events.contains(&"wait 100".to_string()),
+            "the dispatch is not waited for once capture failed: {events:?}"
+        );
+        assert_eq!(
+            events.iter().rev().take(2).collect::<Vec<_>>(),
+            vec!["release 101", "release 201"],
+            "the job ends fully released: {events:?}"
+        );
+    }
+
+    /// The buffers of the one dispatch a collector received, acking it.
+    fn collect_one(listener: UnixListener) -> thread::JoinHandle<Vec<Buffer>> {
+        thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
+                panic!("expected Dispatch")
+            };
+            let ack = CollectorMessage::Ack(Ack {
+                index: d.index,
+                result: Ok(()),
+            });
+            write_frame(&mut s, &ack).unwrap();
+            let _: ToolMessage = read_frame(&mut s).unwrap();
+            d.buffers
+        })
+    }
+
+    #[test]
+    fn arg_sizes_set_the_extent_of_a_slice_and_one_past_its_allocation_is_not_captured() {
+        // reduce_sum(input, output + 2 floats, n = 3): output's allocation
+        // is 64 bytes, 56 of them from the argument on.
+        let (input, output) = (vec![1.0f32; 3], vec![0.0f32; 16]);
+        let run_with = |sizes: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("collector.sock");
+            let collector = collect_one(UnixListener::bind(&socket).unwrap());
+            let device = FakeDevice::default();
+            device.allocations.insert(output.as_ptr() as u64, 64);
+            run_worker_with(
+                &device,
+                Some(socket),
+                Duration::from_secs(5),
+                vec![job(0, 1, &input, &output)],
+                CaptureSet::default(),
+                ArgSizes::parse(sizes).unwrap(),
+            );
+            collector.join().unwrap()
+        };
+        let sized = run_with("arg1=arg2*2");
+        assert_eq!(sized.len(), 1);
+        assert_eq!((sized[0].offset, sized[0].extent), (8, 24), "3*2 floats");
+        let to_the_end = run_with("arg0=arg2");
+        assert_eq!(to_the_end[0].extent, 56, "to the end of the allocation");
+        assert!(
+            run_with("arg1=arg2*5").is_empty(),
+            "60 bytes do not fit in 56"
+        );
+    }
+
+    #[test]
+    fn a_job_holding_inputs_is_released_entirely_when_capture_fails_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let device = FakeDevice::default();
+        let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
+        let (switch, _) = run_worker_capturing(
+            &device,
+            Some(dir.path().join("no-collector.sock")),
+            Duration::from_millis(200),
+            vec![job_with_inputs(0, &input, &output)],
+            CaptureSet::parse("all").unwrap(),
+        );
+        assert!(switch.has_failed());
+        assert_eq!(
+            device.events(),
+            vec!["release 201", "release 101"],
+            "hold_pre first, then hold, without waiting"
+        );
     }
 
     #[test]

@@ -37,3 +37,20 @@ fn application_without_collector_prints_what_it_prints_without_the_tool() {
     let log = stderr(&under_tool);
     assert_eq!(log.matches("ditto:").count(), 1, "logs once, got:\n{log}");
 }
+
+#[test]
+fn held_inputs_are_released_too_when_no_collector_listens() {
+    let plain = run_plain(&app("scale_twice"), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let under_tool = Command::new(app("scale_twice"))
+        .env("LD_LIBRARY_PATH", cpu_runtime_dir())
+        .env("LD_PRELOAD", tool_lib())
+        .env("DITTO_KERNEL", "scale_values")
+        .env("DITTO_CAPTURE", "all")
+        .env("DITTO_SOCKET", dir.path().join("nobody-listens.sock"))
+        .env("DITTO_TIMEOUT_MS", "2000")
+        .output()
+        .unwrap();
+    assert_eq!(under_tool.status.code(), Some(0), "{}", stderr(&under_tool));
+    assert_eq!(stdout(&under_tool), stdout(&plain));
+}

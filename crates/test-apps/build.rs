@@ -25,6 +25,7 @@ const APPS: &[(&str, &str)] = &[
     ("scale_twice", "scale_twice.cpp"),
     ("no_dispatch", "no_dispatch.cpp"),
     ("parallel_groups", "parallel_groups.cpp"),
+    ("caching_allocator", "caching_allocator.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

@@ -7,7 +7,11 @@
 //! A target dispatch is rewritten into exactly two packets, passed in ONE
 //! writer call: the dispatch with its completion signal swapped for `done`,
 //! and a barrier-AND (barrier bit set) that waits on `hold` and carries the
-//! application's own completion signal. The kernarg bytes are copied now
+//! application's own completion signal. With `--capture inputs` (or `all`)
+//! two barrier-ANDs go first, in the same call: one with the barrier bit
+//! whose completion signal `pre` says all earlier work has completed, and
+//! one that waits on `hold_pre`, released by the worker once the inputs are
+//! snapshotted. The kernarg bytes are copied now
 //! (the app may reuse them), and a job goes to the worker BEFORE the
 //! rewrite is written: the write is the last step, so a panic anywhere
 //! before it leaves the original packet to be forwarded once, and after it
@@ -15,12 +19,14 @@
 //!
 //! Every matched dispatch takes the next dispatch index, held or not, so a
 //! dispatch that passes uncaptured leaves a gap instead of shifting the
-//! indices of the later ones onto the wrong dispatches.
+//! indices of the later ones onto the wrong dispatches. A dispatch that
+//! `--dispatch` (DITTO_DISPATCH) does not select is forwarded exactly like
+//! a non-target packet: in place, untouched, no signal, no job.
 
 use super::tool::{HsaTool, QueueContext};
 use crate::guard::ffi_guard;
 use crate::kernel_table::KernelInfo;
-use crate::worker::{Job, WorkerMessage};
+use crate::worker::{Device, Job, PreHold, WorkerMessage};
 use hsa::*;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -97,13 +103,21 @@ pub(crate) unsafe fn intercept(
         let Some(kernel) = target_of(tool, packet) else {
             continue;
         };
+        // Every matched dispatch takes its index, selected or not, so the
+        // manifest keeps the real indices.
+        let index = tool.next_dispatch_index();
+        if !tool.options.dispatch.selects(index) {
+            // Not selected: passes like a non-target packet (with the run
+            // that follows it), no signal, no job, no hold.
+            continue;
+        }
         if i > run_start {
             // SAFETY: packets run_start..i are the caller's, untouched.
             unsafe { write(pkts.add(run_start as usize) as *const c_void, i - run_start) };
             forwarded.set(i);
         }
         // SAFETY: `packet` is a live dispatch packet of this call.
-        if !unsafe { hold_dispatch(tool, queue, packet, kernel, write) } {
+        if !unsafe { hold_dispatch(tool, queue, packet, kernel, index, write) } {
             // SAFETY: as above; forwarded unchanged when it cannot be held.
             unsafe { write(packet as *const AqlPacket as *const c_void, 1) };
         }
@@ -135,7 +149,8 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
 }
 
 /// Queues the job, then writes [dispatch(done), barrier-AND(hold → app's
-/// signal)] in one writer call. Returns false, having written nothing, when
+/// signal)] in one writer call; when inputs are captured, preceded by
+/// [barrier-AND(barrier bit → `pre`), barrier-AND(waits `hold_pre`)]. Returns false, having written nothing, when
 /// the dispatch cannot be held (no signals, unreadable kernarg); its index
 /// is used up either way.
 ///
@@ -147,9 +162,9 @@ unsafe fn hold_dispatch(
     queue: u64,
     packet: &AqlPacket,
     kernel: Arc<KernelInfo>,
+    index: u64,
     write: Writer,
 ) -> bool {
-    let index = tool.next_dispatch_index();
     let original = packet.as_dispatch();
     let size = kernel.kernarg_size as usize;
     let kernarg = if size == 0 {
@@ -161,9 +176,20 @@ unsafe fn hold_dispatch(
         // and stays valid at least until the dispatch is submitted.
         unsafe { std::slice::from_raw_parts(original.kernarg_address as *const u8, size) }.to_vec()
     };
-    let Some(held) = tool.take_pair() else {
+    let Some(mut held) = tool.take_pair() else {
         return false;
     };
+    if tool.options.capture.takes_inputs() {
+        let Some(pre) = tool.take_pair() else {
+            // Unused, still at 1: back to the free list.
+            tool.recycle(held);
+            return false;
+        };
+        held.pre = Some(PreHold {
+            pre: pre.done,
+            hold_pre: pre.hold,
+        });
+    }
 
     let mut dispatch = original;
     dispatch.completion_signal = hsa_signal_t { handle: held.done };
@@ -173,10 +199,35 @@ unsafe fn hold_dispatch(
         ..Default::default()
     };
     barrier.dep_signal[0] = hsa_signal_t { handle: held.hold };
-    let rewritten = [
-        AqlPacket::from_dispatch(&dispatch),
-        AqlPacket::from_barrier(&barrier),
-    ];
+    let mut rewritten = [AqlPacket::from_barrier(&barrier); 4];
+    let count = match held.pre {
+        None => {
+            rewritten[0] = AqlPacket::from_dispatch(&dispatch);
+            rewritten[1] = AqlPacket::from_barrier(&barrier);
+            2
+        }
+        Some(pre) => {
+            // Completes (pre → 0) once everything before it has completed.
+            let drained = hsa_barrier_and_packet_t {
+                header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+                completion_signal: hsa_signal_t { handle: pre.pre },
+                ..Default::default()
+            };
+            // Keeps the kernel from starting until the inputs are taken.
+            let mut gate = hsa_barrier_and_packet_t {
+                header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+                ..Default::default()
+            };
+            gate.dep_signal[0] = hsa_signal_t {
+                handle: pre.hold_pre,
+            };
+            rewritten[0] = AqlPacket::from_barrier(&drained);
+            rewritten[1] = AqlPacket::from_barrier(&gate);
+            rewritten[2] = AqlPacket::from_dispatch(&dispatch);
+            rewritten[3] = AqlPacket::from_barrier(&barrier);
+            4
+        }
+    };
 
     let job = Job {
         index,
@@ -196,8 +247,8 @@ unsafe fn hold_dispatch(
         queue,
     };
     tool.submit(WorkerMessage::Job(job));
-    // SAFETY: two contiguous packets on our stack, valid for the call.
-    unsafe { write(rewritten.as_ptr() as *const c_void, 2) };
+    // SAFETY: `count` contiguous packets on our stack, valid for the call.
+    unsafe { write(rewritten.as_ptr() as *const c_void, count) };
     true
 }
 
@@ -256,6 +307,11 @@ mod tests {
     /// A tool over fake table entries, with scale_values<float> (target)
     /// and vector_add (not) loaded; leaked as the runtime's would be.
     fn fake_tool() -> (&'static HsaTool, Receiver<WorkerMessage>) {
+        fake_tool_with(&[])
+    }
+
+    /// The same, with more DITTO_* variables set.
+    fn fake_tool_with(vars: &[(&str, &str)]) -> (&'static HsaTool, Receiver<WorkerMessage>) {
         // SAFETY: all-zero tables are valid (every entry None).
         let mut core: CoreApiTable = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -263,8 +319,14 @@ mod tests {
         core.hsa_signal_create_fn = Some(fake_signal_create);
         core.hsa_signal_store_screlease_fn = Some(fake_signal_store);
         core.hsa_signal_store_relaxed_fn = Some(fake_signal_store);
-        let options =
-            Options::from_lookup(|k| (k == "DITTO_KERNEL").then(|| "scale_values".to_string()));
+        let options = Options::from_lookup(|k| match k {
+            "DITTO_KERNEL" => Some("scale_values".to_string()),
+            _ => vars
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string()),
+        });
+        assert!(options.fatal.is_none());
         let (tool, rx) = HsaTool::new(options, core, amd, 1_000_000_000);
         let tool: &'static HsaTool = Box::leak(Box::new(tool));
         let query = tool.options.kernel.as_deref();
@@ -466,7 +528,11 @@ mod tests {
     fn recycled_pair_is_reused_instead_of_creating_signals() {
         use crate::worker::{Device, HeldBarrier};
         let (tool, rx) = fake_tool();
-        tool.recycle(HeldBarrier { done: 1, hold: 2 });
+        tool.recycle(HeldBarrier {
+            done: 1,
+            hold: 2,
+            pre: None,
+        });
         let mut kernarg = [0u8; 28];
         call(
             context(tool),
@@ -475,7 +541,14 @@ mod tests {
         let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
             panic!("no job")
         };
-        assert_eq!(job.held, HeldBarrier { done: 1, hold: 2 });
+        assert_eq!(
+            job.held,
+            HeldBarrier {
+                done: 1,
+                hold: 2,
+                pre: None
+            }
+        );
         assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0);
     }
     #[test]
@@ -514,5 +587,82 @@ mod tests {
             panic!("no job")
         };
         assert_eq!(job.index, 1, "the second dispatch keeps its own index");
+    }
+
+    #[test]
+    fn unselected_target_dispatches_pass_in_place_and_keep_the_real_indices() {
+        let (tool, rx) = fake_tool_with(&[("DITTO_DISPATCH", "1,3")]);
+        let ctx = context(tool);
+        let mut kernarg = [0u8; 24];
+        let other = dispatch_packet(VECTOR_ADD_OBJECT, kernarg.as_mut_ptr(), 0);
+        let target = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 9);
+        // Dispatch 0 alone: forwarded in place, nothing held.
+        let first = [target];
+        call(ctx, &first);
+        let w = writes();
+        assert_eq!(w.len(), 1);
+        assert_eq!(
+            (w[0].0, w[0].1.len(), w[0].1[0].0),
+            (first.as_ptr() as usize, 1, target.0)
+        );
+        assert!(rx.try_recv().is_err(), "no job for an unselected dispatch");
+        assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0, "no signal");
+        // Dispatches 1, 2, 3 in one batch with a non-target in between.
+        WRITES.with(|w| w.borrow_mut().clear());
+        call(ctx, &[target, other, target, target]);
+        let sizes: Vec<usize> = writes().iter().map(|(_, p)| p.len()).collect();
+        assert_eq!(
+            sizes,
+            vec![2, 2, 2],
+            "held 1; [other, unselected 2] as one run; held 3"
+        );
+        assert_eq!(writes()[1].1[1].0, target.0, "dispatch 2 untouched");
+        let indices: Vec<u64> = rx
+            .try_iter()
+            .map(|m| match m {
+                WorkerMessage::Job(j) => j.index,
+                WorkerMessage::Shutdown { .. } => panic!("unexpected shutdown"),
+            })
+            .collect();
+        assert_eq!(indices, vec![1, 3]);
+        assert_eq!(tool.kernels.get(SCALE_OBJECT).unwrap().dispatches(), 4);
+    }
+
+    #[test]
+    fn with_inputs_a_target_becomes_drain_gate_dispatch_hold_in_one_write() {
+        let (tool, rx) = fake_tool_with(&[("DITTO_CAPTURE", "inputs,outputs")]);
+        let mut kernarg = [0u8; 24];
+        let original = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 77);
+        call(context(tool), &[original]);
+        let w = writes();
+        assert_eq!(w.len(), 1, "one writer call");
+        let p = &w[0].1;
+        assert_eq!(p.len(), 4);
+        let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
+            panic!("no job")
+        };
+        let pre = job.held.pre.expect("inputs are held");
+        let (drain, gate, d, hold) = (
+            p[0].as_barrier(),
+            p[1].as_barrier(),
+            p[2].as_dispatch(),
+            p[3].as_barrier(),
+        );
+        assert_eq!(packet_type(drain.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert!(has_barrier(drain.header), "waits for all earlier work");
+        assert!(drain.dep_signal.iter().all(|s| s.handle == 0));
+        assert_eq!(drain.completion_signal.handle, pre.pre);
+        assert_eq!(packet_type(gate.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert_eq!(gate.dep_signal[0].handle, pre.hold_pre);
+        assert_eq!(gate.completion_signal.handle, 0);
+        assert_eq!(d.completion_signal.handle, job.held.done);
+        assert_eq!(d.kernel_object, SCALE_OBJECT);
+        assert_eq!(hold.dep_signal[0].handle, job.held.hold);
+        assert_eq!(hold.completion_signal.handle, 77);
+        let mut all = vec![pre.pre, pre.hold_pre, job.held.done, job.held.hold];
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 4, "four distinct signals");
+        assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 4);
     }
 }

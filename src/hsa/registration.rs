@@ -169,6 +169,8 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         socket: options.socket.clone(),
         hello,
         timeout: options.timeout,
+        capture: options.capture,
+        arg_sizes: options.arg_sizes.clone(),
     };
     let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz);
     if TOOL.set(tool).is_err() {

@@ -9,7 +9,7 @@ use crate::allocation_map::{Allocation, AllocationMap};
 use crate::kernel_table::KernelTable;
 use crate::log::{log_debug, log_warn};
 use crate::options::Options;
-use crate::worker::{CaptureSwitch, Device, HeldBarrier, WorkerMessage};
+use crate::worker::{CaptureSwitch, Device, HeldBarrier, PreHold, WorkerMessage};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use hsa::*;
 use std::collections::HashMap;
@@ -109,6 +109,7 @@ impl HsaTool {
                 return Some(HeldBarrier {
                     done: done.handle,
                     hold: hold.handle,
+                    pre: None,
                 });
             }
             if let Some(destroy) = self.core.hsa_signal_destroy_fn {
@@ -201,7 +202,7 @@ impl HsaTool {
 }
 
 impl Device for HsaTool {
-    fn wait_done(&self, held: &HeldBarrier, timeout: Duration) -> bool {
+    fn wait_zero(&self, signal: u64, timeout: Duration) -> bool {
         let Some(wait) = self.core.hsa_signal_wait_scacquire_fn else {
             return true;
         };
@@ -210,7 +211,7 @@ impl Device for HsaTool {
         // the caller loops.
         let value = unsafe {
             wait(
-                hsa_signal_t { handle: held.done },
+                hsa_signal_t { handle: signal },
                 HSA_SIGNAL_CONDITION_EQ,
                 0,
                 ticks.max(1),
@@ -221,22 +222,50 @@ impl Device for HsaTool {
     }
 
     fn release(&self, held: &HeldBarrier) {
+        if let Some(pre) = &held.pre {
+            self.release_pre(pre);
+        }
         if let Some(store) = self.core.hsa_signal_store_screlease_fn {
             // SAFETY: original store on our own `hold` signal.
             unsafe { store(hsa_signal_t { handle: held.hold }, 0) };
         }
     }
 
+    fn release_pre(&self, pre: &PreHold) {
+        if let Some(store) = self.core.hsa_signal_store_screlease_fn {
+            // SAFETY: original store on our own `hold_pre` signal.
+            unsafe {
+                store(
+                    hsa_signal_t {
+                        handle: pre.hold_pre,
+                    },
+                    0,
+                )
+            };
+        }
+    }
+
+    /// The `pre` pair, if any, goes back to the free list as a pair of its own.
     fn recycle(&self, held: HeldBarrier) {
         let Some(store) = self.core.hsa_signal_store_relaxed_fn else {
             return;
         };
-        // SAFETY: both signals are ours and no packet refers to them any more.
-        unsafe {
-            store(hsa_signal_t { handle: held.done }, 1);
-            store(hsa_signal_t { handle: held.hold }, 1);
+        let pairs = [
+            Some((held.done, held.hold)),
+            held.pre.map(|p| (p.pre, p.hold_pre)),
+        ];
+        for (done, hold) in pairs.into_iter().flatten() {
+            // SAFETY: both signals are ours and no packet refers to them any more.
+            unsafe {
+                store(hsa_signal_t { handle: done }, 1);
+                store(hsa_signal_t { handle: hold }, 1);
+            }
+            let _ = self.free_pairs.0.send(HeldBarrier {
+                done,
+                hold,
+                pre: None,
+            });
         }
-        let _ = self.free_pairs.0.send(held);
     }
 
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
@@ -360,6 +389,34 @@ mod tests {
         amd.hsa_amd_ipc_memory_create_fn = Some(counting_ipc_create);
         IPC_EXPORTS.with(|n| n.set(0));
         HsaTool::new(Options::from_lookup(|_| None), core, amd, 0).0
+    }
+
+    unsafe extern "C" fn ignored_store(_signal: hsa_signal_t, _value: hsa_signal_value_t) {}
+
+    #[test]
+    fn recycling_a_job_that_held_inputs_returns_both_pairs_to_the_free_list() {
+        let mut tool = tool_with_ipc();
+        tool.core.hsa_signal_store_relaxed_fn = Some(ignored_store);
+        tool.recycle(HeldBarrier {
+            done: 1,
+            hold: 2,
+            pre: Some(PreHold {
+                pre: 3,
+                hold_pre: 4,
+            }),
+        });
+        let pair = |done, hold| HeldBarrier {
+            done,
+            hold,
+            pre: None,
+        };
+        assert_eq!(tool.take_pair(), Some(pair(1, 2)));
+        assert_eq!(tool.take_pair(), Some(pair(3, 4)));
+        assert_eq!(
+            tool.take_pair(),
+            None,
+            "no more, and no signal_create entry"
+        );
     }
 
     #[test]

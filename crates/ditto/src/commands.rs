@@ -273,6 +273,12 @@ fn run_one(
 pub struct RunOptions {
     pub kernel: String,
     pub arg_types: Option<String>,
+    /// `--dispatch`, already checked: which matched dispatches to capture.
+    pub dispatch: Option<String>,
+    /// `--capture`, already checked: which arguments, before/after.
+    pub capture: Option<String>,
+    /// `--arg-sizes`, already checked: extents of pointer arguments.
+    pub arg_sizes: Option<String>,
     pub out: PathBuf,
     pub runtime: RuntimeChoice,
     pub command: Vec<String>,
@@ -304,6 +310,9 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         socket: collector.socket_path().to_path_buf(),
         run_name,
         arg_types: opts.arg_types.clone(),
+        dispatch: opts.dispatch.clone(),
+        capture: opts.capture.clone(),
+        arg_sizes: opts.arg_sizes.clone(),
         runtime_dir: runtime.library_dir().map(Path::to_path_buf),
         app_stdout_to_stderr: false,
         extra_env: vec![],
@@ -385,6 +394,12 @@ pub struct ValidateOptions {
     pub optimized: Vec<Side>,
     pub compare: CompareOptions,
     pub arg_types: Option<String>,
+    /// `--dispatch`, already checked; the same selection for every run.
+    pub dispatch: Option<String>,
+    /// `--capture`, already checked; the same for every run.
+    pub capture: Option<String>,
+    /// `--arg-sizes`, already checked; the same for every run.
+    pub arg_sizes: Option<String>,
     pub runtime: RuntimeChoice,
     pub keep: Option<PathBuf>,
     pub timeout: Option<Duration>,
@@ -467,6 +482,9 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             socket: collector.socket_path().to_path_buf(),
             run_name: run_name.clone(),
             arg_types: opts.arg_types.clone(),
+            dispatch: opts.dispatch.clone(),
+            capture: opts.capture.clone(),
+            arg_sizes: opts.arg_sizes.clone(),
             runtime_dir: runtime.library_dir().map(Path::to_path_buf),
             app_stdout_to_stderr: opts.json,
             extra_env: side.env.clone(),

@@ -9,7 +9,7 @@
 //! was never captured) are errors, not mismatches.
 
 use crate::store::{Array, DispatchRecord, Manifest, Snapshot, StoreError};
-use ditto_protocol::DType;
+use ditto_protocol::{DType, Phase};
 use half::{bf16, f16};
 use std::path::PathBuf;
 
@@ -132,12 +132,14 @@ pub enum CompareError {
         optimized: usize,
     },
     #[error(
-        "{location}: the reference captured arguments {reference:?} but the optimized run captured {optimized:?}"
+        "{location}: the reference captured {} but the optimized run captured {} \
+         (run both with the same --capture)", .reference.join(", "), .optimized.join(", ")
     )]
     ArgumentsDiffer {
         location: String,
-        reference: Vec<u32>,
-        optimized: Vec<u32>,
+        /// Tensor names (`arg1`, `arg0.before`), in manifest order.
+        reference: Vec<String>,
+        optimized: Vec<String>,
     },
     #[error(
         "the reference ({reference_dir}) captured {reference} dispatch(es) of {kernel} but the optimized run \
@@ -427,6 +429,8 @@ pub struct ArrayComparison {
     /// Dispatch index within its process.
     pub dispatch: u64,
     pub arg: u32,
+    /// Before or after the kernel ran.
+    pub phase: Phase,
     pub stats: ArrayStats,
 }
 
@@ -538,8 +542,9 @@ pub fn compare_snapshots(
     let several_kernels = kernels_of(&ref_d) > 1 || kernels_of(&opt_d) > 1;
     let mut arrays = Vec::new();
     for (r, o) in ref_d.iter().zip(opt_d.iter()) {
-        let ref_args: Vec<u32> = r.buffers.iter().map(|b| b.arg).collect();
-        let opt_args: Vec<u32> = o.buffers.iter().map(|b| b.arg).collect();
+        // Paired by tensor name: argument and phase (before/after).
+        let ref_args: Vec<String> = r.buffers.iter().map(|b| b.tensor.clone()).collect();
+        let opt_args: Vec<String> = o.buffers.iter().map(|b| b.tensor.clone()).collect();
         if ref_args != opt_args {
             return Err(CompareError::ArgumentsDiffer {
                 location: location(multi_rank, r, None),
@@ -562,13 +567,21 @@ pub fn compare_snapshots(
         }
         let ref_arrays = reference.load_dispatch(r)?;
         let opt_arrays = optimized.load_dispatch(o)?;
-        for ((arg, ra), (_, oa)) in ref_arrays.iter().zip(opt_arrays.iter()) {
-            let loc = location(multi_rank, r, Some(*arg));
+        for (((arg, ra), (_, oa)), record) in ref_arrays
+            .iter()
+            .zip(opt_arrays.iter())
+            .zip(r.buffers.iter())
+        {
+            let mut loc = location(multi_rank, r, Some(*arg));
+            if record.phase == Phase::Before {
+                loc.push_str(" (before)");
+            }
             let stats = compare_arrays(ra, oa, options, &loc)?;
             arrays.push(ArrayComparison {
                 rank: r.rank,
                 dispatch: r.index,
                 arg: *arg,
+                phase: record.phase,
                 stats,
             });
         }
@@ -1017,6 +1030,7 @@ mod tests {
                     buffers: vec![],
                 };
                 let b = ditto_protocol::Buffer {
+                    phase: ditto_protocol::Phase::After,
                     arg_index: 1,
                     name: None,
                     dtype: DType::U8,
@@ -1051,6 +1065,76 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    /// A snapshot of one reduce_sum dispatch with the given (arg, phase, f32 value) buffers.
+    fn snapshot_with(dir: &std::path::Path, buffers: &[(u32, Phase, f32)]) -> Snapshot {
+        use crate::store::{CapturedBuffer, SnapshotWriter};
+        let mut w = SnapshotWriter::create(dir, "reduce_sum").unwrap();
+        let d = ditto_protocol::Dispatch {
+            index: 0,
+            kernel: ditto_protocol::KernelName {
+                mangled: "reduce_sum".into(),
+                demangled: "reduce_sum".into(),
+            },
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            duration_ns: None,
+            buffers: vec![],
+        };
+        let captured: Vec<CapturedBuffer> = buffers
+            .iter()
+            .map(|&(arg, phase, value)| {
+                let data = value.to_le_bytes().to_vec();
+                CapturedBuffer {
+                    buffer: ditto_protocol::Buffer {
+                        phase,
+                        arg_index: arg,
+                        name: None,
+                        dtype: DType::F32,
+                        handle: vec![0; 32],
+                        owner_pid: 1,
+                        alloc_base: 0,
+                        alloc_size: 4,
+                        offset: 0,
+                        extent: 4,
+                        fingerprint: ditto_protocol::fingerprint(&data),
+                    },
+                    data,
+                }
+            })
+            .collect();
+        w.add_dispatch(0, 1, &d, &captured).unwrap();
+        Snapshot::load(dir).unwrap()
+    }
+
+    #[test]
+    fn before_and_after_arrays_pair_by_tensor_name_and_differing_captures_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let both = [(0, Phase::Before, 1.5), (1, Phase::After, 2.0)];
+        let r = snapshot_with(&dir.path().join("r"), &both);
+        assert_eq!(r.manifest.dispatches[0].buffers[0].tensor, "arg0.before");
+        assert_eq!(r.manifest.dispatches[0].buffers[0].phase, Phase::Before);
+        let o = snapshot_with(
+            &dir.path().join("o"),
+            &[(0, Phase::Before, 1.5), (1, Phase::After, 9.0)],
+        );
+        let report = compare_snapshots(&r, &o, &defaults()).unwrap();
+        let seen: Vec<(u32, Phase, u64)> = report
+            .arrays
+            .iter()
+            .map(|a| (a.arg, a.phase, a.stats.mismatched_elements))
+            .collect();
+        assert_eq!(seen, vec![(0, Phase::Before, 0), (1, Phase::After, 1)]);
+        let outputs_only = snapshot_with(&dir.path().join("x"), &[(1, Phase::After, 2.0)]);
+        let err = compare_snapshots(&r, &outputs_only, &defaults())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("captured arg0.before, arg1 but the optimized run captured arg1"),
+            "{err}"
+        );
+        assert!(err.contains("same --capture"), "{err}");
     }
 
     #[test]

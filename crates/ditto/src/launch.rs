@@ -3,7 +3,8 @@
 //! (stdout/stderr pass straight through), and how it ended.
 //!
 //! Owns the environment contract of the tool library (LD_PRELOAD,
-//! DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES,
+//! DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
+//! DITTO_CAPTURE, DITTO_ARG_SIZES,
 //! LD_LIBRARY_PATH for the CPU runtime), passing ditto's SIGTERM on to the
 //! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
 //! talks to the collector and never reads snapshots.
@@ -82,6 +83,13 @@ pub struct ToolEnvironment {
     pub socket: PathBuf,
     pub run_name: String,
     pub arg_types: Option<String>,
+    /// `--dispatch`: which matched dispatches to capture (DITTO_DISPATCH);
+    /// `None`: all.
+    pub dispatch: Option<String>,
+    /// `--capture`: which arguments, before/after (DITTO_CAPTURE); `None`: outputs.
+    pub capture: Option<String>,
+    /// `--arg-sizes`: extents of pointer arguments (DITTO_ARG_SIZES).
+    pub arg_sizes: Option<String>,
     /// Put first in LD_LIBRARY_PATH (ditto's CPU runtime).
     pub runtime_dir: Option<PathBuf>,
     /// Send the application's stdout to our stderr, so that our stdout
@@ -130,6 +138,15 @@ impl ToolEnvironment {
         if let Some(t) = &self.arg_types {
             v.push(("DITTO_ARG_TYPES", t.into()));
         }
+        if let Some(d) = &self.dispatch {
+            v.push(("DITTO_DISPATCH", d.into()));
+        }
+        if let Some(c) = &self.capture {
+            v.push(("DITTO_CAPTURE", c.into()));
+        }
+        if let Some(a) = &self.arg_sizes {
+            v.push(("DITTO_ARG_SIZES", a.into()));
+        }
         if let Some(dir) = &self.runtime_dir {
             v.push(("LD_LIBRARY_PATH", prepend(dir, ld_library_path)));
         }
@@ -145,6 +162,15 @@ impl ToolEnvironment {
         }
         if self.arg_types.is_none() {
             cmd.env_remove("DITTO_ARG_TYPES");
+        }
+        if self.dispatch.is_none() {
+            cmd.env_remove("DITTO_DISPATCH");
+        }
+        if self.capture.is_none() {
+            cmd.env_remove("DITTO_CAPTURE");
+        }
+        if self.arg_sizes.is_none() {
+            cmd.env_remove("DITTO_ARG_SIZES");
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
@@ -399,6 +425,9 @@ mod tests {
             socket: "/s/socket".into(),
             run_name: "ref".into(),
             arg_types: Some("f32*,i32".into()),
+            dispatch: Some("1..3".into()),
+            capture: Some("inputs,outputs".into()),
+            arg_sizes: Some("arg2=arg3".into()),
             runtime_dir: Some("/t/hsa-cpu".into()),
             app_stdout_to_stderr: false,
             extra_env: vec![],
@@ -413,16 +442,28 @@ mod tests {
         assert_eq!(get("DITTO_SOCKET").unwrap(), "/s/socket");
         assert_eq!(get("DITTO_RUN_NAME").unwrap(), "ref");
         assert_eq!(get("DITTO_ARG_TYPES").unwrap(), "f32*,i32");
+        assert_eq!(get("DITTO_DISPATCH").unwrap(), "1..3");
+        assert_eq!(get("DITTO_CAPTURE").unwrap(), "inputs,outputs");
+        assert_eq!(get("DITTO_ARG_SIZES").unwrap(), "arg2=arg3");
         let system = ToolEnvironment {
             runtime_dir: None,
             arg_types: None,
+            dispatch: None,
+            capture: None,
+            arg_sizes: None,
             ..env
         };
         let vars = system.variables(None, Some("/usr/lib".into()));
-        assert!(
-            vars.iter()
-                .all(|(k, _)| *k != "LD_LIBRARY_PATH" && *k != "DITTO_ARG_TYPES")
-        );
+        assert!(vars.iter().all(|(k, _)| {
+            ![
+                "LD_LIBRARY_PATH",
+                "DITTO_ARG_TYPES",
+                "DITTO_DISPATCH",
+                "DITTO_CAPTURE",
+                "DITTO_ARG_SIZES",
+            ]
+            .contains(k)
+        }));
         assert_eq!(vars[0].1, "/t/libditto.so");
     }
 
@@ -433,6 +474,9 @@ mod tests {
             socket: "/nonexistent".into(),
             run_name: "r".into(),
             arg_types: None,
+            dispatch: None,
+            capture: None,
+            arg_sizes: None,
             runtime_dir: None,
             app_stdout_to_stderr: false,
             extra_env: vec![],
@@ -493,6 +537,9 @@ mod tests {
             socket: "/nonexistent".into(),
             run_name: "r".into(),
             arg_types: None,
+            dispatch: None,
+            capture: None,
+            arg_sizes: None,
             runtime_dir: None,
             app_stdout_to_stderr: false,
             extra_env: vec![],

@@ -77,6 +77,21 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
     ditto_cli::launch::parse_env_assignment(text)
 }
 
+/// Checks `--dispatch` now; the tool reads the same text from DITTO_DISPATCH.
+fn parse_dispatch(text: &str) -> Result<String, String> {
+    ditto_protocol::DispatchSelection::parse(text).map(|_| text.trim().to_string())
+}
+
+/// Checks `--capture` now; the tool reads the same text from DITTO_CAPTURE.
+fn parse_capture(text: &str) -> Result<String, String> {
+    ditto_protocol::CaptureSet::parse(text).map(|_| text.trim().to_string())
+}
+
+/// Checks `--arg-sizes` now; the tool reads the same text from DITTO_ARG_SIZES.
+fn parse_arg_sizes(text: &str) -> Result<String, String> {
+    ditto_kernels::ArgSizes::parse(text).map(|_| text.trim().to_string())
+}
+
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
@@ -97,6 +112,15 @@ enum Command {
         /// Element types of extern "C" kernels, e.g. `const f32*,f32*,i32`
         #[arg(long)]
         arg_types: Option<String>,
+        /// Dispatches to capture: all, N, N..M (both included), N.. or a list like 0,3..5
+        #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
+        dispatch: Option<String>,
+        /// Arguments to capture: outputs (default), inputs,outputs or all
+        #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
+        capture: Option<String>,
+        /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
+        #[arg(long, value_name = "SIZES", value_parser = parse_arg_sizes)]
+        arg_sizes: Option<String>,
         /// Snapshot directory
         #[arg(long, default_value = "ditto-snapshot")]
         out: PathBuf,
@@ -154,6 +178,15 @@ enum Command {
         tolerances: Tolerances,
         #[arg(long)]
         arg_types: Option<String>,
+        /// Dispatches to capture in every run: all, N, N..M (both included), N.. or 0,3..5
+        #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
+        dispatch: Option<String>,
+        /// Arguments to capture: outputs (default), inputs,outputs or all
+        #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
+        capture: Option<String>,
+        /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
+        #[arg(long, value_name = "SIZES", value_parser = parse_arg_sizes)]
+        arg_sizes: Option<String>,
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// Keep the snapshots in DIR/ref and DIR/opt (DIR/opt-N with several --opt)
@@ -194,6 +227,9 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         Command::Run {
             kernel,
             arg_types,
+            dispatch,
+            capture,
+            arg_sizes,
             out,
             hsa_runtime,
             timeout,
@@ -201,6 +237,9 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         } => commands::run(commands::RunOptions {
             kernel,
             arg_types,
+            dispatch,
+            capture,
+            arg_sizes,
             out,
             runtime: hsa_runtime,
             command,
@@ -228,6 +267,9 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             opt_cwd,
             tolerances,
             arg_types,
+            dispatch,
+            capture,
+            arg_sizes,
             hsa_runtime,
             keep,
             timeout,
@@ -250,6 +292,9 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
                 .collect(),
             compare: tolerances.options()?,
             arg_types,
+            dispatch,
+            capture,
+            arg_sizes,
             runtime: hsa_runtime,
             keep,
             timeout,

@@ -22,7 +22,7 @@
 //!   "tolerance": {"atol": float, "rtol": float} | null,   // null: per-dtype defaults
 //!   "ulp": int|null,               // --ulp N
 //!   "mismatches": [{
-//!     "rank": int, "dispatch": int, "arg": int, "dtype": str,
+//!     "rank": int, "dispatch": int, "arg": int, "phase": "before"|"after", "dtype": str,
 //!     "mismatched_elements": int, "total_elements": int,
 //!     "nonfinite": {"reference_nan","optimized_nan","reference_inf","optimized_inf": int},
 //!     "max_abs_diff": float|null, "max_abs_diff_index": int,   // null when NaN/inf
@@ -31,7 +31,7 @@
 //!     "atol": float, "rtol": float,
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
-//!   "arrays": [{"rank","dispatch","arg","dtype","total_elements","mismatched_elements","nonfinite"}]
+//!   "arrays": [{"rank","dispatch","arg","phase","dtype","total_elements","mismatched_elements","nonfinite"}]
 //! }
 //! ```
 //!
@@ -113,8 +113,13 @@ fn array_label(report: &ComparisonReport, a: &ArrayComparison) -> String {
     } else {
         String::new()
     };
+    let before = if a.phase == ditto_protocol::Phase::Before {
+        " before"
+    } else {
+        ""
+    };
     format!(
-        "{rank}dispatch {}, arg {} ({}[{}])",
+        "{rank}dispatch {}, arg {}{before} ({}[{}])",
         a.dispatch,
         a.arg,
         a.stats.dtype.name(),
@@ -235,6 +240,7 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
         "rank": a.rank,
         "dispatch": a.dispatch,
         "arg": a.arg,
+        "phase": a.phase,
         "dtype": s.dtype.name(),
         "mismatched_elements": s.mismatched_elements,
         "total_elements": s.total_elements,
@@ -312,6 +318,7 @@ mod tests {
             multi_rank: false,
             options: opts,
             arrays: vec![ArrayComparison {
+                phase: ditto_protocol::Phase::After,
                 rank: 0,
                 dispatch: 0,
                 arg: 1,

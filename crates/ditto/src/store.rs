@@ -10,7 +10,7 @@
 //! Layout: `DIR/manifest.json` and `DIR/dispatch-<rank>-<index:05>.safetensors`
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8).
 
-use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName};
+use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase};
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -104,8 +104,12 @@ pub struct BufferRecord {
     /// The parameter's name when known (null: demangled names carry none).
     #[serde(default)]
     pub name: Option<String>,
-    /// Tensor name inside `file` (`arg<N>`).
+    /// Tensor name inside `file` (`arg<N>`, `arg<N>.before` for inputs).
     pub tensor: String,
+    /// `before` (taken before the kernel ran) or `after`; absent in older
+    /// manifests, which hold only `after`.
+    #[serde(default)]
+    pub phase: Phase,
     /// [`DType::name`].
     pub dtype: String,
     /// Shape of the tensor in the dispatch file (`[elements]`: buffers are 1-D).
@@ -182,7 +186,12 @@ pub fn dispatch_file_name(rank: u32, index: u64) -> String {
     format!("dispatch-{rank}-{index:05}.safetensors")
 }
 
-pub fn tensor_name(arg: u32) -> String {
+/// `arg<N>` for a buffer taken after the kernel ran, `arg<N>.before` for
+/// one taken before it (`--capture inputs`).
+pub fn tensor_name(arg: u32, phase: Phase) -> String {
+    if phase == Phase::Before {
+        return format!("arg{arg}.before");
+    }
     format!("arg{arg}")
 }
 
@@ -352,12 +361,13 @@ impl SnapshotWriter {
             let elements = c.data.len() / size;
             let view = TensorView::new(safetensors_dtype(b.dtype), vec![elements], &c.data)
                 .map_err(|e| StoreError::Invalid(format!("argument {}: {e}", b.arg_index)))?;
-            views.push((tensor_name(b.arg_index), view));
+            views.push((tensor_name(b.arg_index, b.phase), view));
             records.push(BufferRecord {
                 arg: b.arg_index,
                 name: b.name.clone(),
                 shape: vec![elements as u64],
-                tensor: tensor_name(b.arg_index),
+                tensor: tensor_name(b.arg_index, b.phase),
+                phase: b.phase,
                 dtype: b.dtype.name().to_string(),
                 elements: elements as u64,
                 owner_pid: b.owner_pid,
@@ -538,6 +548,7 @@ mod tests {
     fn captured(arg: u32, dtype: DType, data: Vec<u8>) -> CapturedBuffer {
         CapturedBuffer {
             buffer: Buffer {
+                phase: ditto_protocol::Phase::After,
                 arg_index: arg,
                 name: None,
                 dtype,

@@ -215,6 +215,7 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     let mut tool = Tool::greet(collector.socket_path(), "ref");
     for index in 0..20 {
         let buffer = Buffer {
+            phase: ditto_protocol::Phase::After,
             arg_index: 1,
             name: None,
             dtype: DType::F32,
@@ -265,6 +266,7 @@ fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
     let baseline = pool_mappings();
     let mut tool = Tool::greet(collector.socket_path(), "ref");
     let buffer = Buffer {
+        phase: ditto_protocol::Phase::After,
         arg_index: 0,
         name: None,
         dtype: DType::U8,

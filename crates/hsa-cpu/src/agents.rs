@@ -137,9 +137,19 @@ pub(crate) fn iterate_agents(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    for agent in AGENTS {
+    visit(AGENTS, cb, data)
+}
+
+/// Calls `cb` for each item until it returns anything but success, and
+/// returns that status (HSA's iteration contract, e.g. INFO_BREAK).
+fn visit<T>(
+    items: impl IntoIterator<Item = T>,
+    cb: unsafe extern "C" fn(T, *mut c_void) -> hsa_status_t,
+    data: *mut c_void,
+) -> hsa_status_t {
+    for item in items {
         // SAFETY: calling the application's callback as the API requires.
-        let status = unsafe { cb(agent, data) };
+        let status = unsafe { cb(item, data) };
         if status != HSA_STATUS_SUCCESS {
             return status;
         }
@@ -315,14 +325,7 @@ pub(crate) fn iterate_memory_pools(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    for pool in pools_of(agent) {
-        // SAFETY: calling the application's callback as the API requires.
-        let status = unsafe { cb(*pool, data) };
-        if status != HSA_STATUS_SUCCESS {
-            return status;
-        }
-    }
-    HSA_STATUS_SUCCESS
+    visit(pools_of(agent).iter().copied(), cb, data)
 }
 
 pub(crate) fn memory_pool_get_info(

@@ -4,14 +4,17 @@
 //!
 //! Owns: demangling ([`names`]), exact query matching ([`matching`]),
 //! parameter types from C++ spellings or `--arg-types` ([`param_type`]) and
-//! natural-alignment layout ([`layout`]). Pure functions over strings: no
+//! natural-alignment layout ([`layout`]), extents from `--arg-sizes`
+//! ([`arg_sizes`]). Pure functions over strings: no
 //! FFI, no I/O, no global state.
 
+pub mod arg_sizes;
 pub mod layout;
 pub mod matching;
 pub mod names;
 pub mod param_type;
 
+pub use arg_sizes::ArgSizes;
 pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;
 pub use names::{KernelNames, demangle};

@@ -8,15 +8,23 @@
 //!
 //! A connection carries one application process:
 //! tool → `Hello`; collector → `Welcome` (or `Reject`);
-//! then per captured dispatch: tool → `Dispatch`; collector → `Ack`;
+//! then per captured dispatch: tool → `Dispatch`; collector → `Ack`
+//! (with `--capture inputs`, first a `Dispatch` whose buffers are all
+//! [`Phase::Before`], sent while the kernel waits to start, acked, then the
+//! usual one with the [`Phase::After`] buffers; the collector stores both
+//! as one dispatch);
 //! finally tool → `Goodbye` with what the process dispatched.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
+pub mod selection;
+pub use selection::{CaptureSet, DispatchSelection};
+
 /// Bumped on any incompatible change of a message.
 /// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: `Buffer.phase` (inputs captured before the kernel runs).
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
 pub const MAX_FRAME_BYTES: u32 = 16 << 20;
 
@@ -152,12 +160,26 @@ pub const ALL_DTYPES: [DType; 14] = [
     DType::Bytes,
 ];
 
+/// Which snapshot of a dispatch a buffer belongs to.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Taken after all earlier work in the queue completed and before the
+    /// kernel started (`--capture inputs`).
+    Before,
+    /// Taken after the kernel completed, before anything later ran.
+    #[default]
+    After,
+}
+
 /// One pointer argument of a captured dispatch, exported as an IPC handle of
 /// its whole containing allocation.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Buffer {
     /// Position of the argument in the kernel's parameter list.
     pub arg_index: u32,
+    /// Before or after the kernel ran.
+    pub phase: Phase,
     /// The parameter's name in the kernel's source, when known (demangled
     /// names carry only types, so usually `None`).
     pub name: Option<String>,
@@ -280,6 +302,7 @@ mod tests {
             block: [256, 1, 1],
             duration_ns: Some(1500),
             buffers: vec![Buffer {
+                phase: Phase::Before,
                 arg_index: 1,
                 name: Some("output".into()),
                 dtype: DType::F32,

@@ -5,7 +5,8 @@
 
 use super::{BufferSource, Mapping, Shared};
 use crate::store::{CapturedBuffer, SnapshotWriter};
-use ditto_protocol::{Buffer, Dispatch, fingerprint};
+use ditto_protocol::{Buffer, Dispatch, Phase, fingerprint};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -61,6 +62,8 @@ impl Drop for Attachment<'_> {
 }
 
 pub(super) struct Stored {
+    /// 1 when the dispatch was written, 0 for inputs kept until its After part.
+    pub(super) dispatches: u64,
     pub(super) arrays: u64,
     pub(super) bytes: u64,
 }
@@ -141,12 +144,18 @@ fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, 
 
 /// Captures every buffer of a dispatch, then stores it. Nothing is stored
 /// unless every buffer was read and verified.
+///
+/// A message whose buffers are all [`Phase::Before`] is the inputs part of
+/// a dispatch (sent before the kernel ran): its copies wait in `inputs`
+/// under the dispatch index and are stored with the After part, in one
+/// file. Inputs whose After part never comes are not stored.
 pub(super) fn capture_dispatch(
     shared: &Shared,
     writer: &Mutex<SnapshotWriter>,
     rank: u32,
     pid: u32,
     d: &Dispatch,
+    inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
 ) -> Result<Stored, String> {
     let mut captured = Vec::with_capacity(d.buffers.len());
     for b in &d.buffers {
@@ -157,6 +166,19 @@ pub(super) fn capture_dispatch(
         });
     }
     let bytes = captured.iter().map(|c| c.data.len() as u64).sum();
+    let arrays = captured.len() as u64;
+    if !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before) {
+        inputs.insert(d.index, captured);
+        return Ok(Stored {
+            dispatches: 0,
+            arrays,
+            bytes,
+        });
+    }
+    if let Some(mut before) = inputs.remove(&d.index) {
+        before.append(&mut captured);
+        captured = before;
+    }
     writer
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -168,7 +190,8 @@ pub(super) fn capture_dispatch(
             )
         })?;
     Ok(Stored {
-        arrays: captured.len() as u64,
+        dispatches: 1,
+        arrays,
         bytes,
     })
 }

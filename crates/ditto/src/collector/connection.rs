@@ -255,6 +255,8 @@ fn run_connection(
         };
     }
     let mut last_dispatch: Option<u64> = None;
+    // Inputs (Before buffers) of dispatches whose After part is still to come.
+    let mut inputs = std::collections::HashMap::new();
     loop {
         reader.next_frame(None);
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
@@ -281,7 +283,7 @@ fn run_connection(
                 // unwinding) becomes an error ack: the application is released
                 // now and the other connections go on.
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                    capture_dispatch(shared, &writer, rank, hello.pid, &d)
+                    capture_dispatch(shared, &writer, rank, hello.pid, &d, &mut inputs)
                 }))
                 .unwrap_or_else(|p| {
                     Err(format!(
@@ -292,11 +294,11 @@ fn run_connection(
                 });
                 match &result {
                     Ok(stored) => {
-                        report.dispatches_captured += 1;
+                        report.dispatches_captured += stored.dispatches;
                         report.arrays_captured += stored.arrays;
                         report.bytes_captured += stored.bytes;
                         live.update(|l| {
-                            l.dispatches_captured += 1;
+                            l.dispatches_captured += stored.dispatches;
                             l.bytes_captured += stored.bytes;
                         });
                     }

@@ -118,6 +118,7 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 /// fingerprint the tool would compute.
 pub fn buffer(arg: u32, handle: &[u8], alloc: &[u8], offset: u64, extent: u64) -> Buffer {
     Buffer {
+        phase: ditto_protocol::Phase::After,
         arg_index: arg,
         name: None,
         dtype: DType::F32,

@@ -1,0 +1,118 @@
+//! Sub-allocations on a real application: a caching allocator hands out
+//! slices of one hipMalloc; a pointer argument resolves to the whole
+//! allocation (the handle covers it, the manifest gives the offset) and
+//! its extent is what `--arg-sizes` says, else the rest of the allocation.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+const POOL: u64 = 1 << 20;
+/// Slices are 4096-byte aligned: x, y, out, then an untouched tail of 7.0.
+const OUT_OFFSET: u64 = 2 * 4096;
+
+fn capture(extra: &[&str], snap: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(ditto_bin())
+        .args(["run", "--hsa-runtime", "cpu", "--kernel", "scale_add"])
+        .args(extra)
+        .arg("--out")
+        .arg(snap)
+        .arg("--")
+        .arg(app("caching_allocator"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("wrong = 0"), "{}", stdout(&out));
+    serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
+}
+
+fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(dir.join(file)).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    tensors
+        .tensor(name)
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_slice_with_arg_sizes_is_exactly_its_elements_at_its_offset_in_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let m = capture(
+        &[
+            "--capture",
+            "all",
+            "--arg-sizes",
+            "arg0=arg3,arg1=arg3,arg2=arg3",
+        ],
+        &snap,
+    );
+    let d = &m["dispatches"][0];
+    let bufs = d["buffers"].as_array().unwrap();
+    assert_eq!(bufs.len(), 6, "three pointers, before and after");
+    let bases: Vec<u64> = bufs
+        .iter()
+        .map(|b| b["alloc_base"].as_u64().unwrap())
+        .collect();
+    assert!(
+        bases.iter().all(|&b| b == bases[0]),
+        "one allocation: {bases:?}"
+    );
+    for b in bufs {
+        assert_eq!(b["alloc_size"], POOL);
+        assert_eq!(b["elements"], 1000, "{b}");
+        let arg = b["arg"].as_u64().unwrap();
+        assert_eq!(b["offset"].as_u64().unwrap(), arg * 4096, "{b}");
+    }
+    let file = d["file"].as_str().unwrap();
+    let x = f32_tensor(&snap, file, "arg0.before");
+    let out = f32_tensor(&snap, file, "arg2");
+    for i in 0..1000 {
+        assert_eq!(x[i], i as f32);
+        assert_eq!(out[i], 2.0 * i as f32 + 1.0, "out[{i}]");
+    }
+}
+
+#[test]
+fn without_arg_sizes_a_slice_extends_to_the_end_of_its_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let m = capture(&[], &snap);
+    let d = &m["dispatches"][0];
+    let b = &d["buffers"][0];
+    assert_eq!(b["arg"], 2, "only the output by default");
+    assert_eq!(b["offset"].as_u64(), Some(OUT_OFFSET));
+    assert_eq!(b["extent"].as_u64(), Some(POOL - OUT_OFFSET));
+    let out = f32_tensor(&snap, d["file"].as_str().unwrap(), "arg2");
+    assert_eq!(out.len() as u64, (POOL - OUT_OFFSET) / 4);
+    assert_eq!(out[999], 1999.0);
+    assert_eq!(
+        out[1024], 7.0,
+        "the next slice, which the kernel never wrote"
+    );
+}
+
+#[test]
+fn a_malformed_arg_sizes_list_is_refused_before_the_application_runs() {
+    let out = ditto(&[
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "scale_add",
+        "--arg-sizes",
+        "out=n",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("`out` is not an argument"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,418 @@
+//! Element-wise comparison: tolerances (torch.testing.assert_close's
+//! per-dtype defaults, user overrides, ULP distance), decoding array bytes
+//! into elements, and the statistics of one array pair. Knows nothing of
+//! snapshots, dispatches or files.
+
+use crate::store::{Array, StoreError};
+use ditto_protocol::DType;
+use half::{bf16, f16};
+use std::path::PathBuf;
+
+/// How close two elements must be: `|a - b| <= atol + rtol * |b|`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+/// torch.testing.assert_close's defaults; integers, bool and raw bytes exact.
+pub fn default_tolerance(dtype: DType) -> Tolerance {
+    let (rtol, atol) = match dtype {
+        DType::F16 => (1e-3, 1e-5),
+        DType::BF16 => (1.6e-2, 1e-5),
+        DType::F32 => (1.3e-6, 1e-5),
+        DType::F64 => (1e-7, 1e-7),
+        _ => (0.0, 0.0),
+    };
+    Tolerance { rtol, atol }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompareOptions {
+    /// `None`: per-dtype defaults. Applies to numeric dtypes; bool and raw
+    /// bytes are always compared exactly.
+    pub tolerance: Option<Tolerance>,
+    /// NaN equals NaN only when set.
+    pub equal_nan: bool,
+    /// `--ulp N`: finite floats match when at most N units in the last
+    /// place apart (in their own dtype); replaces atol/rtol for floats,
+    /// integers stay exact. Exclusive with `tolerance`.
+    pub ulp: Option<u64>,
+}
+
+impl CompareOptions {
+    /// `--atol` and `--rtol` are given together or not at all.
+    pub fn new(
+        atol: Option<f64>,
+        rtol: Option<f64>,
+        equal_nan: bool,
+    ) -> Result<Self, CompareError> {
+        let tolerance = match (atol, rtol) {
+            (Some(atol), Some(rtol)) => {
+                if !(atol >= 0.0 && rtol >= 0.0) {
+                    return Err(CompareError::Usage(format!(
+                        "tolerances must be non-negative numbers (got --atol {atol} --rtol {rtol})"
+                    )));
+                }
+                Some(Tolerance { rtol, atol })
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(CompareError::Usage(
+                    "--atol was given without --rtol: give both, or neither for the per-dtype defaults".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(CompareError::Usage(
+                    "--rtol was given without --atol: give both, or neither for the per-dtype defaults".into(),
+                ));
+            }
+        };
+        Ok(CompareOptions {
+            tolerance,
+            equal_nan,
+            ulp: None,
+        })
+    }
+
+    /// Adds `--ulp N`; refused together with `--atol/--rtol`.
+    pub fn with_ulp(mut self, ulp: Option<u64>) -> Result<Self, CompareError> {
+        if ulp.is_some() && self.tolerance.is_some() {
+            return Err(CompareError::Usage(
+                "--ulp cannot be combined with --atol/--rtol: choose a distance in units in the last place \
+                 or absolute/relative tolerances"
+                    .into(),
+            ));
+        }
+        self.ulp = ulp;
+        Ok(self)
+    }
+
+    pub fn tolerance_for(&self, dtype: DType) -> Tolerance {
+        match (dtype, self.tolerance) {
+            (DType::Bool | DType::Bytes, _) => Tolerance {
+                rtol: 0.0,
+                atol: 0.0,
+            },
+            (_, Some(t)) => t,
+            (_, None) => default_tolerance(dtype),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "{location}: the reference is {reference} but the optimized run is {optimized}; \
+         both runs must pass the same element types (check --arg-types)"
+    )]
+    DtypeDiffers {
+        location: String,
+        reference: &'static str,
+        optimized: &'static str,
+    },
+    #[error(
+        "{location} ({dtype}): the reference has {reference} elements but the optimized run has {optimized}; \
+         both runs must use the same problem size"
+    )]
+    LengthDiffers {
+        location: String,
+        dtype: &'static str,
+        reference: usize,
+        optimized: usize,
+    },
+    #[error(
+        "{location}: the reference captured {} but the optimized run captured {} \
+         (run both with the same --capture)", .reference.join(", "), .optimized.join(", ")
+    )]
+    ArgumentsDiffer {
+        location: String,
+        /// Tensor names (`arg1`, `arg0.before`), in manifest order.
+        reference: Vec<String>,
+        optimized: Vec<String>,
+    },
+    #[error(
+        "the reference ({reference_dir}) captured {reference} dispatch(es) of {kernel} but the optimized run \
+         ({optimized_dir}) captured {optimized}: {detail}"
+    )]
+    DispatchesDiffer {
+        kernel: String,
+        reference_dir: PathBuf,
+        optimized_dir: PathBuf,
+        reference: usize,
+        optimized: usize,
+        detail: String,
+    },
+    #[error(
+        "{dispatches} dispatch(es) of {kernel} were captured in {reference_dir} and {optimized_dir} but none \
+         carried an output buffer, so nothing was compared: for an extern \"C\" kernel pass --arg-types \
+         (e.g. `const f32*,f32*,i32`); otherwise rerun with DITTO_LOG=warn to see why the tool skipped \
+         its pointer arguments"
+    )]
+    NothingCompared {
+        kernel: String,
+        reference_dir: PathBuf,
+        optimized_dir: PathBuf,
+        dispatches: usize,
+    },
+    #[error(
+        "{location}: the reference ran {reference} but the optimized run ran {optimized}; dispatches are \
+         paired by (kernel, rank, dispatch index): both runs must dispatch the same kernels in the same order"
+    )]
+    KernelsDiffer {
+        location: String,
+        reference: String,
+        optimized: String,
+    },
+    #[error("{which} run ({dir}) never dispatched a kernel matching {query:?}; {what_ran}")]
+    NotCaptured {
+        which: &'static str,
+        dir: PathBuf,
+        query: String,
+        what_ran: String,
+    },
+}
+
+/// One element decoded for comparison.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Element {
+    Float(f64),
+    Int(i128),
+}
+
+/// Elements of `bytes` (little-endian) as `dtype`.
+pub fn elements(dtype: DType, bytes: &[u8]) -> Box<dyn Iterator<Item = Element> + '_> {
+    macro_rules! chunks {
+        ($n:expr, $f:expr) => {
+            Box::new(bytes.chunks_exact($n).map(|c| $f(c.try_into().unwrap())))
+        };
+    }
+    match dtype {
+        DType::F16 => chunks!(2, |c| Element::Float(f16::from_le_bytes(c).to_f64())),
+        DType::BF16 => chunks!(2, |c| Element::Float(bf16::from_le_bytes(c).to_f64())),
+        DType::F32 => chunks!(4, |c| Element::Float(f32::from_le_bytes(c) as f64)),
+        DType::F64 => chunks!(8, |c| Element::Float(f64::from_le_bytes(c))),
+        DType::I8 => chunks!(1, |c| Element::Int(i8::from_le_bytes(c) as i128)),
+        DType::I16 => chunks!(2, |c| Element::Int(i16::from_le_bytes(c) as i128)),
+        DType::I32 => chunks!(4, |c| Element::Int(i32::from_le_bytes(c) as i128)),
+        DType::I64 => chunks!(8, |c| Element::Int(i64::from_le_bytes(c) as i128)),
+        DType::U8 | DType::Bool | DType::Bytes => {
+            chunks!(1, |c| Element::Int(u8::from_le_bytes(c) as i128))
+        }
+        DType::U16 => chunks!(2, |c| Element::Int(u16::from_le_bytes(c) as i128)),
+        DType::U32 => chunks!(4, |c| Element::Int(u32::from_le_bytes(c) as i128)),
+        DType::U64 => chunks!(8, |c| Element::Int(u64::from_le_bytes(c) as i128)),
+    }
+}
+
+/// A mismatching element kept for the report's table.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct WorstElement {
+    pub index: u64,
+    pub reference: Element,
+    pub optimized: Element,
+    pub abs_diff: f64,
+}
+
+/// NaN and infinity counts of both sides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct NonFiniteCounts {
+    pub reference_nan: u64,
+    pub optimized_nan: u64,
+    pub reference_inf: u64,
+    pub optimized_inf: u64,
+}
+
+/// Result of comparing two arrays. As in torch, the greatest differences
+/// are taken over mismatching elements only (0 when all match); a NaN
+/// difference counts as the greatest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayStats {
+    pub dtype: DType,
+    pub tolerance: Tolerance,
+    pub total_elements: u64,
+    pub mismatched_elements: u64,
+    pub max_abs_diff: f64,
+    pub max_abs_diff_index: u64,
+    pub max_rel_diff: f64,
+    pub max_rel_diff_index: u64,
+    /// With `--ulp`: the greatest ULP distance among mismatching finite
+    /// floats, and where.
+    pub max_ulp_diff: Option<u64>,
+    pub max_ulp_diff_index: u64,
+    pub nonfinite: NonFiniteCounts,
+    /// Up to [`WORST_ELEMENTS`] mismatching elements, greatest difference first.
+    pub worst: Vec<WorstElement>,
+}
+
+pub const WORST_ELEMENTS: usize = 5;
+
+impl ArrayStats {
+    pub fn matches(&self) -> bool {
+        self.mismatched_elements == 0
+    }
+}
+
+/// Distance between two finite floats of `dtype` in units in the last
+/// place: how many representable values of that dtype lie between them
+/// (+0 and -0 are 0 apart). `None` for non-float dtypes.
+pub fn ulp_distance(dtype: DType, a: f64, b: f64) -> Option<u64> {
+    // Sign-magnitude bits to a line where adjacent floats differ by 1.
+    fn ordered(bits: u64, sign_bit: u64) -> i128 {
+        let magnitude = (bits & (sign_bit - 1)) as i128;
+        if bits & sign_bit != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+    let (oa, ob) = match dtype {
+        DType::F64 => (ordered(a.to_bits(), 1 << 63), ordered(b.to_bits(), 1 << 63)),
+        DType::F32 => (
+            ordered((a as f32).to_bits() as u64, 1 << 31),
+            ordered((b as f32).to_bits() as u64, 1 << 31),
+        ),
+        DType::F16 => (
+            ordered(f16::from_f64(a).to_bits() as u64, 1 << 15),
+            ordered(f16::from_f64(b).to_bits() as u64, 1 << 15),
+        ),
+        DType::BF16 => (
+            ordered(bf16::from_f64(a).to_bits() as u64, 1 << 15),
+            ordered(bf16::from_f64(b).to_bits() as u64, 1 << 15),
+        ),
+        _ => return None,
+    };
+    Some((oa - ob).unsigned_abs() as u64)
+}
+
+/// `x` is a greater difference than `y` (NaN greatest; first one kept on ties).
+fn greater(x: f64, y: f64) -> bool {
+    (x.is_nan() && !y.is_nan()) || x > y
+}
+
+/// Compares element by element; `b` is the reference.
+pub fn compare_arrays(
+    reference: &Array,
+    optimized: &Array,
+    options: &CompareOptions,
+    location: &str,
+) -> Result<ArrayStats, CompareError> {
+    if reference.dtype != optimized.dtype {
+        return Err(CompareError::DtypeDiffers {
+            location: location.to_string(),
+            reference: reference.dtype.name(),
+            optimized: optimized.dtype.name(),
+        });
+    }
+    if reference.elements() != optimized.elements() {
+        return Err(CompareError::LengthDiffers {
+            location: location.to_string(),
+            dtype: reference.dtype.name(),
+            reference: reference.elements(),
+            optimized: optimized.elements(),
+        });
+    }
+    let dtype = reference.dtype;
+    let tol = options.tolerance_for(dtype);
+    let mut s = ArrayStats {
+        dtype,
+        tolerance: tol,
+        total_elements: reference.elements() as u64,
+        mismatched_elements: 0,
+        max_abs_diff: 0.0,
+        max_abs_diff_index: 0,
+        max_rel_diff: 0.0,
+        max_rel_diff_index: 0,
+        max_ulp_diff: None,
+        max_ulp_diff_index: 0,
+        nonfinite: NonFiniteCounts::default(),
+        worst: Vec::new(),
+    };
+    let pairs = elements(dtype, &reference.bytes).zip(elements(dtype, &optimized.bytes));
+    for (i, (b, a)) in pairs.enumerate() {
+        let mut ulp_diff = None;
+        let (matched, abs_diff, magnitude_b) = match (b, a) {
+            (Element::Float(b), Element::Float(a)) => {
+                let n = &mut s.nonfinite;
+                n.reference_nan += b.is_nan() as u64;
+                n.optimized_nan += a.is_nan() as u64;
+                n.reference_inf += b.is_infinite() as u64;
+                n.optimized_inf += a.is_infinite() as u64;
+                if b.is_nan() || a.is_nan() {
+                    let matched = options.equal_nan && b.is_nan() && a.is_nan();
+                    (matched, if matched { 0.0 } else { f64::NAN }, b.abs())
+                } else if b.is_infinite() || a.is_infinite() {
+                    let matched = a == b;
+                    (matched, if matched { 0.0 } else { f64::INFINITY }, b.abs())
+                } else if let Some(allowed) = options.ulp {
+                    let u = ulp_distance(dtype, a, b).expect("a float dtype");
+                    ulp_diff = Some(u);
+                    (u <= allowed, (a - b).abs(), b.abs())
+                } else {
+                    let d = (a - b).abs();
+                    (d <= tol.atol + tol.rtol * b.abs(), d, b.abs())
+                }
+            }
+            (Element::Int(b), Element::Int(a)) => {
+                let d = (a - b).unsigned_abs() as f64;
+                let exact = tol.atol == 0.0 && tol.rtol == 0.0;
+                let matched = if exact {
+                    a == b
+                } else {
+                    d <= tol.atol + tol.rtol * (b.unsigned_abs() as f64)
+                };
+                (matched, d, b.unsigned_abs() as f64)
+            }
+            _ => unreachable!("both sides decode with the same dtype"),
+        };
+        if matched {
+            continue;
+        }
+        s.mismatched_elements += 1;
+        // An infinite difference is infinitely relative too (inf / inf would be NaN).
+        let rel_diff = if abs_diff.is_infinite() {
+            f64::INFINITY
+        } else {
+            abs_diff / magnitude_b
+        };
+        let i = i as u64;
+        if let Some(u) = ulp_diff
+            && s.max_ulp_diff.is_none_or(|m| u > m)
+        {
+            s.max_ulp_diff = Some(u);
+            s.max_ulp_diff_index = i;
+        }
+        if s.mismatched_elements == 1 || greater(abs_diff, s.max_abs_diff) {
+            s.max_abs_diff = abs_diff;
+            s.max_abs_diff_index = i;
+        }
+        if s.mismatched_elements == 1 || greater(rel_diff, s.max_rel_diff) {
+            s.max_rel_diff = rel_diff;
+            s.max_rel_diff_index = i;
+        }
+        let pos = s
+            .worst
+            .iter()
+            .position(|w| greater(abs_diff, w.abs_diff))
+            .unwrap_or(s.worst.len());
+        if pos < WORST_ELEMENTS {
+            s.worst.insert(
+                pos,
+                WorstElement {
+                    index: i,
+                    reference: b,
+                    optimized: a,
+                    abs_diff,
+                },
+            );
+            s.worst.truncate(WORST_ELEMENTS);
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,215 @@
+//! The comparison engine: pairs the dispatches of a reference and an
+//! optimized snapshot and compares their arrays element by element with
+//! torch.testing.assert_close's rules.
+//!
+//! Owns tolerances (per-dtype defaults, user overrides), the closeness rule
+//! `|a - b| <= atol + rtol * |b|` (b = reference), NaN/inf handling and the
+//! statistics of a mismatch. It never prints (see `report`) and never writes
+//! files; structural differences (dtype, length, dispatch count, a kernel that
+//! was never captured) are errors, not mismatches.
+//!
+//! `closeness` holds the element-wise rules; this module pairs the
+//! dispatches and arrays of two snapshots and applies them.
+
+mod closeness;
+#[cfg(test)]
+mod tests;
+
+pub use closeness::*;
+
+use crate::store::{DispatchRecord, Manifest, Snapshot};
+use ditto_protocol::Phase;
+use std::path::PathBuf;
+
+/// One compared array and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+
+pub struct ArrayComparison {
+    pub rank: u32,
+    /// Dispatch index within its process.
+    pub dispatch: u64,
+    pub arg: u32,
+    /// Before or after the kernel ran.
+    pub phase: Phase,
+    pub stats: ArrayStats,
+}
+
+/// Everything `ditto compare` found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparisonReport {
+    /// Demangled name of the reference's kernel.
+    pub kernel: String,
+    pub mangled: String,
+    /// Demangled name of the optimized run's kernel when it differs.
+    pub optimized_kernel: Option<String>,
+    pub reference_dir: PathBuf,
+    pub optimized_dir: PathBuf,
+    pub dispatches_compared: usize,
+    /// Whether more than one process (rank) took part.
+    pub multi_rank: bool,
+    pub options: CompareOptions,
+    pub arrays: Vec<ArrayComparison>,
+}
+
+impl ComparisonReport {
+    pub fn valid(&self) -> bool {
+        self.arrays.iter().all(|a| a.stats.matches())
+    }
+    pub fn mismatching(&self) -> impl Iterator<Item = &ArrayComparison> {
+        self.arrays.iter().filter(|a| !a.stats.matches())
+    }
+}
+
+/// What to say when the kernel asked for was never captured (see
+/// [`crate::diagnose::what_ran`]).
+pub fn what_ran(m: &Manifest) -> String {
+    crate::diagnose::what_ran(m)
+}
+
+fn location(multi_rank: bool, d: &DispatchRecord, arg: Option<u32>) -> String {
+    let mut s = String::new();
+    if multi_rank {
+        s.push_str(&format!("rank {}, ", d.rank));
+    }
+    s.push_str(&format!("dispatch {}", d.index));
+    if let Some(arg) = arg {
+        s.push_str(&format!(", arg {arg}"));
+    }
+    s
+}
+
+/// Pairs dispatches by (rank, index) and arguments by position, then
+/// compares every array.
+pub fn compare_snapshots(
+    reference: &Snapshot,
+    optimized: &Snapshot,
+    options: &CompareOptions,
+) -> Result<ComparisonReport, CompareError> {
+    for (which, s) in [("the reference", reference), ("the optimized", optimized)] {
+        if s.manifest.dispatches.is_empty() {
+            return Err(CompareError::NotCaptured {
+                which,
+                dir: s.dir.clone(),
+                query: s.manifest.kernel_query.clone(),
+                what_ran: what_ran(&s.manifest),
+            });
+        }
+    }
+    let mut ref_d: Vec<&DispatchRecord> = reference.manifest.dispatches.iter().collect();
+    let mut opt_d: Vec<&DispatchRecord> = optimized.manifest.dispatches.iter().collect();
+    ref_d.sort_by_key(|d| (d.rank, d.index));
+    opt_d.sort_by_key(|d| (d.rank, d.index));
+    let kernel = reference
+        .manifest
+        .kernel
+        .clone()
+        .unwrap_or_else(|| ditto_protocol::KernelName {
+            mangled: String::new(),
+            demangled: reference.manifest.kernel_query.clone(),
+        });
+    let keys = |v: &[&DispatchRecord]| v.iter().map(|d| (d.rank, d.index)).collect::<Vec<_>>();
+    if keys(&ref_d) != keys(&opt_d) {
+        let detail = if ref_d.len() != opt_d.len() {
+            "the runs must dispatch the kernel equally often (same inputs and iteration counts)"
+                .to_string()
+        } else {
+            format!(
+                "the (rank, dispatch) pairs differ: reference {:?}, optimized {:?}",
+                keys(&ref_d),
+                keys(&opt_d)
+            )
+        };
+        return Err(CompareError::DispatchesDiffer {
+            kernel: kernel.demangled.clone(),
+            reference_dir: reference.dir.clone(),
+            optimized_dir: optimized.dir.clone(),
+            reference: ref_d.len(),
+            optimized: opt_d.len(),
+            detail,
+        });
+    }
+    let multi_rank = ref_d.iter().chain(opt_d.iter()).any(|d| d.rank != 0);
+    let kernels_of = |v: &[&DispatchRecord]| {
+        let mut k: Vec<&str> = v
+            .iter()
+            .filter_map(|d| d.kernel.as_ref())
+            .map(|k| k.mangled.as_str())
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        k.len()
+    };
+    let several_kernels = kernels_of(&ref_d) > 1 || kernels_of(&opt_d) > 1;
+    let mut arrays = Vec::new();
+    for (r, o) in ref_d.iter().zip(opt_d.iter()) {
+        // Paired by tensor name: argument and phase (before/after).
+        let ref_args: Vec<String> = r.buffers.iter().map(|b| b.tensor.clone()).collect();
+        let opt_args: Vec<String> = o.buffers.iter().map(|b| b.tensor.clone()).collect();
+        if ref_args != opt_args {
+            return Err(CompareError::ArgumentsDiffer {
+                location: location(multi_rank, r, None),
+                reference: ref_args,
+                optimized: opt_args,
+            });
+        }
+        // With several kernels in one snapshot (a bare name matching several
+        // instantiations) a pair must be the same kernel; with one kernel on
+        // each side a renamed optimized kernel is paired (and noted).
+        if several_kernels
+            && let (Some(rk), Some(ok)) = (&r.kernel, &o.kernel)
+            && rk.mangled != ok.mangled
+        {
+            return Err(CompareError::KernelsDiffer {
+                location: location(multi_rank, r, None),
+                reference: rk.demangled.clone(),
+                optimized: ok.demangled.clone(),
+            });
+        }
+        let ref_arrays = reference.load_dispatch(r)?;
+        let opt_arrays = optimized.load_dispatch(o)?;
+        for (((arg, ra), (_, oa)), record) in ref_arrays
+            .iter()
+            .zip(opt_arrays.iter())
+            .zip(r.buffers.iter())
+        {
+            let mut loc = location(multi_rank, r, Some(*arg));
+            if record.phase == Phase::Before {
+                loc.push_str(" (before)");
+            }
+            let stats = compare_arrays(ra, oa, options, &loc)?;
+            arrays.push(ArrayComparison {
+                rank: r.rank,
+                dispatch: r.index,
+                arg: *arg,
+                phase: record.phase,
+                stats,
+            });
+        }
+    }
+    if arrays.is_empty() {
+        // A verdict over no arrays would be a PASS that checked nothing.
+        return Err(CompareError::NothingCompared {
+            kernel: kernel.demangled,
+            reference_dir: reference.dir.clone(),
+            optimized_dir: optimized.dir.clone(),
+            dispatches: ref_d.len(),
+        });
+    }
+    let optimized_kernel = optimized
+        .manifest
+        .kernel
+        .as_ref()
+        .filter(|k| k.mangled != kernel.mangled)
+        .map(|k| k.demangled.clone());
+    Ok(ComparisonReport {
+        kernel: kernel.demangled,
+        mangled: kernel.mangled,
+        optimized_kernel,
+        reference_dir: reference.dir.clone(),
+        optimized_dir: optimized.dir.clone(),
+        dispatches_compared: ref_d.len(),
+        multi_rank,
+        options: *options,
+        arrays,
+    })
+}

@@ -1,10 +1,11 @@
 //! Kernels the application loaded: kernel_object → what ditto knows about
 //! it (names, kernarg size, whether it is the target and its argument
-//! layout), plus a dispatch counter per kernel for the Goodbye. Filled at
+//! layout, from the code object's metadata when there is one), plus a
+//! dispatch counter per kernel for the Goodbye. Filled at
 //! executable freeze, read on every dispatch: lookups take a read lock and
 //! clone an `Arc`, nothing else.
 
-use ditto_kernels::{KernelNames, KernelSignature, ParamType, matches};
+use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{Goodbye, KernelName};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,19 +24,47 @@ pub struct KernelInfo {
 }
 
 impl KernelInfo {
-    /// What ditto knows about the kernel whose code-object symbol is `symbol`.
-    /// The second value explains why a target cannot be captured.
+    /// What ditto knows about the kernel whose code-object symbol is `symbol`,
+    /// laid out from its name alone. The second value explains why a target
+    /// cannot be captured.
     pub fn new(
         symbol: &str,
         kernarg_size: u32,
         query: Option<&str>,
         arg_types: Option<&[ParamType]>,
     ) -> (KernelInfo, Option<String>) {
+        KernelInfo::from_code_object(symbol, kernarg_size, query, arg_types, None)
+    }
+
+    /// As [`KernelInfo::new`], with the kernel's entry in its code object's
+    /// metadata when the code object has one: offsets and sizes then come
+    /// from there (hidden arguments included in the segment size), types
+    /// from `arg_types` or the name. The second value is, for a target
+    /// without a signature, why it cannot be captured; for a target with
+    /// one, a warning to show (an extern "C" kernel captured as raw bytes).
+    pub fn from_code_object(
+        symbol: &str,
+        kernarg_size: u32,
+        query: Option<&str>,
+        arg_types: Option<&[ParamType]>,
+        metadata: Option<&CodeObjectKernel>,
+    ) -> (KernelInfo, Option<String>) {
         let names = KernelNames::new(symbol);
         let is_target = query.is_some_and(|q| matches(q, &names));
         let mut problem = None;
         let signature = if is_target {
-            match KernelSignature::resolve(&names.mangled, arg_types, Some(kernarg_size as u64)) {
+            let resolved = match metadata {
+                Some(kernel) => {
+                    KernelSignature::from_metadata(kernel, arg_types).map(|(sig, warning)| {
+                        problem = warning;
+                        sig
+                    })
+                }
+                None => {
+                    KernelSignature::resolve(&names.mangled, arg_types, Some(kernarg_size as u64))
+                }
+            };
+            match resolved {
                 Ok(sig) => Some(sig),
                 Err(e) => {
                     problem = Some(e.to_string());
@@ -149,6 +178,47 @@ mod tests {
         let (t, problem) = KernelInfo::new("vector_add_c.kd", 28, Some("vector_add_c"), None);
         assert!(t.is_target && t.signature.is_none());
         assert!(problem.unwrap().contains("--arg-types"));
+    }
+
+    #[test]
+    fn a_v5_target_is_laid_out_from_metadata_despite_its_hidden_argument_segment() {
+        let co = include_bytes!("../crates/kernels/tests/fixtures/templates-v5.co");
+        let kernels = ditto_kernels::parse_code_object(co).unwrap().unwrap();
+        let meta = kernels
+            .iter()
+            .find(|k| k.symbol == "_Z12scale_valuesIfEvPT_S1_S0_i.kd")
+            .unwrap();
+        let symbol = "_Z12scale_valuesIfEvPT_S1_S0_i.kd";
+        // Without metadata, the runtime's 280 bytes (hidden args included)
+        // do not match the 24 bytes of the declared arguments.
+        let (by_name, problem) = KernelInfo::new(symbol, 280, Some("scale_values"), None);
+        assert!(by_name.signature.is_none());
+        assert!(problem.unwrap().contains("280"));
+        let (t, problem) =
+            KernelInfo::from_code_object(symbol, 280, Some("scale_values"), None, Some(meta));
+        assert_eq!(problem, None);
+        let sig = t.signature.unwrap();
+        assert_eq!(sig.params.len(), 4);
+        assert_eq!((sig.params[3].offset, sig.params[3].size), (20, 4));
+    }
+
+    #[test]
+    fn an_extern_c_target_with_metadata_is_captured_as_bytes_with_a_warning() {
+        let co = include_bytes!("../crates/kernels/tests/fixtures/extern_c-v4.co");
+        let kernels = ditto_kernels::parse_code_object(co).unwrap().unwrap();
+        let (t, warning) = KernelInfo::from_code_object(
+            "vector_add_c.kd",
+            28,
+            Some("vector_add_c"),
+            None,
+            Some(&kernels[0]),
+        );
+        assert_eq!(t.signature.unwrap().params.len(), 4);
+        assert!(
+            warning
+                .unwrap()
+                .contains("--arg-types 'const f32*,f32*,i32'")
+        );
     }
 
     #[test]

@@ -492,8 +492,9 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
             buffers.push(Buffer {
                 phase,
                 arg_index: param.index,
-                // Demangled names carry no parameter names.
-                name: None,
+                // From the code object's metadata (-fhip-kernel-arg-name); demangled
+                // names carry none.
+                name: sig.arg_name(param.index).map(str::to_string),
                 dtype,
                 handle,
                 owner_pid: std::process::id(),

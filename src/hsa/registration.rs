@@ -192,6 +192,22 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         (*core).hsa_executable_freeze_fn = Some(wraps::executable_freeze);
         (*amd).hsa_amd_memory_pool_allocate_fn = Some(wraps::memory_pool_allocate);
         (*amd).hsa_amd_memory_pool_free_fn = Some(wraps::memory_pool_free);
+        // Optional: without them layouts come from kernel names alone. An
+        // entry present in the saved copy lies within the table's minor_id.
+        if tool
+            .core
+            .hsa_code_object_reader_create_from_memory_fn
+            .is_some()
+            && tool.core.hsa_executable_load_agent_code_object_fn.is_some()
+        {
+            (*core).hsa_code_object_reader_create_from_memory_fn =
+                Some(wraps::code_object_reader_create_from_memory);
+            (*core).hsa_executable_load_agent_code_object_fn =
+                Some(wraps::executable_load_agent_code_object);
+            if tool.core.hsa_code_object_reader_destroy_fn.is_some() {
+                (*core).hsa_code_object_reader_destroy_fn = Some(wraps::code_object_reader_destroy);
+            }
+        }
     }
     // SAFETY: registering a plain extern "C" function with the C library.
     unsafe { libc::atexit(finish_at_exit) };

@@ -1,21 +1,23 @@
 //! The HSA tool's state, in one place with one owner: options, the
 //! original API-table entries, the kernel table, the allocation map, the
 //! job channel to the worker, the free list of held-barrier signals and the
-//! IPC handle cache. Lives for the whole process (`TOOL`); tests build
+//! IPC handle cache, and copies of the code objects the application loads
+//! (reader → bytes, executable → its code objects) until freeze. Lives for the whole process (`TOOL`); tests build
 //! their own with fake table entries. Also implements the worker's
 //! [`Device`] on top of the original HSA entries.
 
 use crate::allocation_map::{Allocation, AllocationMap};
 use crate::kernel_table::KernelTable;
-use crate::log::{log_debug, log_warn};
+use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
 use crate::worker::{CaptureSwitch, Device, HeldBarrier, PreHold, WorkerMessage};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use ditto_kernels::{CodeObjectKernel, parse_code_object};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The process's tool, set once by a successful OnLoad.
@@ -38,6 +40,11 @@ pub struct HsaTool {
     timestamp_hz: u64,
     goodbye_sent: AtomicBool,
     signal_failure_logged: AtomicBool,
+    /// Code-object reader handle → a copy of its bytes (ROCr keeps only the
+    /// caller's pointer, which the caller may free once the reader exists).
+    readers: Mutex<HashMap<u64, Arc<[u8]>>>,
+    /// Executable handle → the code objects loaded into it, until freeze.
+    loaded: Mutex<HashMap<u64, Vec<Arc<[u8]>>>>,
 }
 
 /// Per-queue data handed to the packet callback.
@@ -74,6 +81,8 @@ impl HsaTool {
             },
             goodbye_sent: AtomicBool::new(false),
             signal_failure_logged: AtomicBool::new(false),
+            readers: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(HashMap::new()),
         };
         (tool, rx)
     }
@@ -143,6 +152,72 @@ impl HsaTool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&base);
+    }
+
+    /// Keeps a copy of the code object a reader was created from. A reader
+    /// handle seen again (destroyed, then reused) gets the new bytes.
+    pub fn remember_code_object(&self, reader: u64, bytes: &[u8]) {
+        self.readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(reader, Arc::from(bytes));
+    }
+
+    /// Drops the copy of a destroyed reader's code object.
+    pub fn forget_reader(&self, reader: u64) {
+        self.readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&reader);
+    }
+
+    /// Records that `reader`'s code object was loaded into `executable`.
+    /// Readers created from a file are not copied: nothing to record.
+    pub fn code_object_loaded(&self, executable: u64, reader: u64) {
+        let Some(bytes) = self
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&reader)
+            .cloned()
+        else {
+            return;
+        };
+        self.loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(executable)
+            .or_default()
+            .push(bytes);
+    }
+
+    /// The kernels described by the metadata of every code object loaded
+    /// into `executable`, by kernel-descriptor symbol (`<name>.kd`); the
+    /// executable's copies are dropped. Code objects without AMDGPU
+    /// metadata (the CPU runtime's host ELFs) contribute nothing; one whose
+    /// metadata is malformed is logged and skipped.
+    pub fn take_kernel_metadata(&self, executable: u64) -> HashMap<String, CodeObjectKernel> {
+        let code_objects = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&executable)
+            .unwrap_or_default();
+        let mut kernels = HashMap::new();
+        for bytes in code_objects {
+            match parse_code_object(&bytes) {
+                Ok(Some(found)) => {
+                    kernels.extend(found.into_iter().map(|k| (k.symbol.clone(), k)));
+                }
+                Ok(None) => {}
+                Err(e) => log_info!(
+                    "a code object ({} bytes) has no readable kernel metadata: {e}; \
+                     its kernels are laid out from their names",
+                    bytes.len()
+                ),
+            }
+        }
+        kernels
     }
 
     /// Sends the Goodbye and drains the worker (every held barrier released),

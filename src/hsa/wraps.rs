@@ -5,7 +5,12 @@
 //!   callback registered on it and profiling enabled (kernel durations);
 //! - `hsa_amd_memory_pool_allocate` / `_free`: the allocation map (and the
 //!   IPC handle cache, forgotten on free);
-//! - `hsa_executable_freeze`: the kernel table, after the original freeze.
+//! - `hsa_code_object_reader_create_from_memory` / `_destroy`: a copy of the
+//!   code object's bytes per reader (ROCr keeps only the caller's pointer);
+//! - `hsa_executable_load_agent_code_object`: which code objects each
+//!   executable holds;
+//! - `hsa_executable_freeze`: the kernel table, after the original freeze,
+//!   with layouts from the loaded code objects' metadata where they have it.
 //!
 //! A panic inside ditto's part of a wrap is caught; the application gets
 //! the original entry's behaviour and status.
@@ -15,7 +20,9 @@ use super::tool::{HsaTool, QueueContext, TOOL};
 use crate::guard::ffi_guard;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
+use ditto_kernels::CodeObjectKernel;
 use hsa::*;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -179,6 +186,126 @@ pub unsafe extern "C" fn memory_pool_free(ptr: *mut c_void) -> hsa_status_t {
     unsafe { original(ptr) }
 }
 
+/// Replaces `hsa_code_object_reader_create_from_memory_fn`.
+///
+/// # Safety
+/// Called by the runtime's trampoline with the entry's arguments.
+pub unsafe extern "C" fn code_object_reader_create_from_memory(
+    code_object: *const c_void,
+    size: usize,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(tool) = tool() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarded from the runtime's call.
+    unsafe { create_reader(tool, code_object, size, reader) }
+}
+
+/// The original reader create, then a copy of the `size` bytes at
+/// `code_object` kept under the new reader.
+///
+/// # Safety
+/// `hsa_code_object_reader_create_from_memory`'s contract: `code_object`
+/// readable for `size` bytes, `reader` a valid out-pointer.
+pub unsafe fn create_reader(
+    tool: &HsaTool,
+    code_object: *const c_void,
+    size: usize,
+    reader: *mut hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(original) = tool.core.hsa_code_object_reader_create_from_memory_fn else {
+        return HSA_STATUS_ERROR;
+    };
+    // SAFETY: the original entry with the caller's arguments.
+    let st = unsafe { original(code_object, size, reader) };
+    if st == HSA_STATUS_SUCCESS && !code_object.is_null() && !reader.is_null() {
+        ffi_guard(
+            "hsa_code_object_reader_create_from_memory",
+            || {
+                // SAFETY: the runtime accepted `size` bytes at `code_object`, which
+                // the caller must keep valid until this call returns at least.
+                let bytes = unsafe { std::slice::from_raw_parts(code_object as *const u8, size) };
+                // SAFETY: a successful create filled `*reader`.
+                tool.remember_code_object(unsafe { (*reader).handle }, bytes);
+            },
+            || (),
+        );
+    }
+    st
+}
+
+/// Replaces `hsa_code_object_reader_destroy_fn`.
+///
+/// # Safety
+/// Called by the runtime's trampoline with the entry's arguments.
+pub unsafe extern "C" fn code_object_reader_destroy(
+    reader: hsa_code_object_reader_t,
+) -> hsa_status_t {
+    let Some(tool) = tool() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    let Some(original) = tool.core.hsa_code_object_reader_destroy_fn else {
+        return HSA_STATUS_ERROR;
+    };
+    // SAFETY: the original entry with the caller's argument.
+    let st = unsafe { original(reader) };
+    if st == HSA_STATUS_SUCCESS {
+        ffi_guard(
+            "hsa_code_object_reader_destroy",
+            || tool.forget_reader(reader.handle),
+            || (),
+        );
+    }
+    st
+}
+
+/// Replaces `hsa_executable_load_agent_code_object_fn`.
+///
+/// # Safety
+/// Called by the runtime's trampoline with the entry's arguments.
+pub unsafe extern "C" fn executable_load_agent_code_object(
+    executable: hsa_executable_t,
+    agent: hsa_agent_t,
+    reader: hsa_code_object_reader_t,
+    options: *const c_char,
+    loaded_code_object: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    let Some(tool) = tool() else {
+        return HSA_STATUS_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: forwarded from the runtime's call.
+    unsafe { load_code_object(tool, executable, agent, reader, options, loaded_code_object) }
+}
+
+/// The original load, then `reader`'s code object recorded as part of
+/// `executable`.
+///
+/// # Safety
+/// `hsa_executable_load_agent_code_object`'s contract.
+pub unsafe fn load_code_object(
+    tool: &HsaTool,
+    executable: hsa_executable_t,
+    agent: hsa_agent_t,
+    reader: hsa_code_object_reader_t,
+    options: *const c_char,
+    loaded_code_object: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    let Some(original) = tool.core.hsa_executable_load_agent_code_object_fn else {
+        return HSA_STATUS_ERROR;
+    };
+    // SAFETY: the original entry with the caller's arguments.
+    let st = unsafe { original(executable, agent, reader, options, loaded_code_object) };
+    if st == HSA_STATUS_SUCCESS {
+        ffi_guard(
+            "hsa_executable_load_agent_code_object",
+            || tool.code_object_loaded(executable.handle, reader.handle),
+            || (),
+        );
+    }
+    st
+}
+
 /// Replaces `hsa_executable_freeze_fn`.
 ///
 /// # Safety
@@ -272,6 +399,7 @@ fn record_kernels(tool: &HsaTool, executable: hsa_executable_t) {
         );
         return;
     }
+    let metadata: HashMap<String, CodeObjectKernel> = tool.take_kernel_metadata(executable.handle);
     for symbol in symbols {
         let kind: u32 =
             symbol_info(tool, symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE).unwrap_or(u32::MAX);
@@ -290,13 +418,16 @@ fn record_kernels(tool: &HsaTool, executable: hsa_executable_t) {
             continue;
         };
         let query = tool.options.kernel.as_deref();
-        let (kernel, problem) = KernelInfo::new(
+        let (kernel, problem) = KernelInfo::from_code_object(
             &name,
             kernarg_size,
             query,
             tool.options.arg_types.as_deref(),
+            metadata.get(&name),
         );
-        if let Some(problem) = problem {
+        if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
+            log_warn!("{warning}");
+        } else if let Some(problem) = problem {
             log_warn!(
                 "`{}` matches DITTO_KERNEL but cannot be captured: {problem}",
                 kernel.name.demangled
@@ -308,5 +439,113 @@ fn record_kernels(tool: &HsaTool, executable: hsa_executable_t) {
             );
         }
         tool.kernels.insert(kernel_object, kernel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+
+    const TEMPLATES_V5: &[u8] =
+        include_bytes!("../../crates/kernels/tests/fixtures/templates-v5.co");
+
+    /// Like ROCr: hands out a reader and keeps only the caller's pointer.
+    unsafe extern "C" fn pointer_keeping_create(
+        _code_object: *const c_void,
+        _size: usize,
+        reader: *mut hsa_code_object_reader_t,
+    ) -> hsa_status_t {
+        // SAFETY: valid out-pointer from the caller.
+        unsafe { (*reader).handle = 0x5eed };
+        HSA_STATUS_SUCCESS
+    }
+
+    unsafe extern "C" fn accepting_load(
+        _executable: hsa_executable_t,
+        _agent: hsa_agent_t,
+        _reader: hsa_code_object_reader_t,
+        _options: *const c_char,
+        _loaded: *mut hsa_loaded_code_object_t,
+    ) -> hsa_status_t {
+        HSA_STATUS_SUCCESS
+    }
+
+    fn tool_with_loader() -> HsaTool {
+        // SAFETY: all-zero tables are valid (every entry None).
+        let mut core: CoreApiTable = unsafe { std::mem::zeroed() };
+        core.hsa_code_object_reader_create_from_memory_fn = Some(pointer_keeping_create);
+        core.hsa_executable_load_agent_code_object_fn = Some(accepting_load);
+        // SAFETY: as above.
+        let amd: AmdExtTable = unsafe { std::mem::zeroed() };
+        HsaTool::new(Options::from_lookup(|_| None), core, amd, 0).0
+    }
+
+    #[test]
+    fn a_reader_copy_survives_the_caller_freeing_its_buffer() {
+        let tool = tool_with_loader();
+        let mut buffer = TEMPLATES_V5.to_vec();
+        let mut reader = hsa_code_object_reader_t::default();
+        // SAFETY: `buffer` is readable for its length; `reader` is a valid out-pointer.
+        let st = unsafe {
+            create_reader(
+                &tool,
+                buffer.as_ptr() as *const c_void,
+                buffer.len(),
+                &mut reader,
+            )
+        };
+        assert_eq!(st, HSA_STATUS_SUCCESS);
+        assert_eq!(reader.handle, 0x5eed);
+        // The application overwrites and frees its copy, as CLR may.
+        buffer.fill(0);
+        drop(buffer);
+        let executable = hsa_executable_t { handle: 0xe0 };
+        // SAFETY: the fake load ignores every pointer.
+        let st = unsafe {
+            load_code_object(
+                &tool,
+                executable,
+                hsa_agent_t { handle: 1 },
+                reader,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(st, HSA_STATUS_SUCCESS);
+        let metadata = tool.take_kernel_metadata(executable.handle);
+        let symbol = "_Z12scale_valuesIdEvPT_S1_S0_i.kd";
+        let kernel = metadata.get(symbol).expect("metadata of the freed buffer");
+        assert_eq!(kernel.kernarg_segment_size, 288);
+        let (info, problem) = KernelInfo::from_code_object(
+            symbol,
+            288,
+            Some("scale_values<double>"),
+            None,
+            Some(kernel),
+        );
+        assert_eq!(problem, None);
+        let offsets: Vec<_> = info
+            .signature
+            .expect("a layout")
+            .params
+            .iter()
+            .map(|p| (p.offset, p.size))
+            .collect();
+        assert_eq!(offsets, vec![(0, 8), (8, 8), (16, 8), (24, 4)]);
+        // Taken once: a second freeze of the same handle finds nothing.
+        assert!(tool.take_kernel_metadata(executable.handle).is_empty());
+    }
+
+    #[test]
+    fn a_code_object_loaded_from_an_unknown_reader_adds_no_metadata() {
+        let tool = tool_with_loader();
+        tool.code_object_loaded(0xe1, 0x1234);
+        assert!(tool.take_kernel_metadata(0xe1).is_empty());
+        // A host ELF (the CPU runtime's code objects) has no AMDGPU metadata.
+        let host = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        tool.remember_code_object(0x99, &host);
+        tool.code_object_loaded(0xe2, 0x99);
+        assert!(tool.take_kernel_metadata(0xe2).is_empty());
     }
 }

@@ -5,22 +5,25 @@
 //! Owns: demangling ([`names`]), exact query matching ([`matching`]),
 //! parameter types from C++ spellings or `--arg-types` ([`param_type`]) and
 //! natural-alignment layout ([`layout`]), extents from `--arg-sizes`
-//! ([`arg_sizes`]). Pure functions over strings: no
-//! FFI, no I/O, no global state.
+//! ([`arg_sizes`]), AMDGPU code-object metadata ([`metadata`]) and the
+//! merge of metadata offsets with demangled types (here). Pure functions
+//! over strings and bytes: no FFI, no I/O, no global state.
 
 pub mod arg_sizes;
 pub mod layout;
 pub mod matching;
+pub mod metadata;
 pub mod names;
 pub mod param_type;
 
 pub use arg_sizes::ArgSizes;
 pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;
+pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_object};
 pub use names::{KernelNames, demangle};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
 
-use ditto_protocol::KernelName;
+use ditto_protocol::{DType, KernelName};
 
 /// A kernel with its arguments laid out: everything the tool needs to read
 /// a dispatch's kernarg bytes.
@@ -33,6 +36,9 @@ pub struct KernelSignature {
     /// Name with template arguments, without return type and parameters.
     pub name: String,
     pub params: Vec<Param>,
+    /// Source name of each parameter, by index, when the code object's
+    /// metadata has them (`-fhip-kernel-arg-name`); empty otherwise.
+    pub arg_names: Vec<Option<String>>,
 }
 
 /// Why a kernel's argument layout is not known.
@@ -45,6 +51,27 @@ pub enum KernelError {
     NoTypes { kernel: String },
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    #[error(
+        "kernel `{kernel}`: the code object's metadata does not fit its argument types: {detail}; \
+         check --arg-types (DITTO_ARG_TYPES)"
+    )]
+    Metadata { kernel: String, detail: String },
+}
+
+/// The one warning for a kernel laid out from metadata alone (extern "C",
+/// no `--arg-types`): its buffers are captured as raw bytes.
+pub fn raw_bytes_warning(kernel: &str) -> String {
+    format!(
+        "kernel `{kernel}` has no C++ signature (extern \"C\"): its buffers are captured as raw bytes; \
+         to capture typed tensors give its argument types, e.g. --arg-types 'const f32*,f32*,i32' \
+         (DITTO_ARG_TYPES)"
+    )
+}
+
+/// Whether a metadata argument marks its pointer as read-only: `.is_const`
+/// or `.access: read_only` (clang's mark on `const T* __restrict__`).
+fn metadata_says_const(arg: &MetadataArg) -> bool {
+    arg.is_const || arg.access.as_deref() == Some("read_only")
 }
 
 impl KernelSignature {
@@ -70,7 +97,107 @@ impl KernelSignature {
             demangled: names.demangled,
             name: names.name,
             params,
+            arg_names: Vec::new(),
         })
+    }
+
+    /// Lays out a kernel from its code object's metadata: offsets and sizes
+    /// from the metadata, element types and constness from `arg_types`
+    /// (the user's `--arg-types` wins) or the demangled name, argument
+    /// names from the metadata's `.name`. Without any types (extern "C",
+    /// no `--arg-types`) every argument is raw bytes and the second value
+    /// is the warning to show once. Hidden arguments are not parameters;
+    /// the explicit ones must end before the first hidden one and inside
+    /// the kernarg segment.
+    pub fn from_metadata(
+        kernel: &CodeObjectKernel,
+        arg_types: Option<&[ParamType]>,
+    ) -> Result<(KernelSignature, Option<String>), KernelError> {
+        let names = KernelNames::new(&kernel.symbol);
+        let mismatch = |detail: String| KernelError::Metadata {
+            kernel: names.demangled.clone(),
+            detail,
+        };
+        let explicit = kernel.explicit_args();
+        let end = explicit
+            .iter()
+            .map(|a| a.offset + a.size)
+            .max()
+            .unwrap_or(0);
+        let limit = kernel.args[explicit.len()..]
+            .first()
+            .map_or(kernel.kernarg_segment_size, |h| h.offset);
+        if end > limit || limit > kernel.kernarg_segment_size {
+            return Err(mismatch(format!(
+                "its explicit arguments end at byte {end}, past the first hidden argument or the \
+                 {}-byte kernarg segment",
+                kernel.kernarg_segment_size
+            )));
+        }
+        let types = match arg_types {
+            Some(t) => Some(t.to_vec()),
+            None => names.param_types(),
+        };
+        let warning = types.is_none().then(|| raw_bytes_warning(&names.demangled));
+        if let Some(t) = &types
+            && t.len() != explicit.len()
+        {
+            return Err(mismatch(format!(
+                "{} argument types for {} arguments",
+                t.len(),
+                explicit.len()
+            )));
+        }
+        let mut params = Vec::with_capacity(explicit.len());
+        for (index, arg) in explicit.iter().enumerate() {
+            let ty = types.as_ref().map(|t| &t[index]);
+            let kind = match (arg.is_global_buffer(), ty) {
+                (true, None) => ParamKind::Pointer {
+                    dtype: DType::Bytes,
+                    is_const: metadata_says_const(arg),
+                },
+                (true, Some(ParamType::Pointer { dtype, is_const })) if arg.size == 8 => {
+                    ParamKind::Pointer {
+                        dtype: *dtype,
+                        is_const: *is_const || metadata_says_const(arg),
+                    }
+                }
+                (false, None | Some(ParamType::Unknown { .. })) => ParamKind::Scalar {
+                    dtype: DType::Bytes,
+                },
+                (false, Some(ParamType::Scalar { dtype })) if dtype.size() as u64 == arg.size => {
+                    ParamKind::Scalar { dtype: *dtype }
+                }
+                (_, Some(ty)) => {
+                    return Err(mismatch(format!(
+                        "argument {index} is `{}` of {} bytes in the metadata but typed {ty:?}",
+                        arg.value_kind, arg.size
+                    )));
+                }
+            };
+            params.push(Param {
+                index: index as u32,
+                kind,
+                offset: arg.offset,
+                size: arg.size,
+            });
+        }
+        let arg_names = explicit.iter().map(|a| a.name.clone()).collect();
+        Ok((
+            KernelSignature {
+                mangled: names.mangled,
+                demangled: names.demangled,
+                name: names.name,
+                params,
+                arg_names,
+            },
+            warning,
+        ))
+    }
+
+    /// The source name of parameter `index`, when the metadata had one.
+    pub fn arg_name(&self, index: u32) -> Option<&str> {
+        self.arg_names.get(index as usize)?.as_deref()
     }
 
     /// The protocol's identity of this kernel.
@@ -85,7 +212,6 @@ impl KernelSignature {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ditto_protocol::DType;
 
     #[test]
     fn template_kernel_resolves_to_types_and_offsets_from_its_mangled_name() {

@@ -10,6 +10,7 @@
 //! over strings and bytes: no FFI, no I/O, no global state.
 
 pub mod arg_sizes;
+pub mod dwarf;
 pub mod layout;
 pub mod matching;
 pub mod metadata;
@@ -17,6 +18,7 @@ pub mod names;
 pub mod param_type;
 
 pub use arg_sizes::ArgSizes;
+pub use dwarf::{DwarfError, DwarfParam, kernel_params};
 pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;
 pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_object};
@@ -56,6 +58,38 @@ pub enum KernelError {
          check --arg-types (DITTO_ARG_TYPES)"
     )]
     Metadata { kernel: String, detail: String },
+    #[error(
+        "kernel `{kernel}`: its argument types cannot be read from the code object's DWARF: \
+         {detail}; give them with --arg-types (DITTO_ARG_TYPES), e.g. `const f32*,f32*,i32`"
+    )]
+    Dwarf { kernel: String, detail: String },
+}
+
+/// Types of an extern "C" kernel's parameters from its DWARF, checked
+/// against the metadata: as many parameters as explicit arguments, each of
+/// the metadata's size where the DWARF gives one.
+fn dwarf_types(params: &[DwarfParam], explicit: &[MetadataArg]) -> Result<Vec<ParamType>, String> {
+    if params.len() != explicit.len() {
+        return Err(format!(
+            "its DWARF has {} parameters for {} arguments",
+            params.len(),
+            explicit.len()
+        ));
+    }
+    params
+        .iter()
+        .zip(explicit)
+        .enumerate()
+        .map(|(index, (p, arg))| match p.size {
+            Some(size) if size != arg.size => Err(format!(
+                "argument {index}{} is {size} bytes in its DWARF type ({:?}) but {} bytes in the metadata",
+                p.name.as_deref().map(|n| format!(" `{n}`")).unwrap_or_default(),
+                p.ty,
+                arg.size
+            )),
+            _ => Ok(p.ty.clone()),
+        })
+        .collect()
 }
 
 /// The one warning for a kernel laid out from metadata alone (extern "C",
@@ -103,9 +137,10 @@ impl KernelSignature {
 
     /// Lays out a kernel from its code object's metadata: offsets and sizes
     /// from the metadata, element types and constness from `arg_types`
-    /// (the user's `--arg-types` wins) or the demangled name, argument
-    /// names from the metadata's `.name`. Without any types (extern "C",
-    /// no `--arg-types`) every argument is raw bytes and the second value
+    /// (the user's `--arg-types` wins), the demangled name or, for extern
+    /// "C", the code object's DWARF (`-g`); argument names from the
+    /// metadata's `.name`. Without any types (extern "C", no `--arg-types`,
+    /// no DWARF) every argument is raw bytes and the second value
     /// is the warning to show once. Hidden arguments are not parameters;
     /// the explicit ones must end before the first hidden one and inside
     /// the kernarg segment.
@@ -134,9 +169,19 @@ impl KernelSignature {
                 kernel.kernarg_segment_size
             )));
         }
-        let types = match arg_types {
-            Some(t) => Some(t.to_vec()),
-            None => names.param_types(),
+        let types = match (arg_types, names.param_types(), &kernel.dwarf_params) {
+            (Some(t), _, _) => Some(t.to_vec()),
+            (None, Some(t), _) => Some(t),
+            (None, None, Some(Ok(params))) => {
+                Some(dwarf_types(params, explicit).map_err(&mismatch)?)
+            }
+            (None, None, Some(Err(e))) => {
+                return Err(KernelError::Dwarf {
+                    kernel: names.demangled.clone(),
+                    detail: e.to_string(),
+                });
+            }
+            (None, None, None) => None,
         };
         let warning = types.is_none().then(|| raw_bytes_warning(&names.demangled));
         if let Some(t) = &types

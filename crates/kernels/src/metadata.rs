@@ -11,6 +11,8 @@ use object::elf;
 use object::read::elf::{FileHeader, SectionHeader};
 use rmpv::Value;
 
+use crate::dwarf::{DwarfError, DwarfParam, kernel_params};
+
 /// `NT_AMDGPU_METADATA`: the note type of code object v3+ metadata.
 pub const NT_AMDGPU_METADATA: u32 = 32;
 /// Owner name of AMDGPU notes.
@@ -58,6 +60,11 @@ pub struct CodeObjectKernel {
     pub kernarg_segment_size: u64,
     /// Every argument in metadata order, hidden ones included.
     pub args: Vec<MetadataArg>,
+    /// For a kernel without a C++ signature (extern "C"): its parameters as
+    /// the code object's DWARF types them (built with `-g`), or why that
+    /// DWARF could not be read; `None` without DWARF for it (and always for
+    /// mangled names, whose types come from the name).
+    pub dwarf_params: Option<Result<Vec<DwarfParam>, DwarfError>>,
 }
 
 impl CodeObjectKernel {
@@ -116,12 +123,29 @@ pub fn metadata_note(bytes: &[u8]) -> Result<Option<&[u8]>, MetadataError> {
 }
 
 /// Every kernel an AMDGPU code object describes; `None` when `bytes` is an
-/// ELF without AMDGPU metadata (see [`metadata_note`]).
+/// ELF without AMDGPU metadata (see [`metadata_note`]). Kernels without
+/// a mangled name get their DWARF parameter types when there are some.
 pub fn parse_code_object(bytes: &[u8]) -> Result<Option<Vec<CodeObjectKernel>>, MetadataError> {
-    match metadata_note(bytes)? {
-        Some(note) => parse_metadata(note).map(Some),
-        None => Ok(None),
+    let Some(note) = metadata_note(bytes)? else {
+        return Ok(None);
+    };
+    let mut kernels = parse_metadata(note)?;
+    let unmangled: Vec<&str> = kernels
+        .iter()
+        .filter(|k| !k.name.starts_with("_Z"))
+        .map(|k| k.name.as_str())
+        .collect();
+    if unmangled.is_empty() {
+        return Ok(Some(kernels));
     }
+    let found = kernel_params(bytes, &unmangled);
+    for k in kernels.iter_mut().filter(|k| !k.name.starts_with("_Z")) {
+        k.dwarf_params = match &found {
+            Ok(map) => map.get(&k.name).cloned().map(Ok),
+            Err(e) => Some(Err(e.clone())),
+        };
+    }
+    Ok(Some(kernels))
 }
 
 /// Kernels of an `NT_AMDGPU_METADATA` note's msgpack document.
@@ -192,6 +216,7 @@ fn kernel(k: &Value) -> Result<CodeObjectKernel, String> {
         symbol,
         kernarg_segment_size,
         args,
+        dwarf_params: None,
     })
 }
 

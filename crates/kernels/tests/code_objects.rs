@@ -14,6 +14,7 @@ const QUALIFIERS_V4: &[u8] = include_bytes!("fixtures/qualifiers-v4.co");
 const ARGNAMES_V5: &[u8] = include_bytes!("fixtures/qualifiers-argnames-v5.co");
 const EXTERN_C_V4: &[u8] = include_bytes!("fixtures/extern_c-v4.co");
 const BY_VALUE_V4: &[u8] = include_bytes!("fixtures/by_value-v4.co");
+const EXTERN_C_G_V4: &[u8] = include_bytes!("fixtures/extern_c-g-v4.co");
 
 fn kernels(bytes: &[u8]) -> Vec<CodeObjectKernel> {
     parse_code_object(bytes)
@@ -177,6 +178,99 @@ fn extern_c_kernel_without_arg_types_is_raw_bytes_with_one_warning_on_how_to_typ
         warning.contains("--arg-types 'const f32*,f32*,i32'"),
         "{warning}"
     );
+}
+
+#[test]
+fn extern_c_kernel_built_with_g_is_typed_from_its_dwarf_without_a_warning() {
+    let k = kernel(EXTERN_C_G_V4, "vector_add_c");
+    let params = k
+        .dwarf_params
+        .clone()
+        .expect("DWARF for vector_add_c")
+        .unwrap();
+    let names: Vec<_> = params.iter().map(|p| p.name.as_deref()).collect();
+    assert_eq!(names, vec![Some("a"), Some("b"), Some("c"), Some("n")]);
+    let (sig, warning) = KernelSignature::from_metadata(&k, None).unwrap();
+    assert_eq!(warning, None);
+    assert_eq!(
+        kinds_offsets(&sig),
+        vec![
+            (ptr(DType::F32, true), 0, 8),
+            (ptr(DType::F32, true), 8, 8),
+            (ptr(DType::F32, false), 16, 8),
+            (scalar(DType::I32), 24, 4)
+        ]
+    );
+    // --arg-types still wins over the DWARF.
+    let types = parse_arg_types("f32*,f32*,f32*,u32").unwrap();
+    let (sig, _) = KernelSignature::from_metadata(&k, Some(&types)).unwrap();
+    assert_eq!(sig.params[0].kind, ptr(DType::F32, false));
+    assert_eq!(sig.params[3].kind, scalar(DType::U32));
+    // Without -g there is no DWARF: raw bytes and the warning.
+    assert_eq!(kernel(EXTERN_C_V4, "vector_add_c").dwarf_params, None);
+}
+
+#[test]
+fn dwarf_sizes_that_disagree_with_the_metadata_are_refused_naming_the_argument() {
+    let mut k = kernel(EXTERN_C_G_V4, "vector_add_c");
+    k.args[3].size = 8;
+    k.kernarg_segment_size = 32;
+    let err = KernelSignature::from_metadata(&k, None).unwrap_err();
+    assert!(matches!(err, KernelError::Metadata { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("vector_add_c") && msg.contains("argument 3 `n` is 4 bytes"),
+        "{msg}"
+    );
+    let mut k = kernel(EXTERN_C_G_V4, "vector_add_c");
+    k.args.pop();
+    let msg = KernelSignature::from_metadata(&k, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("4 parameters for 3 arguments"), "{msg}");
+}
+
+#[test]
+fn unreadable_dwarf_is_an_error_that_asks_for_arg_types() {
+    let mut k = kernel(EXTERN_C_G_V4, "vector_add_c");
+    k.dwarf_params = Some(Err(ditto_kernels::DwarfError::Malformed("test".into())));
+    let err = KernelSignature::from_metadata(&k, None).unwrap_err();
+    assert!(matches!(err, KernelError::Dwarf { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("vector_add_c") && msg.contains("--arg-types"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn truncated_and_bit_flipped_dwarf_never_panics() {
+    for len in (0..EXTERN_C_G_V4.len()).step_by(3) {
+        let _ = ditto_kernels::kernel_params(&EXTERN_C_G_V4[..len], &["vector_add_c"]);
+        if let Ok(Some(kernels)) = parse_code_object(&EXTERN_C_G_V4[..len]) {
+            for k in &kernels {
+                let _ = KernelSignature::from_metadata(k, None);
+            }
+        }
+    }
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut typed = 0;
+    for _ in 0..3000 {
+        let mut bytes = EXTERN_C_G_V4.to_vec();
+        for _ in 0..1 + rng.next() % 4 {
+            let i = (rng.next() % bytes.len() as u64) as usize;
+            bytes[i] ^= 1 << (rng.next() % 8);
+        }
+        let _ = ditto_kernels::kernel_params(&bytes, &["vector_add_c"]);
+        if let Ok(Some(kernels)) = parse_code_object(&bytes) {
+            for k in &kernels {
+                if let Ok((_, None)) = KernelSignature::from_metadata(k, None) {
+                    typed += 1;
+                }
+            }
+        }
+    }
+    assert!(typed > 0, "no flipped fixture still typed from DWARF");
 }
 
 #[test]

@@ -467,6 +467,7 @@ mod tests {
         assert_eq!(vars[0].1, "/t/libditto.so");
     }
 
+    /// A tool library that always loads (libc), so ld.so stays quiet.
     fn harmless_env() -> ToolEnvironment {
         ToolEnvironment {
             tool_library: "libc.so.6".into(),
@@ -530,22 +531,7 @@ mod tests {
 
     #[test]
     fn exit_status_and_signal_are_reported() {
-        let env = ToolEnvironment {
-            // A library that always loads, so ld.so stays quiet.
-            tool_library: "libc.so.6".into(),
-            kernel: "k".into(),
-            socket: "/nonexistent".into(),
-            run_name: "r".into(),
-            arg_types: None,
-            dispatch: None,
-            capture: None,
-            arg_sizes: None,
-            runtime_dir: None,
-            app_stdout_to_stderr: false,
-            extra_env: vec![],
-            cwd: None,
-            timeout: None,
-        };
+        let env = harmless_env();
         let exit = run_application(&split_command("sh -c 'exit 3'").unwrap(), &env).unwrap();
         assert_eq!(exit, AppExit::Code(3));
         let exit = run_application(&split_command("sh -c 'kill -TERM $$'").unwrap(), &env).unwrap();

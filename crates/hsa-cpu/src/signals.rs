@@ -220,33 +220,46 @@ impl Signal {
         }
         let end = deadline(timeout_hint);
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let v = loop {
-            let v = self.value.load(Ordering::SeqCst);
-            if condition_holds(condition, v, compare)
-                || self.destroyed.load(Ordering::SeqCst)
-                || abort.load(Ordering::SeqCst)
-            {
-                break v;
-            }
-            match end {
-                None => guard = self.cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
-                Some(end) => {
-                    let now = Instant::now();
-                    if now >= end {
-                        break v;
-                    }
-                    guard = self
-                        .cv
-                        .wait_timeout(guard, end - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+        let v = {
+            let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let v = self.value.load(Ordering::SeqCst);
+                if condition_holds(condition, v, compare)
+                    || self.destroyed.load(Ordering::SeqCst)
+                    || abort.load(Ordering::SeqCst)
+                {
+                    break v;
+                }
+                match self.sleep(guard, end) {
+                    Some(g) => guard = g,
+                    None => break v,
                 }
             }
         };
-        drop(guard);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         v
+    }
+
+    /// One sleep on the condition variable, woken by a change or bounded by
+    /// `end`; None once `end` has passed (the lock is then released).
+    fn sleep<'a>(
+        &self,
+        guard: std::sync::MutexGuard<'a, ()>,
+        end: Option<Instant>,
+    ) -> Option<std::sync::MutexGuard<'a, ()>> {
+        let Some(end) = end else {
+            return Some(self.cv.wait(guard).unwrap_or_else(|e| e.into_inner()));
+        };
+        let now = Instant::now();
+        if now >= end {
+            return None;
+        }
+        Some(
+            self.cv
+                .wait_timeout(guard, end - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0,
+        )
     }
 
     /// Count of changes so far; see `wait_for_change`.
@@ -258,24 +271,17 @@ impl Signal {
     pub fn wait_for_change(&self, seen: u64, timeout: Option<Duration>) {
         let end = timeout.and_then(|t| Instant::now().checked_add(t));
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        while self.epoch.load(Ordering::SeqCst) == seen && !self.destroyed.load(Ordering::SeqCst) {
-            match end {
-                None => guard = self.cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
-                Some(end) => {
-                    let now = Instant::now();
-                    if now >= end {
-                        break;
-                    }
-                    guard = self
-                        .cv
-                        .wait_timeout(guard, end - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+        {
+            let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            while self.epoch.load(Ordering::SeqCst) == seen
+                && !self.destroyed.load(Ordering::SeqCst)
+            {
+                match self.sleep(guard, end) {
+                    Some(g) => guard = g,
+                    None => break,
                 }
             }
         }
-        drop(guard);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 

@@ -94,8 +94,9 @@
 // Fibers: each work-item has its own stack (DITTO_FIBER_STACK_BYTES, 64 KiB
 // by default, define it before including this header to change it) with a
 // PROT_NONE guard page below it, so an overflow faults instead of corrupting
-// a neighbour. The stacks are mmap'd once per entry call (lazily committed
-// by the kernel) and reused by every group of its range. Switching is
+// a neighbour. The stacks are mmap'd once (lazily committed by the kernel)
+// and reused by every group of an entry call's range and by later entry
+// calls (a per-code-object free list of stack sets; see StackSet). Switching is
 // a dozen instructions (ditto_fiber_switch_v1 below: callee-saved registers
 // rbx, rbp, r12–r15, the stack pointer, MXCSR and the x87 control word); no
 // system call, unlike glibc's swapcontext.
@@ -138,6 +139,7 @@
 
 #ifdef DITTO_DEVICE_PASS
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -420,34 +422,122 @@ namespace ditto {
 namespace detail {
 namespace {
 
-// Fiber stacks of one entry call: `count` slots of [guard page][stack].
+// Fiber stacks for one running entry call: `capacity` slots of
+// [guard page][stack], with the Fiber records. A set is mapped once and
+// reused: an entry call takes one from this code object's free list (or maps
+// a new one when none is large enough) and puts it back when it returns, so
+// steady dispatching makes no system call for stacks and touches no fresh
+// page. Sets live on the list, not in thread-local storage, so no thread
+// exit and no unload order can leave a set behind; the code object's
+// destructor (run by dlclose, when the runtime runs no dispatch of it)
+// unmaps them all. Idle sets hold at most kRetainedSlots slots (each slot is
+// two kernel memory areas, stack and guard); a set past that is unmapped
+// when its call returns.
+struct StackSet {
+  char* base;
+  size_t bytes;
+  size_t slot;
+  size_t capacity;
+  Fiber* fibers;
+  StackSet* next;
+};
+
+constexpr size_t kRetainedSlots = 8192;
+
+pthread_mutex_t g_stack_sets_lock = PTHREAD_MUTEX_INITIALIZER;
+StackSet* g_idle_stack_sets = nullptr;  // most recently returned first
+size_t g_idle_slots = 0;
+
+void unmap_stack_set(StackSet* set) {
+  munmap(set->base, set->bytes);
+  free(set->fibers);
+  free(set);
+}
+
+StackSet* map_stack_set(size_t capacity) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  StackSet* set = static_cast<StackSet*>(malloc(sizeof(StackSet)));
+  if (set == nullptr) return nullptr;
+  set->slot = page + align_up(DITTO_FIBER_STACK_BYTES, page);
+  set->bytes = set->slot * capacity;
+  set->capacity = capacity;
+  set->next = nullptr;
+  set->fibers = static_cast<Fiber*>(calloc(capacity, sizeof(Fiber)));
+  void* base = mmap(nullptr, set->bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (set->fibers == nullptr || base == MAP_FAILED) {
+    free(set->fibers);
+    free(set);
+    return nullptr;
+  }
+  set->base = static_cast<char*>(base);
+  for (size_t i = 0; i < capacity; ++i) {
+    if (mprotect(set->base + i * set->slot + page, set->slot - page, PROT_READ | PROT_WRITE) != 0) {
+      unmap_stack_set(set);
+      return nullptr;
+    }
+  }
+  return set;
+}
+
+// A set of at least `count` slots: the most recently returned idle one that
+// is large enough, else a new one (null when mapping fails).
+StackSet* take_stack_set(size_t count) {
+  pthread_mutex_lock(&g_stack_sets_lock);
+  StackSet** link = &g_idle_stack_sets;
+  while (*link != nullptr && (*link)->capacity < count) link = &(*link)->next;
+  StackSet* set = *link;
+  if (set != nullptr) {
+    *link = set->next;
+    g_idle_slots -= set->capacity;
+  }
+  pthread_mutex_unlock(&g_stack_sets_lock);
+  return set != nullptr ? set : map_stack_set(count);
+}
+
+void return_stack_set(StackSet* set) {
+  pthread_mutex_lock(&g_stack_sets_lock);
+  const bool keep = g_idle_slots + set->capacity <= kRetainedSlots;
+  if (keep) {
+    set->next = g_idle_stack_sets;
+    g_idle_stack_sets = set;
+    g_idle_slots += set->capacity;
+  }
+  pthread_mutex_unlock(&g_stack_sets_lock);
+  if (!keep) unmap_stack_set(set);
+}
+
+__attribute__((destructor)) void unmap_idle_stack_sets() {
+  pthread_mutex_lock(&g_stack_sets_lock);
+  StackSet* set = g_idle_stack_sets;
+  g_idle_stack_sets = nullptr;
+  g_idle_slots = 0;
+  pthread_mutex_unlock(&g_stack_sets_lock);
+  while (set != nullptr) {
+    StackSet* next = set->next;
+    unmap_stack_set(set);
+    set = next;
+  }
+}
+
+// The stack set of one entry call, returned to the free list on scope exit.
 class FiberStacks {
  public:
   FiberStacks() = default;
   FiberStacks(const FiberStacks&) = delete;
   FiberStacks& operator=(const FiberStacks&) = delete;
   ~FiberStacks() {
-    if (base_ != nullptr) munmap(base_, bytes_);
+    if (set_ != nullptr) return_stack_set(set_);
   }
 
   bool allocate(size_t count) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    slot_ = page + align_up(DITTO_FIBER_STACK_BYTES, page);
-    bytes_ = slot_ * count;
-    void* base = mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return false;
-    base_ = static_cast<char*>(base);
-    for (size_t i = 0; i < count; ++i) {
-      if (mprotect(base_ + i * slot_ + page, slot_ - page, PROT_READ | PROT_WRITE) != 0) return false;
-    }
-    return true;
+    set_ = take_stack_set(count);
+    return set_ != nullptr;
   }
-  char* top(size_t i) const { return base_ + (i + 1) * slot_; }
+  char* top(size_t i) const { return set_->base + (i + 1) * set_->slot; }
+  Fiber& fiber(size_t i) const { return set_->fibers[i]; }
 
  private:
-  char* base_ = nullptr;
-  size_t bytes_ = 0;
-  size_t slot_ = 0;
+  StackSet* set_ = nullptr;
 };
 
 // First code a fiber runs (called from ditto_fiber_start_v1). Never returns:
@@ -509,11 +599,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
 
   const size_t items_per_group = static_cast<size_t>(group[0]) * group[1] * group[2];
   FiberStacks stacks;
-  std::vector<Fiber> fibers;
-  if (items_per_group > 1) {
-    if (!stacks.allocate(items_per_group)) return DITTO_CPU_ENTRY_NO_STACK;
-    fibers.resize(items_per_group);
-  }
+  if (items_per_group > 1 && !stacks.allocate(items_per_group)) return DITTO_CPU_ENTRY_NO_STACK;
   void* dynamic_shared = nullptr;
   if (dispatch.group_segment_size > 0) {
     dynamic_shared = aligned_alloc(16, align_up(dispatch.group_segment_size, 16));
@@ -550,7 +636,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
     for (uint32_t z = 0; z < nz; ++z)
       for (uint32_t y = 0; y < ny; ++y)
         for (uint32_t x = 0; x < nx; ++x) {
-          Fiber& f = fibers[n];
+          Fiber& f = stacks.fiber(n);
           f.stack_top = stacks.top(n);
           f.thread_idx = {x, y, z};
           f.group = &state;
@@ -564,7 +650,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
     size_t unfinished = n;
     while (unfinished > 0) {
       for (size_t i = 0; i < n; ++i) {
-        Fiber& f = fibers[i];
+        Fiber& f = stacks.fiber(i);
         if (f.finished) continue;
         state.running = &f;
         t_ids.thread_idx = f.thread_idx;

@@ -1,13 +1,16 @@
 //! The connection to the collector: one Unix-stream connection per
 //! process, Hello → Welcome, then Dispatch → Ack per captured dispatch, and
-//! a final Goodbye. Owns framing use and timeouts; used only by the worker
-//! thread (it blocks), never by a hook.
+//! a final Goodbye. Owns framing use and timeouts, and the shared-memory
+//! copies of a dispatch until they are sent with it (then closed: the
+//! collector holds the only fds left); used only by the worker thread (it
+//! blocks), never by a hook.
 
 use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, PROTOCOL_VERSION, ToolMessage,
-    read_frame, write_frame,
+    read_frame, write_frame, write_frame_with_fds,
 };
 use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -117,12 +120,22 @@ impl CollectorConnection {
         read_frame(&mut self.stream).map_err(|e| frame_error(e, waiting_for, self.timeout))
     }
 
-    /// Sends one captured dispatch and waits for its Ack. `Ok(Err(reason))`:
-    /// the collector answered but could not take this dispatch (it says why);
-    /// the connection stays usable.
-    pub fn dispatch(&mut self, dispatch: Dispatch) -> Result<Result<(), String>, ClientError> {
+    /// Sends one captured dispatch with the fds of its shared-memory
+    /// buffers (in buffer order; closed here once sent) and waits for its
+    /// Ack. `Ok(Err(reason))`: the collector answered but could not take
+    /// this dispatch (it says why); the connection stays usable.
+    pub fn dispatch(
+        &mut self,
+        dispatch: Dispatch,
+        copies: Vec<OwnedFd>,
+    ) -> Result<Result<(), String>, ClientError> {
         let index = dispatch.index;
-        self.send(&ToolMessage::Dispatch(dispatch), "Dispatch")?;
+        let fds: Vec<BorrowedFd> = copies.iter().map(|f| f.as_fd()).collect();
+        let sent = write_frame_with_fds(&self.stream, &ToolMessage::Dispatch(dispatch), &fds)
+            .map_err(|e| frame_error(e, "Dispatch", self.timeout));
+        drop(fds);
+        drop(copies);
+        sent?;
         match self.receive("Ack")? {
             CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
             CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(

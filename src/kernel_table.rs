@@ -2,14 +2,18 @@
 //! it (names, kernarg size, whether it is the target and its argument
 //! layout, from the code object's metadata when there is one), plus a
 //! dispatch counter per kernel for the Goodbye. Filled at
-//! executable freeze, read on every dispatch: lookups take a read lock and
-//! clone an `Arc`, nothing else.
+//! executable freeze, read on every dispatch. Lookups never lock and never
+//! allocate: the packet callback loads an immutable snapshot of the map
+//! (`arc-swap`: atomics only), finds the kernel and clones its `Arc` (one
+//! atomic increment). Loaders, rare, build a new map and publish it whole,
+//! one at a time under the loader lock.
 
+use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{Goodbye, KernelName};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 pub struct KernelInfo {
@@ -53,19 +57,17 @@ impl KernelInfo {
         let is_target = query.is_some_and(|q| matches(q, &names));
         let mut problem = None;
         let signature = if is_target {
-            let resolved = match metadata {
-                Some(kernel) => {
-                    KernelSignature::from_metadata(kernel, arg_types).map(|(sig, warning)| {
-                        problem = warning;
-                        sig
-                    })
+            // The one layout function `ditto kernels` shows too.
+            match KernelSignature::for_capture(
+                &names.mangled,
+                kernarg_size as u64,
+                arg_types,
+                metadata,
+            ) {
+                Ok((sig, warning)) => {
+                    problem = warning;
+                    Some(sig)
                 }
-                None => {
-                    KernelSignature::resolve(&names.mangled, arg_types, Some(kernarg_size as u64))
-                }
-            };
-            match resolved {
-                Ok(sig) => Some(sig),
                 Err(e) => {
                     problem = Some(e.to_string());
                     None
@@ -98,16 +100,13 @@ impl KernelInfo {
 
 #[derive(Debug, Default)]
 pub struct KernelTable {
-    kernels: RwLock<Kernels>,
-}
-
-#[derive(Debug, Default)]
-struct Kernels {
-    /// What a dispatch packet's kernel_object names now.
-    by_object: HashMap<u64, Arc<KernelInfo>>,
-    /// Kernels whose kernel object was taken over by a later load; kept
-    /// only for their counts in the Goodbye, reachable by no packet.
-    retired: Vec<Arc<KernelInfo>>,
+    /// What a dispatch packet's kernel_object names now: a snapshot never
+    /// changed once published, replaced whole by each load.
+    by_object: ArcSwap<HashMap<u64, Arc<KernelInfo>>>,
+    /// The loader lock. Holds the kernels whose kernel object was taken
+    /// over by a later load: kept only for their counts in the Goodbye,
+    /// reachable by no packet.
+    retired: Mutex<Vec<Arc<KernelInfo>>>,
 }
 
 impl KernelTable {
@@ -119,30 +118,45 @@ impl KernelTable {
     /// executable destroyed and its descriptor address reused) is replaced;
     /// its old counts move to the retired list so the Goodbye keeps them.
     pub fn insert(&self, kernel_object: u64, info: KernelInfo) -> Arc<KernelInfo> {
-        let info = Arc::new(info);
-        let mut kernels = self.kernels.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = kernels.by_object.insert(kernel_object, info.clone()) {
-            kernels.retired.push(old);
-        }
-        info
+        self.insert_all([(kernel_object, info)])
+            .pop()
+            .expect("one kernel in, one out")
     }
 
-    /// The kernel a dispatch packet names. Hot path: read lock + Arc clone.
+    /// Records the kernels of one load (an executable's freeze) and
+    /// publishes them in one new snapshot; returns them in the given order.
+    /// Lookups running meanwhile see the old snapshot or the new one, whole.
+    pub fn insert_all(
+        &self,
+        kernels: impl IntoIterator<Item = (u64, KernelInfo)>,
+    ) -> Vec<Arc<KernelInfo>> {
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = HashMap::clone(&self.by_object.load());
+        let mut added = Vec::new();
+        for (kernel_object, info) in kernels {
+            let info = Arc::new(info);
+            if let Some(old) = next.insert(kernel_object, info.clone()) {
+                retired.push(old);
+            }
+            added.push(info);
+        }
+        self.by_object.store(Arc::new(next));
+        added
+    }
+
+    /// The kernel a dispatch packet names. Hot path: no lock, no
+    /// allocation; a snapshot load and an `Arc` clone (atomics only).
     pub fn get(&self, kernel_object: u64) -> Option<Arc<KernelInfo>> {
-        self.kernels
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_object
-            .get(&kernel_object)
-            .cloned()
+        self.by_object.load().get(&kernel_object).cloned()
     }
 
     /// Every kernel dispatched at least once, with its count, merged by
     /// name (the same kernel may be loaded by several executables).
     pub fn goodbye(&self) -> Goodbye {
-        let kernels = self.kernels.read().unwrap_or_else(|e| e.into_inner());
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.by_object.load();
         let mut merged: Vec<(KernelName, u64)> = Vec::new();
-        for info in kernels.by_object.values().chain(&kernels.retired) {
+        for info in current.values().chain(retired.iter()) {
             let n = info.dispatches();
             if n == 0 {
                 continue;
@@ -265,6 +279,34 @@ mod tests {
         new.count_dispatch();
         assert!(Arc::ptr_eq(&table.get(0x10).unwrap(), &new));
         assert_eq!(table.goodbye().dispatched.len(), 2);
+    }
+
+    #[test]
+    fn one_load_publishes_all_its_kernels_and_lookups_meanwhile_see_earlier_ones() {
+        let table = KernelTable::new();
+        let first = table.insert(
+            0x10,
+            KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, None, None).0,
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for load in 0..100u64 {
+                    let added = table.insert_all((0..8).map(|k| {
+                        let info = KernelInfo::new("_Z10vector_addPKfS0_Pfi.kd", 28, None, None).0;
+                        (0x1000 + load * 8 + k, info)
+                    }));
+                    assert_eq!(added.len(), 8);
+                }
+            });
+            for _ in 0..10_000 {
+                let seen = table.get(0x10).expect("loaded before every other load");
+                assert!(Arc::ptr_eq(&seen, &first));
+            }
+        });
+        for object in 0x1000..0x1000 + 800 {
+            assert!(table.get(object).is_some(), "0x{object:x}");
+        }
+        assert!(table.get(0x1000 + 800).is_none());
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - `worker`            — the worker thread: wait for completion, describe
 //!   buffers, talk to the collector, release; fail-open switch.
 //! - `client`            — the Unix-socket connection to the collector.
+//! - `shared_memory`     — the copy transport: a buffer copied into a sealed
+//!   memfd, for memory the runtime cannot export.
 //! - `kernel_table`      — kernel_object → names, layout, target flag, counts.
 //! - `allocation_map`    — live allocations, pointer → containing allocation.
 //! - `options`           — DITTO_* variables, read once.
@@ -33,4 +35,5 @@ pub mod hsa;
 pub mod kernel_table;
 pub mod log;
 pub mod options;
+pub mod shared_memory;
 pub mod worker;

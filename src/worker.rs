@@ -30,8 +30,11 @@ use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender};
 use ditto_kernels::{ArgSizes, ParamKind};
-use ditto_protocol::{Buffer, CaptureSet, Dispatch, Goodbye, Hello, Phase};
+use ditto_protocol::{
+    Buffer, CaptureSet, Dispatch, Goodbye, Hello, MAX_FDS_PER_FRAME, Phase, Transport,
+};
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -97,8 +100,12 @@ pub trait Device {
     fn recycle(&self, held: HeldBarrier);
     /// The allocation containing `address`.
     fn containing_allocation(&self, address: u64) -> Option<Allocation>;
-    /// IPC handle bytes of a whole allocation (cached per allocation).
+    /// IPC handle bytes of a whole allocation (cached per allocation);
+    /// `Err` when the runtime refuses to export it.
     fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String>;
+    /// The copy transport: `len` bytes at `address` copied into a fresh
+    /// memfd, sealed against change, for memory `export` refused.
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
     /// Execution time of the completed dispatch whose completion signal is
@@ -341,9 +348,9 @@ fn take_inputs<D: Device>(
     if switch.is_on()
         && let Some(conn) = connection.as_mut()
     {
-        let before = describe(device, job, Phase::Before, config);
+        let (before, copies) = describe(device, job, Phase::Before, config);
         if !before.buffers.is_empty() {
-            match conn.dispatch(before) {
+            match conn.dispatch(before, copies) {
                 Ok(Ok(())) => log_debug!(
                     "inputs of dispatch {} of `{}` captured",
                     job.index,
@@ -379,8 +386,8 @@ fn handle_completed<D: Device>(
     if switch.is_on()
         && let Some(conn) = connection.as_mut()
     {
-        let dispatch = describe(device, &job, Phase::After, config);
-        match conn.dispatch(dispatch) {
+        let (dispatch, copies) = describe(device, &job, Phase::After, config);
+        match conn.dispatch(dispatch, copies) {
             Ok(Ok(())) => log_debug!(
                 "dispatch {} of `{}` captured",
                 job.index,
@@ -400,11 +407,27 @@ fn handle_completed<D: Device>(
 
 /// The protocol message for one snapshot of a dispatch: every pointer
 /// argument `capture` selects for `phase` (by default the non-const ones,
-/// after the kernel), each exported as its whole containing allocation.
-pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerConfig) -> Dispatch {
+/// after the kernel), each exported as its whole containing allocation, and
+/// the shared-memory copies that go with it (in buffer order).
+///
+/// Transport per buffer: IPC when the runtime exports the allocation; when
+/// it refuses (locked host memory, fine-grained system memory, virtual-memory
+/// allocations), the tool copies the extent into a sealed memfd sent with
+/// the message. Memory the runtime does not know at all (plain malloc) is
+/// captured only when `--arg-sizes` gives its extent: the user vouches for
+/// the range, which is copied from the pointer on (an unreadable range is
+/// an error, never a fault); without it, it is not captured (warning).
+/// The fingerprint is always the tool's own read of the same bytes.
+pub fn describe<D: Device>(
+    device: &D,
+    job: &Job,
+    phase: Phase,
+    config: &WorkerConfig,
+) -> (Dispatch, Vec<OwnedFd>) {
     let capture = config.capture;
     let kernel = &job.kernel;
     let mut buffers = Vec::new();
+    let mut copies = Vec::new();
     if let Some(sig) = &kernel.signature {
         for param in &sig.params {
             let ParamKind::Pointer { dtype, is_const } = param.kind else {
@@ -419,25 +442,46 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
             if address == 0 {
                 continue;
             }
-            let Some(alloc) = device.containing_allocation(address) else {
-                log_warn!(
-                    "dispatch {} of `{}`: argument {} (0x{address:x}) is in no allocation the runtime knows; not captured",
-                    job.index,
-                    kernel.name.demangled,
-                    param.index
-                );
-                continue;
+            let what = || {
+                format!(
+                    "dispatch {} of `{}`: argument {}",
+                    job.index, kernel.name.demangled, param.index
+                )
             };
-            let handle = match device.export(&alloc) {
-                Ok(h) => h,
-                Err(e) => {
+            let sized = config
+                .arg_sizes
+                .elements(param.index, &sig.params, &job.kernarg);
+            let (alloc, known) = match (device.containing_allocation(address), &sized) {
+                (Some(alloc), _) => (alloc, true),
+                (None, Ok(Some(elements))) => match elements.checked_mul(dtype.size() as u64) {
+                    Some(bytes) => {
+                        log_info!(
+                            "{} (0x{address:x}) is in no allocation the runtime knows; \
+                             --arg-sizes gives {bytes} bytes: copied into shared memory",
+                            what()
+                        );
+                        (
+                            Allocation {
+                                base: address,
+                                size: bytes,
+                            },
+                            false,
+                        )
+                    }
+                    None => {
+                        log_warn!(
+                            "{}: --arg-sizes gives {elements} elements of {}, too many bytes; not captured",
+                            what(),
+                            dtype.name()
+                        );
+                        continue;
+                    }
+                },
+                (None, _) => {
                     log_warn!(
-                        "dispatch {} of `{}`: argument {}: cannot export allocation 0x{:x}+{}: {e}; not captured",
-                        job.index,
-                        kernel.name.demangled,
-                        param.index,
-                        alloc.base,
-                        alloc.size
+                        "{} (0x{address:x}) is in no allocation the runtime knows; not captured \
+                         (give its size with --arg-sizes to capture it by copy)",
+                        what()
                     );
                     continue;
                 }
@@ -446,20 +490,15 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
             let rest = alloc.size - offset;
             // A slice of a larger allocation (a caching allocator's) covers
             // what --arg-sizes says; without it, the rest of the allocation.
-            let extent = match config
-                .arg_sizes
-                .elements(param.index, &sig.params, &job.kernarg)
-            {
+            let extent = match sized {
                 Ok(None) => rest,
                 Ok(Some(elements)) => match elements.checked_mul(dtype.size() as u64) {
                     Some(bytes) if bytes <= rest => bytes,
                     _ => {
                         log_warn!(
-                            "dispatch {} of `{}`: argument {}: --arg-sizes gives {elements} elements of {}, \
+                            "{}: --arg-sizes gives {elements} elements of {}, \
                              but only {rest} bytes remain in its allocation (0x{:x}, {} bytes); not captured",
-                            job.index,
-                            kernel.name.demangled,
-                            param.index,
+                            what(),
                             dtype.name(),
                             alloc.base,
                             alloc.size
@@ -468,24 +507,51 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
                     }
                 },
                 Err(e) => {
+                    log_warn!("{}: {e}; not captured", what());
+                    continue;
+                }
+            };
+            let exported = if known {
+                device.export(&alloc).map_err(|e| {
+                    log_info!(
+                        "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
+                         its {extent} bytes are copied into shared memory",
+                        what(),
+                        alloc.base,
+                        alloc.size
+                    );
+                })
+            } else {
+                Err(())
+            };
+            let transport = match exported {
+                Ok(handle) => Transport::Ipc { handle },
+                Err(()) if copies.len() >= MAX_FDS_PER_FRAME => {
                     log_warn!(
-                        "dispatch {} of `{}`: argument {}: {e}; not captured",
-                        job.index,
-                        kernel.name.demangled,
-                        param.index
+                        "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
+                         shared-memory copy; not captured",
+                        what()
                     );
                     continue;
                 }
+                Err(()) => match device.copy_to_shared_memory(address, extent) {
+                    Ok(fd) => {
+                        copies.push(fd);
+                        Transport::SharedMemory
+                    }
+                    Err(e) => {
+                        log_warn!("{}: {e}; not captured", what());
+                        continue;
+                    }
+                },
             };
             let fingerprint = match device.fingerprint(address, extent) {
                 Ok(f) => f,
                 Err(e) => {
-                    log_warn!(
-                        "dispatch {} of `{}`: argument {}: {e}; not captured",
-                        job.index,
-                        kernel.name.demangled,
-                        param.index
-                    );
+                    log_warn!("{}: {e}; not captured", what());
+                    if matches!(transport, Transport::SharedMemory) {
+                        copies.pop();
+                    }
                     continue;
                 }
             };
@@ -496,7 +562,7 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
                 // names carry none.
                 name: sig.arg_name(param.index).map(str::to_string),
                 dtype,
-                handle,
+                transport,
                 owner_pid: std::process::id(),
                 alloc_base: alloc.base,
                 alloc_size: alloc.size,
@@ -506,7 +572,7 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
             });
         }
     }
-    Dispatch {
+    let dispatch = Dispatch {
         index: job.index,
         kernel: kernel.name.clone(),
         grid: job.grid,
@@ -516,7 +582,8 @@ pub fn describe<D: Device>(device: &D, job: &Job, phase: Phase, config: &WorkerC
             Phase::After => device.dispatch_duration_ns(&job.held),
         },
         buffers,
-    }
+    };
+    (dispatch, copies)
 }
 
 #[cfg(test)]
@@ -528,6 +595,7 @@ mod tests {
     use ditto_protocol::{
         Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
     };
+    use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixListener;
     use std::sync::Mutex;
     use std::thread;
@@ -540,6 +608,8 @@ mod tests {
         events: Mutex<Vec<String>>,
         /// Simulates a bug in ditto's own code while describing a buffer.
         panic_on_export: bool,
+        /// Allocation bases whose IPC export the runtime refuses.
+        export_refused: std::collections::HashSet<u64>,
         /// done → hold: that dispatch completes only once that hold is
         /// released (an application dependency across queues).
         completes_after_release: HashMap<u64, u64>,
@@ -582,7 +652,14 @@ mod tests {
         }
         fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
             assert!(!self.panic_on_export, "export exploded");
+            if self.export_refused.contains(&allocation.base) {
+                return Err("status 0x1001 (invalid argument)".into());
+            }
             Ok(allocation.base.to_le_bytes().repeat(4))
+        }
+        fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+            self.log(format!("copy {len}"));
+            crate::shared_memory::copy_to_sealed_memfd(address, len)
         }
         fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
             Some(1000 + held.done)
@@ -849,6 +926,102 @@ mod tests {
         })
     }
 
+    /// Like `collect_one`, also reading the shared-memory copies that came
+    /// with the message (each file's bytes, in order).
+    fn collect_one_with_copies(
+        listener: UnixListener,
+    ) -> thread::JoinHandle<(Vec<Buffer>, Vec<Vec<u8>>)> {
+        thread::spawn(move || {
+            let (mut s, _) = accept_and_welcome(&listener);
+            let (ToolMessage::Dispatch(d), fds) = ditto_protocol::read_frame_with_fds(&s).unwrap()
+            else {
+                panic!("expected Dispatch")
+            };
+            let copies = fds
+                .into_iter()
+                .map(|fd| std::fs::read(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap())
+                .collect();
+            let ack = CollectorMessage::Ack(Ack {
+                index: d.index,
+                result: Ok(()),
+            });
+            write_frame(&mut s, &ack).unwrap();
+            let _: ToolMessage = read_frame(&mut s).unwrap();
+            (d.buffers, copies)
+        })
+    }
+
+    #[test]
+    fn an_allocation_the_runtime_will_not_export_travels_as_a_shared_memory_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let collector = collect_one_with_copies(UnixListener::bind(&socket).unwrap());
+        let (input, output) = (vec![1.0f32; 4], vec![3.0f32, 4.0, 5.0, 6.0]);
+        let mut device = FakeDevice::default();
+        device.allocations.insert(output.as_ptr() as u64, 16);
+        device.export_refused.insert(output.as_ptr() as u64);
+        run_worker(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job(0, 1, &input, &output)],
+        );
+        let (buffers, copies) = collector.join().unwrap();
+        assert_eq!(buffers.len(), 1);
+        let b = &buffers[0];
+        assert_eq!(b.transport, Transport::SharedMemory);
+        assert_eq!(
+            (b.offset, b.extent),
+            (8, 8),
+            "the argument points 2 floats in"
+        );
+        let tail: Vec<u8> = [5.0f32, 6.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(copies, vec![tail.clone()], "one copy: the extent's bytes");
+        assert_eq!(b.fingerprint, ditto_protocol::fingerprint(&tail));
+        assert!(device.events().contains(&"copy 8".to_string()));
+    }
+
+    #[test]
+    fn memory_no_allocation_holds_is_copied_only_when_arg_sizes_gives_its_extent() {
+        // reduce_sum(input, output + 2 floats, n = 3), nothing registered:
+        // the runtime knows neither buffer (plain malloc).
+        let (input, output) = (vec![1.0f32; 3], vec![0.0f32, 0.0, 7.0, 8.0, 9.0, 10.0]);
+        let run_with = |sizes: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let socket = dir.path().join("collector.sock");
+            let collector = collect_one_with_copies(UnixListener::bind(&socket).unwrap());
+            let device = FakeDevice::default();
+            run_worker_with(
+                &device,
+                Some(socket),
+                Duration::from_secs(5),
+                vec![job(0, 1, &input, &output)],
+                CaptureSet::default(),
+                ArgSizes::parse(sizes).unwrap(),
+            );
+            collector.join().unwrap()
+        };
+        let (buffers, copies) = run_with("arg1=arg2");
+        assert_eq!(buffers.len(), 1);
+        let b = &buffers[0];
+        assert_eq!(b.transport, Transport::SharedMemory);
+        assert_eq!(
+            (b.alloc_base, b.alloc_size, b.offset, b.extent),
+            (output.as_ptr() as u64 + 8, 12, 0, 12),
+            "the range --arg-sizes gives, from the pointer on"
+        );
+        let expected: Vec<u8> = [7.0f32, 8.0, 9.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(copies, vec![expected]);
+        let (without, none) = run_with("arg0=arg2");
+        assert!(
+            without.is_empty() && none.is_empty(),
+            "not captured: {without:?}"
+        );
+    }
+
     #[test]
     fn arg_sizes_set_the_extent_of_a_slice_and_one_past_its_allocation_is_not_captured() {
         // reduce_sum(input, output + 2 floats, n = 3): output's allocation
@@ -988,7 +1161,12 @@ mod tests {
             (b.alloc_base, b.alloc_size, b.offset, b.extent),
             (output_base, 16, 8, 8)
         );
-        assert_eq!(b.handle, output_base.to_le_bytes().repeat(4));
+        assert_eq!(
+            b.transport,
+            Transport::Ipc {
+                handle: output_base.to_le_bytes().repeat(4)
+            }
+        );
         assert_eq!(b.owner_pid, std::process::id());
         assert_eq!(b.fingerprint, expected_fingerprint);
         assert_eq!(g, goodbye);

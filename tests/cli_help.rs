@@ -12,6 +12,8 @@ fn every_help_ends_with_a_worked_example() {
         Some("validate"),
         Some("inspect"),
         Some("collect"),
+        Some("kernels"),
+        Some("mcp"),
     ] {
         let mut args: Vec<&str> = sub.into_iter().collect();
         args.push("--help");

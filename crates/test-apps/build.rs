@@ -26,6 +26,11 @@ const APPS: &[(&str, &str)] = &[
     ("no_dispatch", "no_dispatch.cpp"),
     ("parallel_groups", "parallel_groups.cpp"),
     ("caching_allocator", "caching_allocator.cpp"),
+    ("host_output", "host_output.cpp"),
+    ("dispatch_storm", "dispatch_storm.cpp"),
+    ("many_queues", "many_queues.cpp"),
+    ("address_reuse", "address_reuse.cpp"),
+    ("spawns_children", "spawns_children.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

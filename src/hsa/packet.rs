@@ -1,8 +1,10 @@
 //! The intercept queue's packet callback: the only code that runs on the
 //! application's submitting thread while it holds the queue lock. It never
 //! waits. A non-target packet costs a header check and, for dispatches, a
-//! read-locked kernel lookup and a counter increment; it reaches the writer
-//! byte for byte, with no signal and no allocation.
+//! lock-free kernel lookup (a snapshot load and an `Arc` clone) and a
+//! counter increment: atomics only, no lock, no allocation (pinned by
+//! tests/packet_path_allocations.rs); it reaches the writer byte for byte,
+//! with no signal.
 //!
 //! A target dispatch is rewritten into exactly two packets, passed in ONE
 //! writer call: the dispatch with its completion signal swapped for `done`,

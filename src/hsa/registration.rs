@@ -6,13 +6,14 @@
 
 use super::tool::{HsaTool, TOOL};
 use super::wraps;
-use crate::guard::ffi_guard;
+use crate::guard::{ffi_guard, panic_message};
 use crate::log::{self, log_error, log_info, log_warn};
 use crate::options::Options;
-use crate::worker::{self, WorkerConfig};
+use crate::worker::{self, Device, WorkerConfig, WorkerMessage};
 use ditto_protocol::{Hello, PROTOCOL_VERSION};
 use hsa::*;
 use std::ffi::{c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Priority among tools the runtime discovers by this symbol.
@@ -86,8 +87,14 @@ pub unsafe extern "C" fn OnLoad(
         )
         .is_err()
     {
-        log_info!(
-            "OnLoad called again (hsa_init after hsa_shut_down?); this process is captured only once"
+        ffi_guard(
+            "OnLoad",
+            || {
+                log_info!(
+                    "OnLoad called again (hsa_init after hsa_shut_down?); this process is captured only once"
+                )
+            },
+            || (),
         );
         return true;
     }
@@ -177,9 +184,16 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         return (true, DISABLED);
     }
     let tool: &'static HsaTool = TOOL.get().expect("set above");
+    // A child forked without exec has no worker thread: it must go passive.
+    // SAFETY: registering a plain extern "C" function with the C library.
+    let registered = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    if registered != 0 {
+        log_error!("cannot register a fork handler (error {registered}); nothing will be captured");
+        return (true, DISABLED);
+    }
     let spawned = std::thread::Builder::new()
         .name("ditto-worker".into())
-        .spawn(move || worker::run(tool, jobs, config, &tool.switch));
+        .spawn(move || run_worker(tool, jobs, config));
     if let Err(e) = spawned {
         log_error!("cannot start the worker thread: {e}; nothing will be captured");
         return (true, DISABLED);
@@ -213,6 +227,55 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
     unsafe { libc::atexit(finish_at_exit) };
     log_info!("capturing kernel `{query}`");
     (true, ENABLED)
+}
+
+/// The worker thread's body. A panic that escapes the worker's own
+/// per-dispatch guards ends capture (logged once); the thread then keeps
+/// releasing whatever is still sent to it, and answers the Shutdown, so no
+/// later dispatch is held and `finish` does not wait out its bound.
+fn run_worker(
+    tool: &'static HsaTool,
+    jobs: crossbeam_channel::Receiver<WorkerMessage>,
+    config: WorkerConfig,
+) {
+    let after_panic = jobs.clone();
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        worker::run(tool, jobs, config, &tool.switch)
+    }));
+    if let Err(payload) = ran {
+        tool.switch.fail(&format!(
+            "internal error in the worker thread: {}",
+            panic_message(payload.as_ref())
+        ));
+        for message in after_panic.iter() {
+            match message {
+                WorkerMessage::Job(job) => tool.release(&job.held),
+                WorkerMessage::Shutdown { finished, .. } => {
+                    let _ = finished.send(());
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `pthread_atfork` child handler: runs in a child forked WITHOUT exec (a
+/// child that execs loads the tool afresh and is captured on its own
+/// connection). Only the forking thread exists there, not the worker, and
+/// on ROCr the HSA runtime is not usable in it: the tool goes passive, with
+/// atomics only (another thread may have held any lock at the fork). No
+/// Goodbye is sent (the connection is the parent's), nothing waits, and
+/// every dispatch passes untouched. A panic is caught without logging,
+/// which would take the stderr lock.
+extern "C" fn forked_child() {
+    let _ = catch_unwind(|| {
+        if STATE.load(Ordering::Acquire) == ENABLED {
+            STATE.store(DISABLED, Ordering::Release);
+        }
+        if let Some(tool) = TOOL.get() {
+            tool.become_passive_in_forked_child();
+        }
+    });
 }
 
 /// Copies a table's first `min(minor_id, size_of::<T>())` bytes; the rest stay zero (None).

@@ -16,6 +16,7 @@ use ditto_kernels::{CodeObjectKernel, parse_code_object};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -220,6 +221,17 @@ impl HsaTool {
         kernels
     }
 
+    /// In a child forked without exec (the atfork child handler): capture
+    /// stops without a word, so every dispatch passes untouched, and
+    /// `finish` returns at once: the worker thread was not copied into the
+    /// child (nothing would answer the Shutdown) and the connection is the
+    /// parent's (no Goodbye). Atomics only: another thread may have held
+    /// any lock at the fork.
+    pub fn become_passive_in_forked_child(&self) {
+        self.switch.stop();
+        self.goodbye_sent.store(true, Ordering::Release);
+    }
+
     /// Sends the Goodbye and drains the worker (every held barrier released),
     /// once per process, from OnUnload or at exit, whichever comes first.
     /// Waits at most DITTO_TIMEOUT_MS + 1 s; past that, fails open.
@@ -419,6 +431,19 @@ impl Device for HsaTool {
         }
         let ticks = (time.end - time.start) as u128;
         Some((ticks * 1_000_000_000 / self.timestamp_hz as u128) as u64)
+    }
+
+    /// The copy transport, for memory the runtime would not export.
+    /// NOTE(real GPU): device memory that is not CPU-readable (coarse-grained
+    /// VRAM, a virtual-memory allocation mapped only to the GPU) would first
+    /// need hsa_amd_memory_async_copy into a host buffer, and locked host
+    /// memory is read through its host address (pointer_info's
+    /// hostBaseAddress + offset), which on ROCr may differ from the agent
+    /// address the kernel received. The CPU runtime's memory is host memory
+    /// and its locked memory's agent address is the host address: the copy
+    /// reads the range in place.
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+        crate::shared_memory::copy_to_sealed_memfd(address, len)
     }
 
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {

@@ -400,6 +400,7 @@ fn record_kernels(tool: &HsaTool, executable: hsa_executable_t) {
         return;
     }
     let metadata: HashMap<String, CodeObjectKernel> = tool.take_kernel_metadata(executable.handle);
+    let mut loaded = Vec::with_capacity(symbols.len());
     for symbol in symbols {
         let kind: u32 =
             symbol_info(tool, symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE).unwrap_or(u32::MAX);
@@ -438,8 +439,10 @@ fn record_kernels(tool: &HsaTool, executable: hsa_executable_t) {
                 kernel.name.demangled
             );
         }
-        tool.kernels.insert(kernel_object, kernel);
+        loaded.push((kernel_object, kernel));
     }
+    // One new snapshot of the kernel table per executable.
+    tool.kernels.insert_all(loaded);
 }
 
 #[cfg(test)]

@@ -125,6 +125,7 @@ struct Runtime {
   bool have_coarse = false, have_kernarg = false, have_fine = false;
   hsa_queue_t* queue = nullptr;
   hsa_signal_t sync_signal{};
+  pid_t owner = 0;  // the process that initialised HSA (not a child forked from it)
 
   bool executable_loaded = false;
   hsa_code_object_reader_t reader{};
@@ -262,6 +263,7 @@ inline hipError_t ensure_initialized(Runtime& rt) {
   if (status != HSA_STATUS_SUCCESS)
     return init_failed(fail_hsa(rt, hipErrorOutOfMemory, "hsa_signal_create", status));
   rt.initialized = true;
+  rt.owner = getpid();
   atexit(shutdown_at_exit);
   return hipSuccess;
 }
@@ -315,6 +317,10 @@ inline hipError_t synchronize(Runtime& rt) {
 
 inline void shutdown_at_exit() {
   Runtime& rt = runtime();
+  // A child forked without exec inherits this handler but not the runtime's
+  // threads (on ROCr the runtime is not usable there): it tears nothing
+  // down, and takes no lock another thread may have held at the fork.
+  if (rt.owner != getpid()) return;
   std::lock_guard<std::mutex> lock(rt.mutex);
   if (!rt.initialized) return;
   if (rt.work_pending) synchronize(rt);

@@ -107,14 +107,54 @@ impl Collector {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Kills the collector with SIGKILL (no chance to clean up) and reaps it.
+    pub fn kill_now(&mut self) {
+        self.child.kill().expect("SIGKILL ditto collect");
+        self.child.wait().expect("reap ditto collect");
+    }
 }
 
 impl Drop for Collector {
     fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: plain kill(2) on our own child, not yet reaped.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        }
         let _ = self.child.wait();
     }
+}
+
+/// Runs `cmd` to its end, failing the test with `what` if it has not ended
+/// within `limit` (then it and every process it started are killed: it
+/// runs in a process group of its own). Standard output and error are
+/// captured.
+pub fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait for the child").is_none() {
+        if Instant::now() > deadline {
+            // SAFETY: plain kill(2) of the process group our child leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let out = child.wait_with_output().expect("reap the child");
+            panic!(
+                "{what} did not end within {} s (killed); stdout:\n{}\nstderr:\n{}",
+                limit.as_secs(),
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+        .wait_with_output()
+        .expect("collect the child's output")
 }
 
 /// Waits (20 s at most) until `path` exists.

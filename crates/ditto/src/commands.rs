@@ -1,6 +1,6 @@
-//! The `ditto` subcommands: run, compare, validate, collect. Each wires the
-//! other modules together (runtime → collector → launch → store → compare →
-//! report) and says what happened.
+//! The `ditto` subcommands: run, compare, validate, collect, inspect,
+//! kernels. Each wires the other modules together (runtime → collector →
+//! launch → store → compare → report) and says what happened.
 //!
 //! Owns the sequencing and the user-facing status lines on stderr; results
 //! for programs go to stdout (`--json`). It never parses argv (main.rs does)
@@ -633,6 +633,53 @@ pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
         );
     } else {
         print!("{}", crate::inspect::render(&snapshot, dump)?);
+    }
+    Ok(Verdict::Valid)
+}
+
+/// `ditto kernels FILE`: lists the kernels of a code object, a HIP program
+/// or a bundle file with the layout a run would capture ([`crate::kernel_list`]).
+/// A file that cannot be read or holds no kernel (none that `kernel` names)
+/// is an error naming it.
+pub fn kernels(
+    file: &Path,
+    kernel: Option<&str>,
+    arg_types: Option<&str>,
+    json: bool,
+) -> Result<Verdict> {
+    let types = arg_types
+        .map(ditto_kernels::parse_arg_types)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let name = file.display().to_string();
+    let listed = crate::kernel_list::list(&bytes, kernel, types.as_deref())
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if listed.is_empty() {
+        let all = crate::kernel_list::list(&bytes, None, None)
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let mut names: Vec<&str> = Vec::new();
+        for k in &all {
+            if !names.contains(&k.names.name.as_str()) {
+                names.push(&k.names.name);
+            }
+        }
+        match kernel {
+            Some(q) if !names.is_empty() => bail!(
+                "{name}: no kernel is named `{q}`; its kernels: {}",
+                names.join(", ")
+            ),
+            _ => bail!("{name}: its code objects hold no kernels"),
+        }
+    }
+    if json {
+        let v = crate::kernel_list::render_json(&name, &listed);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("JSON values serialize")
+        );
+    } else {
+        print!("{}", crate::kernel_list::render(&name, &listed));
     }
     Ok(Verdict::Valid)
 }

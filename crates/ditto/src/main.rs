@@ -33,6 +33,17 @@ const INSPECT_EXAMPLE: &str = "\
 Example:
   ditto inspect snap --dump 1";
 
+const KERNELS_EXAMPLE: &str = "\
+Example:
+  ditto kernels ./scale_values
+  ditto kernels kernels.co --kernel vector_add_c --arg-types 'const f32*,const f32*,f32*,i32' --json";
+
+const MCP_EXAMPLE: &str = "\
+Example:
+  ditto mcp
+  (an MCP client starts it from its configuration, e.g.
+   {\"mcpServers\": {\"ditto\": {\"command\": \"ditto\", \"args\": [\"mcp\"]}}})";
+
 const COLLECT_EXAMPLE: &str = "\
 Example:
   ditto collect --socket /tmp/ditto.sock --out snaps &
@@ -210,6 +221,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the kernels of a code object or HIP program with the arguments ditto would capture
+    #[command(after_help = KERNELS_EXAMPLE)]
+    Kernels {
+        /// AMDGPU code object, HIP executable or library (`.hip_fatbin`), or offload bundle
+        file: PathBuf,
+        /// Only the kernels this name selects, as `ditto run --kernel` matches
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Element types of extern "C" kernels (with --kernel: of the kernels it selects)
+        #[arg(long)]
+        arg_types: Option<String>,
+        /// One JSON object on stdout (schema in README.md)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, kernels)
+    #[command(after_help = MCP_EXAMPLE)]
+    Mcp,
     /// Serve a socket for scripts/ditto-run until SIGINT/SIGTERM; each run goes to OUT/<run>/
     #[command(after_help = COLLECT_EXAMPLE)]
     Collect {
@@ -301,6 +330,13 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             json,
         }),
         Command::Inspect { dir, dump, json } => commands::inspect(&dir, dump, json),
+        Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
+        Command::Kernels {
+            file,
+            kernel,
+            arg_types,
+            json,
+        } => commands::kernels(&file, kernel.as_deref(), arg_types.as_deref(), json),
         Command::Collect {
             socket,
             out,
@@ -318,7 +354,8 @@ fn main() -> ExitCode {
     let json = match &cli.command {
         Command::Compare { json, .. }
         | Command::Validate { json, .. }
-        | Command::Inspect { json, .. } => *json,
+        | Command::Inspect { json, .. }
+        | Command::Kernels { json, .. } => *json,
         _ => false,
     };
     match dispatch(cli.command) {

@@ -31,7 +31,8 @@
 //!     "atol": float, "rtol": float,
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
-//!   "arrays": [{"rank","dispatch","arg","phase","dtype","total_elements","mismatched_elements","nonfinite"}]
+//!   "arrays": [{"rank","dispatch","arg","phase","dtype","total_elements","mismatched_elements","nonfinite"}],
+//!   "summary": str                 // the human report, as printed without --json (no colour)
 //! }
 //! ```
 //!
@@ -285,6 +286,7 @@ pub fn render_json(report: &ComparisonReport) -> Value {
         "ulp": report.options.ulp,
         "mismatches": report.mismatching().map(|a| array_json(a, true)).collect::<Vec<_>>(),
         "arrays": report.arrays.iter().map(|a| array_json(a, false)).collect::<Vec<_>>(),
+        "summary": render_human(report, false),
     })
 }
 
@@ -398,6 +400,12 @@ mod tests {
         assert_eq!(m["max_rel_diff"], 1.0);
         assert_eq!(m["worst"][0]["reference"], 114688.0);
         assert!(v["tolerance"].is_null());
+        let summary = v["summary"].as_str().expect("the human report is a string");
+        assert_eq!(
+            summary,
+            render_human(&report(&[1.0, 114688.0], &[1.0, 0.0]), false)
+        );
+        assert!(summary.contains("Mismatched elements: 1 / 2"), "{summary}");
         let ok = render_json(&report(&[1.0], &[1.0]));
         assert_eq!(ok["valid"], true);
         assert_eq!(ok["mismatches"], json!([]));

@@ -10,7 +10,7 @@
 //! Layout: `DIR/manifest.json` and `DIR/dispatch-<rank>-<index:05>.safetensors`
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8).
 
-use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase};
+use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -122,8 +122,23 @@ pub struct BufferRecord {
     pub offset: u64,
     pub extent: u64,
     pub fingerprint: u64,
-    /// IPC handle bytes, lowercase hex.
-    pub handle: String,
+    /// How the collector read the bytes; absent in older manifests (IPC).
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// IPC handle bytes, lowercase hex; only for the `ipc` transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+}
+
+/// `"ipc"`: mapped through the runtime's IPC handle of the allocation;
+/// `"shared-memory"`: copied by the tool into shared memory passed over the
+/// socket (memory the runtime would not export).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    #[default]
+    Ipc,
+    SharedMemory,
 }
 
 impl BufferRecord {
@@ -376,7 +391,14 @@ impl SnapshotWriter {
                 offset: b.offset,
                 extent: b.extent,
                 fingerprint: b.fingerprint,
-                handle: hex(&b.handle),
+                transport: match b.transport {
+                    Transport::Ipc { .. } => TransportKind::Ipc,
+                    Transport::SharedMemory => TransportKind::SharedMemory,
+                },
+                handle: match &b.transport {
+                    Transport::Ipc { handle } => Some(hex(handle)),
+                    Transport::SharedMemory => None,
+                },
             });
         }
         let bytes = safetensors::tensor::serialize(views, &None).map_err(|e| {
@@ -552,7 +574,9 @@ mod tests {
                 arg_index: arg,
                 name: None,
                 dtype,
-                handle: vec![0xab; 32],
+                transport: Transport::Ipc {
+                    handle: vec![0xab; 32],
+                },
                 owner_pid: 77,
                 alloc_base: 0x1000,
                 alloc_size: 4096,
@@ -615,7 +639,8 @@ mod tests {
         assert_eq!(s.manifest.dispatched_kernels[0].count, 1);
         let d = &s.manifest.dispatches[0];
         assert_eq!(d.buffers[0].elements, 3);
-        assert_eq!(d.buffers[0].handle, "ab".repeat(32));
+        assert_eq!(d.buffers[0].handle, Some("ab".repeat(32)));
+        assert_eq!(d.buffers[0].transport, TransportKind::Ipc);
         assert_eq!(d.buffers[1].dtype, "bytes");
         let arrays = s.load_dispatch(d).unwrap();
         assert_eq!(
@@ -675,10 +700,12 @@ mod tests {
             "offset",
             "extent",
             "fingerprint",
+            "transport",
             "handle",
         ] {
             assert!(!b[key].is_null(), "missing {key}");
         }
+        assert_eq!(b["transport"], "ipc");
         assert_eq!(b["shape"], serde_json::json!([2]));
         assert!(b["name"].is_null(), "unknown parameter names are null");
         assert!(v["dispatches"][0]["duration_ns"].is_null());
@@ -697,6 +724,50 @@ mod tests {
         assert_eq!(
             v["kernel"]["demangled"],
             "void scale_values<float>(float*, float*, float, int)"
+        );
+    }
+
+    #[test]
+    fn a_shared_memory_buffer_says_so_and_has_no_handle_and_old_manifests_read_as_ipc() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_run(&hello("r")).unwrap();
+        let mut copied = captured(1, DType::U8, vec![5; 4]);
+        copied.buffer.transport = Transport::SharedMemory;
+        w.add_dispatch(
+            0,
+            77,
+            &dispatch(0),
+            &[captured(0, DType::U8, vec![1; 4]), copied],
+        )
+        .unwrap();
+        let path = dir.path().join(MANIFEST_FILE);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let buffers = &v["dispatches"][0]["buffers"];
+        assert_eq!(buffers[0]["transport"], "ipc");
+        assert_eq!(buffers[0]["handle"], "ab".repeat(32));
+        assert_eq!(buffers[1]["transport"], "shared-memory");
+        assert!(
+            buffers[1].get("handle").is_none(),
+            "no handle for a copy: {}",
+            buffers[1]
+        );
+        let s = Snapshot::load(dir.path()).unwrap();
+        assert_eq!(
+            s.manifest.dispatches[0].buffers[1].transport,
+            TransportKind::SharedMemory
+        );
+        // A manifest written before the copy transport existed.
+        v["dispatches"][0]["buffers"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("transport");
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        let old = Snapshot::load(dir.path()).unwrap();
+        assert_eq!(
+            old.manifest.dispatches[0].buffers[1].transport,
+            TransportKind::Ipc
         );
     }
 

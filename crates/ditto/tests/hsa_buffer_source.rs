@@ -13,7 +13,7 @@ use ditto_cli::collector::{
 };
 use ditto_cli::runtime::{HsaBufferSource, HsaRuntime};
 use ditto_cli::store::Snapshot;
-use ditto_protocol::{Buffer, DType, fingerprint};
+use ditto_protocol::{Buffer, DType, Transport, fingerprint};
 use hsa::*;
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -219,7 +219,9 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
             arg_index: 1,
             name: None,
             dtype: DType::F32,
-            handle: alloc.handle.clone(),
+            transport: Transport::Ipc {
+                handle: alloc.handle.clone(),
+            },
             owner_pid: std::process::id(),
             alloc_base: alloc.ptr as u64,
             alloc_size: alloc.size as u64,
@@ -270,7 +272,7 @@ fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
         arg_index: 0,
         name: None,
         dtype: DType::U8,
-        handle: forged,
+        transport: Transport::Ipc { handle: forged },
         owner_pid: std::process::id(),
         alloc_base: alloc.ptr as u64,
         alloc_size: 4096,

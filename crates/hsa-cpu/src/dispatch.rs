@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 pub const CODE_OBJECT_ABI: u32 = 2;
 
 /// Chunks per group-running thread: enough to even out groups of unequal
-/// cost, few enough that per-call costs (fiber stacks) stay small.
+/// cost, few enough that per-call costs stay small (each entry call takes a
+/// set of fiber stacks from its code object's free list and sets up its
+/// groups' fibers; include/ditto_hip_cpu.hpp, "Fibers").
 const CHUNKS_PER_THREAD: u64 = 4;
 
 /// `ditto_cpu_dispatch_t`.

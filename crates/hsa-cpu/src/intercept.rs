@@ -120,6 +120,7 @@ impl InterceptQueue {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
             if let Some(&(handler, data)) = chain.last() {
+                crate::trace::interceptor_call();
                 let frame = Frame {
                     queue: self,
                     chain: &*chain,
@@ -161,6 +162,7 @@ impl InterceptQueue {
             return;
         }
         OVERFLOWED_BATCHES.fetch_add(1, Ordering::SeqCst);
+        crate::trace::event("overflow");
         let batch = (self.hardware.ring.size as usize - 1).max(1);
         for chunk in packets.chunks(batch) {
             overflow.batches.push_back(chunk.to_vec());

@@ -126,6 +126,7 @@ pub(crate) fn memory_create(
     };
     // SAFETY: handle is a non-null out pointer supplied by the caller.
     unsafe { handle.write(h.encode()) };
+    crate::trace::event("ipc-create");
     HSA_STATUS_SUCCESS
 }
 

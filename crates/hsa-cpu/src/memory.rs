@@ -245,7 +245,16 @@ impl MemoryState {
                 }
                 None => false,
             };
-            if empty {
+            // One empty block per pool stays mapped: a program that
+            // allocates and frees one small buffer per kernel launch (kernarg)
+            // would otherwise create and destroy a memfd every time. Its
+            // freed pages carry serial 0, so IPC still sees them as freed.
+            let another_empty = || {
+                self.blocks.iter().any(|(base, b)| {
+                    *base != block && b.pool == a.pool && b.used.iter().all(|u| !u)
+                })
+            };
+            if empty && another_empty() {
                 self.blocks.remove(&block);
             }
         }

@@ -5,8 +5,10 @@
 //!
 //! Waiting blocks on a per-signal Mutex+Condvar; every change of value (and
 //! every store, even of the same value) bumps an epoch and wakes waiters.
-//! `hsa_amd_signal_wait_any` waits on one process-wide condvar that every
-//! change also notifies while such a waiter exists. Every blocking wait
+//! `hsa_amd_signal_wait_any` waits on one process-wide condvar that a
+//! change notifies only while some wait_any or async handler watches THAT
+//! signal (a per-signal count), so signals nobody watches that way (doorbells,
+//! completion signals) never wake the async thread. Every blocking wait
 //! sleeps on a condvar: none spins.
 //!
 //! Also owns the runtime's ONE async-events thread (ROCr's
@@ -77,6 +79,9 @@ pub struct Signal {
     value: AtomicI64,
     epoch: AtomicU64,
     waiters: AtomicU32,
+    /// wait_any calls and async handlers watching this signal: a change
+    /// notifies the process-wide condvar only while this is non-zero.
+    any_watchers: AtomicU32,
     destroyed: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
@@ -89,7 +94,6 @@ static TABLE: LazyLock<RwLock<HashMap<u64, Arc<Signal>>>> = LazyLock::new(Defaul
 /// Handles count up from here and are never reused.
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(0x5160_0000_0001);
 
-static ANY_WAITERS: AtomicU32 = AtomicU32::new(0);
 static ANY_LOCK: Mutex<()> = Mutex::new(());
 static ANY_CV: Condvar = Condvar::new();
 
@@ -117,6 +121,7 @@ impl Signal {
             value: AtomicI64::new(initial),
             epoch: AtomicU64::new(0),
             waiters: AtomicU32::new(0),
+            any_watchers: AtomicU32::new(0),
             destroyed: AtomicBool::new(false),
             lock: Mutex::new(()),
             cv: Condvar::new(),
@@ -135,7 +140,9 @@ impl Signal {
             drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
             self.cv.notify_all();
         }
-        if ANY_WAITERS.load(Ordering::SeqCst) > 0 {
+        // Same pairing with a watcher's SeqCst increment of `any_watchers`
+        // (made before it checks values under ANY_LOCK).
+        if self.any_watchers.load(Ordering::SeqCst) > 0 {
             drop(ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
             ANY_CV.notify_all();
         }
@@ -389,7 +396,9 @@ pub(crate) fn wait_any_or_abort(
         return hit;
     }
     let end = deadline(timeout_hint);
-    ANY_WAITERS.fetch_add(1, Ordering::SeqCst);
+    for s in objects.iter().flatten() {
+        s.any_watchers.fetch_add(1, Ordering::SeqCst);
+    }
     let mut guard = ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let result = loop {
         if let Some(hit) = check() {
@@ -413,7 +422,9 @@ pub(crate) fn wait_any_or_abort(
         }
     };
     drop(guard);
-    ANY_WAITERS.fetch_sub(1, Ordering::SeqCst);
+    for s in objects.iter().flatten() {
+        s.any_watchers.fetch_sub(1, Ordering::SeqCst);
+    }
     result
 }
 
@@ -559,6 +570,7 @@ pub(crate) fn register_async(
             }
             st.started = true;
         }
+        signal.any_watchers.fetch_add(1, Ordering::SeqCst);
         st.handlers.push(AsyncHandler {
             signal,
             condition,
@@ -576,8 +588,10 @@ pub fn on_async_thread() -> bool {
 }
 
 fn async_events_loop() {
-    // A permanent wait_any waiter: every signal change notifies ANY_CV.
-    ANY_WAITERS.fetch_add(1, Ordering::SeqCst);
+    // A registered handler counts in its signal's `any_watchers` (from
+    // registration until it is removed to run or dropped), so a change of
+    // that signal notifies ANY_CV; a kept handler is counted again before
+    // the next scan, which reads the value the callback may have missed.
     loop {
         let ready: Vec<(AsyncHandler, i64)> = {
             let mut guard = ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -589,12 +603,15 @@ fn async_events_loop() {
                     while i < st.handlers.len() {
                         let h = &st.handlers[i];
                         if h.signal.is_destroyed() {
-                            st.handlers.remove(i);
+                            let gone = st.handlers.remove(i);
+                            gone.signal.any_watchers.fetch_sub(1, Ordering::SeqCst);
                             continue;
                         }
                         let v = h.signal.value.load(Ordering::SeqCst);
                         if condition_holds(h.condition, v, h.compare) {
-                            ready.push((st.handlers.remove(i), v));
+                            let due = st.handlers.remove(i);
+                            due.signal.any_watchers.fetch_sub(1, Ordering::SeqCst);
+                            ready.push((due, v));
                         } else {
                             i += 1;
                         }
@@ -620,6 +637,7 @@ fn async_events_loop() {
                 }
             };
             if keep {
+                h.signal.any_watchers.fetch_add(1, Ordering::SeqCst);
                 async_state().handlers.push(h);
             }
         }

@@ -2,8 +2,12 @@
 //! what the application wrote into intercept queues (`app <packet>`), what
 //! the interceptors passed on to the hardware ring (`ring <packet>`), and the
 //! signal creations and waits requested through the API (`signal-create`,
-//! `signal-wait`). Packets are their 64 bytes in hex. Lines are appended
-//! whole (O_APPEND), so several threads and processes may share one file.
+//! `signal-wait`), IPC exports (`ipc-create`), writer calls that overflowed
+//! an intercept queue's hardware ring (`overflow`) and interceptor calls
+//! made on the runtime's async thread rather than on the application's
+//! storing thread (`intercept-async`). Packets are their 64 bytes in hex.
+//! Lines are appended whole (O_APPEND), so several threads and processes
+//! may share one file.
 //!
 //! Tracing never changes what the runtime does; a file that cannot be opened
 //! disables it with one message.
@@ -58,9 +62,18 @@ pub(crate) fn packet(stage: &str, p: &AqlPacket) {
     line(&text);
 }
 
-/// Records an API event without payload (`signal-create`, `signal-wait`).
+/// Records an event without payload (`signal-create`, `signal-wait`,
+/// `ipc-create`, `overflow`).
 pub(crate) fn event(name: &str) {
     if file().is_some() {
         line(&format!("{name}\n"));
+    }
+}
+
+/// Records `intercept-async` when an interceptor is about to be called on
+/// the runtime's async thread (looked up only while tracing).
+pub(crate) fn interceptor_call() {
+    if file().is_some() && crate::signals::on_async_thread() {
+        line("intercept-async\n");
     }
 }

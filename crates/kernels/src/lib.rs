@@ -6,8 +6,9 @@
 //! parameter types from C++ spellings or `--arg-types` ([`param_type`]) and
 //! natural-alignment layout ([`layout`]), extents from `--arg-sizes`
 //! ([`arg_sizes`]), AMDGPU code-object metadata ([`metadata`]) and the
-//! merge of metadata offsets with demangled types (here). Pure functions
-//! over strings and bytes: no FFI, no I/O, no global state.
+//! merge of metadata offsets with demangled types (here), and where a file's
+//! device code objects are ([`offload_bundle`]). Pure functions over
+//! strings and bytes: no FFI, no I/O, no global state.
 
 pub mod arg_sizes;
 pub mod dwarf;
@@ -15,6 +16,7 @@ pub mod layout;
 pub mod matching;
 pub mod metadata;
 pub mod names;
+pub mod offload_bundle;
 pub mod param_type;
 
 pub use arg_sizes::ArgSizes;
@@ -23,6 +25,7 @@ pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;
 pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_object};
 pub use names::{KernelNames, demangle};
+pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
 
 use ditto_protocol::{DType, KernelName};
@@ -238,6 +241,26 @@ impl KernelSignature {
             },
             warning,
         ))
+    }
+
+    /// The layout ditto captures for the kernel whose code-object symbol is
+    /// `symbol`: from its code object's `metadata` entry when there is one
+    /// ([`KernelSignature::from_metadata`]), else from its name alone
+    /// against the runtime's `kernarg_size` ([`KernelSignature::resolve`]).
+    /// The tool (at executable freeze) and `ditto kernels` both call this,
+    /// so a listing shows exactly what a run captures. The second value is
+    /// a warning to show once (extern "C" captured as raw bytes).
+    pub fn for_capture(
+        symbol: &str,
+        kernarg_size: u64,
+        arg_types: Option<&[ParamType]>,
+        metadata: Option<&CodeObjectKernel>,
+    ) -> Result<(KernelSignature, Option<String>), KernelError> {
+        match metadata {
+            Some(kernel) => KernelSignature::from_metadata(kernel, arg_types),
+            None => KernelSignature::resolve(symbol, arg_types, Some(kernarg_size))
+                .map(|sig| (sig, None)),
+        }
     }
 
     /// The source name of parameter `index`, when the metadata had one.

@@ -18,13 +18,16 @@
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
+pub mod fd_passing;
 pub mod selection;
+pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
 pub use selection::{CaptureSet, DispatchSelection};
 
 /// Bumped on any incompatible change of a message.
 /// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
 /// 3: `Buffer.phase` (inputs captured before the kernel runs).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: `Buffer.transport` (IPC handle or a shared-memory copy passed as an fd).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
 pub const MAX_FRAME_BYTES: u32 = 16 << 20;
 
@@ -172,8 +175,23 @@ pub enum Phase {
     After,
 }
 
-/// One pointer argument of a captured dispatch, exported as an IPC handle of
-/// its whole containing allocation.
+/// How the collector gets a buffer's bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// `hsa_amd_ipc_memory_t` bytes (or the backend's equivalent) of the
+    /// whole containing allocation: the collector maps it and reads
+    /// `extent` bytes at `offset`.
+    Ipc { handle: Vec<u8> },
+    /// Memory the runtime cannot export (locked host memory, fine-grained
+    /// system memory, a refused export): the tool copied the `extent` bytes
+    /// into a sealed memfd, attached to the Dispatch frame (SCM_RIGHTS,
+    /// [`fd_passing`]); the frame's fds are in the order of its
+    /// shared-memory buffers. The file holds the extent from its byte 0.
+    SharedMemory,
+}
+
+/// One pointer argument of a captured dispatch: where it lies in its
+/// containing allocation and how its bytes travel.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Buffer {
     /// Position of the argument in the kernel's parameter list.
@@ -184,8 +202,7 @@ pub struct Buffer {
     /// names carry only types, so usually `None`).
     pub name: Option<String>,
     pub dtype: DType,
-    /// `hsa_amd_ipc_memory_t` bytes (or the backend's equivalent).
-    pub handle: Vec<u8>,
+    pub transport: Transport,
     pub owner_pid: u32,
     /// Base address and size of the containing allocation in the owner.
     pub alloc_base: u64,
@@ -247,6 +264,10 @@ pub enum FrameError {
     Closed,
     #[error("frame of {0} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")]
     TooLarge(u32),
+    #[error(
+        "a frame carries {0} file descriptors, more than the {MAX_FDS_PER_FRAME} allowed; all closed"
+    )]
+    TooManyFds(usize),
     #[error("malformed message: {0}")]
     Decode(#[from] postcard::Error),
     #[error(transparent)]
@@ -301,19 +322,36 @@ mod tests {
             grid: [1024, 1, 1],
             block: [256, 1, 1],
             duration_ns: Some(1500),
-            buffers: vec![Buffer {
-                phase: Phase::Before,
-                arg_index: 1,
-                name: Some("output".into()),
-                dtype: DType::F32,
-                handle: vec![7; 32],
-                owner_pid: 4242,
-                alloc_base: 0x7f00_0000_0000,
-                alloc_size: 4096,
-                offset: 0,
-                extent: 4096,
-                fingerprint: 0x1234,
-            }],
+            buffers: vec![
+                Buffer {
+                    phase: Phase::Before,
+                    arg_index: 1,
+                    name: Some("output".into()),
+                    dtype: DType::F32,
+                    transport: Transport::Ipc {
+                        handle: vec![7; 32],
+                    },
+                    owner_pid: 4242,
+                    alloc_base: 0x7f00_0000_0000,
+                    alloc_size: 4096,
+                    offset: 0,
+                    extent: 4096,
+                    fingerprint: 0x1234,
+                },
+                Buffer {
+                    phase: Phase::After,
+                    arg_index: 2,
+                    name: None,
+                    dtype: DType::U8,
+                    transport: Transport::SharedMemory,
+                    owner_pid: 4242,
+                    alloc_base: 0x5500_0000,
+                    alloc_size: 100,
+                    offset: 10,
+                    extent: 90,
+                    fingerprint: 0x5678,
+                },
+            ],
         }
     }
 

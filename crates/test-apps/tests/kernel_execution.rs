@@ -217,7 +217,12 @@ const SCALE_DOUBLE: &str = "_Z12scale_valuesIdEvPT_S1_S0_i";
 fn kernels_are_named_with_hipccs_mangled_names() {
     assert_eq!(
         CodeObject::open("scale_values").names(),
-        vec![SCALE_DOUBLE, SCALE_FLOAT]
+        vec![
+            "_Z12scale_valuesI14__hip_bfloat16EvPT_S2_S1_i",
+            "_Z12scale_valuesIDF16_EvPT_S1_S0_i",
+            SCALE_DOUBLE,
+            SCALE_FLOAT
+        ]
     );
     assert_eq!(
         CodeObject::open("reduce_sum_optimized").names(),
@@ -680,4 +685,63 @@ fn concurrent_entry_calls_give_the_sequential_results() {
     run_concurrently(code_object.kernel(REDUCE_SUM), n / 256, 256, 0, &args, 4);
     let expected: f64 = (0..n).map(|i| (i % 7) as f64 * 0.5).sum();
     assert_eq!(output as f64, expected);
+}
+
+/// Minor page faults the calling thread has taken so far.
+fn thread_minor_faults() -> i64 {
+    // SAFETY: getrusage fills the zeroed struct we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_THREAD counts only this thread.
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) },
+        0
+    );
+    usage.ru_minflt
+}
+
+#[test]
+fn fiber_stacks_are_reused_across_entry_calls_of_any_group_size() {
+    // A private copy of the code object: its list of idle stack sets is its
+    // own, so concurrent tests cannot take the sets this test warmed.
+    let copy = std::env::temp_dir().join(format!(
+        "ditto-kernel-checks-stack-reuse-{}.co",
+        std::process::id()
+    ));
+    std::fs::copy(test_apps::code_object_path("kernel_checks"), &copy).unwrap();
+    let checks = CodeObject::open_path(&copy);
+    std::fs::remove_file(&copy).unwrap();
+    let kernel = checks.kernel("_Z14barrier_roundsPii");
+    let rounds = 5i32;
+    let mut out = vec![-1i32; 1024];
+    let args = Kernarg::default().ptr(out.as_mut_ptr()).push(rounds);
+    // Warm-up: the largest group maps the stacks and touches them once.
+    assert_eq!(run_1d(kernel, 1024, 1024, &args), 0);
+
+    let sizes = [64u16, 1024, 256, 1, 1024, 128, 2, 512].repeat(4);
+    let before = thread_minor_faults();
+    let mut results = Vec::new();
+    for &size in &sizes {
+        out.fill(-1);
+        let rc = run_1d(kernel, size as u32, size, &args);
+        results.push((rc, out[..size as usize].to_vec()));
+    }
+    let faults = thread_minor_faults() - before;
+
+    for (&size, (rc, values)) in sizes.iter().zip(&results) {
+        assert_eq!(*rc, 0, "group of {size}");
+        for (t, value) in values.iter().enumerate() {
+            assert_eq!(
+                *value,
+                (t as i32 + rounds) % size as i32,
+                "group of {size}, work-item {t}"
+            );
+        }
+    }
+    // Fresh stacks would fault at least one page per work-item per call
+    // (over 20,000 here); reused ones are already resident.
+    assert!(
+        faults < 256,
+        "{faults} page faults in {} entry calls: fiber stacks were mapped anew",
+        sizes.len()
+    );
 }

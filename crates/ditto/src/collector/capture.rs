@@ -1,12 +1,18 @@
 //! Reading one dispatch's buffers: attach → copy → DETACH → verify the
-//! fingerprint, then store. Owns the RAII attachment guard and the live
-//! attachment count; never returns (or stores) bytes whose fingerprint
-//! differs from the tool's, and never leaves a mapping behind on any path.
+//! fingerprint, then store. IPC buffers are mapped through the runtime;
+//! shared-memory buffers (the copy transport) are read from the memfd that
+//! came with the message, with pread, and the fd is closed. Owns the RAII
+//! attachment guard and the live attachment count; never returns (or
+//! stores) bytes whose fingerprint differs from the tool's, and never
+//! leaves a mapping or an fd behind on any path: every fd of a dispatch is
+//! closed when [`capture_dispatch`] returns, before the ack.
 
 use super::{BufferSource, Mapping, Shared};
 use crate::store::{CapturedBuffer, SnapshotWriter};
-use ditto_protocol::{Buffer, Dispatch, Phase, fingerprint};
+use ditto_protocol::{Buffer, Dispatch, Phase, Transport, fingerprint};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -75,8 +81,14 @@ fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
     )
 }
 
-/// attach → copy → detach → verify for one buffer.
-fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, String> {
+/// attach → copy → detach → verify for one buffer; for a shared-memory
+/// buffer, read its `copy` (closed on return) → verify.
+fn capture_buffer(
+    shared: &Shared,
+    d: &Dispatch,
+    b: &Buffer,
+    copy: Option<OwnedFd>,
+) -> Result<Vec<u8>, String> {
     let what = || describe_buffer(d, b);
     let size = b.dtype.size() as u64;
     if !b.extent.is_multiple_of(size) {
@@ -114,32 +126,73 @@ fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, 
             ));
         }
     }
-    let attachment = Attachment::attach(&*shared.source, &shared.live, &b.handle, b.alloc_size)
-        .map_err(|e| {
+    match (&b.transport, copy) {
+        (Transport::Ipc { handle }, _) => {
+            let attachment =
+                Attachment::attach(&*shared.source, &shared.live, handle, b.alloc_size).map_err(
+                    |e| {
+                        format!(
+                            "{}: cannot map the allocation of pid {} (0x{:x}, {} bytes): {e}",
+                            what(),
+                            b.owner_pid,
+                            b.alloc_base,
+                            b.alloc_size
+                        )
+                    },
+                )?;
+            attachment
+                .copy(b.offset, &mut data)
+                .map_err(|e| format!("{}: {e}", what()))?;
+            attachment
+                .detach()
+                .map_err(|e| format!("{}: {e}", what()))?;
+        }
+        (Transport::SharedMemory, Some(fd)) => read_copy(fd, &mut data).map_err(|e| {
             format!(
-                "{}: cannot map the allocation of pid {} (0x{:x}, {} bytes): {e}",
+                "{}: cannot read its shared-memory copy ({} bytes of pid {}): {e}",
                 what(),
-                b.owner_pid,
-                b.alloc_base,
-                b.alloc_size
+                b.extent,
+                b.owner_pid
             )
-        })?;
-    attachment
-        .copy(b.offset, &mut data)
-        .map_err(|e| format!("{}: {e}", what()))?;
-    attachment
-        .detach()
-        .map_err(|e| format!("{}: {e}", what()))?;
+        })?,
+        (Transport::SharedMemory, None) => {
+            return Err(format!(
+                "{}: no file descriptor came with its shared-memory copy",
+                what()
+            ));
+        }
+    }
     let seen = fingerprint(&data);
     if seen != b.fingerprint {
+        let through = match b.transport {
+            Transport::Ipc { .. } => "the mapping does not show what the application holds",
+            Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
+        };
         return Err(format!(
-            "{}: fingerprint mismatch (tool read {:016x}, collector mapped {seen:016x}): the mapping does not \
-             show what the application holds; data discarded",
+            "{}: fingerprint mismatch (tool read {:016x}, collector read {seen:016x}): {through}; \
+             data discarded",
             what(),
             b.fingerprint
         ));
     }
     Ok(data)
+}
+
+/// Reads `dst.len()` bytes from byte 0 of a shared-memory copy with pread
+/// (nothing is mapped), then closes it.
+fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
+    let file = std::fs::File::from(fd);
+    let size = file
+        .metadata()
+        .map_err(|e| format!("cannot stat it: {e}"))?
+        .len();
+    if size < dst.len() as u64 {
+        return Err(format!(
+            "the file holds {size} bytes, fewer than the extent"
+        ));
+    }
+    file.read_exact_at(dst, 0)
+        .map_err(|e| format!("cannot read it: {e}"))
 }
 
 /// Captures every buffer of a dispatch, then stores it. Nothing is stored
@@ -149,17 +202,41 @@ fn capture_buffer(shared: &Shared, d: &Dispatch, b: &Buffer) -> Result<Vec<u8>, 
 /// a dispatch (sent before the kernel ran): its copies wait in `inputs`
 /// under the dispatch index and are stored with the After part, in one
 /// file. Inputs whose After part never comes are not stored.
+///
+/// `copies`: the fds that came with the message, one per shared-memory
+/// buffer in buffer order; another count is an error. All are closed when
+/// this returns, whatever the outcome.
 pub(super) fn capture_dispatch(
     shared: &Shared,
     writer: &Mutex<SnapshotWriter>,
     rank: u32,
     pid: u32,
     d: &Dispatch,
+    copies: Vec<OwnedFd>,
     inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
 ) -> Result<Stored, String> {
+    let expected = d
+        .buffers
+        .iter()
+        .filter(|b| matches!(b.transport, Transport::SharedMemory))
+        .count();
+    if copies.len() != expected {
+        return Err(format!(
+            "dispatch {} of {}: {expected} buffer(s) travel as shared-memory copies but {} file \
+             descriptor(s) came with the message; nothing stored",
+            d.index,
+            d.kernel.demangled,
+            copies.len()
+        ));
+    }
+    let mut copies = copies.into_iter();
     let mut captured = Vec::with_capacity(d.buffers.len());
     for b in &d.buffers {
-        let data = capture_buffer(shared, d, b)?;
+        let copy = match b.transport {
+            Transport::SharedMemory => copies.next(),
+            Transport::Ipc { .. } => None,
+        };
+        let data = capture_buffer(shared, d, b, copy)?;
         captured.push(CapturedBuffer {
             buffer: b.clone(),
             data,

@@ -10,6 +10,7 @@ use super::{
     check_peer, check_run_name, peer_uid,
 };
 use crate::store::SnapshotWriter;
+use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
     Ack, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, read_frame,
     write_frame,
@@ -26,25 +27,29 @@ const SHUTDOWN_MESSAGE: &str = "collector shutting down";
 
 /// Reads from a socket whose read timeout is [`POLL_INTERVAL`]: waits
 /// indefinitely for a message to start (the application may compute for
-/// hours), but a started message must finish before `deadline`.
+/// hours), but a started message must finish before `deadline`. Keeps the
+/// file descriptors that arrive with a message (the copy transport) in
+/// `fds`, until taken or the next message starts (then closed).
 struct FrameReader<'a> {
     stream: &'a UnixStream,
     shared: &'a Shared,
     deadline: Option<Instant>,
     started: bool,
+    fds: ReceivedFds,
 }
 
 impl FrameReader<'_> {
     fn next_frame(&mut self, deadline: Option<Instant>) {
         self.deadline = deadline;
         self.started = false;
+        self.fds.clear();
     }
 }
 
 impl Read for FrameReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match (&*self.stream).read(buf) {
+            match recv_with_fds(self.stream, buf, &mut self.fds) {
                 Ok(n) => {
                     if n > 0 && !self.started {
                         self.started = true;
@@ -195,6 +200,7 @@ fn run_connection(
         shared,
         deadline: None,
         started: false,
+        fds: ReceivedFds::default(),
     };
     reader.next_frame(Some(Instant::now() + shared.config.frame_timeout));
     let hello = match read_frame::<_, ToolMessage>(&mut reader) {
@@ -279,11 +285,18 @@ fn run_connection(
             ToolMessage::Dispatch(d) => {
                 let index = d.index;
                 live.update(|l| l.capturing = Some(index));
-                // A panic while capturing (the attachment guard detaches while
-                // unwinding) becomes an error ack: the application is released
-                // now and the other connections go on.
+                // The message's shared-memory copies; too many: all closed.
+                let copies = reader.fds.take().map_err(|e| {
+                    format!(
+                        "dispatch {index} of {}: {e}; nothing stored",
+                        d.kernel.demangled
+                    )
+                });
+                // A panic while capturing (the attachment guard detaches and
+                // the fds close while unwinding) becomes an error ack: the
+                // application is released now and the other connections go on.
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                    capture_dispatch(shared, &writer, rank, hello.pid, &d, &mut inputs)
+                    capture_dispatch(shared, &writer, rank, hello.pid, &d, copies?, &mut inputs)
                 }))
                 .unwrap_or_else(|p| {
                     Err(format!(

@@ -1,6 +1,7 @@
 //! The collector: a Unix-socket server that receives captured dispatches
-//! from tool libraries, reads their buffers through IPC handles and hands
-//! the bytes to the snapshot store.
+//! from tool libraries, reads their buffers through IPC handles (or from
+//! the shared-memory copies passed with a message) and hands the bytes to
+//! the snapshot store.
 //!
 //! Owns the listener (private 0700 directory or a given path, peer uid
 //! checked), one thread per connection, the protocol state machine

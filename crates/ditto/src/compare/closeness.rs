@@ -291,11 +291,6 @@ pub fn ulp_distance(dtype: DType, a: f64, b: f64) -> Option<u64> {
     Some((oa - ob).unsigned_abs() as u64)
 }
 
-/// `x` is a greater difference than `y` (NaN greatest; first one kept on ties).
-fn greater(x: f64, y: f64) -> bool {
-    (x.is_nan() && !y.is_nan()) || x > y
-}
-
 /// Compares element by element; `b` is the reference.
 pub fn compare_arrays(
     reference: &Array,
@@ -319,100 +314,11 @@ pub fn compare_arrays(
         });
     }
     let dtype = reference.dtype;
-    let tol = options.tolerance_for(dtype);
-    let mut s = ArrayStats {
+    Ok(super::scan::scan(
         dtype,
-        tolerance: tol,
-        total_elements: reference.elements() as u64,
-        mismatched_elements: 0,
-        max_abs_diff: 0.0,
-        max_abs_diff_index: 0,
-        max_rel_diff: 0.0,
-        max_rel_diff_index: 0,
-        max_ulp_diff: None,
-        max_ulp_diff_index: 0,
-        nonfinite: NonFiniteCounts::default(),
-        worst: Vec::new(),
-    };
-    let pairs = elements(dtype, &reference.bytes).zip(elements(dtype, &optimized.bytes));
-    for (i, (b, a)) in pairs.enumerate() {
-        let mut ulp_diff = None;
-        let (matched, abs_diff, magnitude_b) = match (b, a) {
-            (Element::Float(b), Element::Float(a)) => {
-                let n = &mut s.nonfinite;
-                n.reference_nan += b.is_nan() as u64;
-                n.optimized_nan += a.is_nan() as u64;
-                n.reference_inf += b.is_infinite() as u64;
-                n.optimized_inf += a.is_infinite() as u64;
-                if b.is_nan() || a.is_nan() {
-                    let matched = options.equal_nan && b.is_nan() && a.is_nan();
-                    (matched, if matched { 0.0 } else { f64::NAN }, b.abs())
-                } else if b.is_infinite() || a.is_infinite() {
-                    let matched = a == b;
-                    (matched, if matched { 0.0 } else { f64::INFINITY }, b.abs())
-                } else if let Some(allowed) = options.ulp {
-                    let u = ulp_distance(dtype, a, b).expect("a float dtype");
-                    ulp_diff = Some(u);
-                    (u <= allowed, (a - b).abs(), b.abs())
-                } else {
-                    let d = (a - b).abs();
-                    (d <= tol.atol + tol.rtol * b.abs(), d, b.abs())
-                }
-            }
-            (Element::Int(b), Element::Int(a)) => {
-                let d = (a - b).unsigned_abs() as f64;
-                let exact = tol.atol == 0.0 && tol.rtol == 0.0;
-                let matched = if exact {
-                    a == b
-                } else {
-                    d <= tol.atol + tol.rtol * (b.unsigned_abs() as f64)
-                };
-                (matched, d, b.unsigned_abs() as f64)
-            }
-            _ => unreachable!("both sides decode with the same dtype"),
-        };
-        if matched {
-            continue;
-        }
-        s.mismatched_elements += 1;
-        // An infinite difference is infinitely relative too (inf / inf would be NaN).
-        let rel_diff = if abs_diff.is_infinite() {
-            f64::INFINITY
-        } else {
-            abs_diff / magnitude_b
-        };
-        let i = i as u64;
-        if let Some(u) = ulp_diff
-            && s.max_ulp_diff.is_none_or(|m| u > m)
-        {
-            s.max_ulp_diff = Some(u);
-            s.max_ulp_diff_index = i;
-        }
-        if s.mismatched_elements == 1 || greater(abs_diff, s.max_abs_diff) {
-            s.max_abs_diff = abs_diff;
-            s.max_abs_diff_index = i;
-        }
-        if s.mismatched_elements == 1 || greater(rel_diff, s.max_rel_diff) {
-            s.max_rel_diff = rel_diff;
-            s.max_rel_diff_index = i;
-        }
-        let pos = s
-            .worst
-            .iter()
-            .position(|w| greater(abs_diff, w.abs_diff))
-            .unwrap_or(s.worst.len());
-        if pos < WORST_ELEMENTS {
-            s.worst.insert(
-                pos,
-                WorstElement {
-                    index: i,
-                    reference: b,
-                    optimized: a,
-                    abs_diff,
-                },
-            );
-            s.worst.truncate(WORST_ELEMENTS);
-        }
-    }
-    Ok(s)
+        options.tolerance_for(dtype),
+        options,
+        &reference.bytes,
+        &optimized.bytes,
+    ))
 }

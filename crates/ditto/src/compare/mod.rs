@@ -8,10 +8,14 @@
 //! files; structural differences (dtype, length, dispatch count, a kernel that
 //! was never captured) are errors, not mismatches.
 //!
-//! `closeness` holds the element-wise rules; this module pairs the
+//! `closeness` holds the element-wise rules, `scan` applies them fast
+//! (monomorphic per dtype, in parallel chunks); this module pairs the
 //! dispatches and arrays of two snapshots and applies them.
 
 mod closeness;
+#[cfg(test)]
+mod properties;
+mod scan;
 #[cfg(test)]
 mod tests;
 
@@ -146,6 +150,16 @@ pub fn compare_snapshots(
         let ref_args: Vec<String> = r.buffers.iter().map(|b| b.tensor.clone()).collect();
         let opt_args: Vec<String> = o.buffers.iter().map(|b| b.tensor.clone()).collect();
         if ref_args != opt_args {
+            // Different kernels explain different arguments better than the list does.
+            if let (Some(rk), Some(ok)) = (&r.kernel, &o.kernel)
+                && rk.mangled != ok.mangled
+            {
+                return Err(CompareError::KernelsDiffer {
+                    location: location(multi_rank, r, None),
+                    reference: rk.demangled.clone(),
+                    optimized: ok.demangled.clone(),
+                });
+            }
             return Err(CompareError::ArgumentsDiffer {
                 location: location(multi_rank, r, None),
                 reference: ref_args,

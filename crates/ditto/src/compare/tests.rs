@@ -421,7 +421,9 @@ fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
                 arg_index: 1,
                 name: None,
                 dtype: DType::U8,
-                handle: vec![0; 32],
+                transport: ditto_protocol::Transport::Ipc {
+                    handle: vec![0; 32],
+                },
                 owner_pid: 1,
                 alloc_base: 0,
                 alloc_size: 4,
@@ -479,7 +481,9 @@ fn snapshot_with(dir: &std::path::Path, buffers: &[(u32, Phase, f32)]) -> Snapsh
                     arg_index: arg,
                     name: None,
                     dtype: DType::F32,
-                    handle: vec![0; 32],
+                    transport: ditto_protocol::Transport::Ipc {
+                        handle: vec![0; 32],
+                    },
                     owner_pid: 1,
                     alloc_base: 0,
                     alloc_size: 4,

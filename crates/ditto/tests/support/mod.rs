@@ -6,7 +6,7 @@
 use ditto_cli::collector::{BufferSource, Mapping};
 use ditto_protocol::{
     Ack, Buffer, CollectorMessage, DType, Dispatch, Goodbye, Hello, KernelName, PROTOCOL_VERSION,
-    ToolMessage, fingerprint, read_frame, write_frame,
+    ToolMessage, Transport, fingerprint, read_frame, write_frame,
 };
 use std::collections::HashMap;
 use std::io::Write;
@@ -122,7 +122,9 @@ pub fn buffer(arg: u32, handle: &[u8], alloc: &[u8], offset: u64, extent: u64) -
         arg_index: arg,
         name: None,
         dtype: DType::F32,
-        handle: handle.to_vec(),
+        transport: Transport::Ipc {
+            handle: handle.to_vec(),
+        },
         owner_pid: 4242,
         alloc_base: 0x7f00_0000_0000,
         alloc_size: alloc.len() as u64,

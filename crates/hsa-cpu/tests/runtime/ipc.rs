@@ -72,6 +72,56 @@ fn create_requires_the_allocation_base_and_its_exact_size() {
     free(p);
 }
 
+/// As ROCr, IPC export covers the runtime's own pool allocations only:
+/// locked host memory (hipHostRegister) is refused, while pointer info
+/// describes it (type, host base, size), which is how ditto finds it and
+/// falls back to copying it.
+#[test]
+fn locked_host_memory_is_described_but_not_exportable() {
+    init();
+    let mut host = vec![0u8; 3 * 4096];
+    let base = host.as_mut_ptr();
+    let mut agent = gpu();
+    let mut agent_ptr = std::ptr::null_mut();
+    // SAFETY: `host` lives until after the unlock below; valid out pointers.
+    unsafe {
+        assert_eq!(
+            rt::hsa_amd_memory_lock(
+                base as *mut c_void,
+                host.len(),
+                &mut agent,
+                1,
+                &mut agent_ptr
+            ),
+            0
+        );
+        let mut info = hsa_amd_pointer_info_t::default();
+        let st = rt::hsa_amd_pointer_info(
+            base.add(5000) as *const c_void,
+            &mut info,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        assert_eq!(st, 0);
+        assert_eq!(info.type_, HSA_EXT_POINTER_TYPE_LOCKED);
+        assert_eq!(info.hostBaseAddress as usize, base as usize);
+        assert_eq!(info.sizeInBytes, host.len());
+    }
+    for (ptr, len, what) in [
+        (base, host.len(), "the locked range, base and exact size"),
+        (agent_ptr as *mut u8, host.len(), "its agent address"),
+    ] {
+        assert_eq!(
+            create(ptr, len).err(),
+            Some(HSA_STATUS_ERROR_INVALID_ARGUMENT),
+            "{what}"
+        );
+    }
+    // SAFETY: the range locked above.
+    assert_eq!(unsafe { rt::hsa_amd_memory_unlock(base as *mut c_void) }, 0);
+}
+
 #[test]
 fn attach_in_the_same_process_maps_afresh_and_detach_unmaps() {
     init();

@@ -605,3 +605,60 @@ fn async_handlers_run_serially_on_one_thread() {
         }
     }
 }
+
+/// Voluntary context switches (sleeps) of the runtime's async thread so far.
+fn async_thread_sleeps() -> u64 {
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "hsa-cpu-async" {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("voluntary_ctxt_switches:"))
+            .expect("a voluntary_ctxt_switches line");
+        return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    }
+    panic!("no hsa-cpu-async thread: the async handler registration did not start it");
+}
+
+#[test]
+fn changes_of_unwatched_signals_leave_the_async_thread_asleep() {
+    run_child("signals::child_scenario_unwatched_signal_changes", &[]);
+}
+
+#[test]
+#[ignore = "child process of changes_of_unwatched_signals_leave_the_async_thread_asleep"]
+fn child_scenario_unwatched_signal_changes() {
+    init();
+    let watched = signal(1);
+    let log = handler_log(1);
+    register_handler(watched, HSA_SIGNAL_CONDITION_EQ, 0, log);
+    let unwatched = signal(0);
+    std::thread::sleep(Duration::from_millis(20));
+    let before = async_thread_sleeps();
+    // Each store used to wake the async thread (every change notified the
+    // process-wide wait_any condvar once any handler existed).
+    for i in 0..200 {
+        store(unwatched, i);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let woken = async_thread_sleeps() - before;
+    assert!(
+        woken < 20,
+        "the async thread woke {woken} times for 200 stores to a signal no handler watches"
+    );
+    // The watched signal still wakes it, and its handler runs.
+    store(watched, 0);
+    assert_eq!(
+        wait_calls(log, 1).len(),
+        1,
+        "the watched signal's handler ran"
+    );
+    // SAFETY: both signals are live.
+    unsafe {
+        rt::hsa_signal_destroy(watched);
+        rt::hsa_signal_destroy(unwatched);
+    }
+}

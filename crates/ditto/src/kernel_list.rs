@@ -1,0 +1,319 @@
+//! `ditto kernels FILE`: the kernels of an AMDGPU code object, of a HIP
+//! program's `.hip_fatbin` bundles or of a standalone bundle file, each with
+//! the argument layout ditto would capture — computed by the very function
+//! the tool calls at executable freeze ([`KernelSignature::for_capture`]),
+//! so the listing cannot drift from a run.
+//!
+//! Owns turning a file's bytes into that listing and its text and JSON
+//! forms; never runs anything and never writes files.
+//!
+//! # JSON schema (`ditto kernels FILE --json`)
+//!
+//! ```text
+//! {
+//!   "file": str,
+//!   "kernels": [{
+//!     "name": str,                  // what --kernel takes: name<template args>
+//!     "demangled": str, "mangled": str,
+//!     "symbol": str,                // kernel descriptor symbol (`<mangled>.kd`)
+//!     "kernarg_segment_size": int,  // from the metadata, hidden arguments included
+//!     "target": str|null,           // gfx90a, gfx1030, …
+//!     "triple": str|null,           // bundle entry triple; null for a bare code object
+//!     "bundle": int|null,           // bundle (translation unit) index, from 0
+//!     "arg_types_applied": bool,    // --arg-types typed this kernel
+//!     "warning": str|null,          // e.g. an extern "C" kernel captured as raw bytes
+//!     "error": str|null,            // why ditto could not capture it (then "args" is [])
+//!     "args": [{
+//!       "index": int, "offset": int, "size": int,
+//!       "kind": "pointer"|"scalar",
+//!       "dtype": str,               // float32, int32, …, bytes
+//!       "const": bool,
+//!       "role": "input"|"output"|"scalar",  // const pointers are inputs
+//!       "name": str|null            // source name (-fhip-kernel-arg-name)
+//!     }]
+//!   }]
+//! }
+//! ```
+//!
+//! Hidden arguments (code object v5's `hidden_*`) are not listed: ditto never
+//! captures them. A kernel present for several GPU targets is listed once per
+//! target. On an error (exit 2) with `--json`, stdout carries
+//! `{"valid": false, "error": str}` as for the other commands.
+
+use ditto_kernels::{
+    DeviceCodeObject, KernelNames, KernelSignature, ParamKind, ParamType, device_code_objects,
+    matches, parse_code_object,
+};
+use serde_json::{Value, json};
+use std::fmt::Write;
+
+/// One kernel of the file, laid out as ditto would capture it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedKernel {
+    pub names: KernelNames,
+    pub symbol: String,
+    pub kernarg_segment_size: u64,
+    pub target: Option<String>,
+    pub triple: Option<String>,
+    pub bundle: Option<usize>,
+    pub arg_types_applied: bool,
+    /// The layout ditto captures, or why it cannot capture this kernel.
+    pub layout: Result<KernelSignature, String>,
+    pub warning: Option<String>,
+}
+
+/// How a listed argument is captured.
+pub fn role(kind: &ParamKind) -> &'static str {
+    match kind {
+        ParamKind::Pointer { is_const: true, .. } => "input",
+        ParamKind::Pointer {
+            is_const: false, ..
+        } => "output",
+        ParamKind::Scalar { .. } => "scalar",
+    }
+}
+
+/// Where a device code object came from, for messages.
+fn origin(object: &DeviceCodeObject) -> String {
+    match (&object.triple, object.bundle) {
+        (Some(triple), Some(bundle)) => format!("`{triple}` code object of bundle {bundle}"),
+        _ => "code object".into(),
+    }
+}
+
+/// Every kernel of `bytes` (see [`device_code_objects`]) that `query`
+/// names (all without one), laid out by [`KernelSignature::for_capture`]
+/// from its metadata. `arg_types` types the kernels a `ditto run --kernel
+/// QUERY --arg-types …` would apply them to: with a query, every kernel it
+/// names; without one, the kernels whose names carry no types (extern "C").
+pub fn list(
+    bytes: &[u8],
+    query: Option<&str>,
+    arg_types: Option<&[ParamType]>,
+) -> Result<Vec<ListedKernel>, String> {
+    let objects = device_code_objects(bytes).map_err(|e| e.to_string())?;
+    let mut listed = Vec::new();
+    for object in &objects {
+        let kernels = match parse_code_object(object.bytes) {
+            Ok(Some(kernels)) => kernels,
+            Ok(None) => {
+                return Err(format!(
+                    "its {} has no AMDGPU metadata note (code object v2 or older?); \
+                     ditto reads code object v3 and later",
+                    origin(object)
+                ));
+            }
+            Err(e) => return Err(format!("its {}: {e}", origin(object))),
+        };
+        let target = object.target();
+        for kernel in &kernels {
+            let names = KernelNames::new(&kernel.symbol);
+            if query.is_some_and(|q| !matches(q, &names)) {
+                continue;
+            }
+            let types = arg_types.filter(|_| query.is_some() || names.param_types().is_none());
+            let (layout, warning) = match KernelSignature::for_capture(
+                &kernel.symbol,
+                kernel.kernarg_segment_size,
+                types,
+                Some(kernel),
+            ) {
+                Ok((sig, warning)) => (Ok(sig), warning),
+                Err(e) => (Err(e.to_string()), None),
+            };
+            listed.push(ListedKernel {
+                names,
+                symbol: kernel.symbol.clone(),
+                kernarg_segment_size: kernel.kernarg_segment_size,
+                target: target.clone(),
+                triple: object.triple.clone(),
+                bundle: object.bundle,
+                arg_types_applied: types.is_some(),
+                layout,
+                warning,
+            });
+        }
+    }
+    Ok(listed)
+}
+
+fn kind_name(kind: &ParamKind) -> (&'static str, &'static str, bool) {
+    match kind {
+        ParamKind::Pointer { dtype, is_const } => ("pointer", dtype.name(), *is_const),
+        ParamKind::Scalar { dtype } => ("scalar", dtype.name(), false),
+    }
+}
+
+/// The `--json` object.
+pub fn render_json(file: &str, kernels: &[ListedKernel]) -> Value {
+    let kernels: Vec<Value> = kernels
+        .iter()
+        .map(|k| {
+            let args: Vec<Value> = match &k.layout {
+                Ok(sig) => sig
+                    .params
+                    .iter()
+                    .map(|p| {
+                        let (kind, dtype, is_const) = kind_name(&p.kind);
+                        json!({
+                            "index": p.index, "offset": p.offset, "size": p.size,
+                            "kind": kind, "dtype": dtype, "const": is_const,
+                            "role": role(&p.kind), "name": sig.arg_name(p.index),
+                        })
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            json!({
+                "name": k.names.name,
+                "demangled": k.names.demangled,
+                "mangled": k.names.mangled,
+                "symbol": k.symbol,
+                "kernarg_segment_size": k.kernarg_segment_size,
+                "target": k.target,
+                "triple": k.triple,
+                "bundle": k.bundle,
+                "arg_types_applied": k.arg_types_applied,
+                "warning": k.warning,
+                "error": k.layout.as_ref().err(),
+                "args": args,
+            })
+        })
+        .collect();
+    json!({"file": file, "kernels": kernels})
+}
+
+/// Columns padded to their widest cell, two spaces apart, indented.
+fn table(rows: &[Vec<String>], indent: &str) -> String {
+    let mut widths = vec![0; rows.first().map_or(0, Vec::len)];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = indent.to_string();
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+            // Numbers right-aligned, text left-aligned.
+            if i < 3 {
+                let _ = write!(line, "{cell:>w$}  ");
+            } else {
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+/// The listing for people: per kernel its names, target, symbol, segment
+/// size and a table of its arguments, ending in a newline.
+pub fn render(file: &str, kernels: &[ListedKernel]) -> String {
+    let mut out = String::new();
+    let mut targets: Vec<&str> = kernels.iter().filter_map(|k| k.target.as_deref()).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    let _ = writeln!(
+        out,
+        "{file}: {}{}",
+        crate::commands::plural(kernels.len() as u64, "kernel", "kernels"),
+        if targets.is_empty() {
+            String::new()
+        } else {
+            format!(" for {}", targets.join(", "))
+        }
+    );
+    for k in kernels {
+        let place = match (&k.target, k.bundle) {
+            (Some(t), Some(b)) => format!(" ({t}, bundle {b})"),
+            (Some(t), None) => format!(" ({t})"),
+            (None, Some(b)) => format!(" (bundle {b})"),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(out, "\nkernel {}{place}", k.names.name);
+        if k.names.demangled != k.names.name {
+            let _ = writeln!(out, "  {}", k.names.demangled);
+        }
+        let _ = writeln!(
+            out,
+            "  symbol {}, kernarg segment {} bytes{}",
+            k.symbol,
+            k.kernarg_segment_size,
+            if k.arg_types_applied {
+                ", typed by --arg-types"
+            } else {
+                ""
+            }
+        );
+        match &k.layout {
+            Ok(sig) if sig.params.is_empty() => {
+                let _ = writeln!(out, "  no arguments");
+            }
+            Ok(sig) => {
+                let mut rows = vec![
+                    [
+                        "arg", "offset", "size", "kind", "dtype", "const", "role", "name",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                ];
+                for p in &sig.params {
+                    let (kind, dtype, is_const) = kind_name(&p.kind);
+                    rows.push(vec![
+                        p.index.to_string(),
+                        p.offset.to_string(),
+                        p.size.to_string(),
+                        kind.into(),
+                        dtype.into(),
+                        if is_const { "const" } else { "-" }.into(),
+                        role(&p.kind).into(),
+                        sig.arg_name(p.index).unwrap_or("-").into(),
+                    ]);
+                }
+                out.push_str(&table(&rows, "  "));
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  cannot be captured: {e}");
+            }
+        }
+        if let Some(w) = &k.warning {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\noutputs are captured after the dispatch (the default); inputs before it with \
+         --capture inputs,outputs; every pointer with --capture all"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_right_aligns_numbers_and_pads_text() {
+        let rows = vec![
+            vec!["arg".into(), "offset".into(), "size".into(), "kind".into()],
+            vec!["0".into(), "16".into(), "8".into(), "pointer".into()],
+        ];
+        assert_eq!(
+            table(&rows, "  "),
+            "  arg  offset  size  kind\n    0      16     8  pointer\n"
+        );
+    }
+
+    #[test]
+    fn const_pointers_are_inputs_and_others_outputs() {
+        use ditto_protocol::DType;
+        let p = |is_const| ParamKind::Pointer {
+            dtype: DType::F32,
+            is_const,
+        };
+        assert_eq!(role(&p(true)), "input");
+        assert_eq!(role(&p(false)), "output");
+        assert_eq!(role(&ParamKind::Scalar { dtype: DType::I32 }), "scalar");
+    }
+}

@@ -1,0 +1,402 @@
+//! `ditto mcp`: the Model Context Protocol server (stdio, rmcp) through
+//! which agents validate kernels.
+//!
+//! Owns the MCP surface only: the tools `validate`, `capture`, `compare`
+//! and `kernels`, their argument schemas, and turning a result into
+//! structured JSON plus the human summary. Every call runs this same
+//! `ditto` executable as a child with `--json`: the engine is the CLI's,
+//! the application's own output never reaches the protocol stream (stdout),
+//! and a crashing application cannot take the server down.
+
+use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Tolerances, as `ditto compare` takes them.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct Tolerances {
+    /// Absolute tolerance; give together with rtol (default: per dtype, as torch.testing)
+    pub atol: Option<f64>,
+    /// Relative tolerance; give together with atol
+    pub rtol: Option<f64>,
+    /// Floats match when at most this many units in the last place apart (instead of atol/rtol)
+    pub ulp: Option<u64>,
+    /// NaN equals NaN
+    #[serde(default)]
+    pub equal_nan: bool,
+}
+
+/// What to capture, as `ditto run` takes it.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct CaptureOptions {
+    /// Dispatches to capture: all (default), N, N..M, N.. or a list like 0,3..5
+    pub dispatch: Option<String>,
+    /// outputs (default), inputs,outputs or all
+    pub capture: Option<String>,
+    /// Element types of an extern "C" kernel, e.g. `const f32*,f32*,i32`
+    pub arg_types: Option<String>,
+    /// Extents of pointer arguments in elements, e.g. `arg2=arg3`
+    pub arg_sizes: Option<String>,
+    /// auto (default), cpu or system
+    pub hsa_runtime: Option<String>,
+    /// Stop the application after this many seconds
+    pub timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ValidateRequest {
+    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly)
+    pub kernel: String,
+    /// Reference command: program and arguments, one string each
+    pub reference: Vec<String>,
+    /// Optimized command: program and arguments, one string each
+    pub optimized: Vec<String>,
+    /// Working directory of both runs (default: the server's)
+    pub working_directory: Option<String>,
+    /// Keep the snapshots in this directory (ref/ and opt/)
+    pub keep: Option<String>,
+    #[serde(flatten)]
+    pub tolerances: Tolerances,
+    #[serde(flatten)]
+    pub capture: CaptureOptions,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CaptureRequest {
+    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly)
+    pub kernel: String,
+    /// The application: program and arguments, one string each
+    pub command: Vec<String>,
+    /// Snapshot directory to write
+    pub out: String,
+    /// Working directory of the run (default: the server's)
+    pub working_directory: Option<String>,
+    #[serde(flatten)]
+    pub capture: CaptureOptions,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CompareRequest {
+    /// Reference snapshot directory
+    pub reference: String,
+    /// Optimized snapshot directory
+    pub optimized: String,
+    #[serde(flatten)]
+    pub tolerances: Tolerances,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct KernelsRequest {
+    /// An AMDGPU code object, or a HIP executable or library with a .hip_fatbin section
+    pub file: String,
+    /// Element types for extern "C" kernels, e.g. `const f32*,f32*,i32`
+    pub arg_types: Option<String>,
+}
+
+/// Quotes one word for `split_command` (POSIX single quotes).
+fn quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+fn command_line(words: &[String], what: &str) -> Result<String, String> {
+    if words.is_empty() {
+        return Err(format!(
+            "{what} is empty: give the program and its arguments, one string each"
+        ));
+    }
+    Ok(words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "))
+}
+
+fn tolerance_args(t: &Tolerances, args: &mut Vec<String>) {
+    if let Some(a) = t.atol {
+        args.extend(["--atol".into(), a.to_string()]);
+    }
+    if let Some(r) = t.rtol {
+        args.extend(["--rtol".into(), r.to_string()]);
+    }
+    if let Some(u) = t.ulp {
+        args.extend(["--ulp".into(), u.to_string()]);
+    }
+    if t.equal_nan {
+        args.push("--equal-nan".into());
+    }
+}
+
+fn capture_args(c: &CaptureOptions, args: &mut Vec<String>) {
+    for (flag, value) in [
+        ("--dispatch", &c.dispatch),
+        ("--capture", &c.capture),
+        ("--arg-types", &c.arg_types),
+        ("--arg-sizes", &c.arg_sizes),
+        ("--hsa-runtime", &c.hsa_runtime),
+    ] {
+        if let Some(v) = value {
+            args.extend([flag.to_string(), v.clone()]);
+        }
+    }
+    if let Some(s) = c.timeout_secs {
+        args.extend(["--timeout".into(), s.to_string()]);
+    }
+}
+
+/// What one `ditto ... --json` child said.
+struct Outcome {
+    code: i32,
+    json: Option<Value>,
+    stderr: String,
+}
+
+async fn ditto(args: Vec<String>, cwd: Option<&str>) -> Result<Outcome, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the ditto executable to run: {e}"))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(&args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("cannot run ditto {}: {e}", args.join(" ")))?;
+    Ok(Outcome {
+        code: out.status.code().unwrap_or(2),
+        json: serde_json::from_slice(&out.stdout).ok(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// The error text of a failed child: its JSON "error", else its
+/// `ditto: error:` lines.
+fn error_of(o: &Outcome) -> String {
+    if let Some(e) = o.json.as_ref().and_then(|j| j["error"].as_str()) {
+        return e.to_string();
+    }
+    let lines: Vec<&str> = o
+        .stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("ditto: error: "))
+        .collect();
+    if lines.is_empty() {
+        o.stderr.trim().to_string()
+    } else {
+        lines
+            .join("\n")
+            .trim_start_matches("ditto: error: ")
+            .to_string()
+    }
+}
+
+/// Structured JSON for programs plus a summary for people; an error is a
+/// tool-level error the agent sees, with the CLI's message.
+fn answer(structured: Value, summary: String) -> CallToolResult {
+    let mut r = CallToolResult::structured(structured);
+    r.content.insert(0, ContentBlock::text(summary));
+    r
+}
+
+fn failure(message: String) -> CallToolResult {
+    CallToolResult::structured_error(json!({"valid": false, "error": message}))
+}
+
+#[derive(Debug, Clone)]
+pub struct DittoServer {
+    #[allow(dead_code)] // read by the tool_handler macro
+    tool_router: ToolRouter<Self>,
+}
+
+impl Default for DittoServer {
+    fn default() -> Self {
+        DittoServer {
+            tool_router: Self::tool_router(),
+        }
+    }
+}
+
+#[tool_router]
+impl DittoServer {
+    #[tool(
+        description = "Run a reference and an optimized build of a GPU application under ditto, capture the named kernel's buffers in both and compare them with numeric tolerances (torch.testing defaults). Returns valid (true/false), the mismatching arrays with their greatest differences, and a human summary."
+    )]
+    async fn validate(
+        &self,
+        Parameters(r): Parameters<ValidateRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (reference, optimized) = match (
+            command_line(&r.reference, "reference"),
+            command_line(&r.optimized, "optimized"),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return Ok(failure(e)),
+        };
+        let mut args = vec![
+            "validate".into(),
+            "--kernel".into(),
+            r.kernel,
+            "--ref".into(),
+            reference,
+            "--opt".into(),
+            optimized,
+            "--json".into(),
+        ];
+        tolerance_args(&r.tolerances, &mut args);
+        capture_args(&r.capture, &mut args);
+        if let Some(k) = r.keep {
+            args.extend(["--keep".into(), k]);
+        }
+        Ok(comparison(
+            ditto(args, r.working_directory.as_deref()).await,
+        ))
+    }
+
+    #[tool(
+        description = "Run one application under ditto and snapshot the named kernel's buffers into a directory. Returns what was captured per dispatch (grid, block, kernel time, per-array dtype, element count, min, max, mean, NaN and inf counts)."
+    )]
+    async fn capture(
+        &self,
+        Parameters(r): Parameters<CaptureRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if r.command.is_empty() {
+            return Ok(failure(
+                "command is empty: give the program and its arguments, one string each".into(),
+            ));
+        }
+        let out_dir = match &r.working_directory {
+            Some(dir) => PathBuf::from(dir).join(&r.out),
+            None => PathBuf::from(&r.out),
+        };
+        let mut args = vec![
+            "run".into(),
+            "--kernel".into(),
+            r.kernel,
+            "--out".into(),
+            r.out.clone(),
+        ];
+        capture_args(&r.capture, &mut args);
+        args.push("--".into());
+        args.extend(r.command);
+        let ran = match ditto(args, r.working_directory.as_deref()).await {
+            Ok(o) => o,
+            Err(e) => return Ok(failure(e)),
+        };
+        if ran.code != 0 {
+            return Ok(failure(error_of(&ran)));
+        }
+        let inspect = vec![
+            "inspect".into(),
+            out_dir.display().to_string(),
+            "--json".into(),
+        ];
+        match ditto(inspect, None).await {
+            Ok(o) if o.code == 0 && o.json.is_some() => {
+                let summary = ran
+                    .stderr
+                    .lines()
+                    .filter(|l| l.starts_with("ditto: "))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Ok(answer(o.json.unwrap_or_default(), summary))
+            }
+            Ok(o) => Ok(failure(error_of(&o))),
+            Err(e) => Ok(failure(e)),
+        }
+    }
+
+    #[tool(
+        description = "Compare two ditto snapshot directories (reference, optimized) element by element. Returns valid, the mismatching arrays and a human summary."
+    )]
+    async fn compare(
+        &self,
+        Parameters(r): Parameters<CompareRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = vec!["compare".into(), r.reference, r.optimized, "--json".into()];
+        tolerance_args(&r.tolerances, &mut args);
+        Ok(comparison(ditto(args, None).await))
+    }
+
+    #[tool(
+        description = "List the kernels of an AMDGPU code object or a HIP executable's fat binary, each with its argument layout exactly as ditto would capture it (index, offset, size, kind, dtype, const)."
+    )]
+    async fn kernels(
+        &self,
+        Parameters(r): Parameters<KernelsRequest>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = vec!["kernels".into(), r.file, "--json".into()];
+        if let Some(t) = r.arg_types {
+            args.extend(["--arg-types".into(), t]);
+        }
+        Ok(match ditto(args, None).await {
+            Ok(o) if o.code == 0 && o.json.is_some() => {
+                let v = o.json.unwrap_or_default();
+                let names: Vec<String> = v["kernels"]
+                    .as_array()
+                    .map(|ks| {
+                        ks.iter()
+                            .filter_map(|k| k["name"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let summary = format!("{} kernel(s): {}", names.len(), names.join(", "));
+                answer(v, summary)
+            }
+            Ok(o) => failure(error_of(&o)),
+            Err(e) => failure(e),
+        })
+    }
+}
+
+/// A compare/validate child's answer: exit 0 valid, 1 mismatch, else an error.
+fn comparison(ran: Result<Outcome, String>) -> CallToolResult {
+    match ran {
+        Ok(o) if (o.code == 0 || o.code == 1) && o.json.is_some() => {
+            let v = o.json.unwrap_or_default();
+            let summary = v["summary"].as_str().unwrap_or_default().to_string();
+            answer(v, summary)
+        }
+        Ok(o) => failure(error_of(&o)),
+        Err(e) => failure(e),
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for DittoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ditto", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+            "ditto checks that an optimized GPU kernel computes what the reference computed, inside \
+             the unmodified application. Use `validate` with the kernel name and both command lines; \
+             `kernels` shows what would be captured; `capture` and `compare` work with snapshot \
+             directories.",
+        )
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes the stream.
+pub fn serve() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let service = DittoServer::default()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot start the MCP server on stdio: {e}"))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| anyhow::anyhow!("the MCP server stopped: {e}"))?;
+        Ok(())
+    })
+}

@@ -1,0 +1,69 @@
+"""ditto.compare and ditto.validate against the CPU runtime."""
+
+import pytest
+
+import ditto
+
+
+@pytest.fixture(scope="module")
+def reduce_sum_snapshots(apps):
+    capture = ditto.Ditto(kernel="reduce_sum").capture
+    return {
+        name: capture([apps / f"reduce_sum_{name}"])
+        for name in ("baseline", "optimized", "wrong")
+    }
+
+
+def test_optimized_reduce_sum_is_valid(reduce_sum_snapshots):
+    r = ditto.compare(reduce_sum_snapshots["baseline"], reduce_sum_snapshots["optimized"])
+    assert r.valid and bool(r)
+    assert r.mismatches == []
+    assert r.dispatches_compared == 1 and len(r.arrays) == 1
+    assert r.summary().startswith("PASS")
+
+
+def test_wrong_reduce_sum_mismatches_on_argument_1_with_the_cli_summary(reduce_sum_snapshots):
+    r = ditto.compare(reduce_sum_snapshots["baseline"], reduce_sum_snapshots["wrong"])
+    assert not r.valid
+    (m,) = r.mismatches
+    assert (m["arg"], m["dispatch"], m["mismatched_elements"], m["total_elements"]) == (1, 0, 1, 1)
+    assert m["max_abs_diff"] == 98301.5
+    assert "FAIL" in r.summary() and "Mismatched elements: 1 / 1" in r.summary()
+
+
+def test_tolerances_are_passed_to_the_engine(reduce_sum_snapshots):
+    loose = ditto.compare(
+        reduce_sum_snapshots["baseline"], reduce_sum_snapshots["wrong"], atol=1e6, rtol=0.0
+    )
+    assert loose.valid
+    assert loose.data["tolerance"] == {"atol": 1e6, "rtol": 0.0}
+    with pytest.raises(ditto.DittoError, match="atol and rtol together"):
+        ditto.compare(reduce_sum_snapshots["baseline"], reduce_sum_snapshots["wrong"], atol=1.0)
+
+
+def test_snapshot_directories_compare_like_snapshots(reduce_sum_snapshots):
+    r = ditto.compare(reduce_sum_snapshots["baseline"].dir, str(reduce_sum_snapshots["optimized"].dir))
+    assert r.valid
+
+
+def test_structural_differences_raise_with_the_cli_message(apps, reduce_sum_snapshots):
+    other = ditto.Ditto(kernel="scale_values<float>").capture([apps / "scale_values", "float", "8"])
+    with pytest.raises(ditto.DittoError) as err:
+        ditto.compare(reduce_sum_snapshots["baseline"], other)
+    assert "reduce_sum" in str(err.value)
+
+
+def test_validate_runs_both_commands_and_reports_like_the_cli(apps, tmp_path):
+    ok = ditto.validate("reduce_sum", [apps / "reduce_sum_baseline"], [apps / "reduce_sum_optimized"])
+    assert ok.valid
+    bad = ditto.validate(
+        "reduce_sum", [apps / "reduce_sum_baseline"], [apps / "reduce_sum_wrong"], keep=tmp_path / "k"
+    )
+    assert not bad.valid and bad.mismatches[0]["arg"] == 1
+    kept = ditto.Snapshot.load(tmp_path / "k" / "ref")
+    assert kept[0][1].shape == (1,)
+
+
+def test_validate_of_a_kernel_never_dispatched_raises(apps):
+    with pytest.raises(ditto.KernelNotDispatched, match="reduce_sum"):
+        ditto.validate("reduce_summ", [apps / "reduce_sum_baseline"], [apps / "reduce_sum_optimized"])

@@ -1,0 +1,229 @@
+// many_queues: many application threads dispatching at once on shared
+// queues. Q queues (created as CLR creates its streams' queues) are shared
+// by T threads; every thread submits N dispatches of
+// fill_tag(unsigned* out, unsigned tag, int n) to each queue, all threads
+// at the same time, each dispatch into its OWN hipMalloc of n = 64 words:
+// out[i] = tag | i with tag = (thread << 24) | (queue << 16) | (iteration << 8),
+// so every output says which dispatch wrote it. Defaults: T = 8, Q = 4,
+// N = 50 (1600 dispatches), queues of 4096 slots.
+//
+//   many_queues [--threads T] [--queues Q] [--per-queue N] [--queue-size S]
+//
+// Several threads write into one queue as CLR's do: slot reserved with
+// hsa_queue_add_write_index_screlease, body written, header stored last
+// with release, doorbell rung with the slot's index; no completion signal
+// on kernel packets. Each thread then waits for its work with one
+// barrier-AND per queue carrying its own completion signal. A small
+// --queue-size (the runtime's minimum is 4) keeps many packets waiting for
+// room. Prints the totals and the number of wrong words (nothing that
+// changes from run to run); exits 0 when every word is right.
+#include "hiplite.hpp"
+
+__global__ void fill_tag(unsigned int* out, unsigned int tag, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tag | static_cast<unsigned int>(i);
+}
+DITTO_KERNEL(fill_tag)
+
+#ifndef DITTO_DEVICE_PASS
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kElements = 64;
+
+struct Config {
+  int threads = 8;
+  int queues = 4;
+  int per_queue = 50;
+  unsigned queue_size = 4096;
+};
+
+// fill_tag's kernarg segment: natural alignment, declaration order.
+struct FillTagArgs {
+  unsigned int* out;
+  unsigned int tag;
+  int n;
+};
+
+void queue_error(hsa_status_t status, hsa_queue_t* queue, void*) {
+  fprintf(stderr, "many_queues: queue %p reported an error (0x%x); exiting\n", static_cast<void*>(queue),
+          static_cast<unsigned>(status));
+  fflush(stderr);
+  _exit(1);
+}
+
+void check(hsa_status_t status, const char* what) {
+  if (status != HSA_STATUS_SUCCESS) {
+    fprintf(stderr, "many_queues: %s failed (0x%x)\n", what, static_cast<unsigned>(status));
+    exit(1);
+  }
+}
+
+unsigned tag_of(int thread, int queue, int iteration) {
+  return (static_cast<unsigned>(thread) << 24) | (static_cast<unsigned>(queue) << 16) |
+         (static_cast<unsigned>(iteration) << 8);
+}
+
+// Reserves a slot, writes `body` (64 bytes, header left 0), then publishes
+// the header with release and rings the doorbell, as CLR does.
+void submit(hsa_queue_t* q, const void* body, uint16_t header, uint16_t rest) {
+  const uint64_t index = hsa_queue_add_write_index_screlease(q, 1);
+  while (index - hsa_queue_load_read_index_scacquire(q) >= q->size) sched_yield();
+  void* slot = static_cast<char*>(q->base_address) + (index & (q->size - 1)) * 64;
+  memcpy(static_cast<char*>(slot) + 4, static_cast<const char*>(body) + 4, 60);
+  __atomic_store_n(static_cast<uint32_t*>(slot), static_cast<uint32_t>(header) | (static_cast<uint32_t>(rest) << 16),
+                   __ATOMIC_RELEASE);
+  hsa_signal_store_screlease(q->doorbell_signal, static_cast<hsa_signal_value_t>(index));
+}
+
+void dispatch(hsa_queue_t* q, const hiplite::Kernel& kernel, void* kernarg) {
+  hsa_kernel_dispatch_packet_t p{};
+  p.workgroup_size_x = kElements;
+  p.workgroup_size_y = 1;
+  p.workgroup_size_z = 1;
+  p.grid_size_x = kElements;
+  p.grid_size_y = 1;
+  p.grid_size_z = 1;
+  p.private_segment_size = kernel.private_segment_size;
+  p.group_segment_size = kernel.group_segment_size;
+  p.kernel_object = kernel.kernel_object;
+  p.kernarg_address = kernarg;
+  p.completion_signal.handle = 0;
+  submit(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+         static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
+}
+
+// Waits until everything this thread put in `q` before has completed.
+void drain(hsa_queue_t* q, hsa_signal_t signal) {
+  hsa_signal_store_relaxed(signal, 1);
+  hsa_barrier_and_packet_t b{};
+  b.completion_signal = signal;
+  submit(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
+  while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
+  }
+}
+
+int parse_count(const char* flag, const char* text, int low, int high) {
+  char* end = nullptr;
+  const long value = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < low || value > high) {
+    fprintf(stderr, "many_queues: %s wants a number from %d to %d, got \"%s\"\n", flag, low, high, text);
+    exit(2);
+  }
+  return static_cast<int>(value);
+}
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      fprintf(stderr, "usage: many_queues [--threads T] [--queues Q] [--per-queue N] [--queue-size S]\n");
+      exit(2);
+    }
+    if (strcmp(argv[i], "--threads") == 0) {
+      c.threads = parse_count("--threads", argv[i + 1], 1, 255);
+    } else if (strcmp(argv[i], "--queues") == 0) {
+      c.queues = parse_count("--queues", argv[i + 1], 1, 255);
+    } else if (strcmp(argv[i], "--per-queue") == 0) {
+      c.per_queue = parse_count("--per-queue", argv[i + 1], 1, 255);
+    } else if (strcmp(argv[i], "--queue-size") == 0) {
+      c.queue_size = static_cast<unsigned>(parse_count("--queue-size", argv[i + 1], 1, 1 << 20));
+    } else {
+      fprintf(stderr, "many_queues: unknown option %s\n", argv[i]);
+      exit(2);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Config config = parse(argc, argv);
+  hiplite::Runtime& rt = hiplite::runtime();
+  hiplite::Kernel kernel;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    const hiplite::Kernel* found = nullptr;
+    if (hiplite::ensure_initialized(rt) || hiplite::ensure_executable(rt) ||
+        hiplite::find_kernel(rt, reinterpret_cast<const void*>(fill_tag), &found)) {
+      fprintf(stderr, "many_queues: cannot set up the kernel: %s\n", rt.detail.c_str());
+      return 1;
+    }
+    kernel = *found;
+  }
+  if (kernel.kernarg_segment_size < sizeof(FillTagArgs)) {
+    fprintf(stderr, "many_queues: fill_tag's kernarg segment is %u bytes, expected at least %zu\n",
+            kernel.kernarg_segment_size, sizeof(FillTagArgs));
+    return 1;
+  }
+
+  std::vector<hsa_queue_t*> queues(config.queues, nullptr);
+  for (hsa_queue_t*& q : queues)
+    check(hsa_queue_create(rt.gpu, config.queue_size, HSA_QUEUE_TYPE_MULTI, queue_error, nullptr, UINT32_MAX,
+                           UINT32_MAX, &q),
+          "hsa_queue_create");
+
+  const int per_thread = config.queues * config.per_queue;
+  // outputs[t][q * per_queue + it]: one allocation per dispatch.
+  std::vector<std::vector<unsigned int*>> outputs(config.threads);
+  for (auto& list : outputs) {
+    list.resize(per_thread);
+    for (unsigned int*& out : list) HIP_CHECK(hipMalloc(&out, kElements * sizeof(unsigned int)));
+  }
+
+  std::atomic<int> ready{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < config.threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<void*> kernargs;
+      hsa_signal_t signal;
+      check(hsa_signal_create(1, 0, nullptr, &signal), "hsa_signal_create");
+      // Start together, so that the queues see every thread at once.
+      ready.fetch_add(1);
+      while (ready.load() < config.threads) sched_yield();
+      for (int it = 0; it < config.per_queue; ++it) {
+        for (int q = 0; q < config.queues; ++q) {
+          void* kernarg = nullptr;
+          check(hsa_amd_memory_pool_allocate(rt.kernarg_pool, kernel.kernarg_segment_size, 0, &kernarg),
+                "hsa_amd_memory_pool_allocate(kernarg pool)");
+          memset(kernarg, 0, kernel.kernarg_segment_size);
+          const FillTagArgs args{outputs[t][q * config.per_queue + it], tag_of(t, q, it), kElements};
+          memcpy(kernarg, &args, sizeof args);
+          kernargs.push_back(kernarg);
+          dispatch(queues[q], kernel, kernarg);
+        }
+      }
+      for (hsa_queue_t* q : queues) drain(q, signal);
+      for (void* kernarg : kernargs) check(hsa_amd_memory_pool_free(kernarg), "hsa_amd_memory_pool_free(kernarg)");
+      hsa_signal_destroy(signal);
+    });
+  }
+  for (std::thread& w : workers) w.join();
+
+  long wrong = 0;
+  std::vector<unsigned int> host(kElements);
+  for (int t = 0; t < config.threads; ++t) {
+    for (int q = 0; q < config.queues; ++q) {
+      for (int it = 0; it < config.per_queue; ++it) {
+        unsigned int* out = outputs[t][q * config.per_queue + it];
+        HIP_CHECK(hipMemcpy(host.data(), out, kElements * sizeof(unsigned int), hipMemcpyDeviceToHost));
+        for (int i = 0; i < kElements; ++i) wrong += host[i] != (tag_of(t, q, it) | static_cast<unsigned>(i));
+        HIP_CHECK(hipFree(out));
+      }
+    }
+  }
+  for (hsa_queue_t* q : queues) check(hsa_queue_destroy(q), "hsa_queue_destroy");
+
+  printf("many_queues: threads = %d, queues = %d, per_queue = %d, dispatches = %d, wrong = %ld\n", config.threads,
+         config.queues, config.per_queue, config.threads * per_thread, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+#endif

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn manifest(snap: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
+    snapshot_manifest(snap)
 }
 
 fn f32_tensor(snap: &Path, file: &str, name: &str) -> Vec<f32> {

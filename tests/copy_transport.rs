@@ -41,7 +41,7 @@ fn ditto_run_in(dir: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn manifest(snap: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
+    snapshot_manifest(snap)
 }
 
 fn f32_tensor(snap: &Path, file: &str, name: &str) -> Vec<f32> {

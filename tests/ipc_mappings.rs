@@ -30,9 +30,7 @@ fn collector_holds_no_ipc_mapping_after_each_ack() {
             &format!("the app's pause after dispatch {k}"),
         );
         // The dispatch was acknowledged: the snapshot has it...
-        let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("paused/manifest.json")).unwrap())
-                .unwrap();
+        let manifest = snapshot_manifest(&out.join("paused"));
         assert_eq!(manifest["dispatches"].as_array().unwrap().len(), k + 1);
         // ...and the collector maps none of the application's memory.
         assert_eq!(

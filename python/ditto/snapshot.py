@@ -23,6 +23,31 @@ from safetensors import safe_open
 from ._cli import DittoError
 
 MANIFEST = "manifest.json"
+JOURNAL = "dispatches.jsonl"
+
+
+def _with_journal(directory: Path, manifest: dict) -> dict:
+    """Adds the dispatches only the journal has (the collector writes
+    manifest.json now and then, the journal line by line; a last line cut
+    short by a crash is ignored)."""
+    try:
+        text = (directory / JOURNAL).read_bytes()
+    except FileNotFoundError:
+        return manifest
+    end = text.rfind(b"\n")
+    known = {(d["rank"], d["index"]) for d in manifest.get("dispatches", [])}
+    for n, line in enumerate(text[: max(end, 0)].split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DittoError(f"{directory / JOURNAL}: line {n + 1}: {e}") from None
+        if (record["rank"], record["index"]) not in known:
+            manifest.setdefault("dispatches", []).append(record)
+            if not manifest.get("kernel"):
+                manifest["kernel"] = record.get("kernel")
+    return manifest
 
 
 def bfloat16_dtype() -> Optional[np.dtype]:
@@ -169,7 +194,7 @@ class Snapshot:
             raise DittoError(f"{directory} is not a ditto snapshot directory: it has no {MANIFEST}") from None
         except json.JSONDecodeError as e:
             raise DittoError(f"{path} is not valid JSON: {e}") from None
-        return cls(directory, manifest)
+        return cls(directory, _with_journal(Path(directory), manifest))
 
     def __len__(self) -> int:
         return len(self.dispatches)

@@ -88,3 +88,21 @@ def test_a_bad_ditto_bin_is_an_error_saying_what_to_do(apps, monkeypatch, tmp_pa
     monkeypatch.setenv("DITTO_BIN", str(tmp_path / "missing-ditto"))
     with pytest.raises(ditto.DittoError, match="DITTO_BIN=.* is not an executable"):
         ditto.Ditto(kernel="scale_values").capture([apps / "scale_values", "float"])
+
+
+def test_dispatches_only_the_journal_has_are_loaded(apps, tmp_path):
+    # A collector killed between manifest writes leaves the newest dispatches
+    # in dispatches.jsonl only (and perhaps a last line cut short).
+    import json
+
+    out = tmp_path / "snap"
+    ditto.Ditto(kernel="scale_values").capture([apps / "scale_twice"], out=out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [d["index"] for d in manifest["dispatches"]] == [0, 1]
+    manifest["dispatches"] = manifest["dispatches"][:1]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with open(out / "dispatches.jsonl", "ab") as journal:
+        journal.write(b'{"rank": 0, "ind')
+    snap = ditto.Snapshot.load(out)
+    assert [d.index for d in snap] == [0, 1]
+    assert snap[1][1].shape == snap[0][1].shape

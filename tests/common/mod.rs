@@ -199,3 +199,32 @@ pub fn ditto_run(socket: &Path, kernel: &str, run: &str, cmd: &Path) -> Command 
         .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir());
     c
 }
+
+/// A snapshot's manifest.json with the dispatches that so far only its
+/// journal (dispatches.jsonl) holds, as `ditto compare` reads it: the
+/// collector rewrites the manifest at most once a second while dispatches
+/// arrive, and whole at the end.
+pub fn snapshot_manifest(snap: &Path) -> serde_json::Value {
+    let path = snap.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let journal = std::fs::read_to_string(snap.join("dispatches.jsonl")).unwrap_or_default();
+    let known: Vec<(u64, u64)> = m["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["rank"].as_u64().unwrap(), d["index"].as_u64().unwrap()))
+        .collect();
+    for line in journal.lines() {
+        let Ok(d) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue; // a last line cut short
+        };
+        let key = (d["rank"].as_u64().unwrap(), d["index"].as_u64().unwrap());
+        if !known.contains(&key) {
+            m["dispatches"].as_array_mut().unwrap().push(d);
+        }
+    }
+    m
+}

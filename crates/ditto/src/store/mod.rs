@@ -7,18 +7,34 @@
 //! (or a crash) never sees half a manifest or half a tensor file. It never
 //! talks to a socket or an HSA runtime, and never judges values.
 //!
-//! Layout: `DIR/manifest.json` and `DIR/dispatch-<rank>-<index:05>.safetensors`
-//! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8).
+//! Layout: `DIR/manifest.json`, `DIR/dispatch-<rank>-<index:05>.safetensors`
+//! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), and the
+//! journal `DIR/dispatches.jsonl` ([`journal`]).
+//!
+//! Cost per dispatch is constant: its tensor file (renamed into place, not
+//! synced: atomic against a crash of the collector or the application, not
+//! against losing power) and one journal line. The manifest, which grows
+//! with every dispatch, is rewritten (and synced) at most every
+//! [`MANIFEST_INTERVAL`], when a process says Goodbye, and when the writer
+//! is dropped; [`Snapshot::load`] adds what only the journal holds.
+
+pub mod journal;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
+use journal::Journal;
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Version of the snapshot format (`manifest.json` "format").
 pub const SNAPSHOT_FORMAT: u32 = 1;
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// How stale `manifest.json` may grow while dispatches arrive (the journal
+/// always has them all).
+pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -215,15 +231,23 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory
-/// and a rename, so `path` is either the old or the new content.
+/// and a rename, so `path` is either the old or the new content; synced to
+/// disk first.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_replacing(path, bytes, true)
+}
+
+/// [`write_atomically`], synced only when `durable`.
+fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".ditto-tmp-")
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
     tmp.write_all(bytes).map_err(io_err(path))?;
-    tmp.as_file().sync_data().map_err(io_err(path))?;
+    if durable {
+        tmp.as_file().sync_data().map_err(io_err(path))?;
+    }
     tmp.persist(path).map_err(|e| StoreError::Io {
         path: path.to_path_buf(),
         source: e.error,
@@ -239,6 +263,13 @@ pub struct SnapshotWriter {
     manifest: Manifest,
     /// Whether an older snapshot was found in `dir` and replaced.
     replaced_previous: bool,
+    journal: Journal,
+    /// (rank, index) of every stored dispatch.
+    stored: HashSet<(u32, u64)>,
+    /// When `manifest.json` was last written, and whether it lacks
+    /// dispatches the journal has.
+    manifest_written: Instant,
+    manifest_stale: bool,
 }
 
 impl SnapshotWriter {
@@ -256,7 +287,9 @@ impl SnapshotWriter {
             for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
                 let entry = entry.map_err(io_err(dir))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with("dispatch-") && name.ends_with(".safetensors") {
+                if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
+                    || name == journal::JOURNAL_FILE
+                {
                     let p = entry.path();
                     std::fs::remove_file(&p).map_err(io_err(&p))?;
                 }
@@ -269,7 +302,11 @@ impl SnapshotWriter {
         {
             return Err(StoreError::ForeignDirectory(dir.to_path_buf()));
         }
-        let writer = SnapshotWriter {
+        let mut writer = SnapshotWriter {
+            journal: Journal::create(dir)?,
+            stored: HashSet::new(),
+            manifest_written: Instant::now(),
+            manifest_stale: false,
             dir: dir.to_path_buf(),
             manifest: Manifest {
                 format: SNAPSHOT_FORMAT,
@@ -344,12 +381,7 @@ impl SnapshotWriter {
         dispatch: &Dispatch,
         captured: &[CapturedBuffer],
     ) -> Result<PathBuf, StoreError> {
-        if self
-            .manifest
-            .dispatches
-            .iter()
-            .any(|d| d.rank == rank && d.index == dispatch.index)
-        {
+        if self.stored.contains(&(rank, dispatch.index)) {
             return Err(StoreError::Invalid(format!(
                 "dispatch {} of rank {rank} was already stored in {}",
                 dispatch.index,
@@ -407,11 +439,11 @@ impl SnapshotWriter {
                 reason: e.to_string(),
             }
         })?;
-        write_atomically(&path, &bytes)?;
+        write_replacing(&path, &bytes, false)?;
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = Some(dispatch.kernel.clone());
         }
-        self.manifest.dispatches.push(DispatchRecord {
+        let record = DispatchRecord {
             rank,
             index: dispatch.index,
             pid,
@@ -421,9 +453,23 @@ impl SnapshotWriter {
             duration_ns: dispatch.duration_ns,
             file,
             buffers: records,
-        });
-        self.write_manifest()?;
+        };
+        self.journal.append(&record)?;
+        self.manifest.dispatches.push(record);
+        self.stored.insert((rank, dispatch.index));
+        self.manifest_stale = true;
+        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+            self.write_manifest()?;
+        }
         Ok(path)
+    }
+
+    /// Writes `manifest.json` whole if it lacks stored dispatches.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.manifest_stale {
+            self.write_manifest()?;
+        }
+        Ok(())
     }
 
     /// Adds a process's dispatched kernels (counts summed over processes).
@@ -446,11 +492,21 @@ impl SnapshotWriter {
         self.write_manifest()
     }
 
-    fn write_manifest(&self) -> Result<(), StoreError> {
+    fn write_manifest(&mut self) -> Result<(), StoreError> {
         let mut json = serde_json::to_vec_pretty(&self.manifest)
             .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
         json.push(b'\n');
-        write_atomically(&self.dir.join(MANIFEST_FILE), &json)
+        write_atomically(&self.dir.join(MANIFEST_FILE), &json)?;
+        self.manifest_written = Instant::now();
+        self.manifest_stale = false;
+        Ok(())
+    }
+}
+
+impl Drop for SnapshotWriter {
+    /// The whole manifest at the end (the journal has it all anyway).
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 
@@ -492,6 +548,22 @@ impl Snapshot {
                     manifest.format
                 ),
             });
+        }
+        // Dispatches stored after the manifest's last write (a collector
+        // that was killed, or is still writing).
+        let mut manifest = manifest;
+        let known: HashSet<(u32, u64)> = manifest
+            .dispatches
+            .iter()
+            .map(|d| (d.rank, d.index))
+            .collect();
+        for record in journal::read(dir)? {
+            if !known.contains(&(record.rank, record.index)) {
+                if manifest.kernel.is_none() {
+                    manifest.kernel = record.kernel.clone();
+                }
+                manifest.dispatches.push(record);
+            }
         }
         Ok(Snapshot {
             dir: dir.to_path_buf(),
@@ -603,6 +675,58 @@ mod tests {
     }
 
     #[test]
+    fn dispatches_the_manifest_lacks_are_read_back_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        let manifest_with_one = |w: &mut SnapshotWriter| {
+            w.flush().unwrap();
+            std::fs::read(snap.join(MANIFEST_FILE)).unwrap()
+        };
+        w.add_dispatch(rank, 77, &dispatch(0), &[captured(1, DType::U8, vec![1])])
+            .unwrap();
+        let stale = manifest_with_one(&mut w);
+        for i in 1..3 {
+            w.add_dispatch(
+                rank,
+                77,
+                &dispatch(i),
+                &[captured(1, DType::U8, vec![i as u8])],
+            )
+            .unwrap();
+        }
+        drop(w);
+        let complete = Snapshot::load(&snap).unwrap();
+        assert_eq!(
+            complete.manifest.dispatches.len(),
+            3,
+            "dropping the writer writes it all"
+        );
+        // A collector killed after the third Ack: the manifest still says one
+        // dispatch, the journal has three and a line cut short.
+        std::fs::write(snap.join(MANIFEST_FILE), &stale).unwrap();
+        let journal = snap.join(journal::JOURNAL_FILE);
+        let mut text = std::fs::read(&journal).unwrap();
+        text.extend_from_slice(b"{\"rank\":0,\"ind");
+        std::fs::write(&journal, &text).unwrap();
+        let s = Snapshot::load(&snap).unwrap();
+        let indices: Vec<u64> = s.manifest.dispatches.iter().map(|d| d.index).collect();
+        assert_eq!(indices, vec![0, 1, 2]);
+        let arrays = s.load_dispatch(&s.manifest.dispatches[2]).unwrap();
+        assert_eq!(arrays[0].1.bytes, vec![2u8]);
+        // A damaged line in the middle is an error, not a silent loss.
+        let mut lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        lines[1] = b"not json";
+        std::fs::write(&journal, lines.join(&b'\n')).unwrap();
+        let err = Snapshot::load(&snap).unwrap_err().to_string();
+        assert!(
+            err.contains("dispatches.jsonl") && err.contains("line 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn written_dispatch_loads_back_with_values_and_manifest() {
         let dir = tempfile::tempdir().unwrap();
         let snap = dir.path().join("snap");
@@ -672,7 +796,7 @@ mod tests {
             names.iter().all(|n| !n.starts_with(".ditto-tmp")),
             "{names:?}"
         );
-        assert_eq!(names.len(), 2);
+        assert_eq!(names.len(), 3, "manifest, journal, one dispatch: {names:?}");
     }
 
     #[test]
@@ -682,6 +806,7 @@ mod tests {
         w.add_run(&hello("r")).unwrap();
         w.add_dispatch(0, 77, &dispatch(4), &[captured(0, DType::I32, vec![0; 8])])
             .unwrap();
+        w.flush().unwrap();
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap())
                 .unwrap();
@@ -741,6 +866,7 @@ mod tests {
             &[captured(0, DType::U8, vec![1; 4]), copied],
         )
         .unwrap();
+        w.flush().unwrap();
         let path = dir.path().join(MANIFEST_FILE);
         let mut v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();

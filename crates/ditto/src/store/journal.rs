@@ -1,0 +1,73 @@
+//! The dispatch journal of a snapshot directory, `dispatches.jsonl`: one
+//! JSON line per stored dispatch (its manifest record), appended after the
+//! dispatch's tensor file is in place and before the collector acknowledges
+//! it. `manifest.json` is rewritten only now and then (and whole at the
+//! end), so a collector killed mid-capture leaves every acknowledged
+//! dispatch in the journal; readers merge the two.
+//!
+//! Owns the journal's format and its append/read; never decides when the
+//! manifest is written.
+
+use super::{DispatchRecord, StoreError, io_err};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const JOURNAL_FILE: &str = "dispatches.jsonl";
+
+/// The open journal of a snapshot being written.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// A new, empty journal in `dir` (an older one is truncated).
+    pub fn create(dir: &Path) -> Result<Journal, StoreError> {
+        let path = dir.join(JOURNAL_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        Ok(Journal { file, path })
+    }
+
+    /// Appends one record as one line, in one write: a crash leaves at
+    /// most the last line cut short, never a line half-mixed with another.
+    pub fn append(&mut self, record: &DispatchRecord) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(record)
+            .map_err(|e| StoreError::Invalid(format!("journal record: {e}")))?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(io_err(&self.path))
+    }
+}
+
+/// The records journalled in `dir`; none when it has no journal. A last
+/// line without its newline (the collector died while writing it) is
+/// ignored; any other line that does not parse is an error.
+pub fn read(dir: &Path) -> Result<Vec<DispatchRecord>, StoreError> {
+    let path = dir.join(JOURNAL_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let complete = match text.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &text[..end],
+        None => return Ok(Vec::new()),
+    };
+    complete
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(n, line)| {
+            serde_json::from_slice(line).map_err(|e| StoreError::BadManifest {
+                path: path.clone(),
+                reason: format!("line {}: {e}", n + 1),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,410 @@
+//! The worker thread: everything about a held dispatch that may block.
+//! It waits for the dispatch to complete, resolves and exports its output
+//! buffers, sends one Dispatch to the collector, waits for the Ack and only
+//! then releases the held barrier. When inputs are captured it first waits
+//! for the `pre` barrier (all earlier work in the queue done), sends the
+//! inputs as a Dispatch of `Before` buffers, and on its Ack releases
+//! `hold_pre` so that the kernel starts. Owns the collector connection and the
+//! fail-open switch. Backend-neutral: the runtime is reached through
+//! [`Device`]. It never runs on an application thread.
+//!
+//! Recycling the held barrier's signals: `done` and `hold` may be reused
+//! only once the queue's packet processor is past the barrier that waits
+//! on `hold`. Nothing reports that directly, so the worker keeps, per
+//! queue, the pair of the last released job; when a LATER job on the same
+//! queue has completed (`done` reached 0), the earlier barrier, which
+//! carries the barrier bit and precedes it, must have completed too, and
+//! the earlier pair goes back to the free list. At most one pair per queue
+//! stays out at exit (left to the runtime's teardown). Pairs released
+//! without seeing their dispatch complete (fail-open, shutdown) are never
+//! reused.
+//!
+//! A panic while handling one job is caught: the job is released, capture
+//! fails open, and the worker goes on releasing whatever comes next, so no
+//! held barrier is ever left behind.
+
+mod describe;
+#[cfg(test)]
+mod tests;
+
+pub use describe::describe;
+
+use crate::allocation_map::Allocation;
+use crate::client::CollectorConnection;
+use crate::guard::panic_message;
+use crate::kernel_table::KernelInfo;
+use crate::log::{log_debug, log_info, log_warn};
+use crossbeam_channel::{Receiver, Sender};
+use ditto_kernels::ArgSizes;
+use ditto_protocol::{CaptureSet, Goodbye, Hello, Phase};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::OwnedFd;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The two signals that hold one target dispatch: `done` (the dispatch's
+/// completion signal, ours) and `hold` (the barrier's dependency, released
+/// by the worker), plus, when inputs are captured, the two that hold it
+/// BEFORE it runs. Runtime handles, opaque here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBarrier {
+    pub done: u64,
+    pub hold: u64,
+    pub pre: Option<PreHold>,
+}
+
+/// `pre`: completion signal of a barrier (barrier bit) placed before the
+/// dispatch, reaching 0 once all earlier work in the queue completed;
+/// `hold_pre`: dependency of the barrier right after it, which keeps the
+/// kernel from starting until the inputs are snapshotted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreHold {
+    pub pre: u64,
+    pub hold_pre: u64,
+}
+
+/// One held target dispatch, built by the packet callback.
+#[derive(Debug)]
+pub struct Job {
+    /// Index among this process's target dispatches, from 0.
+    pub index: u64,
+    pub kernel: Arc<KernelInfo>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Kernarg bytes copied at submission.
+    pub kernarg: Vec<u8>,
+    pub held: HeldBarrier,
+    /// Identity of the queue the dispatch went to.
+    pub queue: u64,
+}
+
+pub enum WorkerMessage {
+    Job(Job),
+    /// Finish the jobs before this message, say Goodbye, acknowledge, stop.
+    Shutdown {
+        goodbye: Goodbye,
+        finished: Sender<()>,
+    },
+}
+
+/// What the worker needs from the runtime.
+pub trait Device {
+    /// Waits at most `timeout` for one of our signals (`done` or `pre`) to
+    /// reach 0.
+    fn wait_zero(&self, signal: u64, timeout: Duration) -> bool;
+    /// Lets the held barriers (`hold_pre` first, then `hold`), and
+    /// everything behind them, run.
+    fn release(&self, held: &HeldBarrier);
+    /// Lets the kernel start once its inputs are snapshotted (`hold_pre`).
+    fn release_pre(&self, pre: &PreHold);
+    /// Returns a pair whose barrier is known to be consumed to the free list.
+    fn recycle(&self, held: HeldBarrier);
+    /// The allocation containing `address`.
+    fn containing_allocation(&self, address: u64) -> Option<Allocation>;
+    /// IPC handle bytes of a whole allocation (cached per allocation);
+    /// `Err` when the runtime refuses to export it.
+    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String>;
+    /// The copy transport: `len` bytes at `address` copied into a fresh
+    /// memfd, sealed against change, for memory `export` refused.
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
+    /// Fingerprint of `len` bytes at `address`, read by the tool itself.
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+    /// Execution time of the completed dispatch whose completion signal is
+    /// `held.done`, in nanoseconds; `None` when the runtime reports none.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64>;
+}
+
+/// Whether dispatches are being captured. Turned off once, by the first
+/// failure (logged once) or by shutdown; never turned back on.
+#[derive(Debug)]
+pub struct CaptureSwitch {
+    on: AtomicBool,
+    failed: AtomicBool,
+}
+
+impl Default for CaptureSwitch {
+    fn default() -> Self {
+        CaptureSwitch {
+            on: AtomicBool::new(true),
+            failed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl CaptureSwitch {
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Fails open: logs `reason` the first time only.
+    pub fn fail(&self, reason: &str) {
+        self.failed.store(true, Ordering::Release);
+        if self.on.swap(false, Ordering::AcqRel) {
+            log_warn!(
+                "{reason}; capture stops, held dispatches are released and the application runs on unchanged"
+            );
+        }
+    }
+
+    /// Whether capture stopped because something failed (not by shutdown).
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Stops capturing without a warning (shutdown).
+    pub fn stop(&self) {
+        self.on.store(false, Ordering::Release);
+    }
+}
+
+pub struct WorkerConfig {
+    pub socket: Option<PathBuf>,
+    pub hello: Hello,
+    pub timeout: Duration,
+    /// Which arguments are captured, before and after the kernel.
+    pub capture: CaptureSet,
+    /// Extents given by `--arg-sizes`.
+    pub arg_sizes: ArgSizes,
+}
+
+/// A held job and whether its inputs are still to be snapshotted.
+struct Pending {
+    job: Job,
+    inputs_pending: bool,
+}
+
+impl Pending {
+    /// The signal this job waits on next: `pre`, then `done`.
+    fn next_signal(&self) -> u64 {
+        match (self.inputs_pending, self.job.held.pre) {
+            (true, Some(p)) => p.pre,
+            _ => self.job.held.done,
+        }
+    }
+}
+
+/// How long one wait on `done` lasts when one dispatch is held: the switch
+/// and newly arrived jobs are looked at again after it.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+/// The same when several are held: each is looked at in turn.
+const SHORT_WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// Runs until a Shutdown message (or the channel closes).
+///
+/// Held dispatches are handled in the order they COMPLETE, not the order
+/// they were submitted: through the application's own dependencies (a
+/// barrier on one queue waiting for a signal completed on another), a
+/// dispatch may need work that sits behind a later job's held barrier, and
+/// waiting for it first would hang the application. Indices were given at
+/// submission, so snapshots keep their order whatever the capture order.
+pub fn run<D: Device>(
+    device: &D,
+    jobs: Receiver<WorkerMessage>,
+    config: WorkerConfig,
+    switch: &CaptureSwitch,
+) {
+    let mut connection = match &config.socket {
+        None => {
+            switch.fail("DITTO_SOCKET is not set");
+            None
+        }
+        Some(socket) => match CollectorConnection::open(socket, &config.hello, config.timeout) {
+            Ok(c) => {
+                log_info!("connected to the collector at {}", socket.display());
+                Some(c)
+            }
+            Err(e) => {
+                switch.fail(&e.to_string());
+                None
+            }
+        },
+    };
+    let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
+    // Held, not yet completed, in submission order.
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut shutdown: Option<(Goodbye, Sender<()>)> = None;
+    loop {
+        // Take what has arrived; block only when nothing is held.
+        let message = if pending.is_empty() && shutdown.is_none() {
+            match jobs.recv() {
+                Ok(m) => Some(m),
+                Err(_) => return,
+            }
+        } else {
+            jobs.try_recv().ok()
+        };
+        match message {
+            Some(WorkerMessage::Job(job)) if shutdown.is_none() => {
+                let inputs_pending = job.held.pre.is_some();
+                pending.push_back(Pending {
+                    job,
+                    inputs_pending,
+                });
+                continue;
+            }
+            // Queued after the Shutdown (none expected): released at once.
+            Some(WorkerMessage::Job(late)) => {
+                device.release(&late.held);
+                continue;
+            }
+            Some(WorkerMessage::Shutdown { goodbye, finished }) => {
+                shutdown = Some((goodbye, finished));
+                continue;
+            }
+            None => {}
+        }
+        if pending.is_empty() {
+            // Everything asked before the Shutdown is done: say goodbye, stop.
+            if let Some((goodbye, finished)) = shutdown.take() {
+                if let (Some(conn), true) = (connection.as_mut(), switch.is_on())
+                    && let Err(e) = conn.goodbye(&goodbye)
+                {
+                    log_warn!("could not say goodbye to the collector: {e}");
+                }
+                switch.stop();
+                for late in jobs.try_iter() {
+                    if let WorkerMessage::Job(job) = late {
+                        device.release(&job.held);
+                    }
+                }
+                let _ = finished.send(());
+                return;
+            }
+            continue;
+        }
+        if !switch.is_on() {
+            // Capture is off (a failure, or the shutdown bound): release
+            // everything held, completed or not; such pairs are never reused.
+            for p in pending.drain(..) {
+                device.release(&p.job.held);
+            }
+            continue;
+        }
+        let completed = pending
+            .iter()
+            .position(|p| device.wait_zero(p.next_signal(), Duration::ZERO));
+        let Some(at) = completed else {
+            let slice = if pending.len() == 1 {
+                WAIT_SLICE
+            } else {
+                SHORT_WAIT_SLICE
+            };
+            // The oldest is the likeliest to finish first; the result is
+            // looked at again on the next round.
+            device.wait_zero(pending[0].next_signal(), slice);
+            continue;
+        };
+        if pending[at].inputs_pending {
+            // All earlier work is done and the kernel has not started.
+            let held = pending[at].job.held;
+            let taken = catch_unwind(AssertUnwindSafe(|| {
+                take_inputs(device, &pending[at].job, &mut connection, switch, &config)
+            }));
+            match taken {
+                Ok(()) => pending[at].inputs_pending = false,
+                Err(payload) => {
+                    switch.fail(&format!(
+                        "internal error while snapshotting the inputs of a held dispatch: {}",
+                        panic_message(payload.as_ref())
+                    ));
+                    pending.remove(at);
+                    device.release(&held);
+                }
+            }
+            continue;
+        }
+        let job = pending.remove(at).expect("position is within pending").job;
+        let held = job.held;
+        let handled = catch_unwind(AssertUnwindSafe(|| {
+            handle_completed(
+                device,
+                job,
+                &mut connection,
+                switch,
+                &mut last_pair_of_queue,
+                &config,
+            )
+        }));
+        if let Err(payload) = handled {
+            switch.fail(&format!(
+                "internal error while handling a held dispatch: {}",
+                panic_message(payload.as_ref())
+            ));
+            // Its state is unknown: released, never recycled.
+            device.release(&held);
+        }
+    }
+}
+
+/// Snapshots the inputs of a held dispatch whose `pre` barrier completed
+/// (everything before it in the queue has run, the kernel has not), then
+/// lets the kernel start. Nothing is sent when no argument is selected.
+fn take_inputs<D: Device>(
+    device: &D,
+    job: &Job,
+    connection: &mut Option<CollectorConnection>,
+    switch: &CaptureSwitch,
+    config: &WorkerConfig,
+) {
+    if switch.is_on()
+        && let Some(conn) = connection.as_mut()
+    {
+        let (before, copies) = describe(device, job, Phase::Before, config);
+        if !before.buffers.is_empty() {
+            match conn.dispatch(before, copies) {
+                Ok(Ok(())) => log_debug!(
+                    "inputs of dispatch {} of `{}` captured",
+                    job.index,
+                    job.kernel.name.demangled
+                ),
+                Ok(Err(reason)) => log_warn!(
+                    "collector could not capture the inputs of dispatch {} of `{}`: {reason}",
+                    job.index,
+                    job.kernel.name.demangled
+                ),
+                Err(e) => switch.fail(&e.to_string()),
+            }
+        }
+    }
+    if let Some(pre) = &job.held.pre {
+        device.release_pre(pre);
+    }
+}
+
+/// Captures a held dispatch that has completed, then releases it.
+fn handle_completed<D: Device>(
+    device: &D,
+    job: Job,
+    connection: &mut Option<CollectorConnection>,
+    switch: &CaptureSwitch,
+    last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
+    config: &WorkerConfig,
+) {
+    // This job's dispatch ran after the previous barrier on its queue.
+    if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
+        device.recycle(previous);
+    }
+    if switch.is_on()
+        && let Some(conn) = connection.as_mut()
+    {
+        let (dispatch, copies) = describe(device, &job, Phase::After, config);
+        match conn.dispatch(dispatch, copies) {
+            Ok(Ok(())) => log_debug!(
+                "dispatch {} of `{}` captured",
+                job.index,
+                job.kernel.name.demangled
+            ),
+            Ok(Err(reason)) => log_warn!(
+                "collector could not capture dispatch {} of `{}`: {reason}",
+                job.index,
+                job.kernel.name.demangled
+            ),
+            Err(e) => switch.fail(&e.to_string()),
+        }
+    }
+    device.release(&job.held);
+    last_pair_of_queue.insert(job.queue, job.held);
+}

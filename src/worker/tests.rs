@@ -1,0 +1,757 @@
+//! Tests of the worker against a fake Device and a collector on a real
+//! Unix socket.
+
+use super::*;
+use crate::allocation_map::AllocationMap;
+use crate::kernel_table::KernelInfo;
+use crossbeam_channel::unbounded;
+use ditto_protocol::{
+    Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
+};
+use ditto_protocol::{Buffer, Transport};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+use std::sync::Mutex;
+use std::thread;
+
+/// A runtime whose dispatches are complete at once and whose memory is
+/// this process's heap; it records what the worker did, in order.
+#[derive(Default)]
+struct FakeDevice {
+    allocations: AllocationMap,
+    events: Mutex<Vec<String>>,
+    /// Simulates a bug in ditto's own code while describing a buffer.
+    panic_on_export: bool,
+    /// Allocation bases whose IPC export the runtime refuses.
+    export_refused: std::collections::HashSet<u64>,
+    /// done → hold: that dispatch completes only once that hold is
+    /// released (an application dependency across queues).
+    completes_after_release: HashMap<u64, u64>,
+    released: Mutex<Vec<u64>>,
+}
+
+impl FakeDevice {
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+    fn log(&self, e: String) {
+        self.events.lock().unwrap().push(e);
+    }
+}
+
+impl Device for FakeDevice {
+    fn wait_zero(&self, signal: u64, _timeout: Duration) -> bool {
+        self.log(format!("wait {signal}"));
+        match self.completes_after_release.get(&signal) {
+            Some(hold) => self.released.lock().unwrap().contains(hold),
+            None => true,
+        }
+    }
+    fn release(&self, held: &HeldBarrier) {
+        if let Some(pre) = &held.pre {
+            self.release_pre(pre);
+        }
+        self.released.lock().unwrap().push(held.hold);
+        self.log(format!("release {}", held.hold));
+    }
+    fn release_pre(&self, pre: &PreHold) {
+        self.released.lock().unwrap().push(pre.hold_pre);
+        self.log(format!("release {}", pre.hold_pre));
+    }
+    fn recycle(&self, held: HeldBarrier) {
+        self.log(format!("recycle {}", held.done));
+    }
+    fn containing_allocation(&self, address: u64) -> Option<Allocation> {
+        self.allocations.find(address)
+    }
+    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+        assert!(!self.panic_on_export, "export exploded");
+        if self.export_refused.contains(&allocation.base) {
+            return Err("status 0x1001 (invalid argument)".into());
+        }
+        Ok(allocation.base.to_le_bytes().repeat(4))
+    }
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+        self.log(format!("copy {len}"));
+        crate::shared_memory::copy_to_sealed_memfd(address, len)
+    }
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+        Some(1000 + held.done)
+    }
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+        // SAFETY: tests only pass ranges of live Vecs they own.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
+        Ok(ditto_protocol::fingerprint(bytes))
+    }
+}
+
+fn reduce_sum() -> Arc<KernelInfo> {
+    Arc::new(KernelInfo::new("_Z10reduce_sumPKfPfi.kd", 20, Some("reduce_sum"), None).0)
+}
+
+/// reduce_sum(input, output + 2, n): output is an interior pointer.
+fn job(index: u64, queue: u64, input: &[f32], output: &[f32]) -> Job {
+    let mut kernarg = vec![0u8; 20];
+    kernarg[0..8].copy_from_slice(&(input.as_ptr() as u64).to_le_bytes());
+    kernarg[8..16].copy_from_slice(&(output.as_ptr() as u64 + 8).to_le_bytes());
+    kernarg[16..20].copy_from_slice(&(input.len() as i32).to_le_bytes());
+    Job {
+        index,
+        kernel: reduce_sum(),
+        grid: [64, 1, 1],
+        block: [32, 1, 1],
+        kernarg,
+        held: HeldBarrier {
+            done: 100 + index * 2,
+            hold: 101 + index * 2,
+            pre: None,
+        },
+        queue,
+    }
+}
+
+fn hello() -> Hello {
+    Hello {
+        version: PROTOCOL_VERSION,
+        pid: std::process::id(),
+        run: "test".into(),
+        kernel_query: "reduce_sum".into(),
+        command_line: vec!["app".into()],
+        working_directory: "/".into(),
+        rank: None,
+    }
+}
+
+/// A collector's side of the handshake: accepts one tool, reads its
+/// Hello and answers Welcome.
+fn accept_and_welcome(listener: &UnixListener) -> (std::os::unix::net::UnixStream, Hello) {
+    let (mut s, _) = listener.accept().unwrap();
+    let ToolMessage::Hello(h) = read_frame(&mut s).unwrap() else {
+        panic!("expected Hello")
+    };
+    write_frame(
+        &mut s,
+        &CollectorMessage::Welcome {
+            version: PROTOCOL_VERSION,
+        },
+    )
+    .unwrap();
+    (s, h)
+}
+
+/// Runs the worker over `messages` and returns once it has finished.
+fn run_worker(
+    device: &FakeDevice,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+    jobs: Vec<Job>,
+) -> (CaptureSwitch, Goodbye) {
+    run_worker_capturing(device, socket, timeout, jobs, CaptureSet::default())
+}
+
+fn run_worker_capturing(
+    device: &FakeDevice,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+    jobs: Vec<Job>,
+    capture: CaptureSet,
+) -> (CaptureSwitch, Goodbye) {
+    run_worker_with(device, socket, timeout, jobs, capture, ArgSizes::default())
+}
+
+fn run_worker_with(
+    device: &FakeDevice,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+    jobs: Vec<Job>,
+    capture: CaptureSet,
+    arg_sizes: ArgSizes,
+) -> (CaptureSwitch, Goodbye) {
+    let (tx, rx) = unbounded();
+    for j in jobs {
+        tx.send(WorkerMessage::Job(j)).unwrap();
+    }
+    let (finished, done) = crossbeam_channel::bounded(1);
+    let goodbye = Goodbye {
+        dispatched: vec![(reduce_sum().name.clone(), 1)],
+    };
+    tx.send(WorkerMessage::Shutdown {
+        goodbye: goodbye.clone(),
+        finished,
+    })
+    .unwrap();
+    let switch = CaptureSwitch::default();
+    run(
+        device,
+        rx,
+        WorkerConfig {
+            socket,
+            hello: hello(),
+            timeout,
+            capture,
+            arg_sizes,
+        },
+        &switch,
+    );
+    done.try_recv().expect("shutdown acknowledged");
+    (switch, goodbye)
+}
+
+/// `job` with its inputs held too: `pre` 200 + 2i, `hold_pre` 201 + 2i.
+fn job_with_inputs(index: u64, input: &[f32], output: &[f32]) -> Job {
+    let mut j = job(index, 1, input, output);
+    j.held.pre = Some(PreHold {
+        pre: 200 + index * 2,
+        hold_pre: 201 + index * 2,
+    });
+    j
+}
+
+#[test]
+fn inputs_are_sent_before_the_kernel_may_start_and_outputs_after_it_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let device = Arc::new(FakeDevice::default());
+    let (input, output) = (vec![0.5f32, 1.0, 1.5, 2.0], vec![7.0f32; 4]);
+    device.allocations.insert(input.as_ptr() as u64, 16);
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    let seen = device.clone();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let mut got = Vec::new();
+        loop {
+            match read_frame(&mut s).unwrap() {
+                ToolMessage::Dispatch(d) => {
+                    let kernel_may_run = seen.events().iter().any(|e| e == "release 201");
+                    got.push((d, kernel_may_run));
+                    let ack = CollectorMessage::Ack(Ack {
+                        index: got.last().unwrap().0.index,
+                        result: Ok(()),
+                    });
+                    write_frame(&mut s, &ack).unwrap();
+                }
+                ToolMessage::Goodbye(_) => return got,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    });
+    let capture = CaptureSet::parse("inputs,outputs").unwrap();
+    let (switch, _) = run_worker_capturing(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![job_with_inputs(0, &input, &output)],
+        capture,
+    );
+    let got = collector.join().unwrap();
+    assert!(!switch.has_failed());
+    // `release` stores 0 to `hold_pre` again (idempotent): every release
+    // path frees both barriers, whatever stage the job reached.
+    assert_eq!(
+        device.events(),
+        vec![
+            "wait 200",
+            "release 201",
+            "wait 100",
+            "release 201",
+            "release 101"
+        ]
+    );
+    assert_eq!(got.len(), 2, "one message per snapshot");
+    let (before, kernel_ran_before) = &got[0];
+    assert!(
+        !kernel_ran_before,
+        "inputs acked before hold_pre is released"
+    );
+    assert_eq!(before.index, 0);
+    assert_eq!(before.duration_ns, None);
+    let b = &before.buffers;
+    assert_eq!(b.len(), 1);
+    assert_eq!((b[0].arg_index, b[0].phase), (0, Phase::Before));
+    assert_eq!(b[0].extent, 16);
+    let input_bytes: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(b[0].fingerprint, ditto_protocol::fingerprint(&input_bytes));
+    let (after, _) = &got[1];
+    assert_eq!(after.index, 0);
+    let a = &after.buffers;
+    assert_eq!(a.len(), 1);
+    assert_eq!((a[0].arg_index, a[0].phase), (1, Phase::After));
+    assert_eq!(after.duration_ns, Some(1100));
+}
+
+#[test]
+fn an_unanswered_inputs_snapshot_times_out_and_releases_both_barriers() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("silent.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let first: ToolMessage = read_frame(&mut s).unwrap();
+        // Never acks; keeps the connection open until the tool gives up.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+        first
+    });
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
+    device.allocations.insert(input.as_ptr() as u64, 16);
+    let started = std::time::Instant::now();
+    let (switch, _) = run_worker_capturing(
+        &device,
+        Some(socket),
+        Duration::from_millis(300),
+        vec![job_with_inputs(0, &input, &output)],
+        CaptureSet::parse("inputs,outputs").unwrap(),
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(switch.has_failed());
+    let ToolMessage::Dispatch(sent) = collector.join().unwrap() else {
+        panic!("expected the inputs Dispatch")
+    };
+    assert_eq!(sent.buffers[0].phase, Phase::Before);
+    let events = device.events();
+    assert_eq!(events.first().map(String::as_str), Some("wait 200"));
+    assert!(
+        !events.contains(&"wait 100".to_string()),
+        "the dispatch is not waited for once capture failed: {events:?}"
+    );
+    assert_eq!(
+        events.iter().rev().take(2).collect::<Vec<_>>(),
+        vec!["release 101", "release 201"],
+        "the job ends fully released: {events:?}"
+    );
+}
+
+/// The buffers of the one dispatch a collector received, acking it.
+fn collect_one(listener: UnixListener) -> thread::JoinHandle<Vec<Buffer>> {
+    thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
+            panic!("expected Dispatch")
+        };
+        let ack = CollectorMessage::Ack(Ack {
+            index: d.index,
+            result: Ok(()),
+        });
+        write_frame(&mut s, &ack).unwrap();
+        let _: ToolMessage = read_frame(&mut s).unwrap();
+        d.buffers
+    })
+}
+
+/// Like `collect_one`, also reading the shared-memory copies that came
+/// with the message (each file's bytes, in order).
+fn collect_one_with_copies(
+    listener: UnixListener,
+) -> thread::JoinHandle<(Vec<Buffer>, Vec<Vec<u8>>)> {
+    thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let (ToolMessage::Dispatch(d), fds) = ditto_protocol::read_frame_with_fds(&s).unwrap()
+        else {
+            panic!("expected Dispatch")
+        };
+        let copies = fds
+            .into_iter()
+            .map(|fd| std::fs::read(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap())
+            .collect();
+        let ack = CollectorMessage::Ack(Ack {
+            index: d.index,
+            result: Ok(()),
+        });
+        write_frame(&mut s, &ack).unwrap();
+        let _: ToolMessage = read_frame(&mut s).unwrap();
+        (d.buffers, copies)
+    })
+}
+
+#[test]
+fn an_allocation_the_runtime_will_not_export_travels_as_a_shared_memory_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let collector = collect_one_with_copies(UnixListener::bind(&socket).unwrap());
+    let (input, output) = (vec![1.0f32; 4], vec![3.0f32, 4.0, 5.0, 6.0]);
+    let mut device = FakeDevice::default();
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    device.export_refused.insert(output.as_ptr() as u64);
+    run_worker(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![job(0, 1, &input, &output)],
+    );
+    let (buffers, copies) = collector.join().unwrap();
+    assert_eq!(buffers.len(), 1);
+    let b = &buffers[0];
+    assert_eq!(b.transport, Transport::SharedMemory);
+    assert_eq!(
+        (b.offset, b.extent),
+        (8, 8),
+        "the argument points 2 floats in"
+    );
+    let tail: Vec<u8> = [5.0f32, 6.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(copies, vec![tail.clone()], "one copy: the extent's bytes");
+    assert_eq!(b.fingerprint, ditto_protocol::fingerprint(&tail));
+    assert!(device.events().contains(&"copy 8".to_string()));
+}
+
+#[test]
+fn memory_no_allocation_holds_is_copied_only_when_arg_sizes_gives_its_extent() {
+    // reduce_sum(input, output + 2 floats, n = 3), nothing registered:
+    // the runtime knows neither buffer (plain malloc).
+    let (input, output) = (vec![1.0f32; 3], vec![0.0f32, 0.0, 7.0, 8.0, 9.0, 10.0]);
+    let run_with = |sizes: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let collector = collect_one_with_copies(UnixListener::bind(&socket).unwrap());
+        let device = FakeDevice::default();
+        run_worker_with(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job(0, 1, &input, &output)],
+            CaptureSet::default(),
+            ArgSizes::parse(sizes).unwrap(),
+        );
+        collector.join().unwrap()
+    };
+    let (buffers, copies) = run_with("arg1=arg2");
+    assert_eq!(buffers.len(), 1);
+    let b = &buffers[0];
+    assert_eq!(b.transport, Transport::SharedMemory);
+    assert_eq!(
+        (b.alloc_base, b.alloc_size, b.offset, b.extent),
+        (output.as_ptr() as u64 + 8, 12, 0, 12),
+        "the range --arg-sizes gives, from the pointer on"
+    );
+    let expected: Vec<u8> = [7.0f32, 8.0, 9.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(copies, vec![expected]);
+    let (without, none) = run_with("arg0=arg2");
+    assert!(
+        without.is_empty() && none.is_empty(),
+        "not captured: {without:?}"
+    );
+}
+
+#[test]
+fn arg_sizes_set_the_extent_of_a_slice_and_one_past_its_allocation_is_not_captured() {
+    // reduce_sum(input, output + 2 floats, n = 3): output's allocation
+    // is 64 bytes, 56 of them from the argument on.
+    let (input, output) = (vec![1.0f32; 3], vec![0.0f32; 16]);
+    let run_with = |sizes: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("collector.sock");
+        let collector = collect_one(UnixListener::bind(&socket).unwrap());
+        let device = FakeDevice::default();
+        device.allocations.insert(output.as_ptr() as u64, 64);
+        run_worker_with(
+            &device,
+            Some(socket),
+            Duration::from_secs(5),
+            vec![job(0, 1, &input, &output)],
+            CaptureSet::default(),
+            ArgSizes::parse(sizes).unwrap(),
+        );
+        collector.join().unwrap()
+    };
+    let sized = run_with("arg1=arg2*2");
+    assert_eq!(sized.len(), 1);
+    assert_eq!((sized[0].offset, sized[0].extent), (8, 24), "3*2 floats");
+    let to_the_end = run_with("arg0=arg2");
+    assert_eq!(to_the_end[0].extent, 56, "to the end of the allocation");
+    assert!(
+        run_with("arg1=arg2*5").is_empty(),
+        "60 bytes do not fit in 56"
+    );
+}
+
+#[test]
+fn a_job_holding_inputs_is_released_entirely_when_capture_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
+    let (switch, _) = run_worker_capturing(
+        &device,
+        Some(dir.path().join("no-collector.sock")),
+        Duration::from_millis(200),
+        vec![job_with_inputs(0, &input, &output)],
+        CaptureSet::parse("all").unwrap(),
+    );
+    assert!(switch.has_failed());
+    assert_eq!(
+        device.events(),
+        vec!["release 201", "release 101"],
+        "hold_pre first, then hold, without waiting"
+    );
+}
+
+#[test]
+fn without_a_collector_every_job_is_released_and_capture_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    let (switch, _) = run_worker(
+        &device,
+        Some(dir.path().join("no-collector.sock")),
+        Duration::from_millis(200),
+        vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+    );
+    assert!(switch.has_failed());
+    assert_eq!(
+        device.events(),
+        vec!["release 101", "release 103"],
+        "released at once, without waiting"
+    );
+}
+
+#[test]
+fn release_waits_for_the_collectors_ack_and_buffers_describe_the_output_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let device = Arc::new(FakeDevice::default());
+    let (input, output) = (vec![1.5f32; 16], vec![3.0f32, 4.0, 5.0, 6.0]);
+    device.allocations.insert(input.as_ptr() as u64, 64);
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    let output_base = output.as_ptr() as u64;
+    let expected_fingerprint =
+        ditto_protocol::fingerprint(&[5.0f32.to_le_bytes(), 6.0f32.to_le_bytes()].concat());
+
+    let seen = device.clone();
+    let collector = thread::spawn(move || {
+        let (mut s, h) = accept_and_welcome(&listener);
+        let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
+            panic!("expected Dispatch")
+        };
+        thread::sleep(Duration::from_millis(50));
+        let released_before_ack = seen.events().iter().any(|e| e.starts_with("release"));
+        write_frame(
+            &mut s,
+            &CollectorMessage::Ack(Ack {
+                index: d.index,
+                result: Ok(()),
+            }),
+        )
+        .unwrap();
+        let ToolMessage::Goodbye(g) = read_frame(&mut s).unwrap() else {
+            panic!("expected Goodbye")
+        };
+        (h, d, released_before_ack, g)
+    });
+    let (switch, goodbye) = run_worker(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![job(0, 1, &input, &output)],
+    );
+    let (h, d, released_before_ack, g) = collector.join().unwrap();
+
+    assert_eq!(h.kernel_query, "reduce_sum");
+    assert!(!switch.has_failed());
+    assert!(
+        !released_before_ack,
+        "the barrier was released before the ack"
+    );
+    assert_eq!(device.events(), vec!["wait 100", "release 101"]);
+    assert_eq!(d.index, 0);
+    assert_eq!(d.kernel.demangled, "reduce_sum(float const*, float*, int)");
+    assert_eq!((d.grid, d.block), ([64, 1, 1], [32, 1, 1]));
+    assert_eq!(
+        d.duration_ns,
+        Some(1100),
+        "the device's time for `done` 100"
+    );
+    assert_eq!(
+        d.buffers.len(),
+        1,
+        "only the non-const pointer is an output"
+    );
+    let b = &d.buffers[0];
+    assert_eq!((b.arg_index, b.dtype), (1, ditto_protocol::DType::F32));
+    assert_eq!(
+        (b.alloc_base, b.alloc_size, b.offset, b.extent),
+        (output_base, 16, 8, 8)
+    );
+    assert_eq!(
+        b.transport,
+        Transport::Ipc {
+            handle: output_base.to_le_bytes().repeat(4)
+        }
+    );
+    assert_eq!(b.owner_pid, std::process::id());
+    assert_eq!(b.fingerprint, expected_fingerprint);
+    assert_eq!(g, goodbye);
+}
+
+#[test]
+fn a_dispatch_waiting_on_a_later_held_dispatch_is_captured_after_it_without_deadlock() {
+    // Dispatch 0 (queue 1) depends, through the application's own
+    // signals, on work queued behind dispatch 1's held barrier (queue 2).
+    // Waiting for dispatch 0 first would never end.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let (first, second) = (
+        job(0, 1, &[1.0; 4], &[0.0; 4]),
+        job(1, 2, &[1.0; 4], &[0.0; 4]),
+    );
+    let mut device = FakeDevice::default();
+    device
+        .completes_after_release
+        .insert(first.held.done, second.held.hold);
+    for j in [&first, &second] {
+        let kernarg = &j.kernarg;
+        for at in [0usize, 8] {
+            let ptr = u64::from_le_bytes(kernarg[at..at + 8].try_into().unwrap());
+            device
+                .allocations
+                .insert(ptr - if at == 8 { 8 } else { 0 }, 16);
+        }
+    }
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let mut indices = Vec::new();
+        loop {
+            match read_frame(&mut s).unwrap() {
+                ToolMessage::Dispatch(d) => {
+                    indices.push(d.index);
+                    let ack = CollectorMessage::Ack(Ack {
+                        index: d.index,
+                        result: Ok(()),
+                    });
+                    write_frame(&mut s, &ack).unwrap();
+                }
+                ToolMessage::Goodbye(_) => return indices,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    });
+    let (first_hold, second_hold) = (first.held.hold, second.held.hold);
+    let (switch, _) = run_worker(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![first, second],
+    );
+    let captured = collector.join().unwrap();
+
+    assert!(!switch.has_failed());
+    assert_eq!(
+        captured,
+        vec![1, 0],
+        "captured in completion order, indices kept"
+    );
+    assert_eq!(
+        *device.released.lock().unwrap(),
+        vec![second_hold, first_hold]
+    );
+}
+
+#[test]
+fn ack_timeout_fails_open_and_later_jobs_are_released_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("silent.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let _: ToolMessage = read_frame(&mut s).unwrap();
+        // Never acks; keeps the connection open until the tool gives up.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+    });
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    let started = std::time::Instant::now();
+    let (switch, _) = run_worker(
+        &device,
+        Some(socket),
+        Duration::from_millis(300),
+        vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(switch.has_failed());
+    assert_eq!(
+        device.events(),
+        vec!["wait 100", "release 101", "release 103"]
+    );
+    collector.join().unwrap();
+}
+
+#[test]
+fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        while let Ok(ToolMessage::Dispatch(d)) = read_frame::<_, ToolMessage>(&mut s) {
+            write_frame(
+                &mut s,
+                &CollectorMessage::Ack(Ack {
+                    index: d.index,
+                    result: Ok(()),
+                }),
+            )
+            .unwrap();
+        }
+    });
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    // Jobs 0 and 2 on queue 1, job 1 on queue 2.
+    let jobs = vec![
+        job(0, 1, &input, &output),
+        job(1, 2, &input, &output),
+        job(2, 1, &input, &output),
+    ];
+    let (switch, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
+    collector.join().unwrap();
+    assert!(!switch.has_failed());
+    assert_eq!(
+        device.events(),
+        vec![
+            "wait 100",
+            "release 101",
+            "wait 102",
+            "release 103",
+            "wait 104",
+            "recycle 100",
+            "release 105"
+        ]
+    );
+}
+#[test]
+fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        // Nothing more arrives: the worker gave up before sending.
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+        rest.len()
+    });
+    let device = FakeDevice {
+        panic_on_export: true,
+        ..FakeDevice::default()
+    };
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    let (switch, _) = run_worker(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
+    );
+    assert!(switch.has_failed());
+    assert_eq!(
+        device.events(),
+        vec!["wait 100", "release 101", "release 103"],
+        "the job that panicked is released, the next one without waiting"
+    );
+    assert_eq!(collector.join().unwrap(), 0, "no partial message");
+}

@@ -241,7 +241,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
-        .prefix(".ditto-tmp-")
+        .prefix(TEMPORARY_PREFIX)
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
     tmp.write_all(bytes).map_err(io_err(path))?;
@@ -252,6 +252,37 @@ fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), Store
         path: path.to_path_buf(),
         source: e.error,
     })?;
+    Ok(())
+}
+
+/// Prefix of the temporary files [`write_atomically`] renames into place.
+const TEMPORARY_PREFIX: &str = ".ditto-tmp-";
+
+/// Whether `dir` holds entries, all of them temporary files or the journal:
+/// what a writer killed before its first manifest leaves.
+fn only_leftovers_of_a_killed_writer(dir: &Path) -> Result<bool, StoreError> {
+    let mut any = false;
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let name = entry.map_err(io_err(dir))?.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(TEMPORARY_PREFIX) || name == journal::JOURNAL_FILE) {
+            return Ok(false);
+        }
+        any = true;
+    }
+    Ok(any)
+}
+
+/// Removes the temporary files and the journal of a killed writer from `dir`.
+fn remove_leftovers(dir: &Path) -> Result<(), StoreError> {
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(TEMPORARY_PREFIX) || name == journal::JOURNAL_FILE {
+            let p = entry.path();
+            std::fs::remove_file(&p).map_err(io_err(&p))?;
+        }
+    }
     Ok(())
 }
 
@@ -276,10 +307,19 @@ impl SnapshotWriter {
     /// Starts a snapshot in `dir` (created if missing). An older ditto
     /// snapshot there is replaced (its manifest and dispatch files removed);
     /// any other non-empty directory is refused.
+    ///
+    /// A collector killed while writing leaves `.ditto-tmp-*` files (never
+    /// renamed into place, so never read: readers go by the manifest and
+    /// journal only). They are removed here, when the directory is next
+    /// written; a directory holding nothing but such leftovers and a
+    /// journal (killed before its first manifest) counts as empty.
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut replaced_previous = false;
         let manifest = dir.join(MANIFEST_FILE);
+        if !manifest.exists() && only_leftovers_of_a_killed_writer(dir)? {
+            remove_leftovers(dir)?;
+        }
         if manifest.exists() {
             replaced_previous = true;
             // Dispatch files first, the manifest last: an interrupted
@@ -289,6 +329,7 @@ impl SnapshotWriter {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
                     || name == journal::JOURNAL_FILE
+                    || name.starts_with(TEMPORARY_PREFIX)
                 {
                     let p = entry.path();
                     std::fs::remove_file(&p).map_err(io_err(&p))?;
@@ -797,6 +838,38 @@ mod tests {
             "{names:?}"
         );
         assert_eq!(names.len(), 3, "manifest, journal, one dispatch: {names:?}");
+    }
+
+    #[test]
+    fn temporary_files_of_a_killed_writer_are_removed_when_the_directory_is_next_written() {
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        // Killed mid-capture: a manifest, and a tensor file never renamed.
+        let dir = tempfile::tempdir().unwrap();
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        std::fs::write(dir.path().join(".ditto-tmp-cut"), b"half a tensor").unwrap();
+        assert_eq!(
+            Snapshot::load(dir.path())
+                .unwrap()
+                .manifest
+                .dispatches
+                .len(),
+            0
+        );
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+        // Killed before its first manifest: only the journal and a leftover.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".ditto-tmp-manifest"), b"{").unwrap();
+        std::fs::write(dir.path().join(journal::JOURNAL_FILE), b"").unwrap();
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
     }
 
     #[test]

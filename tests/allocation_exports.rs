@@ -7,18 +7,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn f32_tensor(dir: &std::path::Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(dir.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap_or_else(|e| panic!("{file}: no tensor {name}: {e:?}"))
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 /// The buffer's IPC handle (hex): `"handle"` next to `"transport": "ipc"`,
 /// or inside a `"transport"` object.
 fn ipc_handle(buffer: &serde_json::Value) -> String {

@@ -20,18 +20,6 @@ fn capture(app_name: &str, args: &[&str], snap: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
 }
 
-fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(dir.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap_or_else(|e| panic!("tensor {name}: {e}"))
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 fn buffer_names(d: &serde_json::Value) -> Vec<(String, String)> {
     d["buffers"]
         .as_array()

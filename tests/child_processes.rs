@@ -7,25 +7,8 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn manifest(snap: &Path) -> Value {
-    snapshot_manifest(snap)
-}
-
-fn f32_tensor(snap: &Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(snap.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
 
 /// The run of `m` whose command line ends with `last_arg`.
 fn run_ending_with<'a>(m: &'a Value, last_arg: &str) -> &'a Value {
@@ -61,7 +44,7 @@ fn an_execed_child_is_captured_on_its_own_connection_labelled_by_its_pid() {
         stdout(&out)
     );
 
-    let m = manifest(&snap);
+    let m = snapshot_manifest(&snap);
     assert_eq!(m["runs"].as_array().unwrap().len(), 2, "{}", m["runs"]);
     let parent = run_ending_with(&m, "fork-exec");
     let child = run_ending_with(&m, "child");
@@ -130,7 +113,7 @@ fn a_child_forked_without_exec_exits_at_once_and_the_parent_is_still_captured() 
 
     // The parent kept capturing after the fork: both of its dispatches,
     // and nothing from the child.
-    let m = manifest(&snap.join("forks"));
+    let m = snapshot_manifest(&snap.join("forks"));
     assert_eq!(m["runs"].as_array().unwrap().len(), 1, "{}", m["runs"]);
     let pid = &m["runs"][0]["pid"];
     let dispatches = m["dispatches"].as_array().unwrap();

@@ -40,22 +40,6 @@ fn ditto_run_in(dir: &Path, extra: &[&str]) -> std::process::Output {
         .expect("run ditto")
 }
 
-fn manifest(snap: &Path) -> serde_json::Value {
-    snapshot_manifest(snap)
-}
-
-fn f32_tensor(snap: &Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(snap.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 /// The value after `key = ` in the app's output line.
 fn printed(line: &str, key: &str) -> f64 {
     let at = line
@@ -84,7 +68,7 @@ fn the_default_run_captures_a_locked_host_output_through_shared_memory() {
     );
 
     let snap = dir.path().join("ditto-snapshot");
-    let m = manifest(&snap);
+    let m = snapshot_manifest(&snap);
     let d = &m["dispatches"][0];
     assert_eq!(m["dispatches"].as_array().unwrap().len(), 1);
     let buffers = d["buffers"].as_array().unwrap();
@@ -116,7 +100,7 @@ fn with_capture_all_pool_buffers_use_ipc_and_the_host_buffer_shared_memory() {
     let run = ditto_run_in(dir.path(), &["--capture", "all"]);
     assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
     let snap = dir.path().join("ditto-snapshot");
-    let m = manifest(&snap);
+    let m = snapshot_manifest(&snap);
     let d = &m["dispatches"][0];
     let mut seen: Vec<(String, String, bool)> = d["buffers"]
         .as_array()
@@ -192,7 +176,7 @@ fn no_process_keeps_a_copy_or_a_mapping_after_the_ack() {
         "host_output's pause after its dispatch",
     );
     // Acknowledged: the snapshot has it, through shared memory...
-    let m = manifest(&out.join("paused"));
+    let m = snapshot_manifest(&out.join("paused"));
     assert_eq!(
         m["dispatches"][0]["buffers"][0]["transport"],
         "shared-memory"

@@ -6,18 +6,6 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(dir.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 fn run_scale_twice(dispatch: &str, snap: &Path) -> std::process::Output {
     std::process::Command::new(ditto_bin())
         .args(["run", "--hsa-runtime", "cpu", "--kernel", "scale_values"])

@@ -26,18 +26,6 @@ fn capture(extra: &[&str], snap: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
 }
 
-fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(dir.join(file)).unwrap();
-    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    tensors
-        .tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
 #[test]
 fn a_slice_with_arg_sizes_is_exactly_its_elements_at_its_offset_in_the_pool() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 
@@ -98,6 +97,3 @@ def raise_for(done: subprocess.CompletedProcess) -> None:
     kind = KernelNotDispatched if "never dispatched" in message else DittoError
     raise kind(message, exit_code=done.returncode, stderr=done.stderr)
 
-
-def path_arg(p: os.PathLike) -> str:
-    return str(Path(p))

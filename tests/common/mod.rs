@@ -228,3 +228,19 @@ pub fn snapshot_manifest(snap: &Path) -> serde_json::Value {
     }
     m
 }
+
+/// The float32 values of tensor `name` in the safetensors file `file` of
+/// snapshot directory `dir`.
+pub fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(dir.join(file))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()));
+    let tensors = safetensors::SafeTensors::deserialize(&bytes)
+        .unwrap_or_else(|e| panic!("{file}: not a safetensors file: {e:?}"));
+    tensors
+        .tensor(name)
+        .unwrap_or_else(|e| panic!("{file}: no tensor {name}: {e:?}"))
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}

@@ -11,17 +11,21 @@
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), and the
 //! journal `DIR/dispatches.jsonl` ([`journal`]).
 //!
-//! Cost per dispatch is constant: its tensor file (renamed into place, not
-//! synced: atomic against a crash of the collector or the application, not
-//! against losing power) and one journal line. The manifest, which grows
+//! Cost per dispatch is constant: its tensor file (an unnamed file made
+//! ahead, written, then linked into place, [`spare_files`]; else a named
+//! temporary file renamed into place; not synced: atomic against a crash of
+//! the collector or the application, not against losing power) and one
+//! journal line. The manifest, which grows
 //! with every dispatch, is rewritten (and synced) at most every
-//! [`MANIFEST_INTERVAL`], when a process says Goodbye, and when the writer
+//! [`MANIFEST_INTERVAL`] (less often as it grows), when a process says Goodbye, and when the writer
 //! is dropped; [`Snapshot::load`] adds what only the journal holds.
 
 pub mod journal;
+mod spare_files;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
+use spare_files::SpareFiles;
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -35,6 +39,12 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// How stale `manifest.json` may grow while dispatches arrive (the journal
 /// always has them all).
 pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(1);
+/// The manifest grows with every dispatch, and so does the time to rewrite
+/// it: while dispatches arrive it is rewritten only once this many times
+/// its last rewrite's duration has passed (at most 1/20 of the collector's
+/// time goes to it, however long the capture), and never more often than
+/// [`MANIFEST_INTERVAL`].
+const MANIFEST_TIME_FACTOR: u32 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -295,11 +305,16 @@ pub struct SnapshotWriter {
     /// Whether an older snapshot was found in `dir` and replaced.
     replaced_previous: bool,
     journal: Journal,
+    /// Unnamed tensor files made ahead; `None` where the file system has
+    /// none (tensor files then go through a named temporary file).
+    spares: Option<SpareFiles>,
     /// (rank, index) of every stored dispatch.
     stored: HashSet<(u32, u64)>,
     /// When `manifest.json` was last written, and whether it lacks
     /// dispatches the journal has.
     manifest_written: Instant,
+    /// How long that last write took.
+    manifest_write_time: Duration,
     manifest_stale: bool,
 }
 
@@ -345,8 +360,10 @@ impl SnapshotWriter {
         }
         let mut writer = SnapshotWriter {
             journal: Journal::create(dir)?,
+            spares: SpareFiles::start(dir),
             stored: HashSet::new(),
             manifest_written: Instant::now(),
+            manifest_write_time: Duration::ZERO,
             manifest_stale: false,
             dir: dir.to_path_buf(),
             manifest: Manifest {
@@ -480,7 +497,7 @@ impl SnapshotWriter {
                 reason: e.to_string(),
             }
         })?;
-        write_replacing(&path, &bytes, false)?;
+        self.write_tensor_file(&path, &bytes)?;
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = Some(dispatch.kernel.clone());
         }
@@ -499,10 +516,27 @@ impl SnapshotWriter {
         self.manifest.dispatches.push(record);
         self.stored.insert((rank, dispatch.index));
         self.manifest_stale = true;
-        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+        if self.manifest_written.elapsed()
+            >= MANIFEST_INTERVAL.max(self.manifest_write_time * MANIFEST_TIME_FACTOR)
+        {
             self.write_manifest()?;
         }
         Ok(path)
+    }
+
+    /// Puts a whole tensor file at `path` (not synced): a spare unnamed
+    /// file written then linked into place, else a named temporary file
+    /// renamed into place (also from then on if linking fails here).
+    fn write_tensor_file(&mut self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        if let Some(spares) = &self.spares {
+            let mut file = spares.take().map_err(io_err(&self.dir))?;
+            file.write_all(bytes).map_err(io_err(path))?;
+            if spare_files::link_into_place(&file, path).is_ok() {
+                return Ok(());
+            }
+            self.spares = None;
+        }
+        write_replacing(path, bytes, false)
     }
 
     /// Writes `manifest.json` whole if it lacks stored dispatches.
@@ -534,11 +568,13 @@ impl SnapshotWriter {
     }
 
     fn write_manifest(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
         let mut json = serde_json::to_vec_pretty(&self.manifest)
             .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
         json.push(b'\n');
         write_atomically(&self.dir.join(MANIFEST_FILE), &json)?;
         self.manifest_written = Instant::now();
+        self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
         Ok(())
     }

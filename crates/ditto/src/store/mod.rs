@@ -22,12 +22,14 @@
 
 pub mod journal;
 mod spare_files;
+mod tensor_file;
+pub use tensor_file::zeroed_buffer;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
-use spare_files::SpareFiles;
-use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
+use safetensors::tensor::Dtype as StDtype;
 use serde::{Deserialize, Serialize};
+use spare_files::SpareFiles;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -244,17 +246,23 @@ fn hex(bytes: &[u8]) -> String {
 /// and a rename, so `path` is either the old or the new content; synced to
 /// disk first.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    write_replacing(path, bytes, true)
+    write_replacing(path, &[bytes], true)
 }
 
-/// [`write_atomically`], synced only when `durable`.
-fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), StoreError> {
+/// Tensor files up to this size are written with one write call.
+const ONE_WRITE_BYTES: usize = 1 << 20;
+
+/// [`write_atomically`] of `parts` one after the other, synced only when
+/// `durable`.
+fn write_replacing(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMPORARY_PREFIX)
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
-    tmp.write_all(bytes).map_err(io_err(path))?;
+    for part in parts {
+        tmp.write_all(part).map_err(io_err(path))?;
+    }
     if durable {
         tmp.as_file().sync_data().map_err(io_err(path))?;
     }
@@ -449,7 +457,7 @@ impl SnapshotWriter {
         let file = dispatch_file_name(rank, dispatch.index);
         let path = self.dir.join(&file);
         let mut records = Vec::with_capacity(captured.len());
-        let mut views = Vec::with_capacity(captured.len());
+        let mut tensors = Vec::with_capacity(captured.len());
         for c in captured {
             let b = &c.buffer;
             let size = b.dtype.size();
@@ -464,9 +472,11 @@ impl SnapshotWriter {
                 )));
             }
             let elements = c.data.len() / size;
-            let view = TensorView::new(safetensors_dtype(b.dtype), vec![elements], &c.data)
-                .map_err(|e| StoreError::Invalid(format!("argument {}: {e}", b.arg_index)))?;
-            views.push((tensor_name(b.arg_index, b.phase), view));
+            tensors.push((
+                tensor_name(b.arg_index, b.phase),
+                safetensors_dtype(b.dtype),
+                &c.data[..],
+            ));
             records.push(BufferRecord {
                 arg: b.arg_index,
                 name: b.name.clone(),
@@ -491,13 +501,12 @@ impl SnapshotWriter {
                 },
             });
         }
-        let bytes = safetensors::tensor::serialize(views, &None).map_err(|e| {
-            StoreError::BadTensorFile {
+        let encoded =
+            tensor_file::encode(&tensors).map_err(|reason| StoreError::BadTensorFile {
                 path: path.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        self.write_tensor_file(&path, &bytes)?;
+                reason,
+            })?;
+        self.write_tensor_file(&path, &encoded)?;
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = Some(dispatch.kernel.clone());
         }
@@ -527,16 +536,37 @@ impl SnapshotWriter {
     /// Puts a whole tensor file at `path` (not synced): a spare unnamed
     /// file written then linked into place, else a named temporary file
     /// renamed into place (also from then on if linking fails here).
-    fn write_tensor_file(&mut self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    /// Small files go out in one write, large ones part by part (no copy).
+    fn write_tensor_file(
+        &mut self,
+        path: &Path,
+        encoded: &tensor_file::Encoded,
+    ) -> Result<(), StoreError> {
+        let joined;
+        let parts: Vec<&[u8]> = if encoded.len() <= ONE_WRITE_BYTES {
+            joined = [&encoded.header[..]]
+                .into_iter()
+                .chain(encoded.data.iter().copied())
+                .collect::<Vec<&[u8]>>()
+                .concat();
+            vec![&joined[..]]
+        } else {
+            [&encoded.header[..]]
+                .into_iter()
+                .chain(encoded.data.iter().copied())
+                .collect()
+        };
         if let Some(spares) = &self.spares {
             let mut file = spares.take().map_err(io_err(&self.dir))?;
-            file.write_all(bytes).map_err(io_err(path))?;
+            for part in &parts {
+                file.write_all(part).map_err(io_err(path))?;
+            }
             if spare_files::link_into_place(&file, path).is_ok() {
                 return Ok(());
             }
             self.spares = None;
         }
-        write_replacing(path, bytes, false)
+        write_replacing(path, &parts, false)
     }
 
     /// Writes `manifest.json` whole if it lacks stored dispatches.
@@ -661,41 +691,27 @@ impl Snapshot {
             });
         }
         let path = self.dir.join(&d.file);
-        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
-        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| StoreError::BadTensorFile {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut out = Vec::with_capacity(d.buffers.len());
+        let mut dtypes = Vec::with_capacity(d.buffers.len());
+        let mut wanted = Vec::with_capacity(d.buffers.len());
         for b in &d.buffers {
             let dtype = b.dtype()?;
-            let view = tensors
-                .tensor(&b.tensor)
-                .map_err(|e| StoreError::BadTensorFile {
-                    path: path.clone(),
-                    reason: format!("tensor {} (argument {}): {e}", b.tensor, b.arg),
-                })?;
-            if view.dtype() != safetensors_dtype(dtype) || view.shape() != [b.elements as usize] {
-                return Err(StoreError::BadTensorFile {
-                    path: path.clone(),
-                    reason: format!(
-                        "tensor {} is {:?}{:?} but the manifest says {}[{}]",
-                        b.tensor,
-                        view.dtype(),
-                        view.shape(),
-                        b.dtype,
-                        b.elements
-                    ),
-                });
-            }
-            out.push((
-                b.arg,
-                Array {
-                    dtype,
-                    bytes: view.data().to_vec(),
-                },
-            ));
+            dtypes.push(dtype);
+            wanted.push(tensor_file::Wanted {
+                name: &b.tensor,
+                dtype: safetensors_dtype(dtype),
+                elements: usize::try_from(b.elements).map_err(|_| StoreError::BadManifest {
+                    path: self.dir.join(MANIFEST_FILE),
+                    reason: format!("tensor {}: {} elements", b.tensor, b.elements),
+                })?,
+                arg: b.arg,
+                manifest_dtype: &b.dtype,
+            });
         }
+        let out = tensor_file::read_tensors(&path, &wanted)?
+            .into_iter()
+            .zip(d.buffers.iter().zip(dtypes))
+            .map(|(bytes, (b, dtype))| (b.arg, Array { dtype, bytes }))
+            .collect();
         Ok(out)
     }
 }

@@ -71,7 +71,9 @@ pub struct SpareFiles {
 
 impl std::fmt::Debug for SpareFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpareFiles").field("dir", &self.dir).finish()
+        f.debug_struct("SpareFiles")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 

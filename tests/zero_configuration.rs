@@ -132,6 +132,14 @@ const CASES: &[Case] = &[
         // The parent's and the exec'd child's.
         dispatches: 2,
     },
+    Case {
+        app: "large_output",
+        args: &["--mib", "4"],
+        kernel: "large_fill",
+        captured: &[(0, "float32")],
+        // The warm-up is another kernel.
+        dispatches: 1,
+    },
 ];
 
 /// Applications that never dispatch the kernel they are run with.
@@ -303,6 +311,11 @@ fn host_output_memory_needs_only_the_kernel_name() {
 #[test]
 fn dispatch_storm_needs_only_the_kernel_name() {
     check(case("dispatch_storm", Some("20")));
+}
+
+#[test]
+fn large_output_needs_only_the_kernel_name() {
+    check(case("large_output", Some("--mib")));
 }
 
 #[test]

@@ -31,6 +31,7 @@ const APPS: &[(&str, &str)] = &[
     ("many_queues", "many_queues.cpp"),
     ("address_reuse", "address_reuse.cpp"),
     ("spawns_children", "spawns_children.cpp"),
+    ("large_output", "large_output.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

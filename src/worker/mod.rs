@@ -283,9 +283,7 @@ pub fn run<D: Device>(
             }
             continue;
         }
-        let completed = pending
-            .iter()
-            .position(|p| device.wait_zero(p.next_signal(), Duration::ZERO));
+        let completed = first_completed(device, &pending);
         let Some(at) = completed else {
             let slice = if pending.len() == 1 {
                 WAIT_SLICE
@@ -337,6 +335,25 @@ pub fn run<D: Device>(
             device.release(&held);
         }
     }
+}
+
+/// The first held job, in submission order, whose next signal reached 0.
+/// Only the oldest job of each queue is looked at: its held barrier keeps
+/// every later packet of that queue from running, so no later job there can
+/// complete first. One check per queue, not per held job: a queue holding
+/// a thousand dispatches costs one signal check per round, not a thousand.
+fn first_completed<D: Device>(device: &D, pending: &VecDeque<Pending>) -> Option<usize> {
+    let mut queues_seen: Vec<u64> = Vec::new();
+    for (at, p) in pending.iter().enumerate() {
+        if queues_seen.contains(&p.job.queue) {
+            continue;
+        }
+        if device.wait_zero(p.next_signal(), Duration::ZERO) {
+            return Some(at);
+        }
+        queues_seen.push(p.job.queue);
+    }
+    None
 }
 
 /// Snapshots the inputs of a held dispatch whose `pre` barrier completed

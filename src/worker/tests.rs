@@ -755,3 +755,61 @@ fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
     );
     assert_eq!(collector.join().unwrap(), 0, "no partial message");
 }
+
+#[test]
+fn only_the_oldest_held_dispatch_of_each_queue_is_waited_on() {
+    // Jobs 0, 1, 2 on queue 1 and job 3 on queue 2; job 0 completes only
+    // once job 3 is released. Jobs 1 and 2 sit behind job 0's held barrier
+    // and are looked at only after it is released.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = thread::spawn(move || {
+        let (mut s, _) = accept_and_welcome(&listener);
+        let mut indices = Vec::new();
+        while let Ok(ToolMessage::Dispatch(d)) = read_frame::<_, ToolMessage>(&mut s) {
+            indices.push(d.index);
+            write_frame(
+                &mut s,
+                &CollectorMessage::Ack(Ack {
+                    index: d.index,
+                    result: Ok(()),
+                }),
+            )
+            .unwrap();
+        }
+        indices
+    });
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    let jobs = vec![
+        job(0, 1, &input, &output),
+        job(1, 1, &input, &output),
+        job(2, 1, &input, &output),
+        job(3, 2, &input, &output),
+    ];
+    let mut device = FakeDevice::default();
+    device
+        .completes_after_release
+        .insert(jobs[0].held.done, jobs[3].held.hold);
+    let (switch, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
+    let captured = collector.join().unwrap();
+    assert!(!switch.has_failed());
+    assert_eq!(captured, vec![3, 0, 1, 2]);
+    assert_eq!(
+        device.events(),
+        vec![
+            "wait 100",
+            "wait 106",
+            "release 107",
+            "wait 100",
+            "release 101",
+            "wait 102",
+            "recycle 100",
+            "release 103",
+            "wait 104",
+            "recycle 102",
+            "release 105"
+        ],
+        "jobs 1 and 2 (signals 102, 104) are never looked at while job 0 is held"
+    );
+}

@@ -8,7 +8,7 @@
 //! closed when [`capture_dispatch`] returns, before the ack.
 
 use super::{BufferSource, Mapping, Shared};
-use crate::store::{CapturedBuffer, SnapshotWriter};
+use crate::store::{CapturedBuffer, SnapshotWriter, zeroed_buffer};
 use ditto_protocol::{Buffer, Dispatch, Phase, Transport, fingerprint};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -114,10 +114,9 @@ fn capture_buffer(
     }
     // The extent comes from the tool: an allocation failure must be an error
     // ack, not an abort of the collector (and of every other connection).
-    let mut data = Vec::new();
-    match usize::try_from(b.extent) {
-        Ok(extent) if data.try_reserve_exact(extent).is_ok() => data.resize(extent, 0),
-        _ => {
+    let mut data = match usize::try_from(b.extent).ok().and_then(zeroed_buffer) {
+        Some(data) => data,
+        None => {
             return Err(format!(
                 "{}: cannot allocate {} bytes for the copy: capture a smaller buffer \
                  (or free memory on the collector's machine)",
@@ -125,7 +124,7 @@ fn capture_buffer(
                 b.extent
             ));
         }
-    }
+    };
     match (&b.transport, copy) {
         (Transport::Ipc { handle }, _) => {
             let attachment =

@@ -11,19 +11,25 @@
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), and the
 //! journal `DIR/dispatches.jsonl` ([`journal`]).
 //!
-//! Cost per dispatch is constant: its tensor file (renamed into place, not
-//! synced: atomic against a crash of the collector or the application, not
-//! against losing power) and one journal line. The manifest, which grows
+//! Cost per dispatch is constant: its tensor file (an unnamed file made
+//! ahead, written, then linked into place, [`spare_files`]; else a named
+//! temporary file renamed into place; not synced: atomic against a crash of
+//! the collector or the application, not against losing power) and one
+//! journal line. The manifest, which grows
 //! with every dispatch, is rewritten (and synced) at most every
-//! [`MANIFEST_INTERVAL`], when a process says Goodbye, and when the writer
+//! [`MANIFEST_INTERVAL`] (less often as it grows), when a process says Goodbye, and when the writer
 //! is dropped; [`Snapshot::load`] adds what only the journal holds.
 
 pub mod journal;
+mod spare_files;
+mod tensor_file;
+pub use tensor_file::zeroed_buffer;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
-use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
+use safetensors::tensor::Dtype as StDtype;
 use serde::{Deserialize, Serialize};
+use spare_files::SpareFiles;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,6 +41,12 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// How stale `manifest.json` may grow while dispatches arrive (the journal
 /// always has them all).
 pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(1);
+/// The manifest grows with every dispatch, and so does the time to rewrite
+/// it: while dispatches arrive it is rewritten only once this many times
+/// its last rewrite's duration has passed (at most 1/20 of the collector's
+/// time goes to it, however long the capture), and never more often than
+/// [`MANIFEST_INTERVAL`].
+const MANIFEST_TIME_FACTOR: u32 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -234,17 +246,23 @@ fn hex(bytes: &[u8]) -> String {
 /// and a rename, so `path` is either the old or the new content; synced to
 /// disk first.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    write_replacing(path, bytes, true)
+    write_replacing(path, &[bytes], true)
 }
 
-/// [`write_atomically`], synced only when `durable`.
-fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), StoreError> {
+/// Tensor files up to this size are written with one write call.
+const ONE_WRITE_BYTES: usize = 1 << 20;
+
+/// [`write_atomically`] of `parts` one after the other, synced only when
+/// `durable`.
+fn write_replacing(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMPORARY_PREFIX)
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
-    tmp.write_all(bytes).map_err(io_err(path))?;
+    for part in parts {
+        tmp.write_all(part).map_err(io_err(path))?;
+    }
     if durable {
         tmp.as_file().sync_data().map_err(io_err(path))?;
     }
@@ -295,11 +313,16 @@ pub struct SnapshotWriter {
     /// Whether an older snapshot was found in `dir` and replaced.
     replaced_previous: bool,
     journal: Journal,
+    /// Unnamed tensor files made ahead; `None` where the file system has
+    /// none (tensor files then go through a named temporary file).
+    spares: Option<SpareFiles>,
     /// (rank, index) of every stored dispatch.
     stored: HashSet<(u32, u64)>,
     /// When `manifest.json` was last written, and whether it lacks
     /// dispatches the journal has.
     manifest_written: Instant,
+    /// How long that last write took.
+    manifest_write_time: Duration,
     manifest_stale: bool,
 }
 
@@ -345,8 +368,10 @@ impl SnapshotWriter {
         }
         let mut writer = SnapshotWriter {
             journal: Journal::create(dir)?,
+            spares: SpareFiles::start(dir),
             stored: HashSet::new(),
             manifest_written: Instant::now(),
+            manifest_write_time: Duration::ZERO,
             manifest_stale: false,
             dir: dir.to_path_buf(),
             manifest: Manifest {
@@ -432,7 +457,7 @@ impl SnapshotWriter {
         let file = dispatch_file_name(rank, dispatch.index);
         let path = self.dir.join(&file);
         let mut records = Vec::with_capacity(captured.len());
-        let mut views = Vec::with_capacity(captured.len());
+        let mut tensors = Vec::with_capacity(captured.len());
         for c in captured {
             let b = &c.buffer;
             let size = b.dtype.size();
@@ -447,9 +472,11 @@ impl SnapshotWriter {
                 )));
             }
             let elements = c.data.len() / size;
-            let view = TensorView::new(safetensors_dtype(b.dtype), vec![elements], &c.data)
-                .map_err(|e| StoreError::Invalid(format!("argument {}: {e}", b.arg_index)))?;
-            views.push((tensor_name(b.arg_index, b.phase), view));
+            tensors.push((
+                tensor_name(b.arg_index, b.phase),
+                safetensors_dtype(b.dtype),
+                &c.data[..],
+            ));
             records.push(BufferRecord {
                 arg: b.arg_index,
                 name: b.name.clone(),
@@ -474,13 +501,12 @@ impl SnapshotWriter {
                 },
             });
         }
-        let bytes = safetensors::tensor::serialize(views, &None).map_err(|e| {
-            StoreError::BadTensorFile {
+        let encoded =
+            tensor_file::encode(&tensors).map_err(|reason| StoreError::BadTensorFile {
                 path: path.clone(),
-                reason: e.to_string(),
-            }
-        })?;
-        write_replacing(&path, &bytes, false)?;
+                reason,
+            })?;
+        self.write_tensor_file(&path, &encoded)?;
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = Some(dispatch.kernel.clone());
         }
@@ -499,10 +525,48 @@ impl SnapshotWriter {
         self.manifest.dispatches.push(record);
         self.stored.insert((rank, dispatch.index));
         self.manifest_stale = true;
-        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+        if self.manifest_written.elapsed()
+            >= MANIFEST_INTERVAL.max(self.manifest_write_time * MANIFEST_TIME_FACTOR)
+        {
             self.write_manifest()?;
         }
         Ok(path)
+    }
+
+    /// Puts a whole tensor file at `path` (not synced): a spare unnamed
+    /// file written then linked into place, else a named temporary file
+    /// renamed into place (also from then on if linking fails here).
+    /// Small files go out in one write, large ones part by part (no copy).
+    fn write_tensor_file(
+        &mut self,
+        path: &Path,
+        encoded: &tensor_file::Encoded,
+    ) -> Result<(), StoreError> {
+        let joined;
+        let parts: Vec<&[u8]> = if encoded.len() <= ONE_WRITE_BYTES {
+            joined = [&encoded.header[..]]
+                .into_iter()
+                .chain(encoded.data.iter().copied())
+                .collect::<Vec<&[u8]>>()
+                .concat();
+            vec![&joined[..]]
+        } else {
+            [&encoded.header[..]]
+                .into_iter()
+                .chain(encoded.data.iter().copied())
+                .collect()
+        };
+        if let Some(spares) = &self.spares {
+            let mut file = spares.take().map_err(io_err(&self.dir))?;
+            for part in &parts {
+                file.write_all(part).map_err(io_err(path))?;
+            }
+            if spare_files::link_into_place(&file, path).is_ok() {
+                return Ok(());
+            }
+            self.spares = None;
+        }
+        write_replacing(path, &parts, false)
     }
 
     /// Writes `manifest.json` whole if it lacks stored dispatches.
@@ -534,11 +598,13 @@ impl SnapshotWriter {
     }
 
     fn write_manifest(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
         let mut json = serde_json::to_vec_pretty(&self.manifest)
             .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
         json.push(b'\n');
         write_atomically(&self.dir.join(MANIFEST_FILE), &json)?;
         self.manifest_written = Instant::now();
+        self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
         Ok(())
     }
@@ -625,41 +691,27 @@ impl Snapshot {
             });
         }
         let path = self.dir.join(&d.file);
-        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
-        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| StoreError::BadTensorFile {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut out = Vec::with_capacity(d.buffers.len());
+        let mut dtypes = Vec::with_capacity(d.buffers.len());
+        let mut wanted = Vec::with_capacity(d.buffers.len());
         for b in &d.buffers {
             let dtype = b.dtype()?;
-            let view = tensors
-                .tensor(&b.tensor)
-                .map_err(|e| StoreError::BadTensorFile {
-                    path: path.clone(),
-                    reason: format!("tensor {} (argument {}): {e}", b.tensor, b.arg),
-                })?;
-            if view.dtype() != safetensors_dtype(dtype) || view.shape() != [b.elements as usize] {
-                return Err(StoreError::BadTensorFile {
-                    path: path.clone(),
-                    reason: format!(
-                        "tensor {} is {:?}{:?} but the manifest says {}[{}]",
-                        b.tensor,
-                        view.dtype(),
-                        view.shape(),
-                        b.dtype,
-                        b.elements
-                    ),
-                });
-            }
-            out.push((
-                b.arg,
-                Array {
-                    dtype,
-                    bytes: view.data().to_vec(),
-                },
-            ));
+            dtypes.push(dtype);
+            wanted.push(tensor_file::Wanted {
+                name: &b.tensor,
+                dtype: safetensors_dtype(dtype),
+                elements: usize::try_from(b.elements).map_err(|_| StoreError::BadManifest {
+                    path: self.dir.join(MANIFEST_FILE),
+                    reason: format!("tensor {}: {} elements", b.tensor, b.elements),
+                })?,
+                arg: b.arg,
+                manifest_dtype: &b.dtype,
+            });
         }
+        let out = tensor_file::read_tensors(&path, &wanted)?
+            .into_iter()
+            .zip(d.buffers.iter().zip(dtypes))
+            .map(|(bytes, (b, dtype))| (b.arg, Array { dtype, bytes }))
+            .collect();
         Ok(out)
     }
 }

@@ -23,7 +23,11 @@ fn build_fakes(dir: &Path) -> (PathBuf, PathBuf) {
     let app = dir.join("fake_app");
     let run = |cmd: &mut Command| {
         let o = cmd.output().expect("run the C compiler");
-        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     };
     run(Command::new(&cc)
         .args(["-shared", "-fPIC", "-O1", "-o"])

@@ -90,8 +90,12 @@ impl CudaTool {
             }
         };
         let total = layout.iter().map(|(o, s)| o + s).max().unwrap_or(0);
-        let (mut info, problem) =
-            KernelInfo::new(&name, total as u32, query, self.options.arg_types.as_deref());
+        let (mut info, problem) = KernelInfo::new(
+            &name,
+            total as u32,
+            query,
+            self.options.arg_types.as_deref(),
+        );
         if let Some(sig) = &info.signature {
             let ours: Vec<(u64, u64)> = sig.params.iter().map(|p| (p.offset, p.size)).collect();
             if ours != layout {
@@ -149,10 +153,7 @@ impl CudaTool {
             log_warn!(
                 "dispatch {index} of `{}`: the launch failed ({}); nothing to capture",
                 kernel.name.demangled,
-                self.driver
-                    .check(r, "the launch")
-                    .err()
-                    .unwrap_or_default()
+                self.driver.check(r, "the launch").err().unwrap_or_default()
             );
             return;
         }

@@ -84,7 +84,9 @@ impl Cupti {
         });
         let name = if known {
             // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
         } else {
             "unknown error".into()
         };
@@ -96,11 +98,17 @@ impl Cupti {
         let mut subscriber: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer; a plain extern "C" callback; no user data.
         let r = unsafe { (self.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
-        self.check(r, "cuptiSubscribe (is another CUPTI tool or profiler attached?)")?;
+        self.check(
+            r,
+            "cuptiSubscribe (is another CUPTI tool or profiler attached?)",
+        )?;
         for cbid in LAUNCH_CBIDS {
             // SAFETY: a live subscriber.
             let r = unsafe { (self.enable_callback)(1, subscriber, DOMAIN_DRIVER_API, cbid) };
-            self.check(r, &format!("cuptiEnableCallback(driver API, callback id {cbid})"))?;
+            self.check(
+                r,
+                &format!("cuptiEnableCallback(driver API, callback id {cbid})"),
+            )?;
         }
         Ok(())
     }
@@ -112,7 +120,10 @@ mod tests {
 
     #[test]
     fn an_explicit_library_is_the_only_candidate_else_the_usual_places() {
-        assert_eq!(candidates(Some("/x/libcupti.so"), None), vec!["/x/libcupti.so"]);
+        assert_eq!(
+            candidates(Some("/x/libcupti.so"), None),
+            vec!["/x/libcupti.so"]
+        );
         let c = candidates(None, Some("/opt/cuda"));
         assert_eq!(c[0], "libcupti.so");
         assert!(c.contains(&"/opt/cuda/extras/CUPTI/lib64/libcupti.so".to_string()));
@@ -121,7 +132,9 @@ mod tests {
 
     #[test]
     fn a_missing_libcupti_is_an_error_naming_every_try_and_the_variable() {
-        let err = Cupti::load(&["/nonexistent/libcupti.so".into()]).err().unwrap();
+        let err = Cupti::load(&["/nonexistent/libcupti.so".into()])
+            .err()
+            .unwrap();
         assert!(err.contains("/nonexistent/libcupti.so"), "{err}");
         assert!(err.contains("DITTO_CUPTI_LIBRARY"), "{err}");
         // A library without the callback API is not taken for CUPTI.

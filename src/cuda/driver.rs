@@ -61,7 +61,8 @@ pub struct Driver {
         Option<unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> CuResult>,
     pub mem_get_address_range:
         unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
-    pub ipc_get_mem_handle: unsafe extern "C" fn(*mut [u8; IPC_HANDLE_BYTES], CuDevicePtr) -> CuResult,
+    pub ipc_get_mem_handle:
+        unsafe extern "C" fn(*mut [u8; IPC_HANDLE_BYTES], CuDevicePtr) -> CuResult,
     pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
     pub stream_is_capturing: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
@@ -115,7 +116,9 @@ impl Driver {
         });
         let name = if known {
             // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
         } else {
             "unknown error".into()
         };

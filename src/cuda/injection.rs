@@ -106,8 +106,8 @@ pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), Str
         capture: options.capture,
         arg_sizes: options.arg_sizes.clone(),
     };
-    let connection = CollectorConnection::open(&socket, &hello, options.timeout)
-        .map_err(|e| e.to_string())?;
+    let connection =
+        CollectorConnection::open(&socket, &hello, options.timeout).map_err(|e| e.to_string())?;
     let tool = CudaTool::new(driver, options, config);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {
@@ -220,14 +220,25 @@ mod tests {
     #[test]
     fn without_a_kernel_the_tool_stays_passive_and_loads_nothing() {
         // A driver that does not exist is never opened.
-        assert_eq!(start(options(&[]), "/nonexistent/libcuda.so.1", &[]), Ok(()));
+        assert_eq!(
+            start(options(&[]), "/nonexistent/libcuda.so.1", &[]),
+            Ok(())
+        );
     }
 
     #[test]
     fn a_missing_driver_or_libcupti_fails_open_with_a_reason() {
-        let o = || options(&[("DITTO_KERNEL", "reduce_sum"), ("DITTO_SOCKET", "/nonexistent.sock")]);
+        let o = || {
+            options(&[
+                ("DITTO_KERNEL", "reduce_sum"),
+                ("DITTO_SOCKET", "/nonexistent.sock"),
+            ])
+        };
         let err = start(o(), "/nonexistent/libcuda.so.1", &[]).unwrap_err();
-        assert!(err.contains("cannot load the CUDA driver /nonexistent/libcuda.so.1"), "{err}");
+        assert!(
+            err.contains("cannot load the CUDA driver /nonexistent/libcuda.so.1"),
+            "{err}"
+        );
         // libc loads but is no CUDA driver.
         let err = start(o(), "libc.so.6", &[]).unwrap_err();
         assert!(err.contains("lacks cuFuncGetParamInfo"), "{err}");

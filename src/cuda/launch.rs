@@ -237,7 +237,10 @@ mod tests {
         let params = &p as *const LaunchKernelParams as *const c_void;
         // SAFETY: a live parameter block of the matching type.
         let legacy = unsafe { launch_of(CBID_LAUNCH_KERNEL, params) }.unwrap();
-        assert_eq!((legacy.function, legacy.grid, legacy.stream), (0x1000, [4, 2, 1], 0));
+        assert_eq!(
+            (legacy.function, legacy.grid, legacy.stream),
+            (0x1000, [4, 2, 1], 0)
+        );
         // SAFETY: as above.
         let ptsz = unsafe { launch_of(CBID_LAUNCH_KERNEL_PTSZ, params) }.unwrap();
         assert_eq!(ptsz.stream, crate::cuda::driver::CU_STREAM_PER_THREAD);
@@ -269,7 +272,10 @@ mod tests {
             )
         }
         .unwrap();
-        assert_eq!((l.function, l.grid, l.block, l.stream), (0x2000, [7, 1, 1], [64, 2, 1], 0x77));
+        assert_eq!(
+            (l.function, l.grid, l.block, l.stream),
+            (0x2000, [7, 1, 1], [64, 2, 1], 0x77)
+        );
     }
 
     #[test]

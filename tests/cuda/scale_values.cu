@@ -1,7 +1,9 @@
 // scale_values <float|double> [N] [factor]: output[i] = input[i] * factor
 // with input[i] = i, factor 2 and N = 1024 by default (the CUDA twin of
 // tests/apps/scale_values.cpp). Both pointers are non-const, so both
-// buffers are captured.
+// buffers are captured. With SCALE_VALUES_POOL=1 the buffers come from the
+// stream-ordered pool (cudaMallocAsync), which legacy CUDA IPC cannot
+// export: ditto copies them instead.
 #include <string.h>
 #include <vector>
 #include "check.cuh"
@@ -18,8 +20,14 @@ static int run(const char* type_name, int n, double factor) {
   for (int i = 0; i < n; ++i) input[i] = static_cast<T>(i);
   T* d_input = nullptr;
   T* d_output = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_input, n * sizeof(T)));
-  CUDA_CHECK(cudaMalloc(&d_output, n * sizeof(T)));
+  const bool pool = getenv("SCALE_VALUES_POOL") && strcmp(getenv("SCALE_VALUES_POOL"), "1") == 0;
+  if (pool) {
+    CUDA_CHECK(cudaMallocAsync(&d_input, n * sizeof(T), 0));
+    CUDA_CHECK(cudaMallocAsync(&d_output, n * sizeof(T), 0));
+  } else {
+    CUDA_CHECK(cudaMalloc(&d_input, n * sizeof(T)));
+    CUDA_CHECK(cudaMalloc(&d_output, n * sizeof(T)));
+  }
   CUDA_CHECK(cudaMemcpy(d_input, input.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   const int block = 256;
   scale_values<T><<<(n + block - 1) / block, block>>>(d_input, d_output, static_cast<T>(factor), n);
@@ -28,8 +36,14 @@ static int run(const char* type_name, int n, double factor) {
   CUDA_CHECK(cudaMemcpy(output.data(), d_output, n * sizeof(T), cudaMemcpyDeviceToHost));
   printf("scale_values<%s>: N = %d, output[1] = %g, output[%d] = %g\n", type_name, n,
          static_cast<double>(output[1]), n - 1, static_cast<double>(output[n - 1]));
-  CUDA_CHECK(cudaFree(d_input));
-  CUDA_CHECK(cudaFree(d_output));
+  if (pool) {
+    CUDA_CHECK(cudaFreeAsync(d_input, 0));
+    CUDA_CHECK(cudaFreeAsync(d_output, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    CUDA_CHECK(cudaFree(d_input));
+    CUDA_CHECK(cudaFree(d_output));
+  }
   return 0;
 }
 

@@ -460,7 +460,10 @@ mod tests {
         for len in [0usize, 1, 4096, 4097, 1 << 20, (1 << 20) + 13] {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let windows = fingerprint_windows(len as u64);
-            assert!(windows.len() == 1 || windows.len() == 64, "{len}: {windows:?}");
+            assert!(
+                windows.len() == 1 || windows.len() == 64,
+                "{len}: {windows:?}"
+            );
             assert_eq!(windows.last().map(|(s, l)| s + l), Some(len as u64));
             let from_windows = fingerprint_of_windows(
                 len as u64,

@@ -100,9 +100,7 @@ impl Driver {
                 cu_ipc_open: std::mem::transmute(sym("cuIpcOpenMemHandle_v2")?),
                 cu_ipc_close: std::mem::transmute(sym("cuIpcCloseMemHandle")?),
                 cu_memcpy_dtoh: std::mem::transmute(sym("cuMemcpyDtoH_v2")?),
-                cu_get_error_string: sym("cuGetErrorString")
-                    .ok()
-                    .map(|p| std::mem::transmute(p)),
+                cu_get_error_string: sym("cuGetErrorString").ok().map(|p| std::mem::transmute(p)),
                 context: 0,
             };
             driver.check(cu_init(0), "cuInit")?;
@@ -126,7 +124,9 @@ impl Driver {
         });
         let name = if described {
             // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
         } else {
             "unknown error".into()
         };

@@ -82,7 +82,7 @@ impl CudaTool {
         if !probe.is_target {
             return Some(self.kernels.insert(launch.function as u64, probe));
         }
-        let layout = match self.driver.param_layout(launch.function as _) {
+        let layout = match self.driver.param_layout(launch.function) {
             Ok(l) => l,
             Err(e) => {
                 log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);

@@ -3,7 +3,7 @@
 //! enabling it for the kernel-launch entry points of the driver API only
 //! (every other API call runs without ditto). Owns no capture logic.
 
-use super::driver::{open_library, symbol};
+use super::driver::{as_fn, open_library};
 use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
 use std::ffi::{CStr, c_char, c_int, c_void};
 
@@ -49,8 +49,8 @@ impl Cupti {
                 }
             };
             let (Some(sub), Some(enable)) = (
-                symbol(handle, "cuptiSubscribe"),
-                symbol(handle, "cuptiEnableCallback"),
+                handle.symbol("cuptiSubscribe"),
+                handle.symbol("cuptiEnableCallback"),
             ) else {
                 tried.push(format!("{name}: no cuptiSubscribe/cuptiEnableCallback"));
                 continue;
@@ -58,10 +58,9 @@ impl Cupti {
             // SAFETY: the symbols have the C signatures of the CUPTI API named.
             return Ok(unsafe {
                 Cupti {
-                    subscribe: std::mem::transmute::<*mut c_void, _>(sub),
-                    enable_callback: std::mem::transmute::<*mut c_void, _>(enable),
-                    get_result_string: symbol(handle, "cuptiGetResultString")
-                        .map(|p| std::mem::transmute::<*mut c_void, _>(p)),
+                    subscribe: as_fn(sub),
+                    enable_callback: as_fn(enable),
+                    get_result_string: handle.symbol("cuptiGetResultString").map(|p| as_fn(p)),
                     library: name.clone(),
                 }
             });

@@ -31,24 +31,40 @@ pub fn dlerror_text() -> String {
     }
 }
 
-/// dlopens `name` (a path or a SONAME); the handle is never closed.
-pub fn open_library(name: &str) -> Result<*mut c_void, String> {
+/// A library opened with dlopen; never closed (its code may be running).
+#[derive(Clone, Copy)]
+pub struct Library(*mut c_void);
+
+/// dlopens `name` (a path or a SONAME).
+pub fn open_library(name: &str) -> Result<Library, String> {
     let c = CString::new(name).map_err(|_| format!("bad library name `{name}`"))?;
     // SAFETY: a valid C string.
     let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
         Err(dlerror_text())
     } else {
-        Ok(handle)
+        Ok(Library(handle))
     }
 }
 
-/// The address of `symbol` in `handle`, if it has one.
-pub fn symbol(handle: *mut c_void, symbol: &str) -> Option<*mut c_void> {
-    let c = CString::new(symbol).ok()?;
-    // SAFETY: a live dlopen handle and a valid C string.
-    let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-    (!p.is_null()).then_some(p)
+impl Library {
+    /// The address of `symbol`, if the library has one.
+    pub fn symbol(&self, symbol: &str) -> Option<*mut c_void> {
+        let c = CString::new(symbol).ok()?;
+        // SAFETY: a live dlopen handle and a valid C string.
+        let p = unsafe { libc::dlsym(self.0, c.as_ptr()) };
+        (!p.is_null()).then_some(p)
+    }
+}
+
+/// A symbol's address as the function-pointer type `F`.
+///
+/// # Safety
+/// `p` is the address of a function whose C signature is exactly `F`.
+pub unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy(&p) }
 }
 
 /// The driver entry points of the capture path.
@@ -75,31 +91,21 @@ impl Driver {
         let handle = open_library(library)
             .map_err(|e| format!("cannot load the CUDA driver {library}: {e}"))?;
         let need = |name: &str| {
-            symbol(handle, name).ok_or_else(|| format!("the CUDA driver {library} lacks {name}"))
+            handle
+                .symbol(name)
+                .ok_or_else(|| format!("the CUDA driver {library} lacks {name}"))
         };
         // SAFETY: each symbol has the C signature of the driver API it names.
         unsafe {
             Ok(Driver {
-                func_get_param_info: std::mem::transmute::<*mut c_void, _>(need(
-                    "cuFuncGetParamInfo",
-                )?),
-                kernel_get_param_info: symbol(handle, "cuKernelGetParamInfo")
-                    .map(|p| std::mem::transmute::<*mut c_void, _>(p)),
-                mem_get_address_range: std::mem::transmute::<*mut c_void, _>(need(
-                    "cuMemGetAddressRange_v2",
-                )?),
-                ipc_get_mem_handle: std::mem::transmute::<*mut c_void, _>(need(
-                    "cuIpcGetMemHandle",
-                )?),
-                memcpy_dtoh: std::mem::transmute::<*mut c_void, _>(need("cuMemcpyDtoH_v2")?),
-                stream_synchronize: std::mem::transmute::<*mut c_void, _>(need(
-                    "cuStreamSynchronize",
-                )?),
-                stream_is_capturing: std::mem::transmute::<*mut c_void, _>(need(
-                    "cuStreamIsCapturing",
-                )?),
-                get_error_string: symbol(handle, "cuGetErrorString")
-                    .map(|p| std::mem::transmute::<*mut c_void, _>(p)),
+                func_get_param_info: as_fn(need("cuFuncGetParamInfo")?),
+                kernel_get_param_info: handle.symbol("cuKernelGetParamInfo").map(|p| as_fn(p)),
+                mem_get_address_range: as_fn(need("cuMemGetAddressRange_v2")?),
+                ipc_get_mem_handle: as_fn(need("cuIpcGetMemHandle")?),
+                memcpy_dtoh: as_fn(need("cuMemcpyDtoH_v2")?),
+                stream_synchronize: as_fn(need("cuStreamSynchronize")?),
+                stream_is_capturing: as_fn(need("cuStreamIsCapturing")?),
+                get_error_string: handle.symbol("cuGetErrorString").map(|p| as_fn(p)),
             })
         }
     }
@@ -126,38 +132,26 @@ impl Driver {
     }
 
     /// Offsets and sizes of a kernel's parameters, in order.
-    pub fn param_layout(&self, function: CuFunction) -> Result<Vec<(u64, u64)>, String> {
-        let by_function = |i: usize, o: &mut usize, s: &mut usize| {
+    pub fn param_layout(&self, function: usize) -> Result<Vec<(u64, u64)>, String> {
+        let function = function as CuFunction;
+        // The handle as a CUfunction, or as a CUkernel (the runtime's
+        // library-managed kernels) when the function query does not know it;
+        // a kernel without parameters answers index 0 with an error to both.
+        let query = |as_kernel: bool, i: usize, o: &mut usize, s: &mut usize| match (
+            as_kernel,
+            self.kernel_get_param_info,
+        ) {
             // SAFETY: out-pointers; the driver validates the handle and index.
-            unsafe { (self.func_get_param_info)(function, i, o, s) }
+            (true, Some(by_kernel)) => unsafe { by_kernel(function, i, o, s) },
+            // SAFETY: as above.
+            _ => unsafe { (self.func_get_param_info)(function, i, o, s) },
         };
-        let first = {
-            let (mut o, mut s) = (0, 0);
-            by_function(0, &mut o, &mut s)
-        };
-        // A kernel without parameters answers index 0 with an error too;
-        // only a handle the function query does not know is tried as a CUkernel.
-        let query: Box<dyn Fn(usize, &mut usize, &mut usize) -> CuResult> =
-            match (first, self.kernel_get_param_info) {
-                (0, _) | (_, None) => Box::new(by_function),
-                (_, Some(by_kernel)) => {
-                    let (mut o, mut s) = (0, 0);
-                    // SAFETY: as above, with the handle read as a CUkernel.
-                    let r = unsafe { by_kernel(function, 0, &mut o, &mut s) };
-                    if r == 0 {
-                        // SAFETY: as above.
-                        Box::new(move |i, o: &mut usize, s: &mut usize| unsafe {
-                            by_kernel(function, i, o, s)
-                        })
-                    } else {
-                        Box::new(by_function)
-                    }
-                }
-            };
+        let (mut o, mut s) = (0, 0);
+        let as_kernel = query(false, 0, &mut o, &mut s) != 0 && query(true, 0, &mut o, &mut s) == 0;
         let mut layout = Vec::new();
         loop {
             let (mut offset, mut size) = (0usize, 0usize);
-            if query(layout.len(), &mut offset, &mut size) != 0 {
+            if query(as_kernel, layout.len(), &mut offset, &mut size) != 0 {
                 break;
             }
             layout.push((offset as u64, size as u64));

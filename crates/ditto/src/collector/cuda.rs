@@ -64,6 +64,16 @@ fn dlerror_text() -> String {
     }
 }
 
+/// A symbol's address as the function-pointer type `F`.
+///
+/// # Safety
+/// `p` is the address of a function whose C signature is exactly `F`.
+unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
 impl Driver {
     fn load() -> Result<Driver, String> {
         let name = library_name();
@@ -89,18 +99,17 @@ impl Driver {
         };
         // SAFETY: each symbol has the C signature of the driver API named.
         unsafe {
-            let cu_init: unsafe extern "C" fn(c_uint) -> CuResult =
-                std::mem::transmute(sym("cuInit")?);
+            let cu_init: unsafe extern "C" fn(c_uint) -> CuResult = as_fn(sym("cuInit")?);
             let cu_device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
-                std::mem::transmute(sym("cuDeviceGet")?);
+                as_fn(sym("cuDeviceGet")?);
             let cu_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult =
-                std::mem::transmute(sym("cuDevicePrimaryCtxRetain")?);
+                as_fn(sym("cuDevicePrimaryCtxRetain")?);
             let mut driver = Driver {
-                cu_ctx_set_current: std::mem::transmute(sym("cuCtxSetCurrent")?),
-                cu_ipc_open: std::mem::transmute(sym("cuIpcOpenMemHandle_v2")?),
-                cu_ipc_close: std::mem::transmute(sym("cuIpcCloseMemHandle")?),
-                cu_memcpy_dtoh: std::mem::transmute(sym("cuMemcpyDtoH_v2")?),
-                cu_get_error_string: sym("cuGetErrorString").ok().map(|p| std::mem::transmute(p)),
+                cu_ctx_set_current: as_fn(sym("cuCtxSetCurrent")?),
+                cu_ipc_open: as_fn(sym("cuIpcOpenMemHandle_v2")?),
+                cu_ipc_close: as_fn(sym("cuIpcCloseMemHandle")?),
+                cu_memcpy_dtoh: as_fn(sym("cuMemcpyDtoH_v2")?),
+                cu_get_error_string: sym("cuGetErrorString").ok().map(|p| as_fn(p)),
                 context: 0,
             };
             driver.check(cu_init(0), "cuInit")?;

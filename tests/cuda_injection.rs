@@ -43,11 +43,13 @@ fn build_fakes(dir: &Path) -> (PathBuf, PathBuf) {
     (lib, app)
 }
 
-/// `ditto run --kernel KERNEL --out DIR/snap -- fake_app` with the fake
-/// driver and CUPTI named to the tool.
-fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
+/// `ditto run --kernel KERNEL [EXTRA] --out DIR/snap-KERNEL -- fake_app`
+/// with the fake driver and CUPTI named to the tool.
+fn capture_with(dir: &Path, lib: &Path, app: &Path, kernel: &str, extra: &[&str]) -> Output {
     let mut cmd = Command::new(ditto_bin());
-    cmd.args(["run", "--kernel", kernel, "--out"])
+    cmd.args(["run", "--kernel", kernel])
+        .args(extra)
+        .arg("--out")
         .arg(dir.join(format!("snap-{kernel}")));
     if Path::new("/dev/kfd").exists() {
         cmd.args(["--hsa-runtime", "cpu"]);
@@ -60,6 +62,10 @@ fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .expect("run ditto")
+}
+
+fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
+    capture_with(dir, lib, app, kernel, &[])
 }
 
 fn expected_sum() -> f32 {
@@ -115,6 +121,29 @@ fn a_cu_launch_kernel_ex_launch_is_captured_with_its_arguments() {
     assert_eq!(scaled.len(), 4096);
     assert_eq!(scaled[5], 7.5, "input (5 % 7) * 0.5 = 2.5 times 3");
     assert_eq!(f32_tensor(&snap, file, "arg0")[5], 2.5);
+}
+
+#[test]
+fn inputs_are_snapshotted_at_the_launch_entry_before_the_kernel_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = capture_with(
+        dir.path(),
+        &lib,
+        &app,
+        "scale_values<float>",
+        &["--capture", "all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let snap = dir.path().join("snap-scale_values<float>");
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    let file = d["file"].as_str().unwrap();
+    // Before the kernel ran, its output held what the allocation held (zeros);
+    // after, the scaled values.
+    let before = f32_tensor(&snap, file, "arg1.before");
+    assert_eq!((before.len(), before[5]), (4096, 0.0));
+    assert_eq!(f32_tensor(&snap, file, "arg1")[5], 7.5);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! ditto's tool library (`libditto.so`): preloaded into an unmodified HSA
-//! application, it holds each dispatch of a target kernel until the
+//! application (or injected into a CUDA one), it holds each dispatch of a target kernel until the
 //! collector has copied its output buffers, and lets everything else pass
 //! untouched. Design: README.md ("How it works"); C surface:
 //! include/ditto_tool.h.
@@ -24,12 +24,15 @@
 //! - `log`               — `ditto: ` lines on stderr, filtered by DITTO_LOG.
 //! - `guard`             — catch_unwind at every extern "C" entry.
 //!
+//! - `cuda/`            — the CUDA backend: `InitializeInjection`, CUPTI
+//!   launch callbacks, the launch held in its call while captured.
+//!
 //! Backend-neutral core: worker, client, kernel_table, allocation_map,
-//! options, log, guard. Runtime-specific: `hsa/` (a CUDA backend would sit
-//! beside it).
+//! options, log, guard. Runtime-specific: `hsa/` and `cuda/`.
 
 pub mod allocation_map;
 pub mod client;
+pub mod cuda;
 pub mod guard;
 pub mod hsa;
 pub mod kernel_table;

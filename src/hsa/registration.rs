@@ -305,7 +305,7 @@ fn timestamp_frequency(core: &CoreApiTable) -> u64 {
     if st == HSA_STATUS_SUCCESS { hz } else { 0 }
 }
 
-fn command_line() -> Vec<String> {
+pub(crate) fn command_line() -> Vec<String> {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -130,7 +130,7 @@ pub fn describe<D: Device>(
                 Err(())
             };
             let transport = match exported {
-                Ok(handle) => Transport::Ipc { handle },
+                Ok(handle) => device.ipc_transport(handle),
                 Err(()) if copies.len() >= MAX_FDS_PER_FRAME => {
                     log_warn!(
                         "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \

@@ -112,6 +112,11 @@ pub trait Device {
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+    /// How the collector reaches an allocation [`Device::export`]ed as
+    /// `handle`: an HSA IPC handle by default.
+    fn ipc_transport(&self, handle: Vec<u8>) -> ditto_protocol::Transport {
+        ditto_protocol::Transport::Ipc { handle }
+    }
     /// Execution time of the completed dispatch whose completion signal is
     /// `held.done`, in nanoseconds; `None` when the runtime reports none.
     fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64>;

@@ -238,7 +238,7 @@ fn check_run(o: RunOutcome) -> Result<String> {
     if captured.connections == 0 {
         bail!(
             "{label} ({cmd}) exited but the tool never connected to the collector: is it an HSA/HIP \
-             application, and does the tool load? (rerun with DITTO_LOG=debug)"
+             or CUDA application, and does the tool load? (rerun with DITTO_LOG=debug)"
         );
     }
     if captured.dispatches == 0 {

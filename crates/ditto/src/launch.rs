@@ -2,8 +2,8 @@
 //! libditto.so and points it at a collector, the child process itself
 //! (stdout/stderr pass straight through), and how it ended.
 //!
-//! Owns the environment contract of the tool library (LD_PRELOAD,
-//! DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
+//! Owns the environment contract of the tool library (LD_PRELOAD for HSA
+//! applications, CUDA_INJECTION64_PATH for CUDA ones, DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
 //! DITTO_CAPTURE, DITTO_ARG_SIZES,
 //! LD_LIBRARY_PATH for the CPU runtime), passing ditto's SIGTERM on to the
 //! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
@@ -131,6 +131,12 @@ impl ToolEnvironment {
     ) -> Vec<(&'static str, OsString)> {
         let mut v = vec![
             ("LD_PRELOAD", prepend(&self.tool_library, ld_preload)),
+            // The CUDA driver loads this one library at cuInit and calls its
+            // InitializeInjection (the same file as the preloaded one: loaded once).
+            (
+                "CUDA_INJECTION64_PATH",
+                self.tool_library.clone().into_os_string(),
+            ),
             ("DITTO_KERNEL", self.kernel.clone().into()),
             ("DITTO_SOCKET", self.socket.clone().into_os_string()),
             ("DITTO_RUN_NAME", self.run_name.clone().into()),
@@ -437,6 +443,7 @@ mod tests {
         let vars = env.variables(Some("/other.so".into()), Some("/usr/lib".into()));
         let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         assert_eq!(get("LD_PRELOAD").unwrap(), "/t/libditto.so:/other.so");
+        assert_eq!(get("CUDA_INJECTION64_PATH").unwrap(), "/t/libditto.so");
         assert_eq!(get("LD_LIBRARY_PATH").unwrap(), "/t/hsa-cpu:/usr/lib");
         assert_eq!(get("DITTO_KERNEL").unwrap(), "reduce_sum");
         assert_eq!(get("DITTO_SOCKET").unwrap(), "/s/socket");

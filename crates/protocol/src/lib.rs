@@ -27,7 +27,10 @@ pub use selection::{CaptureSet, DispatchSelection};
 /// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
 /// 3: `Buffer.phase` (inputs captured before the kernel runs).
 /// 4: `Buffer.transport` (IPC handle or a shared-memory copy passed as an fd).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: `Transport::CudaIpc` (a CUDA application's device memory).
+pub const PROTOCOL_VERSION: u32 = 5;
+/// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
+pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
 pub const MAX_FRAME_BYTES: u32 = 16 << 20;
 
@@ -188,6 +191,11 @@ pub enum Transport {
     /// [`fd_passing`]); the frame's fds are in the order of its
     /// shared-memory buffers. The file holds the extent from its byte 0.
     SharedMemory,
+    /// CUDA device memory exported with `cuIpcGetMemHandle`: the
+    /// [`CUDA_IPC_HANDLE_BYTES`] bytes of the whole containing allocation's
+    /// handle. The collector opens it with `cuIpcOpenMemHandle`, copies
+    /// `extent` bytes at `offset` to the host and closes it before the Ack.
+    CudaIpc { handle: Vec<u8> },
 }
 
 /// One pointer argument of a captured dispatch: where it lies in its
@@ -235,8 +243,33 @@ pub struct Goodbye {
 /// evenly spaced 64-byte windows. Cheap for gigabyte buffers, yet any stale
 /// or foreign mapping differs from the right one with near certainty.
 pub fn fingerprint(bytes: &[u8]) -> u64 {
-    const WINDOW: usize = 64;
-    const WINDOWS: usize = 64;
+    fingerprint_of_windows(
+        bytes.len() as u64,
+        fingerprint_windows(bytes.len() as u64)
+            .into_iter()
+            .map(|(start, len)| &bytes[start as usize..(start + len) as usize]),
+    )
+}
+
+/// The byte ranges `(start, len)` of a `len`-byte buffer that its
+/// [`fingerprint`] reads, in order: the whole buffer when small, else 64
+/// windows of 64 bytes. Lets a tool that cannot read the buffer in place
+/// (device memory) copy only these ranges to the host.
+pub fn fingerprint_windows(len: u64) -> Vec<(u64, u64)> {
+    const WINDOW: u64 = 64;
+    const WINDOWS: u64 = 64;
+    if len <= WINDOW * WINDOWS {
+        return vec![(0, len)];
+    }
+    let last_start = len - WINDOW;
+    (0..WINDOWS)
+        .map(|i| (i * last_start / (WINDOWS - 1), WINDOW))
+        .collect()
+}
+
+/// [`fingerprint`] of a `len`-byte buffer from the bytes of its
+/// [`fingerprint_windows`], given in the same order.
+pub fn fingerprint_of_windows<'a>(len: u64, windows: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |chunk: &[u8]| {
         for &b in chunk {
@@ -244,15 +277,9 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    eat(&(bytes.len() as u64).to_le_bytes());
-    if bytes.len() <= WINDOW * WINDOWS {
-        eat(bytes);
-    } else {
-        let last_start = bytes.len() - WINDOW;
-        for i in 0..WINDOWS {
-            let start = i * last_start / (WINDOWS - 1);
-            eat(&bytes[start..start + WINDOW]);
-        }
+    eat(&len.to_le_bytes());
+    for w in windows {
+        eat(w);
     }
     h
 }
@@ -406,6 +433,46 @@ mod tests {
         *last.last_mut().unwrap() = 1;
         assert_ne!(fingerprint(&a), fingerprint(&first));
         assert_ne!(fingerprint(&a), fingerprint(&last));
+    }
+
+    #[test]
+    fn a_cuda_ipc_buffer_survives_a_frame_round_trip() {
+        let mut d = sample_dispatch();
+        d.buffers[0].transport = Transport::CudaIpc {
+            handle: (0..CUDA_IPC_HANDLE_BYTES as u8).collect(),
+        };
+        let msg = ToolMessage::Dispatch(d);
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &msg).unwrap();
+        let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(back, msg);
+        let ToolMessage::Dispatch(back) = back else {
+            unreachable!()
+        };
+        let Transport::CudaIpc { handle } = &back.buffers[0].transport else {
+            panic!("transport changed: {:?}", back.buffers[0].transport);
+        };
+        assert_eq!(handle[63], 63);
+    }
+
+    #[test]
+    fn fingerprint_from_windows_equals_fingerprint_of_the_whole_buffer() {
+        for len in [0usize, 1, 4096, 4097, 1 << 20, (1 << 20) + 13] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let windows = fingerprint_windows(len as u64);
+            assert!(
+                windows.len() == 1 || windows.len() == 64,
+                "{len}: {windows:?}"
+            );
+            assert_eq!(windows.last().map(|(s, l)| s + l), Some(len as u64));
+            let from_windows = fingerprint_of_windows(
+                len as u64,
+                windows
+                    .iter()
+                    .map(|&(s, l)| &bytes[s as usize..(s + l) as usize]),
+            );
+            assert_eq!(from_windows, fingerprint(&bytes), "{len} bytes");
+        }
     }
 
     #[test]

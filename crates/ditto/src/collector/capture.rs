@@ -1,5 +1,6 @@
 //! Reading one dispatch's buffers: attach → copy → DETACH → verify the
-//! fingerprint, then store. IPC buffers are mapped through the runtime;
+//! fingerprint, then store. IPC buffers are mapped through the runtime
+//! (CUDA IPC buffers through the CUDA importer, `cuda`);
 //! shared-memory buffers (the copy transport) are read from the memfd that
 //! came with the message, with pread, and the fd is closed. Owns the RAII
 //! attachment guard and the live attachment count; never returns (or
@@ -146,6 +147,25 @@ fn capture_buffer(
                 .detach()
                 .map_err(|e| format!("{}: {e}", what()))?;
         }
+        (Transport::CudaIpc { handle }, _) => {
+            let cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
+            let attachment = Attachment::attach(&cuda, &shared.live, handle, b.alloc_size)
+                .map_err(|e| {
+                    format!(
+                        "{}: cannot open the CUDA IPC handle of pid {} (0x{:x}, {} bytes): {e}",
+                        what(),
+                        b.owner_pid,
+                        b.alloc_base,
+                        b.alloc_size
+                    )
+                })?;
+            attachment
+                .copy(b.offset, &mut data)
+                .map_err(|e| format!("{}: {e}", what()))?;
+            attachment
+                .detach()
+                .map_err(|e| format!("{}: {e}", what()))?;
+        }
         (Transport::SharedMemory, Some(fd)) => read_copy(fd, &mut data).map_err(|e| {
             format!(
                 "{}: cannot read its shared-memory copy ({} bytes of pid {}): {e}",
@@ -164,7 +184,9 @@ fn capture_buffer(
     let seen = fingerprint(&data);
     if seen != b.fingerprint {
         let through = match b.transport {
-            Transport::Ipc { .. } => "the mapping does not show what the application holds",
+            Transport::Ipc { .. } | Transport::CudaIpc { .. } => {
+                "the mapping does not show what the application holds"
+            }
             Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
         };
         return Err(format!(
@@ -233,7 +255,7 @@ pub(super) fn capture_dispatch(
     for b in &d.buffers {
         let copy = match b.transport {
             Transport::SharedMemory => copies.next(),
-            Transport::Ipc { .. } => None,
+            Transport::Ipc { .. } | Transport::CudaIpc { .. } => None,
         };
         let data = capture_buffer(shared, d, b, copy)?;
         captured.push(CapturedBuffer {

@@ -14,7 +14,8 @@
 //! noticed within [`POLL_INTERVAL`].
 //!
 //! This file: the listener, its lifecycle and the reports; `connection`:
-//! the protocol of one connection; `capture`: attach/copy/detach/verify.
+//! the protocol of one connection; `capture`: attach/copy/detach/verify;
+//! `cuda`: the CUDA IPC importer, loaded when a CUDA buffer first arrives.
 
 use crate::store::SnapshotWriter;
 use std::collections::HashMap;
@@ -539,6 +540,7 @@ pub fn check_run_name(run: &str) -> Result<(), String> {
 
 mod capture;
 mod connection;
+mod cuda;
 
 #[cfg(test)]
 mod tests {

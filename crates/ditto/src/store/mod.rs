@@ -153,20 +153,22 @@ pub struct BufferRecord {
     /// How the collector read the bytes; absent in older manifests (IPC).
     #[serde(default)]
     pub transport: TransportKind,
-    /// IPC handle bytes, lowercase hex; only for the `ipc` transport.
+    /// IPC handle bytes, lowercase hex; only for the `ipc` and `cuda-ipc` transports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
 }
 
 /// `"ipc"`: mapped through the runtime's IPC handle of the allocation;
 /// `"shared-memory"`: copied by the tool into shared memory passed over the
-/// socket (memory the runtime would not export).
+/// socket (memory the runtime would not export); `"cuda-ipc"`: opened
+/// through a CUDA IPC memory handle and copied to the host.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     #[default]
     Ipc,
     SharedMemory,
+    CudaIpc,
 }
 
 impl BufferRecord {
@@ -494,9 +496,10 @@ impl SnapshotWriter {
                 transport: match b.transport {
                     Transport::Ipc { .. } => TransportKind::Ipc,
                     Transport::SharedMemory => TransportKind::SharedMemory,
+                    Transport::CudaIpc { .. } => TransportKind::CudaIpc,
                 },
                 handle: match &b.transport {
-                    Transport::Ipc { handle } => Some(hex(handle)),
+                    Transport::Ipc { handle } | Transport::CudaIpc { handle } => Some(hex(handle)),
                     Transport::SharedMemory => None,
                 },
             });

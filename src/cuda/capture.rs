@@ -1,0 +1,343 @@
+//! The launch → capture path of CUDA applications, on the application's
+//! own thread inside the CUPTI callback. At the entry of a target launch
+//! the dispatch takes its index (and, with `--capture inputs`, the launch's
+//! stream is synchronised and the inputs snapshotted before the kernel is
+//! enqueued); at its exit the stream is synchronised, the pointer arguments
+//! are resolved to their containing allocations (cuMemGetAddressRange) and
+//! exported (cuIpcGetMemHandle, else a shared-memory copy), the Dispatch is
+//! sent and the collector's Ack awaited: the launch call returns only then,
+//! so the application cannot see the kernel complete before its snapshot.
+//! Non-target launches are counted and return at once: nothing is
+//! synchronised. Launches into a stream being captured into a CUDA graph
+//! are never synchronised (that would invalidate the capture): not captured,
+//! said once.
+//!
+//! The same describe step as HSA ([`crate::worker::describe`]) through
+//! [`CudaDevice`]; the fingerprint is computed from device memory by
+//! copying only its windows to the host.
+
+use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver, IPC_HANDLE_BYTES};
+use super::launch::Launch;
+use crate::allocation_map::Allocation;
+use crate::client::CollectorConnection;
+use crate::kernel_table::{KernelInfo, KernelTable};
+use crate::log::{log_debug, log_info, log_warn};
+use crate::options::Options;
+use crate::worker::{CaptureSwitch, Device, HeldBarrier, Job, PreHold, WorkerConfig, describe};
+use ditto_protocol::{Phase, Transport, fingerprint_of_windows, fingerprint_windows};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, c_char, c_int};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The process's CUDA capture state.
+pub struct CudaTool {
+    pub driver: Driver,
+    pub options: Options,
+    pub config: WorkerConfig,
+    pub switch: CaptureSwitch,
+    /// Kernels by function handle, counted per launch (for the Goodbye).
+    pub kernels: KernelTable,
+    /// Parameter offsets and sizes of target kernels, by function handle.
+    layouts: Mutex<HashMap<usize, Vec<(u64, u64)>>>,
+    next_index: AtomicU64,
+    pub connection: Mutex<Option<CollectorConnection>>,
+    pub goodbye_sent: AtomicBool,
+    /// Kernels whose launch into a capturing stream was already reported.
+    graph_noted: Mutex<HashSet<String>>,
+}
+
+impl CudaTool {
+    pub fn new(driver: Driver, options: Options, config: WorkerConfig) -> CudaTool {
+        CudaTool {
+            driver,
+            options,
+            config,
+            switch: CaptureSwitch::default(),
+            kernels: KernelTable::new(),
+            layouts: Mutex::new(HashMap::new()),
+            next_index: AtomicU64::new(0),
+            connection: Mutex::new(None),
+            goodbye_sent: AtomicBool::new(false),
+            graph_noted: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The kernel of a launch, laid out on first sight when it is a target.
+    fn kernel(&self, launch: &Launch, symbol: *const c_char) -> Option<Arc<KernelInfo>> {
+        if let Some(k) = self.kernels.get(launch.function as u64) {
+            return Some(k);
+        }
+        if symbol.is_null() {
+            return None;
+        }
+        // SAFETY: CUPTI's symbolName: a NUL-terminated string for launch callbacks.
+        let name = unsafe { CStr::from_ptr(symbol) }
+            .to_string_lossy()
+            .into_owned();
+        let query = self.options.kernel.as_deref();
+        let probe = KernelInfo::new(&name, 0, query, None).0;
+        if !probe.is_target {
+            return Some(self.kernels.insert(launch.function as u64, probe));
+        }
+        let layout = match self.driver.param_layout(launch.function) {
+            Ok(l) => l,
+            Err(e) => {
+                log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);
+                return Some(self.kernels.insert(launch.function as u64, probe));
+            }
+        };
+        let total = layout.iter().map(|(o, s)| o + s).max().unwrap_or(0);
+        let (mut info, problem) = KernelInfo::new(
+            &name,
+            total as u32,
+            query,
+            self.options.arg_types.as_deref(),
+        );
+        if let Some(sig) = &info.signature {
+            let ours: Vec<(u64, u64)> = sig.params.iter().map(|p| (p.offset, p.size)).collect();
+            if ours != layout {
+                log_warn!(
+                    "kernel `{}`: its argument types lay out as {ours:?} (offset, size) but the \
+                     driver reports {layout:?}; not captured (check --arg-types)",
+                    info.name.demangled
+                );
+                info.signature = None;
+            }
+        } else if let Some(p) = &problem {
+            log_warn!(
+                "{p} (the driver reports {} parameters: {layout:?}); not captured",
+                layout.len()
+            );
+        }
+        if info.signature.is_some() {
+            if let Some(p) = &problem {
+                log_warn!("{p}");
+            }
+            log_info!("capturing kernel `{}`", info.name.demangled);
+        }
+        self.layouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(launch.function, layout);
+        Some(self.kernels.insert(launch.function as u64, info))
+    }
+
+    /// At a launch's entry: counts it; for a selected target returns its
+    /// dispatch index (stored in the callback's correlation data) after
+    /// snapshotting its inputs when asked.
+    pub fn on_enter(&self, launch: &Launch, symbol: *const c_char) -> Option<u64> {
+        let kernel = self.kernel(launch, symbol)?;
+        kernel.count_dispatch();
+        if !kernel.is_target || kernel.signature.is_none() || !self.switch.is_on() {
+            return None;
+        }
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        if !self.options.dispatch.selects(index) {
+            return None;
+        }
+        if self.config.capture.takes_inputs() {
+            self.snapshot(launch, &kernel, index, Phase::Before);
+        }
+        Some(index)
+    }
+
+    /// At a launch's exit: snapshots the outputs of dispatch `index`.
+    pub fn on_exit(&self, launch: &Launch, index: u64, launch_result: Option<c_int>) {
+        let Some(kernel) = self.kernels.get(launch.function as u64) else {
+            return;
+        };
+        if let Some(r) = launch_result.filter(|&r| r != 0) {
+            log_warn!(
+                "dispatch {index} of `{}`: the launch failed ({}); nothing to capture",
+                kernel.name.demangled,
+                self.driver.check(r, "the launch").err().unwrap_or_default()
+            );
+            return;
+        }
+        self.snapshot(launch, &kernel, index, Phase::After);
+    }
+
+    /// Synchronises the launch's stream, then sends one snapshot and waits
+    /// for its Ack.
+    fn snapshot(&self, launch: &Launch, kernel: &Arc<KernelInfo>, index: u64, phase: Phase) {
+        if !self.switch.is_on() {
+            return;
+        }
+        let stream = launch.stream as CuStream;
+        let mut status: c_int = CAPTURE_STATUS_NONE;
+        // SAFETY: the launch's own stream, live during its launch call.
+        let r = unsafe { (self.driver.stream_is_capturing)(stream, &mut status) };
+        if let Err(e) = self.driver.check(r, "cuStreamIsCapturing") {
+            log_warn!(
+                "dispatch {index} of `{}`: {e}; not captured",
+                kernel.name.demangled
+            );
+            return;
+        }
+        if status != CAPTURE_STATUS_NONE {
+            let first = self
+                .graph_noted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(kernel.name.mangled.clone());
+            if first {
+                log_warn!(
+                    "`{}` is launched into a stream being captured into a CUDA graph: such \
+                     launches are not captured (synchronising would break the graph capture)",
+                    kernel.name.demangled
+                );
+            }
+            return;
+        }
+        // SAFETY: as above.
+        let r = unsafe { (self.driver.stream_synchronize)(stream) };
+        if let Err(e) = self.driver.check(r, "cuStreamSynchronize") {
+            log_warn!(
+                "dispatch {index} of `{}`: {e}; not captured",
+                kernel.name.demangled
+            );
+            return;
+        }
+        let layout = self
+            .layouts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&launch.function)
+            .cloned()
+            .unwrap_or_default();
+        // SAFETY: the launch's own parameters, live during its launch call.
+        let kernarg = match unsafe { super::launch::pack_arguments(launch, &layout) } {
+            Ok(k) => k,
+            Err(e) => {
+                log_warn!(
+                    "dispatch {index} of `{}`: {e}; not captured",
+                    kernel.name.demangled
+                );
+                return;
+            }
+        };
+        let job = Job {
+            index,
+            kernel: kernel.clone(),
+            grid: launch.grid,
+            block: launch.block,
+            kernarg,
+            held: HeldBarrier {
+                done: 0,
+                hold: 0,
+                pre: None,
+            },
+            queue: launch.stream as u64,
+        };
+        let device = CudaDevice {
+            driver: &self.driver,
+        };
+        let (dispatch, copies) = describe(&device, &job, phase, &self.config);
+        if phase == Phase::Before && dispatch.buffers.is_empty() {
+            return;
+        }
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(conn) = connection.as_mut() else {
+            return;
+        };
+        if !self.switch.is_on() {
+            return;
+        }
+        match conn.dispatch(dispatch, copies) {
+            Ok(Ok(())) => log_debug!(
+                "dispatch {index} of `{}` captured ({phase:?})",
+                kernel.name.demangled
+            ),
+            Ok(Err(reason)) => log_warn!(
+                "collector could not capture dispatch {index} of `{}`: {reason}",
+                kernel.name.demangled
+            ),
+            Err(e) => self.switch.fail(&e.to_string()),
+        }
+    }
+
+    /// Says Goodbye once (at exit); later calls return at once.
+    pub fn finish(&self) {
+        if self.goodbye_sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let goodbye = self.kernels.goodbye();
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(conn), true) = (connection.as_mut(), self.switch.is_on())
+            && let Err(e) = conn.goodbye(&goodbye)
+        {
+            log_warn!("could not say goodbye to the collector: {e}");
+        }
+        self.switch.stop();
+    }
+}
+
+/// The CUDA driver as the describe step reads it. Called only on the
+/// launching thread, whose current context is the launch's.
+pub struct CudaDevice<'a> {
+    pub driver: &'a Driver,
+}
+
+/// Largest host staging copy made at once for a shared-memory copy.
+const STAGING_LIMIT: u64 = 16 << 30;
+
+impl Device for CudaDevice<'_> {
+    // The worker loop's signal operations do not apply: a CUDA launch is
+    // held on its own thread inside the launch call.
+    fn wait_zero(&self, _signal: u64, _timeout: Duration) -> bool {
+        true
+    }
+    fn release(&self, _held: &HeldBarrier) {}
+    fn release_pre(&self, _pre: &PreHold) {}
+    fn recycle(&self, _held: HeldBarrier) {}
+
+    fn containing_allocation(&self, address: u64) -> Option<Allocation> {
+        let (base, size) = self.driver.address_range(address).ok()?;
+        Some(Allocation { base, size })
+    }
+
+    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+        let mut handle = [0u8; IPC_HANDLE_BYTES];
+        // SAFETY: out-pointer to 64 bytes; the driver checks the address.
+        let r = unsafe { (self.driver.ipc_get_mem_handle)(&mut handle, allocation.base) };
+        self.driver.check(r, "cuIpcGetMemHandle")?;
+        Ok(handle.to_vec())
+    }
+
+    fn ipc_transport(&self, handle: Vec<u8>) -> Transport {
+        Transport::CudaIpc { handle }
+    }
+
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+        if len > STAGING_LIMIT {
+            return Err(format!(
+                "{len} bytes are too many for a shared-memory copy (at most {STAGING_LIMIT})"
+            ));
+        }
+        let mut staging = Vec::new();
+        staging
+            .try_reserve_exact(len as usize)
+            .map_err(|_| format!("cannot allocate {len} host bytes for a shared-memory copy"))?;
+        staging.resize(len as usize, 0);
+        self.driver.copy_to_host(address, &mut staging)?;
+        crate::shared_memory::copy_to_sealed_memfd(staging.as_ptr() as u64, len)
+    }
+
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+        let windows = fingerprint_windows(len);
+        let mut bytes = Vec::with_capacity(windows.len());
+        for (start, n) in windows {
+            let mut w = vec![0u8; n as usize];
+            self.driver.copy_to_host(address + start, &mut w)?;
+            bytes.push(w);
+        }
+        Ok(fingerprint_of_windows(len, bytes.iter().map(Vec::as_slice)))
+    }
+
+    fn dispatch_duration_ns(&self, _held: &HeldBarrier) -> Option<u64> {
+        None
+    }
+}

@@ -1,0 +1,143 @@
+//! CUPTI, loaded at run time: finding libcupti (DITTO_CUPTI_LIBRARY, else
+//! the usual names and CUDA install places), subscribing one callback and
+//! enabling it for the kernel-launch entry points of the driver API only
+//! (every other API call runs without ditto). Owns no capture logic.
+
+use super::driver::{as_fn, open_library};
+use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+/// `CUpti_CallbackFunc`.
+pub type CallbackFunc = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+
+pub struct Cupti {
+    subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFunc, *mut c_void) -> c_int,
+    enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> c_int,
+    get_result_string: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
+    /// Where it was loaded from.
+    pub library: String,
+}
+
+/// Where libcupti is looked for, in order: only `DITTO_CUPTI_LIBRARY` when
+/// it is set; else the loader's search path, then CUDA_HOME's and
+/// /usr/local/cuda's CUPTI directories.
+pub fn candidates(explicit: Option<&str>, cuda_home: Option<&str>) -> Vec<String> {
+    if let Some(path) = explicit {
+        return vec![path.to_string()];
+    }
+    let mut v: Vec<String> = ["libcupti.so", "libcupti.so.13", "libcupti.so.12"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for home in cuda_home.into_iter().chain(["/usr/local/cuda"]) {
+        v.push(format!("{home}/extras/CUPTI/lib64/libcupti.so"));
+        v.push(format!("{home}/lib64/libcupti.so"));
+    }
+    v
+}
+
+impl Cupti {
+    /// Loads the first of `candidates` that opens and has the callback API.
+    pub fn load(candidates: &[String]) -> Result<Cupti, String> {
+        let mut tried = Vec::new();
+        for name in candidates {
+            let handle = match open_library(name) {
+                Ok(h) => h,
+                Err(e) => {
+                    tried.push(format!("{name}: {e}"));
+                    continue;
+                }
+            };
+            let (Some(sub), Some(enable)) = (
+                handle.symbol("cuptiSubscribe"),
+                handle.symbol("cuptiEnableCallback"),
+            ) else {
+                tried.push(format!("{name}: no cuptiSubscribe/cuptiEnableCallback"));
+                continue;
+            };
+            // SAFETY: the symbols have the C signatures of the CUPTI API named.
+            return Ok(unsafe {
+                Cupti {
+                    subscribe: as_fn(sub),
+                    enable_callback: as_fn(enable),
+                    get_result_string: handle.symbol("cuptiGetResultString").map(|p| as_fn(p)),
+                    library: name.clone(),
+                }
+            });
+        }
+        Err(format!(
+            "CUPTI (libcupti) cannot be loaded ({}); set DITTO_CUPTI_LIBRARY to the libcupti.so of \
+             the CUDA toolkit (e.g. /usr/local/cuda/extras/CUPTI/lib64/libcupti.so)",
+            tried.join("; ")
+        ))
+    }
+
+    fn check(&self, result: c_int, call: &str) -> Result<(), String> {
+        if result == 0 {
+            return Ok(());
+        }
+        let mut text: *const c_char = std::ptr::null();
+        let known = self.get_result_string.is_some_and(|f| {
+            // SAFETY: out-pointer to a static string.
+            unsafe { f(result, &mut text) == 0 && !text.is_null() }
+        });
+        let name = if known {
+            // SAFETY: non-null static NUL-terminated string.
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            "unknown error".into()
+        };
+        Err(format!("{call} failed: CUPTI error {result} ({name})"))
+    }
+
+    /// Subscribes `callback` and enables it for the launch callbacks.
+    pub fn subscribe_launches(&self, callback: CallbackFunc) -> Result<(), String> {
+        let mut subscriber: *mut c_void = std::ptr::null_mut();
+        // SAFETY: out-pointer; a plain extern "C" callback; no user data.
+        let r = unsafe { (self.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
+        self.check(
+            r,
+            "cuptiSubscribe (is another CUPTI tool or profiler attached?)",
+        )?;
+        for cbid in LAUNCH_CBIDS {
+            // SAFETY: a live subscriber.
+            let r = unsafe { (self.enable_callback)(1, subscriber, DOMAIN_DRIVER_API, cbid) };
+            self.check(
+                r,
+                &format!("cuptiEnableCallback(driver API, callback id {cbid})"),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_library_is_the_only_candidate_else_the_usual_places() {
+        assert_eq!(
+            candidates(Some("/x/libcupti.so"), None),
+            vec!["/x/libcupti.so"]
+        );
+        let c = candidates(None, Some("/opt/cuda"));
+        assert_eq!(c[0], "libcupti.so");
+        assert!(c.contains(&"/opt/cuda/extras/CUPTI/lib64/libcupti.so".to_string()));
+        assert!(c.contains(&"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so".to_string()));
+    }
+
+    #[test]
+    fn a_missing_libcupti_is_an_error_naming_every_try_and_the_variable() {
+        let err = Cupti::load(&["/nonexistent/libcupti.so".into()])
+            .err()
+            .unwrap();
+        assert!(err.contains("/nonexistent/libcupti.so"), "{err}");
+        assert!(err.contains("DITTO_CUPTI_LIBRARY"), "{err}");
+        // A library without the callback API is not taken for CUPTI.
+        let err = Cupti::load(&["libc.so.6".into()]).err().unwrap();
+        assert!(err.contains("no cuptiSubscribe"), "{err}");
+    }
+}

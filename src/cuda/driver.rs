@@ -1,0 +1,183 @@
+//! The CUDA driver API as the tool uses it, loaded at run time: dlopen of
+//! libcuda.so.1 (already loaded by the application when the driver calls
+//! `InitializeInjection`), the few entry points the capture path calls, and
+//! their error texts. Owns no state beyond the function pointers; nothing
+//! here is linked, so the tool builds and loads where no CUDA exists.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+
+pub type CuResult = c_int;
+pub type CuFunction = *mut c_void;
+pub type CuStream = *mut c_void;
+pub type CuDevicePtr = u64;
+
+/// `CU_STREAM_PER_THREAD`: the per-thread default stream, which a `_ptsz`
+/// launch on stream 0 goes to.
+pub const CU_STREAM_PER_THREAD: usize = 0x2;
+/// `CU_STREAM_CAPTURE_STATUS_NONE`.
+pub const CAPTURE_STATUS_NONE: c_int = 0;
+/// Size of `CUipcMemHandle`.
+pub const IPC_HANDLE_BYTES: usize = ditto_protocol::CUDA_IPC_HANDLE_BYTES;
+
+/// Error text of a dynamic-loader failure.
+pub fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a thread-local C string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dynamic-loader error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// A library opened with dlopen; never closed (its code may be running).
+#[derive(Clone, Copy)]
+pub struct Library(*mut c_void);
+
+/// dlopens `name` (a path or a SONAME).
+pub fn open_library(name: &str) -> Result<Library, String> {
+    let c = CString::new(name).map_err(|_| format!("bad library name `{name}`"))?;
+    // SAFETY: a valid C string.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        Err(dlerror_text())
+    } else {
+        Ok(Library(handle))
+    }
+}
+
+impl Library {
+    /// The address of `symbol`, if the library has one.
+    pub fn symbol(&self, symbol: &str) -> Option<*mut c_void> {
+        let c = CString::new(symbol).ok()?;
+        // SAFETY: a live dlopen handle and a valid C string.
+        let p = unsafe { libc::dlsym(self.0, c.as_ptr()) };
+        (!p.is_null()).then_some(p)
+    }
+}
+
+/// A symbol's address as the function-pointer type `F`.
+///
+/// # Safety
+/// `p` is the address of a function whose C signature is exactly `F`.
+pub unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+/// The driver entry points of the capture path.
+pub struct Driver {
+    pub func_get_param_info:
+        unsafe extern "C" fn(CuFunction, usize, *mut usize, *mut usize) -> CuResult,
+    /// `cuKernelGetParamInfo`: for a `CUkernel` handed to a launch in place
+    /// of a `CUfunction` (the runtime's library-managed kernels).
+    pub kernel_get_param_info:
+        Option<unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> CuResult>,
+    pub mem_get_address_range:
+        unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
+    pub ipc_get_mem_handle:
+        unsafe extern "C" fn(*mut [u8; IPC_HANDLE_BYTES], CuDevicePtr) -> CuResult,
+    pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
+    pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
+    pub stream_is_capturing: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
+    pub get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+}
+
+impl Driver {
+    /// Loads the entry points from `library` (normally `libcuda.so.1`).
+    pub fn load(library: &str) -> Result<Driver, String> {
+        let handle = open_library(library)
+            .map_err(|e| format!("cannot load the CUDA driver {library}: {e}"))?;
+        let need = |name: &str| {
+            handle
+                .symbol(name)
+                .ok_or_else(|| format!("the CUDA driver {library} lacks {name}"))
+        };
+        // SAFETY: each symbol has the C signature of the driver API it names.
+        unsafe {
+            Ok(Driver {
+                func_get_param_info: as_fn(need("cuFuncGetParamInfo")?),
+                kernel_get_param_info: handle.symbol("cuKernelGetParamInfo").map(|p| as_fn(p)),
+                mem_get_address_range: as_fn(need("cuMemGetAddressRange_v2")?),
+                ipc_get_mem_handle: as_fn(need("cuIpcGetMemHandle")?),
+                memcpy_dtoh: as_fn(need("cuMemcpyDtoH_v2")?),
+                stream_synchronize: as_fn(need("cuStreamSynchronize")?),
+                stream_is_capturing: as_fn(need("cuStreamIsCapturing")?),
+                get_error_string: handle.symbol("cuGetErrorString").map(|p| as_fn(p)),
+            })
+        }
+    }
+
+    /// `Ok` for CUDA_SUCCESS, else `call` with the driver's error name.
+    pub fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
+        if result == 0 {
+            return Ok(());
+        }
+        let mut text: *const c_char = std::ptr::null();
+        let known = self.get_error_string.is_some_and(|f| {
+            // SAFETY: out-pointer to a static string of the driver.
+            unsafe { f(result, &mut text) == 0 && !text.is_null() }
+        });
+        let name = if known {
+            // SAFETY: non-null static NUL-terminated string.
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            "unknown error".into()
+        };
+        Err(format!("{call} failed: CUDA error {result} ({name})"))
+    }
+
+    /// Offsets and sizes of a kernel's parameters, in order.
+    pub fn param_layout(&self, function: usize) -> Result<Vec<(u64, u64)>, String> {
+        let function = function as CuFunction;
+        // The handle as a CUfunction, or as a CUkernel (the runtime's
+        // library-managed kernels) when the function query does not know it;
+        // a kernel without parameters answers index 0 with an error to both.
+        let query = |as_kernel: bool, i: usize, o: &mut usize, s: &mut usize| match (
+            as_kernel,
+            self.kernel_get_param_info,
+        ) {
+            // SAFETY: out-pointers; the driver validates the handle and index.
+            (true, Some(by_kernel)) => unsafe { by_kernel(function, i, o, s) },
+            // SAFETY: as above.
+            _ => unsafe { (self.func_get_param_info)(function, i, o, s) },
+        };
+        let (mut o, mut s) = (0, 0);
+        let as_kernel = query(false, 0, &mut o, &mut s) != 0 && query(true, 0, &mut o, &mut s) == 0;
+        let mut layout = Vec::new();
+        loop {
+            let (mut offset, mut size) = (0usize, 0usize);
+            if query(as_kernel, layout.len(), &mut offset, &mut size) != 0 {
+                break;
+            }
+            layout.push((offset as u64, size as u64));
+            if layout.len() > 4096 {
+                return Err("cuFuncGetParamInfo reports more than 4096 parameters".into());
+            }
+        }
+        Ok(layout)
+    }
+
+    /// Base and size of the allocation containing `address`.
+    pub fn address_range(&self, address: CuDevicePtr) -> Result<(u64, u64), String> {
+        let (mut base, mut size) = (0u64, 0usize);
+        // SAFETY: out-pointers.
+        let r = unsafe { (self.mem_get_address_range)(&mut base, &mut size, address) };
+        self.check(r, "cuMemGetAddressRange")?;
+        Ok((base, size as u64))
+    }
+
+    /// Copies `dst.len()` bytes at device address `src` to the host.
+    pub fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), String> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst is writable for its length; the driver checks `src`.
+        let r = unsafe { (self.memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
+        self.check(r, "cuMemcpyDtoH")
+    }
+}

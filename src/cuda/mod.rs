@@ -1,0 +1,18 @@
+//! The CUDA backend: the same capture as for HSA applications, in CUDA
+//! applications, through CUPTI's driver-API launch callbacks. Nothing CUDA
+//! is linked: libcuda.so.1 and libcupti are loaded at run time.
+//!
+//! - `injection` — `InitializeInjection` (CUDA_INJECTION64_PATH), start-up,
+//!   the CUPTI callback entry and its re-entry guard, Goodbye at exit.
+//! - `cupti`     — finding libcupti, subscribing to the launch callbacks.
+//! - `driver`    — the driver entry points the capture path calls.
+//! - `launch`    — callback and launch-parameter layouts, argument packing.
+//! - `capture`   — a target launch held inside its launch call: stream
+//!   synchronised, buffers described and exported, Dispatch sent, Ack
+//!   awaited.
+
+pub mod capture;
+pub mod cupti;
+pub mod driver;
+pub mod injection;
+pub mod launch;

@@ -1,0 +1,87 @@
+// fake_app.c — a "CUDA application" over fake_cuda.c: it does what the
+// driver does at cuInit (dlopen CUDA_INJECTION64_PATH, call its
+// InitializeInjection), then launches reduce_sum (cuLaunchKernel), the
+// non-target tiny() 10 times, scale_values<float> (cuLaunchKernelEx_ptsz),
+// and reduce_sum once more into a stream being captured into a graph.
+// Prints what it computed and how many stream synchronisations the tool
+// made during the non-target launches.
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fake_function {
+  const char* name;
+  int nparams;
+  size_t offset[8], size[8];
+  void (*run)(unsigned char* args);
+} fake_function;
+void* fake_malloc(size_t n);
+void fake_launch(const fake_function* f, void** args, int ex);
+void fake_set_capturing(int on);
+int fake_syncs(void);
+void fake_device_synchronize(void);
+
+#define N 4096
+static void* ptr_at(unsigned char* a, size_t off) { void* p; memcpy(&p, a + off, 8); return p; }
+static void run_reduce_sum(unsigned char* a) {
+  const float* in = ptr_at(a, 0);
+  float* out = ptr_at(a, 8);
+  int n;
+  memcpy(&n, a + 16, 4);
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += in[i];
+  *out = s;
+}
+static void run_tiny(unsigned char* a) { ++*(int*)ptr_at(a, 0); }
+static void run_scale(unsigned char* a) {
+  float* in = ptr_at(a, 0);
+  float* out = ptr_at(a, 8);
+  float f;
+  int n;
+  memcpy(&f, a + 16, 4);
+  memcpy(&n, a + 20, 4);
+  for (int i = 0; i < n; ++i) out[i] = in[i] * f;
+}
+
+int main(void) {
+  const char* path = getenv("CUDA_INJECTION64_PATH");
+  if (path) {
+    void* tool = dlopen(path, RTLD_NOW);
+    int (*init)(void) = tool ? (int (*)(void))dlsym(tool, "InitializeInjection") : 0;
+    if (!init || init() != 1) {
+      fprintf(stderr, "fake_app: InitializeInjection missing or not 1\n");
+      return 3;
+    }
+  }
+  fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
+  fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
+  fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};
+  float* in = fake_malloc(N * sizeof(float));
+  float* out = fake_malloc(sizeof(float));
+  int* counter = fake_malloc(sizeof(int));
+  float* scaled = fake_malloc(N * sizeof(float));
+  for (int i = 0; i < N; ++i) in[i] = (float)(i % 7) * 0.5f;
+  int n = N;
+  void* reduce_args[] = {&in, &out, &n};
+  fake_launch(&reduce, reduce_args, 0);
+  fake_device_synchronize();
+  const int before = fake_syncs();
+  void* tiny_args[] = {&counter};
+  for (int i = 0; i < 10; ++i) fake_launch(&tiny, tiny_args, 0);
+  fake_device_synchronize();
+  const int non_target_syncs = fake_syncs() - before;
+  float factor = 3.0f;
+  void* scale_args[] = {&in, &scaled, &factor, &n};
+  fake_launch(&scale, scale_args, 1);
+  fake_device_synchronize();
+  fake_set_capturing(1);
+  *out = -1.0f;
+  fake_launch(&reduce, reduce_args, 0);
+  fake_set_capturing(0);
+  fake_device_synchronize();
+  printf("fake_app: sum = %.1f, tiny ran %d times, scaled[5] = %.1f, tool syncs during non-target launches: %d\n",
+         *out, *counter, scaled[5], non_target_syncs);
+  return 0;
+}

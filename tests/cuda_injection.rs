@@ -1,0 +1,171 @@
+//! The CUDA backend's launch path without CUDA: tests/cuda/fake/ builds a
+//! stand-in for libcuda.so.1 and libcupti (host memory, kernels that run
+//! only when their stream is synchronised, the real callback and launch
+//! structure layouts) and an application that calls InitializeInjection as
+//! the driver does. `ditto run` captures through it: the launch is held
+//! and synchronised before the snapshot (else the deferred kernel's result
+//! would be missing), cuLaunchKernel and cuLaunchKernelEx_ptsz are both
+//! read, non-target launches are never synchronised, a launch into a
+//! capturing stream is not captured, and memory the fake driver will not
+//! export travels by the copy transport.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Builds the fake driver (one library serving as libcuda and libcupti)
+/// and the fake application into `dir` with the C compiler ($CC or cc).
+fn build_fakes(dir: &Path) -> (PathBuf, PathBuf) {
+    let src = repo_root().join("tests/cuda/fake");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let lib = dir.join("libfakecuda.so");
+    let app = dir.join("fake_app");
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().expect("run the C compiler");
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(src.join("fake_cuda.c")));
+    run(Command::new(&cc)
+        .args(["-O1", "-o"])
+        .arg(&app)
+        .arg(src.join("fake_app.c"))
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .arg("-ldl"));
+    (lib, app)
+}
+
+/// `ditto run --kernel KERNEL [EXTRA] --out DIR/snap-KERNEL -- fake_app`
+/// with the fake driver and CUPTI named to the tool.
+fn capture_with(dir: &Path, lib: &Path, app: &Path, kernel: &str, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["run", "--kernel", kernel])
+        .args(extra)
+        .arg("--out")
+        .arg(dir.join(format!("snap-{kernel}")));
+    if Path::new("/dev/kfd").exists() {
+        cmd.args(["--hsa-runtime", "cpu"]);
+    }
+    cmd.arg("--")
+        .arg(app)
+        .env("DITTO_CUDA_DRIVER", lib)
+        .env("DITTO_CUPTI_LIBRARY", lib)
+        .env("DITTO_LOG", "info")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ditto")
+}
+
+fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
+    capture_with(dir, lib, app, kernel, &[])
+}
+
+fn expected_sum() -> f32 {
+    (0..4096).map(|i| (i % 7) as f32 * 0.5).sum()
+}
+
+#[test]
+fn a_cuda_launch_is_synchronised_and_captured_before_the_launch_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = capture(dir.path(), &lib, &app, "reduce_sum");
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{so}\n{se}");
+    // The application ran unchanged: its own results, and the tool never
+    // synchronised a non-target launch.
+    assert!(
+        so.contains(&format!(
+            "sum = {:.1}, tiny ran 10 times, scaled[5] = 7.5, tool syncs during non-target launches: 0",
+            expected_sum()
+        )),
+        "{so}"
+    );
+    let snap = dir.path().join("snap-reduce_sum");
+    let m = snapshot_manifest(&snap);
+    let dispatches = m["dispatches"].as_array().unwrap();
+    // Dispatch 0 only: dispatch 1 went into a capturing stream.
+    assert_eq!(dispatches.len(), 1, "{m:#}");
+    assert_eq!(dispatches[0]["index"], 0);
+    assert!(se.contains("being captured into a CUDA graph"), "{se}");
+    let buffers = dispatches[0]["buffers"].as_array().unwrap();
+    assert_eq!(buffers.len(), 1, "only the non-const output: {m:#}");
+    assert_eq!(buffers[0]["transport"], "shared-memory");
+    let file = dispatches[0]["file"].as_str().unwrap();
+    // The deferred kernel ran before the snapshot: the tool synchronised.
+    assert_eq!(f32_tensor(&snap, file, "arg1"), vec![expected_sum()]);
+    assert!(
+        se.contains("capturing kernel `reduce_sum`"),
+        "the tool said what it captures: {se}"
+    );
+}
+
+#[test]
+fn a_cu_launch_kernel_ex_launch_is_captured_with_its_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = capture(dir.path(), &lib, &app, "scale_values<float>");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let snap = dir.path().join("snap-scale_values<float>");
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    let file = d["file"].as_str().unwrap();
+    let scaled = f32_tensor(&snap, file, "arg1");
+    assert_eq!(scaled.len(), 4096);
+    assert_eq!(scaled[5], 7.5, "input (5 % 7) * 0.5 = 2.5 times 3");
+    assert_eq!(f32_tensor(&snap, file, "arg0")[5], 2.5);
+}
+
+#[test]
+fn inputs_are_snapshotted_at_the_launch_entry_before_the_kernel_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = capture_with(
+        dir.path(),
+        &lib,
+        &app,
+        "scale_values<float>",
+        &["--capture", "all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let snap = dir.path().join("snap-scale_values<float>");
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    let file = d["file"].as_str().unwrap();
+    // Before the kernel ran, its output held what the allocation held (zeros);
+    // after, the scaled values.
+    let before = f32_tensor(&snap, file, "arg1.before");
+    assert_eq!((before.len(), before[5]), (4096, 0.0));
+    assert_eq!(f32_tensor(&snap, file, "arg1")[5], 7.5);
+}
+
+#[test]
+fn without_cupti_the_application_runs_unchanged_after_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = Command::new(ditto_bin())
+        .args(["run", "--kernel", "reduce_sum", "--out"])
+        .arg(dir.path().join("snap"))
+        .arg("--")
+        .arg(&app)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUPTI_LIBRARY", dir.path().join("no-libcupti.so"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ditto");
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(so.contains(&format!("sum = {:.1}", expected_sum())), "{so}");
+    let warnings: Vec<&str> = se
+        .lines()
+        .filter(|l| l.contains("CUPTI (libcupti) cannot be loaded"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{se}");
+    assert!(warnings[0].contains("DITTO_CUPTI_LIBRARY"), "{se}");
+}

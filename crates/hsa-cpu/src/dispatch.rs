@@ -127,8 +127,23 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
     let Some(kernel) = executables::lookup_kernel(d.kernel_object) else {
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
     };
-    let Some(entry) = kernel.entry else {
-        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    let entry = match &kernel.run {
+        executables::KernelRun::Entry { entry, .. } => *entry,
+        executables::KernelRun::Blit(blit) => {
+            // SAFETY: the packet's kernarg holds the blit's arguments, as
+            // CLR wrote them (layout checked at load).
+            return match unsafe { blit.run(d.kernarg_address as *const u8) } {
+                Ok(()) => HSA_STATUS_SUCCESS,
+                Err(why) => {
+                    eprintln!("hsa-cpu: blit kernel {blit:?} failed: {why}");
+                    HSA_STATUS_ERROR_EXCEPTION
+                }
+            };
+        }
+        executables::KernelRun::Missing(message) => {
+            eprintln!("{message}");
+            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+        }
     };
     let Ok(groups) = total_groups(d) else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;

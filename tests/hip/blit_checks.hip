@@ -76,6 +76,15 @@ int main() {
   for (int row = 0; row < 5; ++row) memcpy(want.data() + 2 + row * 48, host_a.data() + 1 + row * 64, 37);
   expect("copy_2d", got, want);
 
+  // Device-to-device 2D copy, everything 16-byte aligned: 64 bytes of 3 rows,
+  // pitches 128 and 96.
+  HIP_CHECK(hipMemcpy(b, host_b.data(), kBytes, hipMemcpyHostToDevice));
+  HIP_CHECK(hipMemcpy2D(b + 32, 96, a + 16, 128, 64, 3, hipMemcpyDeviceToDevice));
+  HIP_CHECK(hipMemcpy(got.data(), b, kBytes, hipMemcpyDeviceToHost));
+  want = host_b;
+  for (int row = 0; row < 3; ++row) memcpy(want.data() + 32 + row * 96, host_a.data() + 16 + row * 128, 64);
+  expect("copy_2d_aligned", got, want);
+
   HIP_CHECK(hipFree(a));
   HIP_CHECK(hipFree(b));
   return 0;

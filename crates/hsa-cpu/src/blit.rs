@@ -18,10 +18,13 @@
 //!   dstOrigin@24, size@32, alignment:u32@40)`: copies size * alignment
 //!   bytes from src + srcOrigin to dst + dstOrigin.
 //! - `__amd_rocclr_copyBufferRect[Aligned](src@0, dst@8, srcRect:ulong4@32,
-//!   dstRect:ulong4@64, size:ulong4@96)`: rect = (start, row pitch, slice
-//!   pitch, _) in elements, size = (row elements, rows, slices, _);
-//!   elements are bytes (Rect) or 4-byte words (RectAligned); element
-//!   (x, y, z) is at start + x + y * row pitch + z * slice pitch.
+//!   dstRect:ulong4@64, size:ulong4@96)`: rect = (row pitch, slice pitch,
+//!   start, _) in elements, size = (row elements, rows, slices, element
+//!   bytes); elements are bytes for Rect, `size.w` bytes (1, 2, 4, 8, 16;
+//!   CLR passes 16 for 16-byte aligned copies) for RectAligned; element
+//!   (x, y, z) is at start + x + y * row pitch + z * slice pitch. (As
+//!   observed from hipMemcpy2D on the real HIP runtime 5.2.3:
+//!   tests/hip/blit_checks.hip copy_2d, copy_2d_aligned.)
 //! - `__amd_rocclr_fillBufferAligned(bufUChar@0, bufUShort@8, bufUInt@16,
 //!   bufULong@24, pattern@32, patternSize:u32@40, offset@48, size@56)`:
 //!   CLR sets the one buffer pointer whose element size (1, 2, 4, 8 bytes)
@@ -159,14 +162,19 @@ impl Blit {
                 unsafe { copy(ptr_at(0), u64_at(16), ptr_at(8), u64_at(24), bytes) }
             }
             Blit::CopyBufferRect | Blit::CopyBufferRectAligned => {
-                let element = if self == Blit::CopyBufferRect { 1 } else { 4 };
+                // (row pitch, slice pitch, start, _) and (row, rows, slices, element bytes).
                 let src_rect = [u64_at(32), u64_at(40), u64_at(48)];
                 let dst_rect = [u64_at(64), u64_at(72), u64_at(80)];
                 let size = [u64_at(96), u64_at(104), u64_at(112)];
+                let element = match (self, u64_at(120)) {
+                    (Blit::CopyBufferRect, _) => 1,
+                    (_, e @ (1 | 2 | 4 | 8 | 16)) => e,
+                    (_, e) => return Err(format!("copyBufferRectAligned: element size {e}")),
+                };
                 for z in 0..size[2] {
                     for y in 0..size[1] {
-                        let s = src_rect[0] + y * src_rect[1] + z * src_rect[2];
-                        let d = dst_rect[0] + y * dst_rect[1] + z * dst_rect[2];
+                        let s = src_rect[2] + y * src_rect[0] + z * src_rect[1];
+                        let d = dst_rect[2] + y * dst_rect[0] + z * dst_rect[1];
                         // SAFETY: per the caller's guarantee.
                         unsafe {
                             copy(

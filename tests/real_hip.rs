@@ -72,7 +72,7 @@ fn clr_blit_kernels_fill_and_copy_device_memory_like_a_gpu() {
         "blit_checks",
         &[],
         "memset_unaligned: ok\nmemset_d32: ok\ncopy_unaligned: ok\ncopy_aligned: ok\ncopy_2d: ok\n\
-         copy_2d_aligned: ok\n",
+         copy_2d_aligned: ok\nmemset_2d: ok\nstream_write_wait: ok\n",
     );
 }
 
@@ -114,8 +114,10 @@ fn a_kernel_without_host_build_fails_its_dispatch_naming_it_and_where_the_runtim
     // The same copy finds its kernels through DITTO_HIP_HOST_KERNELS.
     let host_build = hip_app("vector_add.host.so");
     let mut cmd = Command::new(&lone);
-    cmd.env("LD_LIBRARY_PATH", cpu_runtime_dir())
-        .env("DITTO_HIP_HOST_KERNELS", format!("/nonexistent.so:{}", host_build.display()));
+    cmd.env("LD_LIBRARY_PATH", cpu_runtime_dir()).env(
+        "DITTO_HIP_HOST_KERNELS",
+        format!("/nonexistent.so:{}", host_build.display()),
+    );
     let out = output_within(&mut cmd, LIMIT, "vector_add with DITTO_HIP_HOST_KERNELS");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).ends_with("wrong = 0\n"), "{}", stdout(&out));
@@ -123,12 +125,24 @@ fn a_kernel_without_host_build_fails_its_dispatch_naming_it_and_where_the_runtim
 
 fn validate(kernel: &str, reference: &str, optimized: &str) -> std::process::Output {
     let mut cmd = Command::new(ditto_bin());
-    cmd.args(["validate", "--json", "--hsa-runtime", "cpu", "--kernel", kernel, "--ref"])
-        .arg(hip_app(reference))
-        .arg("--opt")
-        .arg(hip_app(optimized))
-        .env("NO_COLOR", "1");
-    output_within(&mut cmd, LIMIT, &format!("validate {reference} {optimized}"))
+    cmd.args([
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        kernel,
+        "--ref",
+    ])
+    .arg(hip_app(reference))
+    .arg("--opt")
+    .arg(hip_app(optimized))
+    .env("NO_COLOR", "1");
+    output_within(
+        &mut cmd,
+        LIMIT,
+        &format!("validate {reference} {optimized}"),
+    )
 }
 
 #[test]
@@ -154,7 +168,10 @@ fn validate_fails_the_wrong_reduction_built_by_hipcc_on_argument_1() {
     let mismatches = v["mismatches"].as_array().unwrap();
     assert_eq!(mismatches.len(), 1, "{v}");
     let m = &mismatches[0];
-    assert_eq!((m["dispatch"].as_u64(), m["arg"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (m["dispatch"].as_u64(), m["arg"].as_u64()),
+        (Some(0), Some(1))
+    );
     assert_eq!(m["mismatched_elements"], 1);
     let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
     assert_eq!(m["max_abs_diff"].as_f64().unwrap(), expected_sum);
@@ -186,8 +203,20 @@ fn zero_configuration_run(
 fn ditto_run_captures_each_hipcc_built_application_with_only_the_kernel_name() {
     // (app, args, kernel, captured (arg, dtype), dispatches)
     let cases: &[(&str, &[&str], &str, &[(u64, &str)], usize)] = &[
-        ("reduce_sum_baseline", &[], "reduce_sum", &[(1, "float32")], 1),
-        ("reduce_sum_optimized", &[], "reduce_sum", &[(1, "float32")], 1),
+        (
+            "reduce_sum_baseline",
+            &[],
+            "reduce_sum",
+            &[(1, "float32")],
+            1,
+        ),
+        (
+            "reduce_sum_optimized",
+            &[],
+            "reduce_sum",
+            &[(1, "float32")],
+            1,
+        ),
         ("reduce_sum_wrong", &[], "reduce_sum", &[(1, "float32")], 1),
         ("vector_add", &[], "vector_add", &[(2, "float32")], 1),
         (

@@ -111,9 +111,8 @@ fn main() {
         panic!("{e}");
     }
     let hip_apps_dir = apps_dir.join("hip");
-    std::fs::create_dir_all(&hip_apps_dir).unwrap_or_else(|e| {
-        panic!("cannot create {}: {e}", hip_apps_dir.display())
-    });
+    std::fs::create_dir_all(&hip_apps_dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", hip_apps_dir.display()));
     let compiler = Compiler {
         cxx,
         include_dir,

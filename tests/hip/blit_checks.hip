@@ -85,6 +85,31 @@ int main() {
   for (int row = 0; row < 3; ++row) memcpy(want.data() + 32 + row * 96, host_a.data() + 16 + row * 128, 64);
   expect("copy_2d_aligned", got, want);
 
+  // 2D fill: 37 bytes of 5 rows, pitch 64.
+  HIP_CHECK(hipMemcpy(a, host_a.data(), kBytes, hipMemcpyHostToDevice));
+  HIP_CHECK(hipMemset2D(a + 3, 64, 0x77, 37, 5));
+  HIP_CHECK(hipMemcpy(got.data(), a, kBytes, hipMemcpyDeviceToHost));
+  want = host_a;
+  for (int row = 0; row < 5; ++row) memset(want.data() + 3 + row * 64, 0x77, 37);
+  expect("memset_2d", got, want);
+
+  // Stream memory operations: writes of 32 and 64 bits, then waits that are
+  // already satisfied (a wait that never is would hang, as on a GPU).
+  HIP_CHECK(hipMemcpy(a, host_a.data(), kBytes, hipMemcpyHostToDevice));
+  HIP_CHECK(hipStreamWriteValue32(nullptr, a + 8, 0x01020304u, 0));
+  HIP_CHECK(hipStreamWriteValue64(nullptr, a + 16, 0x1112131415161718ull, 0));
+  HIP_CHECK(hipStreamWaitValue32(nullptr, a + 8, 0x01020304u, hipStreamWaitValueEq, 0xffffffffu));
+  HIP_CHECK(hipStreamWaitValue64(nullptr, a + 16, 0x10ull, hipStreamWaitValueGte, 0xffffffffffffffffull));
+  HIP_CHECK(hipStreamWaitValue32(nullptr, a + 8, 0x4u, hipStreamWaitValueAnd, 0xffffffffu));
+  HIP_CHECK(hipDeviceSynchronize());
+  HIP_CHECK(hipMemcpy(got.data(), a, kBytes, hipMemcpyDeviceToHost));
+  want = host_a;
+  const unsigned v32 = 0x01020304u;
+  const unsigned long long v64 = 0x1112131415161718ull;
+  memcpy(want.data() + 8, &v32, 4);
+  memcpy(want.data() + 16, &v64, 8);
+  expect("stream_write_wait", got, want);
+
   HIP_CHECK(hipFree(a));
   HIP_CHECK(hipFree(b));
   return 0;

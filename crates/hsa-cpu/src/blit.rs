@@ -212,9 +212,7 @@ impl Blit {
                     for i in 0..width {
                         let at = row_start + i * pattern_bytes as u64;
                         // SAFETY: per the caller's guarantee.
-                        unsafe {
-                            std::ptr::copy(pattern, buffer.add(at as usize), pattern_bytes)
-                        };
+                        unsafe { std::ptr::copy(pattern, buffer.add(at as usize), pattern_bytes) };
                     }
                 }
                 Ok(())

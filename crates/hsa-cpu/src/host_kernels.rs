@@ -21,7 +21,7 @@ use crate::dispatch::{CpuKernel, KernelEntry};
 use crate::executables::Library;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_void};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
 /// The variable naming host builds to search before the executable's own.
@@ -42,9 +42,11 @@ struct HostLibrary {
     kernels: HashMap<String, (KernelEntry, u32)>,
 }
 
+/// A host build as loaded, or why it could not be used.
+type Loaded = Result<Arc<HostLibrary>, String>;
+
 /// Path → the library, or why it could not be used.
-static LOADED: LazyLock<Mutex<HashMap<PathBuf, Result<Arc<HostLibrary>, String>>>> =
-    LazyLock::new(Default::default);
+static LOADED: LazyLock<Mutex<HashMap<PathBuf, Loaded>>> = LazyLock::new(Default::default);
 
 /// Where host builds are looked for, in order.
 fn search_path() -> Vec<PathBuf> {
@@ -63,7 +65,7 @@ fn search_path() -> Vec<PathBuf> {
     paths
 }
 
-fn open(path: &PathBuf) -> Result<Arc<HostLibrary>, String> {
+fn open(path: &Path) -> Loaded {
     if !path.exists() {
         return Err("no such file".into());
     }
@@ -78,7 +80,9 @@ fn open(path: &PathBuf) -> Result<Arc<HostLibrary>, String> {
             "dlopen failed".to_string()
         } else {
             // SAFETY: a NUL-terminated string from dlerror.
-            unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
         };
         return Err(why);
     }
@@ -111,7 +115,9 @@ fn open(path: &PathBuf) -> Result<Arc<HostLibrary>, String> {
                 continue;
             }
             // SAFETY: a NUL-terminated name in the library.
-            let name = unsafe { CStr::from_ptr(k.name) }.to_string_lossy().into_owned();
+            let name = unsafe { CStr::from_ptr(k.name) }
+                .to_string_lossy()
+                .into_owned();
             kernels.insert(name, (entry, k.kernarg_segment_size));
         }
     }

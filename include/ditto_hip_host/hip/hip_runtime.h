@@ -84,6 +84,23 @@ inline hipError_t hipMemsetD16(void*, unsigned short, size_t) { return ::ditto::
 inline hipError_t hipMemcpy2D(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind) {
   return ::ditto::host_build::not_run();
 }
+inline hipError_t hipMemset2D(void*, size_t, int, size_t, size_t) { return ::ditto::host_build::not_run(); }
+inline hipError_t hipStreamWriteValue32(hipStream_t, void*, uint32_t, unsigned int) {
+  return ::ditto::host_build::not_run();
+}
+inline hipError_t hipStreamWriteValue64(hipStream_t, void*, uint64_t, unsigned int) {
+  return ::ditto::host_build::not_run();
+}
+inline hipError_t hipStreamWaitValue32(hipStream_t, void*, uint32_t, unsigned int, uint32_t = 0xffffffffu) {
+  return ::ditto::host_build::not_run();
+}
+inline hipError_t hipStreamWaitValue64(hipStream_t, void*, uint64_t, unsigned int, uint64_t = ~0ull) {
+  return ::ditto::host_build::not_run();
+}
+#define hipStreamWaitValueGte 0x0
+#define hipStreamWaitValueEq 0x1
+#define hipStreamWaitValueAnd 0x2
+#define hipStreamWaitValueNor 0x3
 inline hipError_t hipDeviceSynchronize() { return ::ditto::host_build::not_run(); }
 inline hipError_t hipStreamSynchronize(hipStream_t) { return ::ditto::host_build::not_run(); }
 inline hipError_t hipGetLastError() { return ::ditto::host_build::not_run(); }

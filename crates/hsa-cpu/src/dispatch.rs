@@ -1,7 +1,9 @@
 //! Kernel execution: turns one kernel-dispatch packet into calls of the
-//! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2), one per
+//! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2; for a
+//! kernel of an AMDGPU code object, its host build's entry), one per
 //! chunk of work-groups, run in parallel by `pool`; returns only when every
-//! chunk has returned. Owns the C ABI of that call and the code-object ABI
+//! chunk has returned. A CLR blit kernel runs as one call of `blit`; a
+//! kernel that cannot run fails with its message on stderr. Owns the C ABI of that call and the code-object ABI
 //! check. Never jumps to an address that is not the entry of a live kernel
 //! descriptor (`executables` keeps the registry).
 

@@ -199,10 +199,18 @@ fn zero_configuration_run(
     (out, manifest)
 }
 
+/// (app, args, kernel, captured (arg, dtype), dispatches).
+type RunCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static [(u64, &'static str)],
+    usize,
+);
+
 #[test]
 fn ditto_run_captures_each_hipcc_built_application_with_only_the_kernel_name() {
-    // (app, args, kernel, captured (arg, dtype), dispatches)
-    let cases: &[(&str, &[&str], &str, &[(u64, &str)], usize)] = &[
+    let cases: &[RunCase] = &[
         (
             "reduce_sum_baseline",
             &[],

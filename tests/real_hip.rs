@@ -283,3 +283,31 @@ fn a_hipcc_built_application_that_never_dispatches_the_kernel_gets_the_never_dis
         "{e}"
     );
 }
+
+#[test]
+fn validate_passes_scale_values_of_floats_and_doubles_against_themselves() {
+    for dtype in ["float", "double"] {
+        let command = format!("{} {dtype}", hip_app("scale_values").display());
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args([
+            "validate",
+            "--json",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel",
+            "scale_values",
+        ])
+        .args(["--ref", &command, "--opt", &command])
+        .env("NO_COLOR", "1");
+        let out = output_within(&mut cmd, LIMIT, &format!("validate scale_values {dtype}"));
+        let v = json(&out);
+        assert_eq!(v["valid"], true, "{dtype}: stderr:\n{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(v["arrays_compared"], 2, "{dtype}: input and output: {v}");
+        assert_eq!(
+            v["kernel"].as_str().unwrap(),
+            format!("void scale_values<{dtype}>({dtype}*, {dtype}*, {dtype}, int)"),
+            "{v}"
+        );
+    }
+}

@@ -112,24 +112,35 @@ fn implementation(name: &str, explicit: &[(u64, u64)]) -> Implementation {
         None => format!("`{name}`"),
     };
     match host_kernels::find(name) {
-        Ok(host) => {
-            let explicit_end = explicit.iter().map(|(o, s)| o + s).max().unwrap_or(0);
-            if host.kernarg_size as u64 == explicit_end {
-                Implementation::Host(host)
-            } else {
-                Implementation::Missing(format!(
-                    "hsa-cpu: kernel {shown}: its host build in {} lays out {} bytes of arguments, \
-                     the AMDGPU code object {explicit_end}: rebuild the host build from the same \
-                     source",
-                    host.path.display(),
-                    host.kernarg_size
-                ))
-            }
-        }
+        Ok(host) => match same_argument_bytes(&shown, &host.path, host.kernarg_size, explicit) {
+            Ok(()) => Implementation::Host(host),
+            Err(message) => Implementation::Missing(message),
+        },
         Err(looked) => Implementation::Missing(format!(
             "hsa-cpu: kernel {shown} has no host implementation: {looked}"
         )),
     }
+}
+
+/// Whether a host build lays out `host_kernarg_size` bytes of explicit
+/// arguments where the code object's explicit arguments end. Err: the
+/// message naming the kernel and the host build.
+fn same_argument_bytes(
+    shown: &str,
+    host_build: &std::path::Path,
+    host_kernarg_size: u32,
+    explicit: &[(u64, u64)],
+) -> Result<(), String> {
+    let explicit_end = explicit.iter().map(|(o, s)| o + s).max().unwrap_or(0);
+    if host_kernarg_size as u64 == explicit_end {
+        return Ok(());
+    }
+    Err(format!(
+        "hsa-cpu: kernel {shown}: its host build in {} lays out {host_kernarg_size} bytes of \
+         arguments, the AMDGPU code object {explicit_end}: rebuild the host build from the same \
+         source",
+        host_build.display()
+    ))
 }
 
 #[cfg(test)]
@@ -147,6 +158,24 @@ mod tests {
         h[18..20].copy_from_slice(&62u16.to_le_bytes());
         assert!(!is_amdgpu(&h));
         assert!(!is_amdgpu(&h[..10]));
+    }
+
+    #[test]
+    fn a_host_build_must_lay_out_as_many_argument_bytes_as_the_code_object() {
+        // scale_values<double>: 0/8, 8/8, 16/8, 24/4 → 28 bytes.
+        let explicit = [(0, 8), (8, 8), (16, 8), (24, 4)];
+        let path = std::path::Path::new("/x/app.host.so");
+        assert_eq!(same_argument_bytes("`k`", path, 28, &explicit), Ok(()));
+        let err = same_argument_bytes("`k`", path, 32, &explicit).unwrap_err();
+        assert!(
+            err.contains("`k`") && err.contains("/x/app.host.so"),
+            "{err}"
+        );
+        assert!(
+            err.contains("32 bytes") && err.contains("code object 28"),
+            "{err}"
+        );
+        assert_eq!(same_argument_bytes("`k`", path, 0, &[]), Ok(()));
     }
 
     #[test]

@@ -18,8 +18,23 @@
  * and `uint32_t ditto_cpu_code_object_abi` equal to this header's
  * DITTO_CPU_CODE_OBJECT_ABI load (a code object of another ABI, or without
  * the word, is refused with a message on stderr naming the ABI it has and
- * the one the runtime runs: rebuild it with the current headers); anything else (a real AMDGPU code object included) makes
- * hsa_executable_load_agent_code_object return
+ * the one the runtime runs: rebuild it with the current headers).
+ *
+ * Real AMDGPU code objects (ELF EM_AMDGPU, as hipcc and the real HIP
+ * runtime's blit kernels come) load too: each kernel of the code object's
+ * NT_AMDGPU_METADATA note becomes a symbol "<name>.kd" whose KERNEL_OBJECT
+ * is a copy of its 64-byte kernel descriptor. Their machine code never
+ * runs: CLR's blit kernels (__amd_rocclr_copyBuffer, ...) are implemented
+ * natively by the runtime (crates/hsa-cpu/src/blit.rs), and every other
+ * kernel runs from a HOST BUILD of the same HIP source, a code object of
+ * this format found by the kernel's mangled name in the files named by
+ * DITTO_HIP_HOST_KERNELS (colon-separated), then in <executable>.host.so
+ * (include/ditto_hip_host/hip/hip_runtime.h says how to make one). A kernel
+ * without either fails its dispatch with HSA_STATUS_ERROR_INVALID_CODE_OBJECT
+ * and a message on stderr naming it and where the runtime looked; so does
+ * a host build whose argument bytes differ from the code object's.
+ *
+ * Anything else makes hsa_executable_load_agent_code_object return
  * HSA_STATUS_ERROR_INVALID_CODE_OBJECT. The runtime dlopen()s the memfd
  * through a descriptor of its own ("/proc/self/fd/N", RTLD_NOW|RTLD_LOCAL)
  * and dlclose()s it when the executable is destroyed and no dispatch of it

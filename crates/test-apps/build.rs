@@ -8,7 +8,13 @@
 //! target/<profile>/apps/: `<name>` (the executable) and `<name>.co`, plus
 //! code objects of test-only kernel files (`KERNEL_FILES`).
 //!
+//! The hipcc-built applications of tests/hip/ go to target/<profile>/apps/hip/
+//! (build/hip.rs).
+//!
 //! This script only compiles; it never runs what it builds.
+
+#[path = "build/hip.rs"]
+mod hip;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -62,6 +68,13 @@ fn main() {
     );
     println!("cargo:rerun-if-changed={HSA_HEADER}");
     println!("cargo:rerun-if-env-changed=CXX");
+    println!("cargo:rerun-if-env-changed=HIPCC");
+    let hip_src = repo.join("tests").join("hip");
+    println!("cargo:rerun-if-changed={}", hip_src.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        include_dir.join("ditto_hip_host").display()
+    );
 
     if !Path::new(HSA_HEADER).exists() {
         panic!(
@@ -80,6 +93,27 @@ fn main() {
     println!("cargo:rustc-env=DITTO_TEST_APPS_DIR={}", apps_dir.display());
 
     let cxx = env::var("CXX").unwrap_or_else(|_| "g++".to_string());
+    let hip_build = hip::HipBuild {
+        hipcc: env::var("HIPCC").unwrap_or_else(|_| "hipcc".to_string()),
+        cxx: cxx.clone(),
+        include_dir: include_dir.clone(),
+        hip_src,
+        out_dir: out_dir.clone(),
+    };
+    println!("cargo:rerun-if-env-changed={}", hip::WITHOUT_HIPCC_VAR);
+    let with_hip = env::var(hip::WITHOUT_HIPCC_VAR).as_deref() != Ok("1");
+    if !with_hip {
+        println!(
+            "cargo:warning={}=1: the hipcc-built applications of tests/hip are not built; \
+             tests/real_hip.rs fails",
+            hip::WITHOUT_HIPCC_VAR
+        );
+    } else if let Err(e) = hip_build.check_hipcc() {
+        panic!("{e}");
+    }
+    let hip_apps_dir = apps_dir.join("hip");
+    std::fs::create_dir_all(&hip_apps_dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", hip_apps_dir.display()));
     let compiler = Compiler {
         cxx,
         include_dir,
@@ -92,6 +126,7 @@ fn main() {
             name,
             source,
             host: true,
+            hip: false,
         });
     }
     for &(name, source) in KERNEL_FILES {
@@ -99,6 +134,15 @@ fn main() {
             name,
             source,
             host: false,
+            hip: false,
+        });
+    }
+    for &(name, source) in hip::HIP_APPS.iter().filter(|_| with_hip) {
+        jobs.push(Job {
+            name,
+            source,
+            host: false,
+            hip: true,
         });
     }
 
@@ -115,7 +159,15 @@ fn main() {
                 .map(|job| {
                     let compiler = &compiler;
                     let apps_dir = &apps_dir;
-                    scope.spawn(move || compiler.build(job, apps_dir))
+                    let hip_build = &hip_build;
+                    let hip_apps_dir = &hip_apps_dir;
+                    scope.spawn(move || {
+                        if job.hip {
+                            hip_build.build(job.name, job.source, hip_apps_dir)
+                        } else {
+                            compiler.build(job, apps_dir)
+                        }
+                    })
                 })
                 .collect();
             handles
@@ -151,6 +203,8 @@ struct Job {
     source: &'static str,
     /// Also build the host executable (apps); kernel files only get a code object.
     host: bool,
+    /// A hipcc-built application of tests/hip/ (build/hip.rs).
+    hip: bool,
 }
 
 struct Compiler {

@@ -47,6 +47,11 @@ pub fn app(name: &str) -> PathBuf {
     built(profile_dir().join("apps").join(name))
 }
 
+/// A hipcc-built application of tests/hip/ (its host build beside it).
+pub fn hip_app(name: &str) -> PathBuf {
+    built(profile_dir().join("apps").join("hip").join(name))
+}
+
 /// `ditto ARGS` on the CPU runtime.
 pub fn ditto(args: &[&str]) -> Output {
     Command::new(ditto_bin())

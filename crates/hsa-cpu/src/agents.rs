@@ -1,6 +1,7 @@
 //! Agents, their ISA and memory pools, and system information. Owns the fixed
-//! topology: one CPU agent (fine-grained + kernarg pools) and one GPU-type
-//! agent "gfx90a" (coarse-grained pool) whose kernels run on the host.
+//! topology: one CPU agent (fine-grained, kernarg and coarse-grained pools) and one GPU-type
+//! agent "gfx90a" (coarse-grained pool, group segment) whose kernels run on
+//! the host.
 //! Holds no mutable state; never allocates memory (see `memory`).
 
 use hsa::*;
@@ -22,6 +23,18 @@ pub const CPU_FINE_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
 };
 pub const CPU_KERNARG_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
     handle: 0xD170_9001_0003,
+};
+/// The GPU agent's group (LDS) segment: not allocatable, as in ROCr; the
+/// real HIP runtime requires one and reads its SIZE as the LDS size.
+pub const GPU_GROUP_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
+    handle: 0xD170_9001_0005,
+};
+/// Bytes of group memory per work-group (gfx90a's 64 KiB).
+pub const GROUP_SEGMENT_SIZE: usize = 64 << 10;
+/// System memory, coarse-grained: ROCr reports one on every CPU agent, and
+/// the real HIP runtime queries it (it fails device creation without one).
+pub const CPU_COARSE_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
+    handle: 0xD170_9001_0004,
 };
 
 pub const GFX90A_ISA: hsa_isa_t = hsa_isa_t {
@@ -48,14 +61,16 @@ pub(crate) fn pool_info(pool: hsa_amd_memory_pool_t) -> Option<(hsa_agent_t, u32
             HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT
                 | HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
         )),
+        CPU_COARSE_POOL => Some((CPU_AGENT, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)),
+        GPU_GROUP_POOL => Some((GPU_AGENT, 0)),
         _ => None,
     }
 }
 
 fn pools_of(agent: hsa_agent_t) -> &'static [hsa_amd_memory_pool_t] {
     match agent {
-        GPU_AGENT => &[GPU_COARSE_POOL],
-        CPU_AGENT => &[CPU_FINE_POOL, CPU_KERNARG_POOL],
+        GPU_AGENT => &[GPU_COARSE_POOL, GPU_GROUP_POOL],
+        CPU_AGENT => &[CPU_FINE_POOL, CPU_KERNARG_POOL, CPU_COARSE_POOL],
         _ => &[],
     }
 }
@@ -125,6 +140,9 @@ pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) 
             HSA_SYSTEM_INFO_ENDIANNESS => put(value, 0u32),
             HSA_SYSTEM_INFO_MACHINE_MODEL => put(value, 1u32),
             7 => put(value, [0u8; 128]), // HSA_SYSTEM_INFO_EXTENSIONS
+            // HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED / _SVM_ACCESSIBLE_BY_DEFAULT:
+            // no hsa_amd_svm_* here (the real HIP runtime then disables HMM).
+            0x201 | 0x202 => put(value, false),
             _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
         }
     }
@@ -342,6 +360,22 @@ pub(crate) fn memory_pool_get_info(
     // SAFETY: value is non-null; each arm writes the attribute's documented type.
     unsafe {
         match attribute {
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT if pool == GPU_GROUP_POOL => {
+                put(value, HSA_AMD_SEGMENT_GROUP)
+            }
+            HSA_AMD_MEMORY_POOL_INFO_SIZE if pool == GPU_GROUP_POOL => {
+                put(value, GROUP_SEGMENT_SIZE)
+            }
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED if pool == GPU_GROUP_POOL => {
+                put(value, false)
+            }
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE
+            | HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT
+            | HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE
+                if pool == GPU_GROUP_POOL =>
+            {
+                put(value, 0usize)
+            }
             HSA_AMD_MEMORY_POOL_INFO_SEGMENT => put(value, HSA_AMD_SEGMENT_GLOBAL),
             HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS => put(value, flags),
             HSA_AMD_MEMORY_POOL_INFO_SIZE => put(value, physical_memory()),
@@ -408,7 +442,7 @@ pub(crate) fn status_string(status: hsa_status_t, out: *mut *const c_char) -> hs
         HSA_STATUS_ERROR_INVALID_PACKET_FORMAT => c"HSA_STATUS_ERROR_INVALID_PACKET_FORMAT: The AQL packet is malformed.",
         HSA_STATUS_ERROR_NOT_INITIALIZED => c"HSA_STATUS_ERROR_NOT_INITIALIZED: An API other than hsa_init has been invoked while the reference count of the HSA runtime is zero.",
         HSA_STATUS_ERROR_INVALID_ISA => c"HSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid.",
-        HSA_STATUS_ERROR_INVALID_CODE_OBJECT => c"HSA_STATUS_ERROR_INVALID_CODE_OBJECT: The code object is invalid (the CPU runtime runs only host code objects, see ditto_hsa_cpu.h).",
+        HSA_STATUS_ERROR_INVALID_CODE_OBJECT => c"HSA_STATUS_ERROR_INVALID_CODE_OBJECT: The code object is invalid (the CPU runtime runs host code objects, and AMDGPU code objects whose kernels have host builds or are CLR blit kernels; see ditto_hsa_cpu.h).",
         HSA_STATUS_ERROR_INVALID_EXECUTABLE => c"HSA_STATUS_ERROR_INVALID_EXECUTABLE: The executable is invalid.",
         HSA_STATUS_ERROR_FROZEN_EXECUTABLE => c"HSA_STATUS_ERROR_FROZEN_EXECUTABLE: The executable is frozen.",
         HSA_STATUS_ERROR_INVALID_SYMBOL_NAME => c"HSA_STATUS_ERROR_INVALID_SYMBOL_NAME: There is no symbol with the given name.",

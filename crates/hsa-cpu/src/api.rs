@@ -19,13 +19,21 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
-/// What an entry returns when its implementation panicked.
+/// What an entry returns when its implementation panicked, and whether a
+/// result is a failure worth a trace line (`error <function> <status>`).
 pub trait FailValue {
     fn fail() -> Self;
+    fn trace_failure(&self, _function: &str) {}
 }
 impl FailValue for u32 {
     fn fail() -> Self {
         HSA_STATUS_ERROR
+    }
+    fn trace_failure(&self, function: &str) {
+        // INFO_BREAK (0x1) ends an iteration early: not a failure.
+        if *self != HSA_STATUS_SUCCESS && *self != HSA_STATUS_INFO_BREAK {
+            crate::trace::event(&format!("error {function} {self:#x}"));
+        }
     }
 }
 impl FailValue for i64 {
@@ -189,7 +197,9 @@ macro_rules! hsa_api {
                 /// C ABI entry: the arguments must satisfy hsa.h / hsa_ext_amd.h.
                 #[allow(unused_unsafe, unused_variables, clippy::too_many_arguments)]
                 pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                    guard(stringify!($name), move || unsafe { $body })
+                    let result = guard(stringify!($name), move || unsafe { $body });
+                    result.trace_failure(stringify!($name));
+                    result
                 }
             )*
         }

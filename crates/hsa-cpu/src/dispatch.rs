@@ -1,7 +1,9 @@
 //! Kernel execution: turns one kernel-dispatch packet into calls of the
-//! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2), one per
+//! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2; for a
+//! kernel of an AMDGPU code object, its host build's entry), one per
 //! chunk of work-groups, run in parallel by `pool`; returns only when every
-//! chunk has returned. Owns the C ABI of that call and the code-object ABI
+//! chunk has returned. A CLR blit kernel runs as one call of `blit`; a
+//! kernel that cannot run fails with its message on stderr. Owns the C ABI of that call and the code-object ABI
 //! check. Never jumps to an address that is not the entry of a live kernel
 //! descriptor (`executables` keeps the registry).
 
@@ -127,8 +129,23 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
     let Some(kernel) = executables::lookup_kernel(d.kernel_object) else {
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
     };
-    let Some(entry) = kernel.entry else {
-        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    let entry = match &kernel.run {
+        executables::KernelRun::Entry { entry, .. } => *entry,
+        executables::KernelRun::Blit(blit) => {
+            // SAFETY: the packet's kernarg holds the blit's arguments, as
+            // CLR wrote them (layout checked at load).
+            return match unsafe { blit.run(d.kernarg_address as *const u8) } {
+                Ok(()) => HSA_STATUS_SUCCESS,
+                Err(why) => {
+                    eprintln!("hsa-cpu: blit kernel {blit:?} failed: {why}");
+                    HSA_STATUS_ERROR_EXCEPTION
+                }
+            };
+        }
+        executables::KernelRun::Missing(message) => {
+            eprintln!("{message}");
+            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+        }
     };
     let Ok(groups) = total_groups(d) else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;

@@ -22,9 +22,20 @@ use std::sync::{Arc, LazyLock, Mutex};
 /// compares inodes, so "/proc/self/fd/N" must never name two code objects:
 /// the library keeps its own descriptor N open until after dlclose, so N
 /// cannot be reused for another code object while this one is loaded.
-struct Library {
+pub struct Library {
     handle: usize,
+    /// -1 for a library opened by path (a host build).
     fd: i32,
+}
+
+impl Library {
+    /// A library dlopen'ed by path.
+    pub(crate) fn from_handle(handle: *mut c_void) -> Library {
+        Library {
+            handle: handle as usize,
+            fd: -1,
+        }
+    }
 }
 
 impl Drop for Library {
@@ -32,7 +43,9 @@ impl Drop for Library {
         // SAFETY: the handle came from dlopen and fd from dup; each closed once.
         unsafe {
             libc::dlclose(self.handle as *mut c_void);
-            libc::close(self.fd);
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
         }
     }
 }
@@ -48,9 +61,37 @@ pub struct KernelDescriptor {
     reserved: [u8; 52],
 }
 
+impl KernelDescriptor {
+    fn from_bytes(bytes: [u8; 64]) -> Box<KernelDescriptor> {
+        let word = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        let mut reserved = [0u8; 52];
+        reserved.copy_from_slice(&bytes[12..]);
+        Box::new(KernelDescriptor {
+            group_segment_fixed_size: word(0),
+            private_segment_fixed_size: word(4),
+            kernarg_size: word(8),
+            reserved,
+        })
+    }
+}
+
+/// How a live kernel runs.
+pub enum KernelRun {
+    /// A CPU code object's entry (ditto_hsa_cpu.h), also a host build's
+    /// entry for a kernel of an AMDGPU code object.
+    Entry {
+        entry: KernelEntry,
+        _library: Arc<Library>,
+    },
+    /// One of CLR's blit kernels, run natively.
+    Blit(crate::blit::Blit),
+    /// A kernel of an AMDGPU code object that cannot run here: the message
+    /// printed when it is dispatched.
+    Missing(String),
+}
+
 pub struct KernelRecord {
-    pub entry: Option<KernelEntry>,
-    _library: Arc<Library>,
+    pub run: KernelRun,
 }
 
 struct Symbol {
@@ -189,6 +230,77 @@ fn is_host_shared_object(fd: i32) -> bool {
         && u16::from_le_bytes([hdr[18], hdr[19]]) == 62 // EM_X86_64
 }
 
+/// ELF header check: an AMDGPU code object (hipcc's, CLR's blit kernels).
+fn is_amdgpu_fd(fd: i32) -> bool {
+    let mut hdr = [0u8; 20];
+    // SAFETY: reading into a local buffer from our own fd.
+    let n = unsafe { libc::pread(fd, hdr.as_mut_ptr() as *mut c_void, hdr.len(), 0) };
+    n == 20 && crate::amdgpu::is_amdgpu(&hdr)
+}
+
+/// Loads a real AMDGPU code object: one symbol per kernel of its metadata,
+/// with a copy of its kernel descriptor; how each runs is decided now
+/// (`amdgpu`). The loaded-code-object handle written is 0: nothing is mapped.
+fn load_amdgpu(
+    executable: hsa_executable_t,
+    agent: hsa_agent_t,
+    fd: i32,
+    loaded: *mut hsa_loaded_code_object_t,
+) -> hsa_status_t {
+    let bytes = match std::fs::read(format!("/proc/self/fd/{fd}")) {
+        Ok(b) => b,
+        Err(_) => return HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+    };
+    let kernels = match crate::amdgpu::load(&bytes) {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("hsa-cpu: refusing an AMDGPU code object: {why}");
+            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+        }
+    };
+    let mut st = state();
+    if !st.executables.contains_key(&executable.handle) {
+        return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    }
+    let mut new_symbols = Vec::new();
+    for k in kernels {
+        let group_size = k.group_segment_size();
+        let descriptor = KernelDescriptor::from_bytes(k.descriptor);
+        let address = &*descriptor as *const KernelDescriptor as u64;
+        let run = match k.implementation {
+            crate::amdgpu::Implementation::Blit(b) => KernelRun::Blit(b),
+            crate::amdgpu::Implementation::Host(h) => KernelRun::Entry {
+                entry: h.entry,
+                _library: h.library,
+            },
+            crate::amdgpu::Implementation::Missing(m) => KernelRun::Missing(m),
+        };
+        st.kernels.insert(address, Arc::new(KernelRecord { run }));
+        let _ = &k.name;
+        let id = next_id();
+        st.symbols.insert(
+            id,
+            Symbol {
+                name: k.symbol,
+                agent,
+                kernarg_size: k.kernarg_size,
+                kernarg_alignment: 16,
+                group_size,
+                descriptor,
+            },
+        );
+        new_symbols.push(id);
+    }
+    if let Some(e) = st.executables.get_mut(&executable.handle) {
+        e.symbols.extend(new_symbols);
+    }
+    if !loaded.is_null() {
+        // SAFETY: non-null out pointer supplied by the caller.
+        unsafe { loaded.write(hsa_loaded_code_object_t { handle: 0 }) };
+    }
+    HSA_STATUS_SUCCESS
+}
+
 /// dlopens the code object in `fd` through a descriptor of its own.
 fn open_library(fd: i32) -> Result<Arc<Library>, hsa_status_t> {
     if !is_host_shared_object(fd) {
@@ -235,6 +347,9 @@ pub(crate) fn load_agent_code_object(
             None => return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
         }
     };
+    if is_amdgpu_fd(fd) {
+        return load_amdgpu(executable, agent, fd, loaded);
+    }
     let library = match cached {
         Some(l) => l,
         None => match open_library(fd) {
@@ -294,13 +409,16 @@ pub(crate) fn load_agent_code_object(
             reserved: [0; 52],
         });
         let address = &*descriptor as *const KernelDescriptor as u64;
-        st.kernels.insert(
-            address,
-            Arc::new(KernelRecord {
-                entry: k.entry,
+        let run = match k.entry {
+            Some(entry) => KernelRun::Entry {
+                entry,
                 _library: library.clone(),
-            }),
-        );
+            },
+            None => KernelRun::Missing(format!(
+                "hsa-cpu: kernel `{name}` of a CPU code object has no entry"
+            )),
+        };
+        st.kernels.insert(address, Arc::new(KernelRecord { run }));
         let id = next_id();
         st.symbols.insert(
             id,

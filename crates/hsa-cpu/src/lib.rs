@@ -15,6 +15,10 @@
 //! - `intercept`    intercept queues (proxy ring, interceptor chain, overflow,
 //!   the runtime's async thread)
 //! - `executables`  code-object readers, executables, symbols, kernel descriptors
+//! - `amdgpu`       real AMDGPU code objects (hipcc's, CLR's): kernels, descriptors,
+//!   how each kernel runs
+//! - `blit`         CLR's blit kernels, run natively
+//! - `host_kernels` host builds of HIP applications, found by kernel name
 //! - `loader`       the AMD loader extension: what was loaded where
 //! - `dispatch`     running one kernel-dispatch packet on the host
 //!   (include/ditto_hsa_cpu.h)
@@ -27,9 +31,12 @@
 //! descriptor validated against the registry of live kernels.
 
 pub mod agents;
+pub mod amdgpu;
 pub mod api;
+pub mod blit;
 pub mod dispatch;
 pub mod executables;
+pub mod host_kernels;
 pub mod intercept;
 pub mod ipc;
 pub mod loader;

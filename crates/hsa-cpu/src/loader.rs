@@ -181,6 +181,10 @@ pub(crate) fn load_agent_code_object(
 
 /// Load bias and PT_LOAD segments of the object behind dlopen handle `handle`.
 fn mapped_segments(handle: *mut c_void) -> (i64, Vec<Segment>) {
+    if handle.is_null() {
+        // An AMDGPU code object: nothing of it is mapped (`executables`).
+        return (0, Vec::new());
+    }
     let mut map: *mut libc::c_void = std::ptr::null_mut();
     // SAFETY: handle is a live dlopen handle held by `executables`;
     // RTLD_DI_LINKMAP writes a `struct link_map*`.

@@ -326,6 +326,10 @@ pub(crate) fn pool_allocate(
     if agents::pool_info(pool).is_none() {
         return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
     }
+    if pool == agents::GPU_GROUP_POOL {
+        // As ROCr: RUNTIME_ALLOC_ALLOWED is false for the group segment.
+        return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+    }
     if ptr.is_null() || size == 0 {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }

@@ -5,7 +5,9 @@
 //! `signal-wait`), IPC exports (`ipc-create`), writer calls that overflowed
 //! an intercept queue's hardware ring (`overflow`) and interceptor calls
 //! made on the runtime's async thread rather than on the application's
-//! storing thread (`intercept-async`). Packets are their 64 bytes in hex.
+//! storing thread (`intercept-async`), and every API call that returned a
+//! status other than SUCCESS or INFO_BREAK (`error <function> <status>`).
+//! Packets are their 64 bytes in hex.
 //! Lines are appended whole (O_APPEND), so several threads and processes
 //! may share one file.
 //!

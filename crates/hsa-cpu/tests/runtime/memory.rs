@@ -220,7 +220,10 @@ fn pools_describe_themselves_like_rocr() {
     init();
     let gpu_pools = pools(gpu());
     let cpu_pools = pools(cpu());
-    assert_eq!((gpu_pools.len(), cpu_pools.len()), (1, 2));
+    // As ROCr: the GPU agent has its coarse pool and its group segment; the
+    // CPU agent fine-grained, kernarg and coarse-grained system memory (the
+    // real HIP runtime fails device creation without the group segment).
+    assert_eq!((gpu_pools.len(), cpu_pools.len()), (2, 3));
     let flags = |p| {
         let mut f = 0u32;
         // SAFETY: GLOBAL_FLAGS is a uint32_t.
@@ -244,6 +247,38 @@ fn pools_describe_themselves_like_rocr() {
     assert_eq!(
         flags(cpu_pools[1]),
         HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT | HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED
+    );
+    assert_eq!(
+        flags(cpu_pools[2]),
+        HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED
+    );
+    let (mut segment, mut group_size, mut allowed) = (0u32, 0usize, true);
+    let mut refused: *mut c_void = std::ptr::null_mut();
+    // SAFETY: SEGMENT is a uint32_t enum, SIZE a size_t, ALLOWED a bool.
+    unsafe {
+        rt::hsa_amd_memory_pool_get_info(
+            gpu_pools[1],
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+            &mut segment as *mut u32 as *mut c_void,
+        );
+        rt::hsa_amd_memory_pool_get_info(
+            gpu_pools[1],
+            HSA_AMD_MEMORY_POOL_INFO_SIZE,
+            &mut group_size as *mut usize as *mut c_void,
+        );
+        rt::hsa_amd_memory_pool_get_info(
+            gpu_pools[1],
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+            &mut allowed as *mut bool as *mut c_void,
+        );
+        assert_eq!(
+            rt::hsa_amd_memory_pool_allocate(gpu_pools[1], 64, 0, &mut refused),
+            HSA_STATUS_ERROR_INVALID_ALLOCATION
+        );
+    }
+    assert_eq!(
+        (segment, group_size, allowed),
+        (HSA_AMD_SEGMENT_GROUP, 64 << 10, false)
     );
     let mut granule = 0usize;
     let mut access = 0u32;

@@ -1,0 +1,167 @@
+//! Host builds of HIP applications: where the CPU runtime finds the host
+//! implementation of a kernel that arrived as a real AMDGPU code object.
+//! Owns the search path, the loaded host libraries (dlopen'ed once, kept
+//! for the life of the process) and the lookup by mangled kernel name.
+//!
+//! A host build is a CPU code object (include/ditto_hsa_cpu.h, ABI 2) made
+//! by g++ from the same HIP source with include/ditto_hip_host/ (see the
+//! header there): it exports `ditto_cpu_code_object_kernels`, whose
+//! entries are named by the same mangled names hipcc gives the kernels.
+//!
+//! Search order, first match wins:
+//! 1. each path of `DITTO_HIP_HOST_KERNELS` (colon-separated);
+//! 2. `<executable>.host.so` beside the running executable
+//!    (`/proc/self/exe` resolved, with `.host.so` appended).
+//!
+//! A kernel found nowhere is not an error at load (a code object may hold
+//! kernels that are never dispatched); `find` says where it looked, and
+//! the dispatch fails with that message.
+
+use crate::dispatch::{CpuKernel, KernelEntry};
+use crate::executables::Library;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// The variable naming host builds to search before the executable's own.
+pub const HOST_KERNELS_VAR: &str = "DITTO_HIP_HOST_KERNELS";
+
+/// A kernel's host implementation.
+#[derive(Clone)]
+pub(crate) struct HostKernel {
+    pub entry: KernelEntry,
+    /// Bytes of the explicit arguments as the host build lays them out.
+    pub kernarg_size: u32,
+    pub library: Arc<Library>,
+    pub path: PathBuf,
+}
+
+struct HostLibrary {
+    library: Arc<Library>,
+    kernels: HashMap<String, (KernelEntry, u32)>,
+}
+
+/// A host build as loaded, or why it could not be used.
+type Loaded = Result<Arc<HostLibrary>, String>;
+
+/// Path → the library, or why it could not be used.
+static LOADED: LazyLock<Mutex<HashMap<PathBuf, Loaded>>> = LazyLock::new(Default::default);
+
+/// Where host builds are looked for, in order.
+fn search_path() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::env::var_os(HOST_KERNELS_VAR)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
+        let mut beside = exe.into_os_string();
+        beside.push(".host.so");
+        paths.push(PathBuf::from(beside));
+    }
+    paths
+}
+
+fn open(path: &Path) -> Loaded {
+    if !path.exists() {
+        return Err("no such file".into());
+    }
+    let c_path = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| "the path holds a NUL byte".to_string())?;
+    // SAFETY: dlopen of a file the user named as a host build.
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns a thread-local string or null.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            "dlopen failed".to_string()
+        } else {
+            // SAFETY: a NUL-terminated string from dlerror.
+            unsafe { CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(why);
+    }
+    let library = Arc::new(Library::from_handle(handle));
+    // SAFETY: looking up symbols in a live handle.
+    let (kernels_fn, abi) = unsafe {
+        (
+            libc::dlsym(handle, c"ditto_cpu_code_object_kernels".as_ptr()),
+            libc::dlsym(handle, c"ditto_cpu_code_object_abi".as_ptr()) as *const u32,
+        )
+    };
+    if kernels_fn.is_null() {
+        return Err("it exports no ditto_cpu_code_object_kernels (not a host build)".into());
+    }
+    // SAFETY: if present, the ABI word is a uint32_t exported by the library.
+    let abi = (!abi.is_null()).then(|| unsafe { *abi });
+    crate::dispatch::check_code_object_abi(abi)?;
+    // SAFETY: the symbol has the documented signature.
+    let kernels_fn: unsafe extern "C" fn(*mut u32) -> *const CpuKernel =
+        unsafe { std::mem::transmute::<*mut c_void, _>(kernels_fn) };
+    let mut count = 0u32;
+    // SAFETY: calling the library's exported function as documented.
+    let list = unsafe { kernels_fn(&mut count) };
+    let mut kernels = HashMap::new();
+    if !list.is_null() {
+        // SAFETY: the library returns `count` kernels valid while loaded.
+        for k in unsafe { std::slice::from_raw_parts(list, count as usize) } {
+            let Some(entry) = k.entry else { continue };
+            if k.name.is_null() {
+                continue;
+            }
+            // SAFETY: a NUL-terminated name in the library.
+            let name = unsafe { CStr::from_ptr(k.name) }
+                .to_string_lossy()
+                .into_owned();
+            kernels.insert(name, (entry, k.kernarg_segment_size));
+        }
+    }
+    Ok(Arc::new(HostLibrary { library, kernels }))
+}
+
+/// The host implementation of kernel `mangled`, or a message saying where
+/// the runtime looked and what it found there.
+pub(crate) fn find(mangled: &str) -> Result<HostKernel, String> {
+    let mut looked = Vec::new();
+    for path in search_path() {
+        let loaded = {
+            let mut cache = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+            cache
+                .entry(path.clone())
+                .or_insert_with(|| open(&path))
+                .clone()
+        };
+        match loaded {
+            Ok(lib) => match lib.kernels.get(mangled) {
+                Some(&(entry, kernarg_size)) => {
+                    return Ok(HostKernel {
+                        entry,
+                        kernarg_size,
+                        library: lib.library.clone(),
+                        path,
+                    });
+                }
+                None => looked.push(format!("{} (no such kernel)", path.display())),
+            },
+            Err(why) => looked.push(format!("{} ({why})", path.display())),
+        }
+    }
+    let var = match std::env::var_os(HOST_KERNELS_VAR) {
+        Some(_) => String::new(),
+        None => format!(" ({HOST_KERNELS_VAR} is unset)"),
+    };
+    Err(format!(
+        "looked in {}{var}; build the application's host build (include/ditto_hip_host/) and put it \
+         beside the executable as <executable>.host.so or name it in {HOST_KERNELS_VAR}",
+        if looked.is_empty() {
+            "nothing".to_string()
+        } else {
+            looked.join(", ")
+        }
+    ))
+}

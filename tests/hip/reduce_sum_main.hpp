@@ -1,0 +1,45 @@
+// reduce_sum_main.hpp — the host program shared by the reduce_sum_*.hip
+// applications (ordinary HIP, built by hipcc). Each reduce_sum_<variant>.hip
+// defines
+//   __global__ void reduce_sum(const float* input, float* output, int n)
+// then includes this file, which sums n = 65536 values (i % 7) * 0.5f on the
+// device and prints `sum = <value>`. Every partial sum is a multiple of 0.5
+// below 2^23, so float addition is exact in ANY order: a correct kernel
+// prints exactly 98301.5. The program exits 0 whenever the HIP calls succeed
+// (also for the deliberately wrong variant: judging it is ditto's job).
+#ifndef REDUCE_SUM_MAIN_HPP
+#define REDUCE_SUM_MAIN_HPP
+#include <vector>
+
+#include "hip_check.hpp"
+
+#ifndef REDUCE_SUM_BLOCK
+#define REDUCE_SUM_BLOCK 256
+#endif
+
+int main() {
+  const int n = 65536;
+  std::vector<float> host(n);
+  for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 7) * 0.5f;
+
+  float* input = nullptr;
+  float* output = nullptr;
+  HIP_CHECK(hipMalloc(&input, n * sizeof(float)));
+  HIP_CHECK(hipMalloc(&output, sizeof(float)));
+  HIP_CHECK(hipMemcpy(input, host.data(), n * sizeof(float), hipMemcpyHostToDevice));
+  HIP_CHECK(hipMemset(output, 0, sizeof(float)));
+
+  const int blocks = (n + REDUCE_SUM_BLOCK - 1) / REDUCE_SUM_BLOCK;
+  hipLaunchKernelGGL(reduce_sum, dim3(blocks), dim3(REDUCE_SUM_BLOCK), 0, 0, input, output, n);
+  HIP_CHECK(hipGetLastError());
+  HIP_CHECK(hipDeviceSynchronize());
+
+  float sum = -1.0f;
+  HIP_CHECK(hipMemcpy(&sum, output, sizeof(float), hipMemcpyDeviceToHost));
+  printf("sum = %.1f\n", sum);
+
+  HIP_CHECK(hipFree(input));
+  HIP_CHECK(hipFree(output));
+  return 0;
+}
+#endif  // REDUCE_SUM_MAIN_HPP

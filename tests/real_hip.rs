@@ -1,0 +1,313 @@
+//! Real HIP on the CPU runtime, end to end: the applications of tests/hip/,
+//! built by hipcc for gfx90a (crates/test-apps/build/hip.rs), run unmodified
+//! by Debian's real HIP runtime (libamdhip64) on ditto's CPU HSA runtime.
+//! Their kernels run from the host builds beside them, CLR's blit kernels
+//! natively (crates/hsa-cpu/src/blit.rs). Checks the values the programs
+//! print, the clear failure of a kernel without a host build, IPC between
+//! two processes, and ditto's verdicts on these programs (the same as on the
+//! HIP-like applications of tests/apps/).
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// Far beyond what any of these runs needs; reaching it means a hang.
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn run_hip(name: &str, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(hip_app(name));
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", cpu_runtime_dir())
+        .env_remove("DITTO_HIP_HOST_KERNELS");
+    output_within(&mut cmd, LIMIT, &format!("{name} {}", args.join(" ")))
+}
+
+fn assert_prints(name: &str, args: &[&str], expected: &str) {
+    let out = run_hip(name, args);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), expected),
+        "{name} {args:?}; stderr:\n{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_suite_runs_unmodified_on_the_real_hip_runtime_with_correct_values() {
+    // 65536 values (i % 7) * 0.5: exactly 98301.5 in any summation order.
+    assert_prints("reduce_sum_baseline", &[], "sum = 98301.5\n");
+    assert_prints("reduce_sum_optimized", &[], "sum = 98301.5\n");
+    assert_prints("reduce_sum_wrong", &[], "sum = 0.0\n");
+    assert_prints(
+        "vector_add",
+        &[],
+        "vector_add: n = 10000, c[0] = 0, c[1] = 3, c[9999] = 29997, wrong = 0\n",
+    );
+    assert_prints(
+        "scale_values",
+        &["float"],
+        "scale_values<float>: N = 1024, output[0..3] = 0 2 4 6, output[1023] = 2046\n",
+    );
+    assert_prints(
+        "scale_values",
+        &["double", "3000"],
+        "scale_values<double>: N = 3000, output[0..3] = 0 2 4 6, output[2999] = 5998\n",
+    );
+    assert_prints(
+        "scale_twice",
+        &[],
+        "scale_twice: N = 1024, middle[1] = 2, middle[1023] = 2046, output[1] = 6, output[1023] = 6138\n",
+    );
+    assert_prints(
+        "no_dispatch",
+        &[],
+        "no_dispatch: launched vector_add only, c[0] = 1, c[1023] = 1024\n",
+    );
+}
+
+#[test]
+fn clr_blit_kernels_fill_and_copy_device_memory_like_a_gpu() {
+    assert_prints(
+        "blit_checks",
+        &[],
+        "memset_unaligned: ok\nmemset_d32: ok\ncopy_unaligned: ok\ncopy_aligned: ok\ncopy_2d: ok\n\
+         copy_2d_aligned: ok\nmemset_2d: ok\nstream_write_wait: ok\n",
+    );
+}
+
+#[test]
+fn two_processes_share_device_memory_through_hip_ipc_handles() {
+    assert_prints(
+        "ipc_share",
+        &[],
+        "ipc_share child: scaled 4096 values in the parent's buffer\n\
+         ipc_share: n = 4096, data[1] = 3, data[4095] = 12285, wrong = 0\n",
+    );
+}
+
+#[test]
+fn a_kernel_without_host_build_fails_its_dispatch_naming_it_and_where_the_runtime_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("vector_add");
+    std::fs::copy(hip_app("vector_add"), &lone).unwrap();
+    let mut cmd = Command::new(&lone);
+    cmd.env("LD_LIBRARY_PATH", cpu_runtime_dir())
+        .env_remove("DITTO_HIP_HOST_KERNELS");
+    let out = output_within(&mut cmd, LIMIT, "vector_add without host build");
+    let e = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "never a silent success: {e}");
+    assert!(!stdout(&out).contains("wrong = 0"), "{}", stdout(&out));
+    assert!(
+        e.contains(
+            "kernel `_Z10vector_addPKfS0_Pfi` (vector_add(float const*, float const*, float*, int)) \
+             has no host implementation"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("{}.host.so (no such file)", lone.display())),
+        "{e}"
+    );
+    assert!(e.contains("DITTO_HIP_HOST_KERNELS is unset"), "{e}");
+
+    // The same copy finds its kernels through DITTO_HIP_HOST_KERNELS.
+    let host_build = hip_app("vector_add.host.so");
+    let mut cmd = Command::new(&lone);
+    cmd.env("LD_LIBRARY_PATH", cpu_runtime_dir()).env(
+        "DITTO_HIP_HOST_KERNELS",
+        format!("/nonexistent.so:{}", host_build.display()),
+    );
+    let out = output_within(&mut cmd, LIMIT, "vector_add with DITTO_HIP_HOST_KERNELS");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).ends_with("wrong = 0\n"), "{}", stdout(&out));
+}
+
+fn validate(kernel: &str, reference: &str, optimized: &str) -> std::process::Output {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        kernel,
+        "--ref",
+    ])
+    .arg(hip_app(reference))
+    .arg("--opt")
+    .arg(hip_app(optimized))
+    .env("NO_COLOR", "1");
+    output_within(
+        &mut cmd,
+        LIMIT,
+        &format!("validate {reference} {optimized}"),
+    )
+}
+
+#[test]
+fn validate_passes_the_optimized_reduction_built_by_hipcc() {
+    let out = validate("reduce_sum", "reduce_sum_baseline", "reduce_sum_optimized");
+    let v = json(&out);
+    assert_eq!(v["valid"], true, "stderr:\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(v["arrays_compared"], 1);
+    assert_eq!(v["mismatches"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        v["kernel"].as_str().unwrap(),
+        "reduce_sum(float const*, float*, int)"
+    );
+}
+
+#[test]
+fn validate_fails_the_wrong_reduction_built_by_hipcc_on_argument_1() {
+    let out = validate("reduce_sum", "reduce_sum_baseline", "reduce_sum_wrong");
+    let v = json(&out);
+    assert_eq!(v["valid"], false, "stderr:\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1));
+    let mismatches = v["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1, "{v}");
+    let m = &mismatches[0];
+    assert_eq!(
+        (m["dispatch"].as_u64(), m["arg"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(m["mismatched_elements"], 1);
+    let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
+    assert_eq!(m["max_abs_diff"].as_f64().unwrap(), expected_sum);
+}
+
+/// `ditto run --kernel K -- APP` with nothing else: (exit code, manifest).
+fn zero_configuration_run(
+    app_name: &str,
+    args: &[&str],
+    kernel: &str,
+) -> (std::process::Output, Option<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["run", "--kernel", kernel, "--"])
+        .arg(hip_app(app_name))
+        .args(args)
+        .current_dir(dir.path())
+        .env("DITTO_LOG", "warn")
+        .env_remove("DITTO_TOOL_LIB")
+        .env_remove("DITTO_CPU_RUNTIME_DIR");
+    let out = output_within(&mut cmd, LIMIT, &format!("ditto run {app_name}"));
+    let manifest = std::fs::read(dir.path().join("ditto-snapshot/manifest.json"))
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("manifest.json is JSON"));
+    (out, manifest)
+}
+
+/// (app, args, kernel, captured (arg, dtype), dispatches).
+type RunCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static [(u64, &'static str)],
+    usize,
+);
+
+#[test]
+fn ditto_run_captures_each_hipcc_built_application_with_only_the_kernel_name() {
+    let cases: &[RunCase] = &[
+        (
+            "reduce_sum_baseline",
+            &[],
+            "reduce_sum",
+            &[(1, "float32")],
+            1,
+        ),
+        (
+            "reduce_sum_optimized",
+            &[],
+            "reduce_sum",
+            &[(1, "float32")],
+            1,
+        ),
+        ("reduce_sum_wrong", &[], "reduce_sum", &[(1, "float32")], 1),
+        ("vector_add", &[], "vector_add", &[(2, "float32")], 1),
+        (
+            "scale_values",
+            &["float"],
+            "scale_values",
+            &[(0, "float32"), (1, "float32")],
+            1,
+        ),
+        (
+            "scale_values",
+            &["double"],
+            "scale_values",
+            &[(0, "float64"), (1, "float64")],
+            1,
+        ),
+        (
+            "scale_twice",
+            &[],
+            "scale_values",
+            &[(0, "float32"), (1, "float32")],
+            2,
+        ),
+    ];
+    for &(app_name, args, kernel, captured, dispatches) in cases {
+        let what = format!("{app_name} {args:?}");
+        let (out, manifest) = zero_configuration_run(app_name, args, kernel);
+        let e = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{what}: {e}");
+        let manifest = manifest.unwrap_or_else(|| panic!("{what}: no manifest; stderr:\n{e}"));
+        let list = manifest["dispatches"].as_array().unwrap();
+        assert_eq!(list.len(), dispatches, "{what}: {manifest}");
+        for d in list {
+            let got: Vec<(u64, &str)> = d["buffers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| (b["arg"].as_u64().unwrap(), b["dtype"].as_str().unwrap()))
+                .collect();
+            assert_eq!(got, captured, "{what}: {d}");
+        }
+    }
+}
+
+#[test]
+fn a_hipcc_built_application_that_never_dispatches_the_kernel_gets_the_never_dispatched_error() {
+    let (out, _) = zero_configuration_run("no_dispatch", &[], "reduce_sum");
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("never dispatched a kernel matching \"reduce_sum\""),
+        "{e}"
+    );
+    assert!(
+        e.contains("vector_add(float const*, float const*, float*, int) ×1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn validate_passes_scale_values_of_floats_and_doubles_against_themselves() {
+    for dtype in ["float", "double"] {
+        let command = format!("{} {dtype}", hip_app("scale_values").display());
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args([
+            "validate",
+            "--json",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel",
+            "scale_values",
+        ])
+        .args(["--ref", &command, "--opt", &command])
+        .env("NO_COLOR", "1");
+        let out = output_within(&mut cmd, LIMIT, &format!("validate scale_values {dtype}"));
+        let v = json(&out);
+        assert_eq!(v["valid"], true, "{dtype}: stderr:\n{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(v["arrays_compared"], 2, "{dtype}: input and output: {v}");
+        assert_eq!(
+            v["kernel"].as_str().unwrap(),
+            format!("void scale_values<{dtype}>({dtype}*, {dtype}*, {dtype}, int)"),
+            "{v}"
+        );
+    }
+}

@@ -168,6 +168,7 @@ fn run_worker_with(
     arg_sizes: ArgSizes,
 ) -> (CaptureSwitch, Goodbye) {
     let (tx, rx) = unbounded();
+    let matched = jobs.iter().map(|j| j.index + 1).max().unwrap_or(0);
     for j in jobs {
         tx.send(WorkerMessage::Job(j)).unwrap();
     }
@@ -177,6 +178,7 @@ fn run_worker_with(
     };
     tx.send(WorkerMessage::Shutdown {
         goodbye: goodbye.clone(),
+        matched,
         finished,
     })
     .unwrap();
@@ -190,6 +192,7 @@ fn run_worker_with(
             timeout,
             capture,
             arg_sizes,
+            dispatch: ditto_protocol::DispatchSelection::All,
         },
         &switch,
     );

@@ -10,10 +10,11 @@ use super::{
     check_peer, check_run_name, peer_uid,
 };
 use crate::store::SnapshotWriter;
+use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
-    Ack, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, read_frame,
-    write_frame,
+    Ack, CollectorMessage, FrameError, Hello, MissReason, PROTOCOL_VERSION, Phase, ToolMessage,
+    read_frame, write_frame,
 };
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
@@ -315,7 +316,14 @@ fn run_connection(
                             l.bytes_captured += stored.bytes;
                         });
                     }
-                    Err(e) => report.errors.push(e.clone()),
+                    Err(e) => {
+                        report.errors.push(e.clone());
+                        // Not stored: the manifest says why.
+                        let records = failed_capture_records(rank, hello.pid, &d, e);
+                        for record in records {
+                            record_missing(&writer, report, record);
+                        }
+                    }
                 }
                 // Every mapping of this dispatch is detached by now.
                 let ack = Ack {
@@ -346,6 +354,28 @@ fn run_connection(
                 }
                 return ConnectionEnd::Goodbye;
             }
+            ToolMessage::Missed(m) => {
+                if m.count == 0 || (m.arg.is_some() && m.count != 1) {
+                    report.errors.push(format!(
+                        "protocol error: a Missed report of {} dispatch(es) from {} {}; ignored",
+                        m.count,
+                        m.index,
+                        if m.arg.is_some() { "for one argument" } else { "" }
+                    ));
+                    continue;
+                }
+                let record = MissingRecord {
+                    rank,
+                    pid: hello.pid,
+                    index: m.index,
+                    count: m.count,
+                    arg: m.arg,
+                    phase: m.arg.map(|_| m.phase),
+                    reason: m.reason,
+                    detail: m.detail,
+                };
+                record_missing(&writer, report, record);
+            }
             ToolMessage::Hello(_) => {
                 return ConnectionEnd::Dropped {
                     in_flight: None,
@@ -370,6 +400,61 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Hello(_) => "Hello",
         ToolMessage::Dispatch(_) => "Dispatch",
         ToolMessage::Goodbye(_) => "Goodbye",
+        ToolMessage::Missed(_) => "Missed",
+    }
+}
+
+/// What the manifest records for a dispatch the collector could not
+/// capture: the whole dispatch (`error`), or for its inputs (a message of
+/// `Before` buffers only, whose `After` part may still be captured) each
+/// input buffer.
+fn failed_capture_records(
+    rank: u32,
+    pid: u32,
+    d: &ditto_protocol::Dispatch,
+    error: &str,
+) -> Vec<MissingRecord> {
+    let record = |arg: Option<u32>, phase| MissingRecord {
+        rank,
+        pid,
+        index: d.index,
+        count: 1,
+        arg,
+        phase,
+        reason: MissReason::Error,
+        detail: error.to_string(),
+    };
+    let inputs_only =
+        !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    if inputs_only {
+        d.buffers
+            .iter()
+            .map(|b| record(Some(b.arg_index), Some(Phase::Before)))
+            .collect()
+    } else {
+        vec![record(None, None)]
+    }
+}
+
+/// Stores a missing record and counts it in the connection's report.
+fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport, r: MissingRecord) {
+    if r.arg.is_some() {
+        report.buffers_missing += 1;
+    } else {
+        match report.missing.iter_mut().find(|(reason, _)| *reason == r.reason) {
+            Some((_, n)) => *n += r.count,
+            None => report.missing.push((r.reason, r.count)),
+        }
+    }
+    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
+    if let Err(e) = writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add_missing(r)
+    {
+        report
+            .errors
+            .push(format!("cannot record the missing {what}: {e}"));
     }
 }
 

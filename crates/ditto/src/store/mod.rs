@@ -19,9 +19,11 @@
 //! is dropped; [`Snapshot::load`] adds what only the journal holds.
 
 pub mod journal;
+pub mod missing;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
+use missing::MissingRecord;
 use safetensors::tensor::{Dtype as StDtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -74,6 +76,10 @@ pub struct Manifest {
     pub kernel: Option<KernelName>,
     pub dispatches: Vec<DispatchRecord>,
     pub dispatched_kernels: Vec<DispatchedKernel>,
+    /// Matched dispatches (or buffers) not captured, with why ([`missing`]);
+    /// absent in older manifests.
+    #[serde(default)]
+    pub missing: Vec<MissingRecord>,
 }
 
 /// One application process that connected. Its rank is the launcher's
@@ -357,6 +363,7 @@ impl SnapshotWriter {
                 kernel: None,
                 dispatches: Vec::new(),
                 dispatched_kernels: Vec::new(),
+                missing: Vec::new(),
             },
             replaced_previous,
         };
@@ -505,6 +512,26 @@ impl SnapshotWriter {
         Ok(path)
     }
 
+    /// Records dispatches (or a buffer) of rank `rank` not captured. A
+    /// stored dispatch it covers is dropped, its file removed ([`missing`]).
+    pub fn add_missing(&mut self, record: MissingRecord) -> Result<(), StoreError> {
+        self.journal.append_missing(&record)?;
+        for dropped in missing::merge(&mut self.manifest, record) {
+            self.stored.remove(&(dropped.rank, dropped.index));
+            let path = self.dir.join(&dropped.file);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&path)(e)),
+            }
+        }
+        self.manifest_stale = true;
+        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+            self.write_manifest()?;
+        }
+        Ok(())
+    }
+
     /// Writes `manifest.json` whole if it lacks stored dispatches.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.manifest_stale {
@@ -598,14 +625,22 @@ impl Snapshot {
             .iter()
             .map(|d| (d.rank, d.index))
             .collect();
-        for record in journal::read(dir)? {
-            if !known.contains(&(record.rank, record.index)) {
-                if manifest.kernel.is_none() {
-                    manifest.kernel = record.kernel.clone();
+        for entry in journal::read(dir)? {
+            match entry {
+                journal::Entry::Dispatch(record) => {
+                    if !known.contains(&(record.rank, record.index)) {
+                        if manifest.kernel.is_none() {
+                            manifest.kernel = record.kernel.clone();
+                        }
+                        manifest.dispatches.push(record);
+                    }
                 }
-                manifest.dispatches.push(record);
+                journal::Entry::Missing(record) => {
+                    missing::merge(&mut manifest, record);
+                }
             }
         }
+        missing::drop_covered(&mut manifest);
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             manifest,

@@ -538,6 +538,11 @@ mod tests {
         assert_eq!(w[0].1[0].0, packet.0);
         assert!(rx.try_recv().is_err());
         assert_eq!(tool.kernels.get(SCALE_OBJECT).unwrap().dispatches(), 1);
+        assert_eq!(
+            tool.matched_dispatches(),
+            1,
+            "it still takes its index, to be accounted for at the end"
+        );
     }
 
     #[test]
@@ -549,6 +554,10 @@ mod tests {
         call(context(tool), &[packet]);
         let w = writes();
         assert_eq!((w.len(), w[0].1[0].0), (1, packet.0));
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(WorkerMessage::Missed { index: 0, .. })
+        ));
         assert!(rx.try_recv().is_err());
     }
 
@@ -605,7 +614,13 @@ mod tests {
             context(tool),
             &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
         );
-        assert!(rx.try_recv().is_err(), "the first passed uncaptured");
+        assert!(
+            matches!(
+                rx.try_recv(),
+                Ok(WorkerMessage::Missed { index: 0, reason: ditto_protocol::MissReason::Error, .. })
+            ),
+            "the first passed uncaptured and is reported missed"
+        );
         SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = false);
         call(
             context(tool),

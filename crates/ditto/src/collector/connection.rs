@@ -262,6 +262,8 @@ fn run_connection(
         };
     }
     let mut last_dispatch: Option<u64> = None;
+    // The first dispatch whose Ack could not be sent, and why.
+    let mut unacked: Option<(u64, String)> = None;
     // Inputs (Before buffers) of dispatches whose After part is still to come.
     let mut inputs = std::collections::HashMap::new();
     loop {
@@ -269,6 +271,12 @@ fn run_connection(
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
             Ok(m) => m,
             Err(e) => {
+                if let Some((index, reason)) = unacked {
+                    return ConnectionEnd::Dropped {
+                        in_flight: Some(index),
+                        reason,
+                    };
+                }
                 // A message that had started is a dispatch (or Goodbye) lost in transit.
                 let in_flight = if reader.started {
                     Some(last_dispatch.map_or(0, |i| i + 1))
@@ -331,10 +339,13 @@ fn run_connection(
                     result: result.map(|_| ()),
                 };
                 if let Err(e) = send(stream, &CollectorMessage::Ack(ack)) {
-                    return ConnectionEnd::Dropped {
-                        in_flight: Some(index),
-                        reason: format!("cannot send the ack (the application went away?): {e}"),
-                    };
+                    // The application went away, or stopped waiting (a
+                    // timeout): what it sent before leaving is still read,
+                    // its Missed reports and Goodbye included.
+                    unacked.get_or_insert((
+                        index,
+                        format!("cannot send the ack (the application went away?): {e}"),
+                    ));
                 }
                 last_dispatch = Some(index);
                 live.update(|l| {

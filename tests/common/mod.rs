@@ -3,6 +3,8 @@
 //! under the same target/<profile>/ directory as this test executable.
 #![allow(dead_code)]
 
+pub mod many_queues;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -245,12 +245,26 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 
 /// [`write_atomically`], synced only when `durable`.
 fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), StoreError> {
+    write_replacing_with(path, durable, |w| w.write_all(bytes))
+}
+
+/// [`write_replacing`] of what `fill` writes, through a buffer: a large
+/// file (the manifest of many dispatches) never sits whole in memory.
+fn write_replacing_with(
+    path: &Path,
+    durable: bool,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMPORARY_PREFIX)
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
-    tmp.write_all(bytes).map_err(io_err(path))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut w).map_err(io_err(path))?;
+        w.flush().map_err(io_err(path))?;
+    }
     if durable {
         tmp.as_file().sync_data().map_err(io_err(path))?;
     }
@@ -561,10 +575,11 @@ impl SnapshotWriter {
     }
 
     fn write_manifest(&mut self) -> Result<(), StoreError> {
-        let mut json = serde_json::to_vec_pretty(&self.manifest)
-            .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
-        json.push(b'\n');
-        write_atomically(&self.dir.join(MANIFEST_FILE), &json)?;
+        let manifest = &self.manifest;
+        write_replacing_with(&self.dir.join(MANIFEST_FILE), true, |w| {
+            serde_json::to_writer_pretty(&mut *w, manifest).map_err(std::io::Error::other)?;
+            w.write_all(b"\n")
+        })?;
         self.manifest_written = Instant::now();
         self.manifest_stale = false;
         Ok(())

@@ -179,7 +179,12 @@ impl CollectorConnection {
         drop(fds);
         drop(copies);
         sent?;
-        match self.receive("Ack")? {
+        let reply = self.receive("Ack")?;
+        if !matches!(&reply, CollectorMessage::Ack(Ack { index: got, .. }) if *got == index) {
+            // A collector that answers out of protocol is told nothing more.
+            self.broken = true;
+        }
+        match reply {
             CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
             CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(
                 "Ack for dispatch {got} while waiting for dispatch {index}"

@@ -15,7 +15,12 @@ use std::time::Duration;
 /// The storm_fill dispatches of `dispatch_storm COUNT` (one warm-up + COUNT).
 const STORM: &str = "_Z10storm_fill";
 
-fn ditto_run_out(args: &[&str], snap: &Path, app_args: &[&str], app_name: &str) -> std::process::Output {
+fn ditto_run_out(
+    args: &[&str],
+    snap: &Path,
+    app_args: &[&str],
+    app_name: &str,
+) -> std::process::Output {
     let mut c = Command::new(ditto_bin());
     c.args(["run", "--hsa-runtime", "cpu"])
         .args(args)
@@ -181,9 +186,10 @@ fn a_stalled_collector_leaves_timeouts_in_the_manifest_and_the_application_uncha
         "{first}"
     );
     assert!(
-        records[1..]
-            .iter()
-            .all(|r| r["detail"].as_str().unwrap().contains("capture stopped at dispatch")),
+        records[1..].iter().all(|r| r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("capture stopped at dispatch")),
         "{}",
         m["missing"]
     );
@@ -207,7 +213,12 @@ fn a_buffer_the_tool_cannot_capture_is_listed_missing_with_the_error() {
     // Argument 1 is said to cover 1000 times more elements than its
     // allocation holds: the tool cannot take it; argument 0 is captured.
     let out = ditto_run_out(
-        &["--kernel", "scale_values<float>", "--arg-sizes", "arg1=arg3*1000"],
+        &[
+            "--kernel",
+            "scale_values<float>",
+            "--arg-sizes",
+            "arg1=arg3*1000",
+        ],
         &snap,
         &["float", "256"],
         "scale_values",
@@ -276,9 +287,14 @@ fn collector_errors_are_listed_missing_with_the_fingerprint_detail() {
         .unwrap();
     wait_for(&socket, "ditto collect's socket");
     for i in 0..3 {
-        let o = ditto_run(&socket, "scale_values", &format!("run-{i}"), &app("scale_twice"))
-            .output()
-            .unwrap();
+        let o = ditto_run(
+            &socket,
+            "scale_values",
+            &format!("run-{i}"),
+            &app("scale_twice"),
+        )
+        .output()
+        .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
     }
     // SAFETY: plain kill(2) on our own child.
@@ -298,7 +314,10 @@ fn collector_errors_are_listed_missing_with_the_fingerprint_detail() {
         for r in m["missing"].as_array().unwrap() {
             assert_eq!(r["reason"], "error");
             assert!(
-                r["detail"].as_str().unwrap().contains("fingerprint mismatch"),
+                r["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("fingerprint mismatch"),
                 "{r}"
             );
             errors += 1;
@@ -335,6 +354,10 @@ fn compare_names_a_dispatch_missing_on_one_side_with_its_reason() {
         stderr(&c)
     );
     // The same selection on both sides: the selected dispatch is compared.
-    let same = ditto(&["compare", one.to_str().unwrap(), one_again.to_str().unwrap()]);
+    let same = ditto(&[
+        "compare",
+        one.to_str().unwrap(),
+        one_again.to_str().unwrap(),
+    ]);
     assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
 }

@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use ditto_protocol::{
-    Ack, CollectorMessage, PROTOCOL_VERSION, MissReason, ToolMessage, read_frame, write_frame,
+    Ack, CollectorMessage, MissReason, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
 };
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;

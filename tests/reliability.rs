@@ -68,9 +68,12 @@ const APP_RSS_SLACK_KIB: u64 = 2048;
 const COLLECTOR_RSS_SLACK_KIB: u64 = 2048;
 
 #[test]
-fn consecutive_captures_leave_mappings_fds_and_memory_of_collector_and_application_at_baseline()
-{
-    let (captures, pause_every) = if heavy() { (10_000, 1_000) } else { (1_000, 100) };
+fn consecutive_captures_leave_mappings_fds_and_memory_of_collector_and_application_at_baseline() {
+    let (captures, pause_every) = if heavy() {
+        (10_000, 1_000)
+    } else {
+        (1_000, 100)
+    };
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("collector.sock");
     let out = dir.path().join("snapshots");
@@ -135,7 +138,12 @@ fn consecutive_captures_leave_mappings_fds_and_memory_of_collector_and_applicati
     let (_, c1, a1, m1) = *samples.last().unwrap();
     let records_growth_kib = (m1.saturating_sub(m0)) / 1024;
     for (who, base, end, rss_slack) in [
-        ("collector", c0, c1, COLLECTOR_RSS_SLACK_KIB + 2 * records_growth_kib),
+        (
+            "collector",
+            c0,
+            c1,
+            COLLECTOR_RSS_SLACK_KIB + 2 * records_growth_kib,
+        ),
         ("application", a0, a1, APP_RSS_SLACK_KIB),
     ] {
         assert!(

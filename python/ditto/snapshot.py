@@ -75,6 +75,7 @@ def _merge_missing(manifest: dict, record: dict) -> None:
             if not (m.get("arg") is None and m["count"] == 1 and _covers(m, record["rank"], record["index"]))
         ]
     missing.append(record)
+    missing.sort(key=lambda m: (m["rank"], m["index"], m.get("arg") is not None, m.get("arg") or 0))
 
 
 def _drop_covered(manifest: dict) -> None:

@@ -438,8 +438,8 @@ mod tests {
         let job = match rx.try_recv().expect("a job for the worker") {
             WorkerMessage::Job(job) => job,
             WorkerMessage::Shutdown { .. } | WorkerMessage::Missed { .. } => {
-                    panic!("unexpected message")
-                }
+                panic!("unexpected message")
+            }
         };
         assert_eq!(d.completion_signal.handle, job.held.done);
         let mut expected = original.as_dispatch();
@@ -617,7 +617,11 @@ mod tests {
         assert!(
             matches!(
                 rx.try_recv(),
-                Ok(WorkerMessage::Missed { index: 0, reason: ditto_protocol::MissReason::Error, .. })
+                Ok(WorkerMessage::Missed {
+                    index: 0,
+                    reason: ditto_protocol::MissReason::Error,
+                    ..
+                })
             ),
             "the first passed uncaptured and is reported missed"
         );

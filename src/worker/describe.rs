@@ -122,8 +122,7 @@ pub fn describe<D: Device>(
                     }
                 },
                 Err(e) => {
-                    let detail = format!(
-"{}: {e}; not captured", what());
+                    let detail = format!("{}: {e}; not captured", what());
                     log_warn!("{detail}");
                     misses.push((param.index, detail));
                     continue;
@@ -160,8 +159,7 @@ pub fn describe<D: Device>(
                         Transport::SharedMemory
                     }
                     Err(e) => {
-                        let detail = format!(
-"{}: {e}; not captured", what());
+                        let detail = format!("{}: {e}; not captured", what());
                         log_warn!("{detail}");
                         misses.push((param.index, detail));
                         continue;
@@ -171,8 +169,7 @@ pub fn describe<D: Device>(
             let fingerprint = match device.fingerprint(address, extent) {
                 Ok(f) => f,
                 Err(e) => {
-                    let detail = format!(
-"{}: {e}; not captured", what());
+                    let detail = format!("{}: {e}; not captured", what());
                     log_warn!("{detail}");
                     if matches!(transport, Transport::SharedMemory) {
                         copies.pop();

@@ -38,10 +38,10 @@ pub use describe::describe;
 
 use crate::allocation_map::Allocation;
 use crate::client::{ClientError, CollectorConnection};
-use accounting::Ledger;
 use crate::guard::panic_message;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
+use accounting::Ledger;
 use crossbeam_channel::{Receiver, Sender};
 use ditto_kernels::ArgSizes;
 use ditto_protocol::{CaptureSet, DispatchSelection, Goodbye, Hello, MissReason, Phase};

@@ -76,7 +76,12 @@ pub fn u32_tensor(dir: &Path, file: &str, name: &str) -> Vec<u32> {
 /// Checks the manifest holds exactly dispatches 0..threads*queues*per_queue,
 /// each once, each snapshot being the output of one distinct (thread,
 /// queue, iteration) in its own allocation; every combination appears.
-pub fn assert_every_dispatch_captured_once(c: &Captured, threads: u32, queues: u32, per_queue: u32) {
+pub fn assert_every_dispatch_captured_once(
+    c: &Captured,
+    threads: u32,
+    queues: u32,
+    per_queue: u32,
+) {
     let total = (threads * queues * per_queue) as usize;
     let dispatches = c.manifest["dispatches"].as_array().expect("dispatches");
     assert_eq!(dispatches.len(), total, "every dispatch captured");
@@ -132,4 +137,3 @@ pub fn assert_every_dispatch_captured_once(c: &Captured, threads: u32, queues: u
     }
     assert_eq!(writers.len(), total, "every (thread, queue, iteration)");
 }
-

@@ -239,6 +239,7 @@ pub fn snapshot_manifest(snap: &Path) -> serde_json::Value {
                     });
                 }
                 list.push(missing.clone());
+                list.sort_by_key(|r| (r["rank"].as_u64(), r["index"].as_u64(), r["arg"].as_u64()));
             }
             continue;
         }

@@ -371,7 +371,11 @@ fn run_connection(
                         "protocol error: a Missed report of {} dispatch(es) from {} {}; ignored",
                         m.count,
                         m.index,
-                        if m.arg.is_some() { "for one argument" } else { "" }
+                        if m.arg.is_some() {
+                            "for one argument"
+                        } else {
+                            ""
+                        }
                     ));
                     continue;
                 }
@@ -435,8 +439,7 @@ fn failed_capture_records(
         reason: MissReason::Error,
         detail: error.to_string(),
     };
-    let inputs_only =
-        !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    let inputs_only = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
     if inputs_only {
         d.buffers
             .iter()
@@ -452,7 +455,11 @@ fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport,
     if r.arg.is_some() {
         report.buffers_missing += 1;
     } else {
-        match report.missing.iter_mut().find(|(reason, _)| *reason == r.reason) {
+        match report
+            .missing
+            .iter_mut()
+            .find(|(reason, _)| *reason == r.reason)
+        {
             Some((_, n)) => *n += r.count,
             None => report.missing.push((r.reason, r.count)),
         }

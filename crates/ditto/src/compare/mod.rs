@@ -303,7 +303,9 @@ fn uncaptured(reference: &Snapshot, optimized: &Snapshot) -> Vec<String> {
     if lines.len() > MAX_LISTED {
         let more = lines.len() - MAX_LISTED;
         lines.truncate(MAX_LISTED);
-        lines.push(format!("and {more} more (see \"missing\" in each manifest.json)"));
+        lines.push(format!(
+            "and {more} more (see \"missing\" in each manifest.json)"
+        ));
     }
     lines
 }

@@ -53,8 +53,9 @@ impl MissingRecord {
     }
 }
 
-/// Adds `record` to `manifest` by the rules above; returns the dispatches
-/// it removed.
+/// Adds `record` to `manifest` by the rules above, keeping the records in
+/// (rank, index, argument) order whatever order they were replayed in;
+/// returns the dispatches it removed.
 pub fn merge(manifest: &mut Manifest, record: MissingRecord) -> Vec<DispatchRecord> {
     if manifest.missing.contains(&record) {
         return drop_covered(manifest);
@@ -65,6 +66,7 @@ pub fn merge(manifest: &mut Manifest, record: MissingRecord) -> Vec<DispatchReco
             .retain(|m| !(m.arg.is_none() && m.count == 1 && m.covers(record.rank, record.index)));
     }
     manifest.missing.push(record);
+    manifest.missing.sort_by_key(|m| (m.rank, m.index, m.arg));
     drop_covered(manifest)
 }
 
@@ -80,7 +82,11 @@ pub fn drop_covered(manifest: &mut Manifest) -> Vec<DispatchRecord> {
 
 /// The whole-dispatch record for (rank, index), if any.
 pub fn find(manifest: &Manifest, rank: u32, index: u64) -> Option<&MissingRecord> {
-    manifest.missing.iter().rev().find(|m| m.covers(rank, index))
+    manifest
+        .missing
+        .iter()
+        .rev()
+        .find(|m| m.covers(rank, index))
 }
 
 /// How many whole dispatches the records say are missing, per reason.

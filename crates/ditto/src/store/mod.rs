@@ -766,6 +766,55 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_wins_over_the_late_copy_of_its_dispatch_in_the_writer_and_from_the_journal() {
+        use ditto_protocol::MissReason;
+        use missing::MissingRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        w.flush().unwrap();
+        let before = std::fs::read(snap.join(MANIFEST_FILE)).unwrap();
+        for i in 0..2 {
+            w.add_dispatch(rank, 77, &dispatch(i), &[captured(1, DType::U8, vec![1])])
+                .unwrap();
+        }
+        let record = |reason, detail: &str| MissingRecord {
+            rank,
+            pid: 77,
+            index: 1,
+            count: 1,
+            arg: None,
+            phase: None,
+            reason,
+            detail: detail.into(),
+        };
+        // The collector's own error for the late copy, then the tool's timeout.
+        w.add_missing(record(MissReason::Error, "fingerprint mismatch"))
+            .unwrap();
+        w.add_missing(record(MissReason::Timeout, "no Ack within 300 ms"))
+            .unwrap();
+        assert!(
+            !snap.join(dispatch_file_name(rank, 1)).exists(),
+            "the late copy's file is removed"
+        );
+        drop(w);
+        let expect = |s: &Snapshot| {
+            let indices: Vec<u64> = s.manifest.dispatches.iter().map(|d| d.index).collect();
+            assert_eq!(indices, vec![0]);
+            assert_eq!(
+                s.manifest.missing,
+                vec![record(MissReason::Timeout, "no Ack within 300 ms")],
+                "the later record for the dispatch replaces the earlier"
+            );
+        };
+        expect(&Snapshot::load(&snap).unwrap());
+        // Killed before the manifest was rewritten: the journal says the same.
+        std::fs::write(snap.join(MANIFEST_FILE), &before).unwrap();
+        expect(&Snapshot::load(&snap).unwrap());
+    }
+
+    #[test]
     fn dispatches_the_manifest_lacks_are_read_back_from_the_journal() {
         let dir = tempfile::tempdir().unwrap();
         let snap = dir.path().join("snap");

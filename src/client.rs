@@ -1,13 +1,16 @@
 //! The connection to the collector: one Unix-stream connection per
 //! process, Hello → Welcome, then Dispatch → Ack per captured dispatch, and
-//! a final Goodbye. Owns framing use and timeouts, and the shared-memory
+//! a final Goodbye; Missed reports whenever a matched dispatch is not
+//! captured. Frames go out through `sendmsg` with MSG_NOSIGNAL (only
+//! what the socket could not take at once is written plainly): a collector
+//! that died is an error here, not a SIGPIPE in the application. Owns framing use and timeouts, and the shared-memory
 //! copies of a dispatch until they are sent with it (then closed: the
 //! collector holds the only fds left); used only by the worker thread (it
 //! blocks), never by a hook.
 
 use ditto_protocol::{
-    Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, PROTOCOL_VERSION, ToolMessage,
-    read_frame, write_frame, write_frame_with_fds,
+    Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
+    ToolMessage, read_frame, write_frame_with_fds,
 };
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -79,6 +82,9 @@ fn frame_error(e: FrameError, waiting_for: &'static str, timeout: Duration) -> C
 pub struct CollectorConnection {
     stream: UnixStream,
     timeout: Duration,
+    /// A write failed (maybe part of a frame went out) or the stream ended:
+    /// nothing more may be sent. A read that timed out leaves it usable.
+    broken: bool,
 }
 
 impl CollectorConnection {
@@ -98,7 +104,11 @@ impl CollectorConnection {
         stream
             .set_write_timeout(Some(timeout))
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let mut conn = CollectorConnection { stream, timeout };
+        let mut conn = CollectorConnection {
+            stream,
+            timeout,
+            broken: false,
+        };
         conn.send(&ToolMessage::Hello(hello.clone()), "Hello")?;
         match conn.receive("Welcome")? {
             CollectorMessage::Welcome { version } if version == PROTOCOL_VERSION => Ok(conn),
@@ -113,11 +123,45 @@ impl CollectorConnection {
     }
 
     fn send(&mut self, msg: &ToolMessage, what: &'static str) -> Result<(), ClientError> {
-        write_frame(&mut self.stream, msg).map_err(|e| frame_error(e, what, self.timeout))
+        self.send_with_fds(msg, &[], what)
+    }
+
+    fn send_with_fds(
+        &mut self,
+        msg: &ToolMessage,
+        fds: &[BorrowedFd],
+        what: &'static str,
+    ) -> Result<(), ClientError> {
+        if self.broken {
+            return Err(ClientError::Protocol(format!(
+                "cannot send {what}: an earlier write to the collector failed"
+            )));
+        }
+        write_frame_with_fds(&self.stream, msg, fds).map_err(|e| {
+            self.broken = true;
+            frame_error(e, what, self.timeout)
+        })
     }
 
     fn receive(&mut self, waiting_for: &'static str) -> Result<CollectorMessage, ClientError> {
-        read_frame(&mut self.stream).map_err(|e| frame_error(e, waiting_for, self.timeout))
+        read_frame(&mut self.stream).map_err(|e| {
+            let error = frame_error(e, waiting_for, self.timeout);
+            if !matches!(error, ClientError::Timeout { .. }) {
+                self.broken = true;
+            }
+            error
+        })
+    }
+
+    /// Whether frames may still be sent (no write failed, the stream did
+    /// not end).
+    pub fn writable(&self) -> bool {
+        !self.broken
+    }
+
+    /// Reports dispatches (or a buffer) not captured; no answer is awaited.
+    pub fn missed(&mut self, missed: &Missed) -> Result<(), ClientError> {
+        self.send(&ToolMessage::Missed(missed.clone()), "Missed")
     }
 
     /// Sends one captured dispatch with the fds of its shared-memory
@@ -131,12 +175,16 @@ impl CollectorConnection {
     ) -> Result<Result<(), String>, ClientError> {
         let index = dispatch.index;
         let fds: Vec<BorrowedFd> = copies.iter().map(|f| f.as_fd()).collect();
-        let sent = write_frame_with_fds(&self.stream, &ToolMessage::Dispatch(dispatch), &fds)
-            .map_err(|e| frame_error(e, "Dispatch", self.timeout));
+        let sent = self.send_with_fds(&ToolMessage::Dispatch(dispatch), &fds, "Dispatch");
         drop(fds);
         drop(copies);
         sent?;
-        match self.receive("Ack")? {
+        let reply = self.receive("Ack")?;
+        if !matches!(&reply, CollectorMessage::Ack(Ack { index: got, .. }) if *got == index) {
+            // A collector that answers out of protocol is told nothing more.
+            self.broken = true;
+        }
+        match reply {
             CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
             CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(
                 "Ack for dispatch {got} while waiting for dispatch {index}"

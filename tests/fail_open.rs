@@ -7,7 +7,7 @@
 mod common;
 use common::*;
 use ditto_protocol::{
-    Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
+    Ack, CollectorMessage, MissReason, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
 };
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
@@ -209,7 +209,9 @@ fn misbehaving_collector(socket: &Path, answer: BadAnswer) -> JoinHandle<Vec<u8>
 /// Runs scale_twice against a collector answering `answer`; asserts the
 /// application's exit code and output are those of a plain run, that the
 /// tool logged exactly one warning containing `says`, and that it sent
-/// nothing more once it had failed open (no second Dispatch, no Goodbye).
+/// nothing more once it had failed open (no second Dispatch, no Goodbye),
+/// except after a timeout: the connection's frames are intact then, and it
+/// reports both dispatches missed (`timeout`) and says Goodbye.
 fn fails_open_on(answer: BadAnswer, timeout_ms: u32, says: &str) {
     let plain = run_plain(&app("scale_twice"), &[]);
     assert!(plain.status.success(), "{}", stderr(&plain));
@@ -235,11 +237,33 @@ fn fails_open_on(answer: BadAnswer, timeout_ms: u32, says: &str) {
         lines[0].contains(says) && lines[0].contains("capture stops"),
         "{answer:?}: expected `{says}` in {lines:?}"
     );
-    assert_eq!(
-        after_failure.len(),
-        0,
-        "{answer:?}: the tool sent more after failing open"
-    );
+    let mut rest = after_failure.as_slice();
+    let mut sent = Vec::new();
+    while !rest.is_empty() {
+        let m: ToolMessage = read_frame(&mut rest).expect("whole frames after the failure");
+        sent.push(m);
+    }
+    if matches!(answer, BadAnswer::Silence) {
+        let missed: Vec<(u64, u64, MissReason)> = sent
+            .iter()
+            .filter_map(|m| match m {
+                ToolMessage::Missed(m) => Some((m.index, m.count, m.reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            missed,
+            vec![(0, 1, MissReason::Timeout), (1, 1, MissReason::Timeout)],
+            "{sent:?}"
+        );
+        assert_eq!(sent.len(), 3, "two Missed, then Goodbye: {sent:?}");
+        assert!(matches!(sent[2], ToolMessage::Goodbye(_)), "{sent:?}");
+    } else {
+        assert!(
+            sent.is_empty(),
+            "{answer:?}: the tool sent more after failing open: {sent:?}"
+        );
+    }
 }
 
 #[test]

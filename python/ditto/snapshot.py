@@ -43,11 +43,46 @@ def _with_journal(directory: Path, manifest: dict) -> dict:
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise DittoError(f"{directory / JOURNAL}: line {n + 1}: {e}") from None
-        if (record["rank"], record["index"]) not in known:
+        if "missing" in record:
+            _merge_missing(manifest, record["missing"])
+        elif (record["rank"], record["index"]) not in known:
             manifest.setdefault("dispatches", []).append(record)
             if not manifest.get("kernel"):
                 manifest["kernel"] = record.get("kernel")
+    _drop_covered(manifest)
     return manifest
+
+
+def _covers(missing: dict, rank: int, index: int) -> bool:
+    """Whether a missing record says the whole dispatch (rank, index) was not captured."""
+    return (
+        missing.get("arg") is None
+        and missing["rank"] == rank
+        and missing["index"] <= index < missing["index"] + missing["count"]
+    )
+
+
+def _merge_missing(manifest: dict, record: dict) -> None:
+    """The collector's rules: a later record for one whole dispatch replaces
+    an earlier one; a whole-dispatch record wins over a stored dispatch."""
+    missing = manifest.setdefault("missing", [])
+    if record in missing:
+        return
+    if record.get("arg") is None and record["count"] == 1:
+        missing[:] = [
+            m
+            for m in missing
+            if not (m.get("arg") is None and m["count"] == 1 and _covers(m, record["rank"], record["index"]))
+        ]
+    missing.append(record)
+    missing.sort(key=lambda m: (m["rank"], m["index"], m.get("arg") is not None, m.get("arg") or 0))
+
+
+def _drop_covered(manifest: dict) -> None:
+    missing = manifest.get("missing", [])
+    manifest["dispatches"] = [
+        d for d in manifest.get("dispatches", []) if not any(_covers(m, d["rank"], d["index"]) for m in missing)
+    ]
 
 
 def bfloat16_dtype() -> Optional[np.dtype]:
@@ -167,6 +202,9 @@ class Snapshot:
         self.kernel_query: str = manifest.get("kernel_query", "")
         self.runs: List[dict] = manifest.get("runs", [])
         self.dispatched_kernels: List[dict] = manifest.get("dispatched_kernels", [])
+        # Dispatches (or buffers) matched but not captured: rank, pid, index,
+        # count, arg (None: whole dispatches), phase, reason, detail.
+        self.missing: List[dict] = manifest.get("missing", [])
         self.dispatches: List[Dispatch] = [
             Dispatch(
                 rank=int(d["rank"]),

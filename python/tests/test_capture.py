@@ -106,3 +106,24 @@ def test_dispatches_only_the_journal_has_are_loaded(apps, tmp_path):
     snap = ditto.Snapshot.load(out)
     assert [d.index for d in snap] == [0, 1]
     assert snap[1][1].shape == snap[0][1].shape
+
+
+def test_dispatches_not_captured_are_listed_with_their_reason(apps, tmp_path):
+    import json
+
+    out = tmp_path / "snap"
+    snap = ditto.Ditto(kernel="scale_values").capture([apps / "scale_twice"], dispatch="1", out=out)
+    assert [d.index for d in snap] == [1]
+    assert [(m["index"], m["count"], m["arg"], m["reason"]) for m in snap.missing] == [(0, 1, None, "selection")]
+    # A timeout the journal has and the manifest does not yet: it wins over
+    # the dispatch stored for the same index, as in the collector.
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["missing"] = []
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    timeout = {"rank": 0, "pid": 1, "index": 1, "count": 1, "arg": None, "phase": None,
+               "reason": "timeout", "detail": "no Ack"}
+    with open(out / "dispatches.jsonl", "a") as journal:
+        journal.write(json.dumps({"missing": timeout}) + "\n")
+    reloaded = ditto.Snapshot.load(out)
+    assert len(reloaded) == 0
+    assert [(m["index"], m["reason"]) for m in reloaded.missing] == [(0, "selection"), (1, "timeout")]

@@ -24,7 +24,9 @@ use crate::kernel_table::{KernelInfo, KernelTable};
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
 use crate::worker::{CaptureSwitch, Device, HeldBarrier, Job, PreHold, WorkerConfig, describe};
-use ditto_protocol::{Phase, Transport, fingerprint_of_windows, fingerprint_windows};
+use ditto_protocol::{
+    MissReason, Missed, Phase, Transport, fingerprint_of_windows, fingerprint_windows,
+};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
 use std::os::fd::OwnedFd;
@@ -136,6 +138,7 @@ impl CudaTool {
         }
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         if !self.options.dispatch.selects(index) {
+            self.missed(index, MissReason::Selection, String::new());
             return None;
         }
         if self.config.capture.takes_inputs() {
@@ -150,11 +153,15 @@ impl CudaTool {
             return;
         };
         if let Some(r) = launch_result.filter(|&r| r != 0) {
-            log_warn!(
-                "dispatch {index} of `{}`: the launch failed ({}); nothing to capture",
-                kernel.name.demangled,
+            let detail = format!(
+                "the launch failed ({})",
                 self.driver.check(r, "the launch").err().unwrap_or_default()
             );
+            log_warn!(
+                "dispatch {index} of `{}`: {detail}; nothing to capture",
+                kernel.name.demangled
+            );
+            self.missed(index, MissReason::Error, detail);
             return;
         }
         self.snapshot(launch, &kernel, index, Phase::After);
@@ -175,6 +182,7 @@ impl CudaTool {
                 "dispatch {index} of `{}`: {e}; not captured",
                 kernel.name.demangled
             );
+            self.missed(index, MissReason::Error, e.to_string());
             return;
         }
         if status != CAPTURE_STATUS_NONE {
@@ -190,6 +198,11 @@ impl CudaTool {
                     kernel.name.demangled
                 );
             }
+            self.missed(
+                index,
+                MissReason::Error,
+                "launched into a stream being captured into a CUDA graph".into(),
+            );
             return;
         }
         // SAFETY: as above.
@@ -199,6 +212,7 @@ impl CudaTool {
                 "dispatch {index} of `{}`: {e}; not captured",
                 kernel.name.demangled
             );
+            self.missed(index, MissReason::Error, e.to_string());
             return;
         }
         let layout = self
@@ -216,6 +230,7 @@ impl CudaTool {
                     "dispatch {index} of `{}`: {e}; not captured",
                     kernel.name.demangled
                 );
+                self.missed(index, MissReason::Error, e.to_string());
                 return;
             }
         };
@@ -235,15 +250,30 @@ impl CudaTool {
         let device = CudaDevice {
             driver: &self.driver,
         };
-        let (dispatch, copies) = describe(&device, &job, phase, &self.config);
-        if phase == Phase::Before && dispatch.buffers.is_empty() {
-            return;
-        }
+        let (dispatch, copies, misses) = describe(&device, &job, phase, &self.config);
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let Some(conn) = connection.as_mut() else {
             return;
         };
         if !self.switch.is_on() {
+            return;
+        }
+        // Buffers the tool could not take are accounted for in the snapshot.
+        for (arg, detail) in misses {
+            let missed = Missed {
+                index,
+                count: 1,
+                arg: Some(arg),
+                phase,
+                reason: MissReason::Error,
+                detail,
+            };
+            if let Err(e) = conn.missed(&missed) {
+                self.switch.fail(&e.to_string());
+                return;
+            }
+        }
+        if phase == Phase::Before && dispatch.buffers.is_empty() {
             return;
         }
         match conn.dispatch(dispatch, copies) {
@@ -256,6 +286,25 @@ impl CudaTool {
                 kernel.name.demangled
             ),
             Err(e) => self.switch.fail(&e.to_string()),
+        }
+    }
+
+    /// Tells the collector dispatch `index` is not captured, and why.
+    fn missed(&self, index: u64, reason: MissReason, detail: String) {
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        let (Some(conn), true) = (connection.as_mut(), self.switch.is_on()) else {
+            return;
+        };
+        let missed = Missed {
+            index,
+            count: 1,
+            arg: None,
+            phase: Phase::After,
+            reason,
+            detail,
+        };
+        if let Err(e) = conn.missed(&missed) {
+            self.switch.fail(&e.to_string());
         }
     }
 

@@ -105,6 +105,7 @@ pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), Str
         timeout: options.timeout,
         capture: options.capture,
         arg_sizes: options.arg_sizes.clone(),
+        dispatch: options.dispatch.clone(),
     };
     let connection =
         CollectorConnection::open(&socket, &hello, options.timeout).map_err(|e| e.to_string())?;

@@ -19,11 +19,15 @@
 //! before it leaves the original packet to be forwarded once, and after it
 //! nothing can lose the job that releases the barrier.
 //!
-//! Every matched dispatch takes the next dispatch index, held or not, so a
-//! dispatch that passes uncaptured leaves a gap instead of shifting the
-//! indices of the later ones onto the wrong dispatches. A dispatch that
-//! `--dispatch` (DITTO_DISPATCH) does not select is forwarded exactly like
-//! a non-target packet: in place, untouched, no signal, no job.
+//! Every matched dispatch takes the next dispatch index, held or not (also
+//! once capture has failed open), so a dispatch that passes uncaptured
+//! leaves a gap instead of shifting the indices of the later ones onto the
+//! wrong dispatches, and the worker can account for every index at the
+//! end. A dispatch that `--dispatch` (DITTO_DISPATCH) does not select, or
+//! that comes after capture stopped, is forwarded exactly like a non-target
+//! packet: in place, untouched, no signal, no job. One that cannot be held
+//! (no argument layout, no signals, no kernarg) is reported to the worker
+//! as missed.
 
 use super::tool::{HsaTool, QueueContext};
 use crate::guard::ffi_guard;
@@ -108,9 +112,22 @@ pub(crate) unsafe fn intercept(
         // Every matched dispatch takes its index, selected or not, so the
         // manifest keeps the real indices.
         let index = tool.next_dispatch_index();
-        if !tool.options.dispatch.selects(index) {
-            // Not selected: passes like a non-target packet (with the run
-            // that follows it), no signal, no job, no hold.
+        if !tool.options.dispatch.selects(index) || !tool.switch.is_on() {
+            // Not selected, or capture stopped: passes like a non-target
+            // packet (with the run that follows it), no signal, no job, no
+            // hold; the worker accounts for it at the end.
+            continue;
+        }
+        if kernel.signature.is_none() {
+            tool.submit(WorkerMessage::Missed {
+                index,
+                reason: ditto_protocol::MissReason::Error,
+                detail: format!(
+                    "no argument layout for `{}` (see the warning when it was loaded; \
+                     --arg-types gives one)",
+                    kernel.name.demangled
+                ),
+            });
             continue;
         }
         if i > run_start {
@@ -122,6 +139,13 @@ pub(crate) unsafe fn intercept(
         if !unsafe { hold_dispatch(tool, queue, packet, kernel, index, write) } {
             // SAFETY: as above; forwarded unchanged when it cannot be held.
             unsafe { write(packet as *const AqlPacket as *const c_void, 1) };
+            tool.submit(WorkerMessage::Missed {
+                index,
+                reason: ditto_protocol::MissReason::Error,
+                detail: "the dispatch could not be held (the runtime created no signal, or its \
+                         kernel arguments were unreadable); it ran uncaptured"
+                    .to_string(),
+            });
         }
         forwarded.set(i + 1);
         run_start = i + 1;
@@ -138,8 +162,8 @@ pub(crate) unsafe fn intercept(
     forwarded.set(count);
 }
 
-/// The kernel of a dispatch packet, counted, if it is a target to hold now.
-/// The whole cost for any other packet.
+/// The kernel of a dispatch packet, counted, if the query matches it. The
+/// whole cost for any other packet.
 fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
     if packet_type(packet.header()) != HSA_PACKET_TYPE_KERNEL_DISPATCH {
         return None;
@@ -147,7 +171,7 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
     let kernel_object = u64::from_le_bytes(packet.0[32..40].try_into().ok()?);
     let kernel = tool.kernels.get(kernel_object)?;
     kernel.count_dispatch();
-    (kernel.signature.is_some() && tool.switch.is_on()).then_some(kernel)
+    kernel.is_target.then_some(kernel)
 }
 
 /// Queues the job, then writes [dispatch(done), barrier-AND(hold → app's
@@ -413,7 +437,9 @@ mod tests {
         let b = packets[1].as_barrier();
         let job = match rx.try_recv().expect("a job for the worker") {
             WorkerMessage::Job(job) => job,
-            WorkerMessage::Shutdown { .. } => panic!("unexpected shutdown"),
+            WorkerMessage::Shutdown { .. } | WorkerMessage::Missed { .. } => {
+                panic!("unexpected message")
+            }
         };
         assert_eq!(d.completion_signal.handle, job.held.done);
         let mut expected = original.as_dispatch();
@@ -512,6 +538,11 @@ mod tests {
         assert_eq!(w[0].1[0].0, packet.0);
         assert!(rx.try_recv().is_err());
         assert_eq!(tool.kernels.get(SCALE_OBJECT).unwrap().dispatches(), 1);
+        assert_eq!(
+            tool.matched_dispatches(),
+            1,
+            "it still takes its index, to be accounted for at the end"
+        );
     }
 
     #[test]
@@ -523,6 +554,10 @@ mod tests {
         call(context(tool), &[packet]);
         let w = writes();
         assert_eq!((w.len(), w[0].1[0].0), (1, packet.0));
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(WorkerMessage::Missed { index: 0, .. })
+        ));
         assert!(rx.try_recv().is_err());
     }
 
@@ -579,7 +614,17 @@ mod tests {
             context(tool),
             &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
         );
-        assert!(rx.try_recv().is_err(), "the first passed uncaptured");
+        assert!(
+            matches!(
+                rx.try_recv(),
+                Ok(WorkerMessage::Missed {
+                    index: 0,
+                    reason: ditto_protocol::MissReason::Error,
+                    ..
+                })
+            ),
+            "the first passed uncaptured and is reported missed"
+        );
         SIGNAL_CREATE_FAILS.with(|f| *f.borrow_mut() = false);
         call(
             context(tool),
@@ -623,7 +668,9 @@ mod tests {
             .try_iter()
             .map(|m| match m {
                 WorkerMessage::Job(j) => j.index,
-                WorkerMessage::Shutdown { .. } => panic!("unexpected shutdown"),
+                WorkerMessage::Shutdown { .. } | WorkerMessage::Missed { .. } => {
+                    panic!("unexpected message")
+                }
             })
             .collect();
         assert_eq!(indices, vec![1, 3]);

@@ -178,6 +178,7 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         timeout: options.timeout,
         capture: options.capture,
         arg_sizes: options.arg_sizes.clone(),
+        dispatch: options.dispatch.clone(),
     };
     let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz);
     if TOOL.set(tool).is_err() {
@@ -250,6 +251,7 @@ fn run_worker(
         for message in after_panic.iter() {
             match message {
                 WorkerMessage::Job(job) => tool.release(&job.held),
+                WorkerMessage::Missed { .. } => {}
                 WorkerMessage::Shutdown { finished, .. } => {
                     let _ = finished.send(());
                     return;

@@ -93,6 +93,11 @@ impl HsaTool {
         self.next_index.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// How many matched dispatches took an index so far.
+    pub fn matched_dispatches(&self) -> u64 {
+        self.next_index.load(Ordering::Relaxed)
+    }
+
     /// Hands a job to the worker; if the worker is gone, releases it at once.
     pub fn submit(&self, message: WorkerMessage) {
         if let Err(crossbeam_channel::SendError(WorkerMessage::Job(job))) = self.jobs.send(message)
@@ -243,7 +248,11 @@ impl HsaTool {
         let goodbye = self.kernels.goodbye();
         if self
             .jobs
-            .send(WorkerMessage::Shutdown { goodbye, finished })
+            .send(WorkerMessage::Shutdown {
+                goodbye,
+                matched: self.matched_dispatches(),
+                finished,
+            })
             .is_err()
         {
             return;

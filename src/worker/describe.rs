@@ -23,16 +23,20 @@ use std::os::fd::OwnedFd;
 /// the range, which is copied from the pointer on (an unreadable range is
 /// an error, never a fault); without it, it is not captured (warning).
 /// The fingerprint is always the tool's own read of the same bytes.
+/// Every selected argument left out is returned with why (the third
+/// value), for the manifest's accounting.
 pub fn describe<D: Device>(
     device: &D,
     job: &Job,
     phase: Phase,
     config: &WorkerConfig,
-) -> (Dispatch, Vec<OwnedFd>) {
+) -> (Dispatch, Vec<OwnedFd>, Vec<(u32, String)>) {
     let capture = config.capture;
     let kernel = &job.kernel;
     let mut buffers = Vec::new();
     let mut copies = Vec::new();
+    // Selected arguments that are not captured: (argument index, why).
+    let mut misses = Vec::new();
     if let Some(sig) = &kernel.signature {
         for param in &sig.params {
             let ParamKind::Pointer { dtype, is_const } = param.kind else {
@@ -74,20 +78,24 @@ pub fn describe<D: Device>(
                         )
                     }
                     None => {
-                        log_warn!(
+                        let detail = format!(
                             "{}: --arg-sizes gives {elements} elements of {}, too many bytes; not captured",
                             what(),
                             dtype.name()
                         );
+                        log_warn!("{detail}");
+                        misses.push((param.index, detail));
                         continue;
                     }
                 },
                 (None, _) => {
-                    log_warn!(
+                    let detail = format!(
                         "{} (0x{address:x}) is in no allocation the runtime knows; not captured \
                          (give its size with --arg-sizes to capture it by copy)",
                         what()
                     );
+                    log_warn!("{detail}");
+                    misses.push((param.index, detail));
                     continue;
                 }
             };
@@ -100,7 +108,7 @@ pub fn describe<D: Device>(
                 Ok(Some(elements)) => match elements.checked_mul(dtype.size() as u64) {
                     Some(bytes) if bytes <= rest => bytes,
                     _ => {
-                        log_warn!(
+                        let detail = format!(
                             "{}: --arg-sizes gives {elements} elements of {}, \
                              but only {rest} bytes remain in its allocation (0x{:x}, {} bytes); not captured",
                             what(),
@@ -108,11 +116,15 @@ pub fn describe<D: Device>(
                             alloc.base,
                             alloc.size
                         );
+                        log_warn!("{detail}");
+                        misses.push((param.index, detail));
                         continue;
                     }
                 },
                 Err(e) => {
-                    log_warn!("{}: {e}; not captured", what());
+                    let detail = format!("{}: {e}; not captured", what());
+                    log_warn!("{detail}");
+                    misses.push((param.index, detail));
                     continue;
                 }
             };
@@ -132,11 +144,13 @@ pub fn describe<D: Device>(
             let transport = match exported {
                 Ok(handle) => device.ipc_transport(handle),
                 Err(()) if copies.len() >= MAX_FDS_PER_FRAME => {
-                    log_warn!(
+                    let detail = format!(
                         "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
                          shared-memory copy; not captured",
                         what()
                     );
+                    log_warn!("{detail}");
+                    misses.push((param.index, detail));
                     continue;
                 }
                 Err(()) => match device.copy_to_shared_memory(address, extent) {
@@ -145,7 +159,9 @@ pub fn describe<D: Device>(
                         Transport::SharedMemory
                     }
                     Err(e) => {
-                        log_warn!("{}: {e}; not captured", what());
+                        let detail = format!("{}: {e}; not captured", what());
+                        log_warn!("{detail}");
+                        misses.push((param.index, detail));
                         continue;
                     }
                 },
@@ -153,10 +169,12 @@ pub fn describe<D: Device>(
             let fingerprint = match device.fingerprint(address, extent) {
                 Ok(f) => f,
                 Err(e) => {
-                    log_warn!("{}: {e}; not captured", what());
+                    let detail = format!("{}: {e}; not captured", what());
+                    log_warn!("{detail}");
                     if matches!(transport, Transport::SharedMemory) {
                         copies.pop();
                     }
+                    misses.push((param.index, detail));
                     continue;
                 }
             };
@@ -188,5 +206,5 @@ pub fn describe<D: Device>(
         },
         buffers,
     };
-    (dispatch, copies)
+    (dispatch, copies, misses)
 }

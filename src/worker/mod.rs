@@ -22,7 +22,14 @@
 //! A panic while handling one job is caught: the job is released, capture
 //! fails open, and the worker goes on releasing whatever comes next, so no
 //! held barrier is ever left behind.
+//!
+//! Accounting ([`accounting`]): every matched dispatch ends up reported to
+//! the collector, as a Dispatch or as a Missed with its reason. A timed-out
+//! Ack leaves the connection's frames intact, so the Missed of that dispatch
+//! (and, at shutdown, of every later one, with the Goodbye) is still sent;
+//! after a failed write nothing more is.
 
+mod accounting;
 mod describe;
 #[cfg(test)]
 mod tests;
@@ -30,13 +37,14 @@ mod tests;
 pub use describe::describe;
 
 use crate::allocation_map::Allocation;
-use crate::client::CollectorConnection;
+use crate::client::{ClientError, CollectorConnection};
 use crate::guard::panic_message;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
+use accounting::Ledger;
 use crossbeam_channel::{Receiver, Sender};
 use ditto_kernels::ArgSizes;
-use ditto_protocol::{CaptureSet, Goodbye, Hello, Phase};
+use ditto_protocol::{CaptureSet, DispatchSelection, Goodbye, Hello, MissReason, Phase};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -83,9 +91,17 @@ pub struct Job {
 
 pub enum WorkerMessage {
     Job(Job),
-    /// Finish the jobs before this message, say Goodbye, acknowledge, stop.
+    /// A matched dispatch that passed uncaptured (it could not be held).
+    Missed {
+        index: u64,
+        reason: MissReason,
+        detail: String,
+    },
+    /// Finish the jobs before this message, account for every one of the
+    /// `matched` dispatch indices, say Goodbye, acknowledge, stop.
     Shutdown {
         goodbye: Goodbye,
+        matched: u64,
         finished: Sender<()>,
     },
 }
@@ -173,6 +189,9 @@ pub struct WorkerConfig {
     pub capture: CaptureSet,
     /// Extents given by `--arg-sizes`.
     pub arg_sizes: ArgSizes,
+    /// Which dispatch indices `--dispatch` chose (the others are accounted
+    /// as missed by selection).
+    pub dispatch: DispatchSelection,
 }
 
 /// A held job and whether its inputs are still to be snapshotted.
@@ -230,7 +249,8 @@ pub fn run<D: Device>(
     let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
     // Held, not yet completed, in submission order.
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let mut shutdown: Option<(Goodbye, Sender<()>)> = None;
+    let mut shutdown: Option<(Goodbye, u64, Sender<()>)> = None;
+    let mut ledger = Ledger::default();
     loop {
         // Take what has arrived; block only when nothing is held.
         let message = if pending.is_empty() && shutdown.is_none() {
@@ -255,19 +275,39 @@ pub fn run<D: Device>(
                 device.release(&late.held);
                 continue;
             }
-            Some(WorkerMessage::Shutdown { goodbye, finished }) => {
-                shutdown = Some((goodbye, finished));
+            Some(WorkerMessage::Missed {
+                index,
+                reason,
+                detail,
+            }) => {
+                ledger.missed(index, reason, detail);
+                continue;
+            }
+            Some(WorkerMessage::Shutdown {
+                goodbye,
+                matched,
+                finished,
+            }) => {
+                shutdown = Some((goodbye, matched, finished));
                 continue;
             }
             None => {}
         }
         if pending.is_empty() {
             // Everything asked before the Shutdown is done: say goodbye, stop.
-            if let Some((goodbye, finished)) = shutdown.take() {
-                if let (Some(conn), true) = (connection.as_mut(), switch.is_on())
+            if let Some((goodbye, matched, finished)) = shutdown.take() {
+                // After a timeout the connection's frames are intact: the
+                // collector, if it comes back, still learns what was missed.
+                ledger.close(matched, &config.dispatch);
+                send_missed(&mut connection, &mut ledger, switch);
+                if let Some(conn) = connection.as_mut().filter(|c| c.writable())
                     && let Err(e) = conn.goodbye(&goodbye)
                 {
-                    log_warn!("could not say goodbye to the collector: {e}");
+                    if switch.is_on() {
+                        log_warn!("could not say goodbye to the collector: {e}");
+                    } else {
+                        log_debug!("could not say goodbye to the collector: {e}");
+                    }
                 }
                 switch.stop();
                 for late in jobs.try_iter() {
@@ -303,16 +343,26 @@ pub fn run<D: Device>(
         if pending[at].inputs_pending {
             // All earlier work is done and the kernel has not started.
             let held = pending[at].job.held;
+            let index = pending[at].job.index;
             let taken = catch_unwind(AssertUnwindSafe(|| {
-                take_inputs(device, &pending[at].job, &mut connection, switch, &config)
+                take_inputs(
+                    device,
+                    &pending[at].job,
+                    &mut connection,
+                    switch,
+                    &config,
+                    &mut ledger,
+                )
             }));
             match taken {
                 Ok(()) => pending[at].inputs_pending = false,
                 Err(payload) => {
-                    switch.fail(&format!(
+                    let reason = format!(
                         "internal error while snapshotting the inputs of a held dispatch: {}",
                         panic_message(payload.as_ref())
-                    ));
+                    );
+                    failed(&mut ledger, index, MissReason::Error, reason.clone());
+                    switch.fail(&reason);
                     pending.remove(at);
                     device.release(&held);
                 }
@@ -321,6 +371,7 @@ pub fn run<D: Device>(
         }
         let job = pending.remove(at).expect("position is within pending").job;
         let held = job.held;
+        let index = job.index;
         let handled = catch_unwind(AssertUnwindSafe(|| {
             handle_completed(
                 device,
@@ -329,13 +380,16 @@ pub fn run<D: Device>(
                 switch,
                 &mut last_pair_of_queue,
                 &config,
+                &mut ledger,
             )
         }));
         if let Err(payload) = handled {
-            switch.fail(&format!(
+            let reason = format!(
                 "internal error while handling a held dispatch: {}",
                 panic_message(payload.as_ref())
-            ));
+            );
+            failed(&mut ledger, index, MissReason::Error, reason.clone());
+            switch.fail(&reason);
             // Its state is unknown: released, never recycled.
             device.release(&held);
         }
@@ -370,12 +424,17 @@ fn take_inputs<D: Device>(
     connection: &mut Option<CollectorConnection>,
     switch: &CaptureSwitch,
     config: &WorkerConfig,
+    ledger: &mut Ledger,
 ) {
-    if switch.is_on()
-        && let Some(conn) = connection.as_mut()
-    {
-        let (before, copies) = describe(device, job, Phase::Before, config);
-        if !before.buffers.is_empty() {
+    if switch.is_on() && connection.is_some() {
+        let (before, copies, misses) = describe(device, job, Phase::Before, config);
+        for (arg, detail) in misses {
+            ledger.missed_buffer(job.index, arg, Phase::Before, detail);
+        }
+        send_missed(connection, ledger, switch);
+        if let Some(conn) = connection.as_mut().filter(|_| switch.is_on())
+            && !before.buffers.is_empty()
+        {
             match conn.dispatch(before, copies) {
                 Ok(Ok(())) => log_debug!(
                     "inputs of dispatch {} of `{}` captured",
@@ -387,7 +446,7 @@ fn take_inputs<D: Device>(
                     job.index,
                     job.kernel.name.demangled
                 ),
-                Err(e) => switch.fail(&e.to_string()),
+                Err(e) => fail_on(ledger, connection, switch, job.index, e),
             }
         }
     }
@@ -404,16 +463,29 @@ fn handle_completed<D: Device>(
     switch: &CaptureSwitch,
     last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
     config: &WorkerConfig,
+    ledger: &mut Ledger,
 ) {
     // This job's dispatch ran after the previous barrier on its queue.
     if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
         device.recycle(previous);
     }
-    if switch.is_on()
-        && let Some(conn) = connection.as_mut()
-    {
-        let (dispatch, copies) = describe(device, &job, Phase::After, config);
-        match conn.dispatch(dispatch, copies) {
+    if switch.is_on() && connection.is_some() {
+        let (dispatch, copies, misses) = describe(device, &job, Phase::After, config);
+        for (arg, detail) in misses {
+            ledger.missed_buffer(job.index, arg, Phase::After, detail);
+        }
+        send_missed(connection, ledger, switch);
+        let result = match connection.as_mut().filter(|_| switch.is_on()) {
+            Some(conn) => conn.dispatch(dispatch, copies),
+            None => Err(ClientError::Protocol(
+                "the connection failed while reporting what was missed".into(),
+            )),
+        };
+        if result.is_ok() {
+            // Answered: the collector stored it or recorded why not.
+            ledger.sent(job.index);
+        }
+        match result {
             Ok(Ok(())) => log_debug!(
                 "dispatch {} of `{}` captured",
                 job.index,
@@ -424,9 +496,68 @@ fn handle_completed<D: Device>(
                 job.index,
                 job.kernel.name.demangled
             ),
-            Err(e) => switch.fail(&e.to_string()),
+            Err(e) => fail_on(ledger, connection, switch, job.index, e),
         }
     }
     device.release(&job.held);
     last_pair_of_queue.insert(job.queue, job.held);
+}
+
+/// Dispatch `index` is released uncaptured because of `error`: it is
+/// missed (`timeout` when its Ack did not come in time), capture stops for
+/// the same reason, and the miss is sent while the connection's frames are
+/// intact.
+fn fail_on(
+    ledger: &mut Ledger,
+    connection: &mut Option<CollectorConnection>,
+    switch: &CaptureSwitch,
+    index: u64,
+    error: ClientError,
+) {
+    let reason = match error {
+        ClientError::Timeout { .. } => MissReason::Timeout,
+        _ => MissReason::Error,
+    };
+    failed(ledger, index, reason, error.to_string());
+    switch.fail(&error.to_string());
+    send_missed(connection, ledger, switch);
+}
+
+/// Records dispatch `index` as missed and capture as stopped for `reason`.
+fn failed(ledger: &mut Ledger, index: u64, reason: MissReason, detail: String) {
+    ledger.missed(
+        index,
+        reason,
+        format!("{detail}; the dispatch was released uncaptured"),
+    );
+    ledger.stopped(
+        reason,
+        format!("capture stopped at dispatch {index}: {detail}"),
+    );
+}
+
+/// Sends the ledger's queued misses while the connection can carry them
+/// (best effort once capture has stopped). A failed write while capturing
+/// fails open, as any connection failure does.
+fn send_missed(
+    connection: &mut Option<CollectorConnection>,
+    ledger: &mut Ledger,
+    switch: &CaptureSwitch,
+) {
+    let queued = ledger.take_queued();
+    let Some(conn) = connection.as_mut() else {
+        return;
+    };
+    for missed in queued {
+        if !conn.writable() {
+            return;
+        }
+        if let Err(e) = conn.missed(&missed) {
+            if switch.is_on() {
+                switch.fail(&e.to_string());
+            } else {
+                log_debug!("could not report missed dispatch {}: {e}", missed.index);
+            }
+        }
+    }
 }

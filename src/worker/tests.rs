@@ -168,6 +168,7 @@ fn run_worker_with(
     arg_sizes: ArgSizes,
 ) -> (CaptureSwitch, Goodbye) {
     let (tx, rx) = unbounded();
+    let matched = jobs.iter().map(|j| j.index + 1).max().unwrap_or(0);
     for j in jobs {
         tx.send(WorkerMessage::Job(j)).unwrap();
     }
@@ -177,6 +178,7 @@ fn run_worker_with(
     };
     tx.send(WorkerMessage::Shutdown {
         goodbye: goodbye.clone(),
+        matched,
         finished,
     })
     .unwrap();
@@ -190,6 +192,7 @@ fn run_worker_with(
             timeout,
             capture,
             arg_sizes,
+            dispatch: ditto_protocol::DispatchSelection::All,
         },
         &switch,
     );
@@ -327,8 +330,12 @@ fn an_unanswered_inputs_snapshot_times_out_and_releases_both_barriers() {
 fn collect_one(listener: UnixListener) -> thread::JoinHandle<Vec<Buffer>> {
     thread::spawn(move || {
         let (mut s, _) = accept_and_welcome(&listener);
-        let ToolMessage::Dispatch(d) = read_frame(&mut s).unwrap() else {
-            panic!("expected Dispatch")
+        let d = loop {
+            match read_frame(&mut s).unwrap() {
+                ToolMessage::Dispatch(d) => break d,
+                ToolMessage::Missed(_) => continue,
+                other => panic!("expected Dispatch, got {other:?}"),
+            }
         };
         let ack = CollectorMessage::Ack(Ack {
             index: d.index,
@@ -347,9 +354,12 @@ fn collect_one_with_copies(
 ) -> thread::JoinHandle<(Vec<Buffer>, Vec<Vec<u8>>)> {
     thread::spawn(move || {
         let (mut s, _) = accept_and_welcome(&listener);
-        let (ToolMessage::Dispatch(d), fds) = ditto_protocol::read_frame_with_fds(&s).unwrap()
-        else {
-            panic!("expected Dispatch")
+        let (d, fds) = loop {
+            match ditto_protocol::read_frame_with_fds(&s).unwrap() {
+                (ToolMessage::Dispatch(d), fds) => break (d, fds),
+                (ToolMessage::Missed(_), _) => continue,
+                (other, _) => panic!("expected Dispatch, got {other:?}"),
+            }
         };
         let copies = fds
             .into_iter()
@@ -688,7 +698,13 @@ fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
     let listener = UnixListener::bind(&socket).unwrap();
     let collector = thread::spawn(move || {
         let (mut s, _) = accept_and_welcome(&listener);
-        while let Ok(ToolMessage::Dispatch(d)) = read_frame::<_, ToolMessage>(&mut s) {
+        loop {
+            let d = match read_frame::<_, ToolMessage>(&mut s) {
+                Ok(ToolMessage::Dispatch(d)) => d,
+                // The input is in no allocation: reported missed, not an error.
+                Ok(ToolMessage::Missed(_)) => continue,
+                _ => break,
+            };
             write_frame(
                 &mut s,
                 &CollectorMessage::Ack(Ack {
@@ -730,10 +746,13 @@ fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
     let listener = UnixListener::bind(&socket).unwrap();
     let collector = thread::spawn(move || {
         let (mut s, _) = accept_and_welcome(&listener);
-        // Nothing more arrives: the worker gave up before sending.
-        let mut rest = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut s, &mut rest);
-        rest.len()
+        // No Dispatch arrives: the worker gave up before sending; it
+        // reports both dispatches missed, then says Goodbye.
+        let mut messages = Vec::new();
+        while let Ok(m) = read_frame::<_, ToolMessage>(&mut s) {
+            messages.push(m);
+        }
+        messages
     });
     let device = FakeDevice {
         panic_on_export: true,
@@ -753,7 +772,29 @@ fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
         vec!["wait 100", "release 101", "release 103"],
         "the job that panicked is released, the next one without waiting"
     );
-    assert_eq!(collector.join().unwrap(), 0, "no partial message");
+    let messages = collector.join().unwrap();
+    let missed: Vec<(u64, u64, ditto_protocol::MissReason)> = messages
+        .iter()
+        .filter_map(|m| match m {
+            ToolMessage::Missed(m) => Some((m.index, m.count, m.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        missed,
+        vec![
+            (0, 1, ditto_protocol::MissReason::Error),
+            (1, 1, ditto_protocol::MissReason::Error)
+        ],
+        "{messages:?}"
+    );
+    assert!(matches!(messages.last(), Some(ToolMessage::Goodbye(_))));
+    assert!(
+        !messages
+            .iter()
+            .any(|m| matches!(m, ToolMessage::Dispatch(_))),
+        "no partial Dispatch"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 // dispatch_storm: many dispatches of a tiny kernel, timed by the application
 // itself (the benchmark application of scripts/bench).
 //
-//   dispatch_storm <count> [--items N] [--sync-every K]
+//   dispatch_storm <count> [--items N] [--sync-every K] [--pause-every P --pause-dir DIR]
 //
 // Dispatches storm_fill `count` times, each as ONE work-group of N work-items
 // (default 64) writing the 1024 floats (4 KiB) of one output buffer, and
@@ -10,6 +10,11 @@
 // output is checked after the run (a wrong result exits 1). The code object
 // also holds storm_unused, never dispatched: a tool told to capture it sees
 // every storm_fill dispatch pass by and captures nothing.
+//
+// With `--pause-every P --pause-dir DIR` it synchronises after every P
+// dispatches of the loop, creates DIR/paused-<n> (n = 1, 2, ...: P*n
+// dispatches done) and waits until DIR/resume-<n> exists: a test can look at
+// the process and its collector between captures (leak checks).
 //
 // Prints one line on stdout:
 //   dispatch_storm: dispatches=<count> items=<N> sync_every=<K> elapsed_s=<s> per_dispatch_us=<us> cpu_s=<s>
@@ -37,6 +42,9 @@ DITTO_KERNEL(storm_unused)
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <string>
 
 #include <vector>
 
@@ -56,23 +64,52 @@ static long parse_count(const char* text, const char* what, long min, long max) 
   return value;
 }
 
+static void pause_at(const char* dir, long n) {
+  HIP_CHECK(hipDeviceSynchronize());
+  const std::string paused = std::string(dir) + "/paused-" + std::to_string(n);
+  const std::string resume = std::string(dir) + "/resume-" + std::to_string(n);
+  FILE* f = fopen(paused.c_str(), "w");
+  if (!f) {
+    fprintf(stderr, "dispatch_storm: cannot create %s\n", paused.c_str());
+    exit(1);
+  }
+  fclose(f);
+  for (int waited_ms = 0; access(resume.c_str(), F_OK) != 0; ++waited_ms) {
+    if (waited_ms > 120000) {
+      fprintf(stderr, "dispatch_storm: %s never appeared\n", resume.c_str());
+      exit(1);
+    }
+    usleep(1000);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dispatch_storm <count> [--items N] [--sync-every K]\n");
+    fprintf(stderr, "usage: dispatch_storm <count> [--items N] [--sync-every K] [--pause-every P --pause-dir DIR]\n");
     return 2;
   }
   const long count = parse_count(argv[1], "count", 1, 100000000);
   long items = 64;
   long sync_every = 1000;
+  long pause_every = 0;
+  const char* pause_dir = nullptr;
   for (int a = 2; a < argc; ++a) {
     if (strcmp(argv[a], "--items") == 0 && a + 1 < argc) {
       items = parse_count(argv[++a], "--items", 1, 1024);
     } else if (strcmp(argv[a], "--sync-every") == 0 && a + 1 < argc) {
       sync_every = parse_count(argv[++a], "--sync-every", 1, 100000000);
+    } else if (strcmp(argv[a], "--pause-every") == 0 && a + 1 < argc) {
+      pause_every = parse_count(argv[++a], "--pause-every", 1, 100000000);
+    } else if (strcmp(argv[a], "--pause-dir") == 0 && a + 1 < argc) {
+      pause_dir = argv[++a];
     } else {
       fprintf(stderr, "dispatch_storm: unknown argument \"%s\"\n", argv[a]);
       return 2;
     }
+  }
+  if ((pause_every > 0) != (pause_dir != nullptr)) {
+    fprintf(stderr, "dispatch_storm: --pause-every and --pause-dir go together\n");
+    return 2;
   }
 
   float* out = nullptr;
@@ -89,6 +126,7 @@ int main(int argc, char** argv) {
                        static_cast<int>(i));
     HIP_CHECK(hipGetLastError());
     if ((i + 1) % sync_every == 0) HIP_CHECK(hipDeviceSynchronize());
+    if (pause_every > 0 && (i + 1) % pause_every == 0) pause_at(pause_dir, (i + 1) / pause_every);
   }
   HIP_CHECK(hipDeviceSynchronize());
   const double elapsed = clock_s(CLOCK_MONOTONIC) - start;

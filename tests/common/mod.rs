@@ -3,6 +3,8 @@
 //! under the same target/<profile>/ directory as this test executable.
 #![allow(dead_code)]
 
+pub mod many_queues;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -222,16 +224,88 @@ pub fn snapshot_manifest(snap: &Path) -> serde_json::Value {
         .iter()
         .map(|d| (d["rank"].as_u64().unwrap(), d["index"].as_u64().unwrap()))
         .collect();
+    if m.get("missing").is_none() {
+        m["missing"] = serde_json::json!([]);
+    }
     for line in journal.lines() {
         let Ok(d) = serde_json::from_str::<serde_json::Value>(line) else {
             continue; // a last line cut short
         };
+        if let Some(missing) = d.get("missing") {
+            // A later record for one whole dispatch replaces an earlier one.
+            let list = m["missing"].as_array_mut().unwrap();
+            if !list.contains(missing) {
+                if missing["arg"].is_null() && missing["count"] == 1 {
+                    list.retain(|r| {
+                        !(r["arg"].is_null()
+                            && r["count"] == 1
+                            && r["rank"] == missing["rank"]
+                            && r["index"] == missing["index"])
+                    });
+                }
+                list.push(missing.clone());
+                list.sort_by_key(|r| (r["rank"].as_u64(), r["index"].as_u64(), r["arg"].as_u64()));
+            }
+            continue;
+        }
         let key = (d["rank"].as_u64().unwrap(), d["index"].as_u64().unwrap());
         if !known.contains(&key) {
             m["dispatches"].as_array_mut().unwrap().push(d);
         }
     }
+    // A whole-dispatch missing record wins over a stored dispatch.
+    let missing = m["missing"].as_array().unwrap().clone();
+    m["dispatches"].as_array_mut().unwrap().retain(|d| {
+        !missing.iter().any(|r| {
+            let (first, count) = (r["index"].as_u64().unwrap(), r["count"].as_u64().unwrap());
+            let index = d["index"].as_u64().unwrap();
+            r["arg"].is_null() && r["rank"] == d["rank"] && index >= first && index - first < count
+        })
+    });
     m
+}
+
+/// Whole dispatches a manifest (as [`snapshot_manifest`] reads it) lists as
+/// missing with `reason`, counted (runs expanded).
+pub fn missing_count(m: &serde_json::Value, reason: &str) -> u64 {
+    m["missing"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|r| r["arg"].is_null() && r["reason"] == reason)
+                .map(|r| r["count"].as_u64().unwrap())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The dispatch indices of rank 0 a manifest lists as missing with
+/// `reason` (runs expanded), in order.
+pub fn missing_indices(m: &serde_json::Value, reason: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = m["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["arg"].is_null() && r["reason"] == reason)
+        .flat_map(|r| {
+            let first = r["index"].as_u64().unwrap();
+            first..first + r["count"].as_u64().unwrap()
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// How often the application dispatched kernels whose mangled name starts
+/// with `prefix` (the manifest's `dispatched_kernels`, from the Goodbye).
+pub fn dispatched_count(m: &serde_json::Value, prefix: &str) -> u64 {
+    m["dispatched_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["mangled"].as_str().unwrap().starts_with(prefix))
+        .map(|k| k["count"].as_u64().unwrap())
+        .sum()
 }
 
 /// The float32 values of tensor `name` in the safetensors file `file` of

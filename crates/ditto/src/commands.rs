@@ -122,7 +122,7 @@ fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
         }
         if r.failed() {
             c.problems.push(r.to_string());
-        } else if !matches!(r.end, crate::collector::ConnectionEnd::Goodbye) {
+        } else if !matches!(r.end, crate::collector::ConnectionEnd::Goodbye) || r.missed_some() {
             log::warn(&r.to_string());
         }
     }

@@ -156,6 +156,7 @@ mod tests {
                 kernel("_Z10vector_addPKfS0_Pfi", 1),
                 kernel("_Z10reduce_sumPKfPfi", 2),
             ],
+            missing: vec![],
         };
         assert_eq!(
             what_ran(&m),

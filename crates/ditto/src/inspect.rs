@@ -1,6 +1,7 @@
 //! `ditto inspect DIR`: what a snapshot directory holds — its runs, every
 //! captured dispatch and per array its dtype, shape, min, max, mean and
-//! NaN/inf counts — and, with `--dump ARG`, the values of one argument.
+//! NaN/inf counts — the dispatches (and buffers) matched but not captured,
+//! with why, and, with `--dump ARG`, the values of one argument.
 //!
 //! Owns the statistics of one array and their text and JSON forms. It never
 //! compares snapshots and never writes files.
@@ -129,6 +130,27 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
             }
         }
     }
+    for r in &m.missing {
+        let what = match r.arg {
+            None => String::new(),
+            Some(arg) => format!(
+                " argument {arg}{}",
+                if r.phase == Some(ditto_protocol::Phase::Before) {
+                    " (before)"
+                } else {
+                    ""
+                }
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "rank {} dispatch {}{what}: not captured ({}): {}",
+            r.rank,
+            r.indices(),
+            r.reason.name(),
+            r.detail
+        );
+    }
     if m.dispatches.is_empty() {
         let _ = writeln!(
             out,
@@ -141,7 +163,8 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
 
 /// `--json`: `{"dir", "kernel", "kernel_query", "runs": [manifest runs],
 /// "dispatches": [{"rank","index","grid","block","duration_ns","file",
-/// "arrays": [{"arg","dtype","elements","min","max","mean","nan","inf","values"?}]}]}`.
+/// "arrays": [{"arg","dtype","elements","min","max","mean","nan","inf","values"?}]}],
+/// "missing": [manifest missing records]}`.
 pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, StoreError> {
     let m = &snapshot.manifest;
     let mut dispatches = Vec::new();
@@ -177,6 +200,7 @@ pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, Stor
         "kernel_query": m.kernel_query,
         "runs": m.runs,
         "dispatches": dispatches,
+        "missing": m.missing,
     }))
 }
 

@@ -14,6 +14,14 @@
 //! usual one with the [`Phase::After`] buffers; the collector stores both
 //! as one dispatch);
 //! finally tool → `Goodbye` with what the process dispatched.
+//!
+//! Accounting: every dispatch of the matched kernel that is not captured
+//! is reported by a `Missed` (tool → collector, never acknowledged): not
+//! selected by `--dispatch`, released uncaptured after a timeout, or not
+//! capturable (an error). A `Missed` for a whole dispatch always follows
+//! that dispatch's `Dispatch`, if one was sent; the collector then drops
+//! what it stored for it (the tool released the dispatch without knowing
+//! the copy was complete, so the stored bytes may not be the kernel's).
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -27,7 +35,8 @@ pub use selection::{CaptureSet, DispatchSelection};
 /// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
 /// 3: `Buffer.phase` (inputs captured before the kernel runs).
 /// 4: `Buffer.transport` (IPC handle or a shared-memory copy passed as an fd).
-/// 5: `Transport::CudaIpc` (a CUDA application's device memory).
+/// 5: `Transport::CudaIpc` (a CUDA application's device memory) and
+///    `ToolMessage::Missed` (dispatches and buffers not captured, with why).
 pub const PROTOCOL_VERSION: u32 = 5;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
@@ -40,6 +49,9 @@ pub enum ToolMessage {
     Hello(Hello),
     Dispatch(Dispatch),
     Goodbye(Goodbye),
+    /// Dispatches (or one buffer of a dispatch) not captured, and why.
+    /// Added at the end: variant indices of older messages are unchanged.
+    Missed(Missed),
 }
 
 /// Messages sent by the collector.
@@ -232,6 +244,42 @@ pub struct Ack {
     pub result: Result<(), String>,
 }
 
+/// Why a matched dispatch (or one of its buffers) was not captured.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum MissReason {
+    /// Not chosen by `--dispatch` (`DITTO_DISPATCH`).
+    Selection,
+    /// The collector's Ack did not come within `DITTO_TIMEOUT_MS`; the tool
+    /// released the dispatch uncaptured (and later ones of a stopped capture).
+    Timeout,
+    /// The tool or the collector could not capture it (detail says why).
+    Error,
+}
+
+impl MissReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            MissReason::Selection => "selection",
+            MissReason::Timeout => "timeout",
+            MissReason::Error => "error",
+        }
+    }
+}
+
+/// `count` consecutive dispatches from `index` not captured; or, with
+/// `arg`, only that argument (in `phase`) of dispatch `index` (count 1),
+/// the rest of which is captured.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Missed {
+    pub index: u64,
+    pub count: u64,
+    pub arg: Option<u32>,
+    pub phase: Phase,
+    pub reason: MissReason,
+    pub detail: String,
+}
+
 /// Last message of a connection: every kernel the process dispatched, with
 /// counts, so a collector can say what ran when the target never did.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -389,6 +437,26 @@ mod tests {
         write_frame(&mut wire, &msg).unwrap();
         let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
         assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn missed_survives_a_frame_round_trip_and_older_variants_keep_their_encoding() {
+        let msg = ToolMessage::Missed(Missed {
+            index: 4,
+            count: 3,
+            arg: Some(1),
+            phase: Phase::After,
+            reason: MissReason::Timeout,
+            detail: "no Ack".into(),
+        });
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &msg).unwrap();
+        let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(back, msg);
+        // Added last: Hello, Dispatch and Goodbye are still variants 0, 1, 2.
+        let goodbye = postcard::to_stdvec(&ToolMessage::Goodbye(Goodbye::default())).unwrap();
+        assert_eq!(goodbye[0], 2);
+        assert_eq!(postcard::to_stdvec(&msg).unwrap()[0], 3);
     }
 
     #[test]

@@ -10,10 +10,11 @@ use super::{
     check_peer, check_run_name, peer_uid,
 };
 use crate::store::SnapshotWriter;
+use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
-    Ack, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, read_frame,
-    write_frame,
+    Ack, CollectorMessage, FrameError, Hello, MissReason, PROTOCOL_VERSION, Phase, ToolMessage,
+    read_frame, write_frame,
 };
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
@@ -261,6 +262,8 @@ fn run_connection(
         };
     }
     let mut last_dispatch: Option<u64> = None;
+    // The first dispatch whose Ack could not be sent, and why.
+    let mut unacked: Option<(u64, String)> = None;
     // Inputs (Before buffers) of dispatches whose After part is still to come.
     let mut inputs = std::collections::HashMap::new();
     loop {
@@ -268,6 +271,12 @@ fn run_connection(
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
             Ok(m) => m,
             Err(e) => {
+                if let Some((index, reason)) = unacked {
+                    return ConnectionEnd::Dropped {
+                        in_flight: Some(index),
+                        reason,
+                    };
+                }
                 // A message that had started is a dispatch (or Goodbye) lost in transit.
                 let in_flight = if reader.started {
                     Some(last_dispatch.map_or(0, |i| i + 1))
@@ -315,7 +324,14 @@ fn run_connection(
                             l.bytes_captured += stored.bytes;
                         });
                     }
-                    Err(e) => report.errors.push(e.clone()),
+                    Err(e) => {
+                        report.errors.push(e.clone());
+                        // Not stored: the manifest says why.
+                        let records = failed_capture_records(rank, hello.pid, &d, e);
+                        for record in records {
+                            record_missing(&writer, report, record);
+                        }
+                    }
                 }
                 // Every mapping of this dispatch is detached by now.
                 let ack = Ack {
@@ -323,10 +339,13 @@ fn run_connection(
                     result: result.map(|_| ()),
                 };
                 if let Err(e) = send(stream, &CollectorMessage::Ack(ack)) {
-                    return ConnectionEnd::Dropped {
-                        in_flight: Some(index),
-                        reason: format!("cannot send the ack (the application went away?): {e}"),
-                    };
+                    // The application went away, or stopped waiting (a
+                    // timeout): what it sent before leaving is still read,
+                    // its Missed reports and Goodbye included.
+                    unacked.get_or_insert((
+                        index,
+                        format!("cannot send the ack (the application went away?): {e}"),
+                    ));
                 }
                 last_dispatch = Some(index);
                 live.update(|l| {
@@ -345,6 +364,32 @@ fn run_connection(
                         .push(format!("cannot record the dispatched kernels: {e}"));
                 }
                 return ConnectionEnd::Goodbye;
+            }
+            ToolMessage::Missed(m) => {
+                if m.count == 0 || (m.arg.is_some() && m.count != 1) {
+                    report.errors.push(format!(
+                        "protocol error: a Missed report of {} dispatch(es) from {} {}; ignored",
+                        m.count,
+                        m.index,
+                        if m.arg.is_some() {
+                            "for one argument"
+                        } else {
+                            ""
+                        }
+                    ));
+                    continue;
+                }
+                let record = MissingRecord {
+                    rank,
+                    pid: hello.pid,
+                    index: m.index,
+                    count: m.count,
+                    arg: m.arg,
+                    phase: m.arg.map(|_| m.phase),
+                    reason: m.reason,
+                    detail: m.detail,
+                };
+                record_missing(&writer, report, record);
             }
             ToolMessage::Hello(_) => {
                 return ConnectionEnd::Dropped {
@@ -370,6 +415,64 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Hello(_) => "Hello",
         ToolMessage::Dispatch(_) => "Dispatch",
         ToolMessage::Goodbye(_) => "Goodbye",
+        ToolMessage::Missed(_) => "Missed",
+    }
+}
+
+/// What the manifest records for a dispatch the collector could not
+/// capture: the whole dispatch (`error`), or for its inputs (a message of
+/// `Before` buffers only, whose `After` part may still be captured) each
+/// input buffer.
+fn failed_capture_records(
+    rank: u32,
+    pid: u32,
+    d: &ditto_protocol::Dispatch,
+    error: &str,
+) -> Vec<MissingRecord> {
+    let record = |arg: Option<u32>, phase| MissingRecord {
+        rank,
+        pid,
+        index: d.index,
+        count: 1,
+        arg,
+        phase,
+        reason: MissReason::Error,
+        detail: error.to_string(),
+    };
+    let inputs_only = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    if inputs_only {
+        d.buffers
+            .iter()
+            .map(|b| record(Some(b.arg_index), Some(Phase::Before)))
+            .collect()
+    } else {
+        vec![record(None, None)]
+    }
+}
+
+/// Stores a missing record and counts it in the connection's report.
+fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport, r: MissingRecord) {
+    if r.arg.is_some() {
+        report.buffers_missing += 1;
+    } else {
+        match report
+            .missing
+            .iter_mut()
+            .find(|(reason, _)| *reason == r.reason)
+        {
+            Some((_, n)) => *n += r.count,
+            None => report.missing.push((r.reason, r.count)),
+        }
+    }
+    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
+    if let Err(e) = writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add_missing(r)
+    {
+        report
+            .errors
+            .push(format!("cannot record the missing {what}: {e}"));
     }
 }
 

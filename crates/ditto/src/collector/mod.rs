@@ -125,6 +125,10 @@ pub struct ConnectionReport {
     pub bytes_captured: u64,
     /// Dispatches that were answered with an error Ack, and why.
     pub errors: Vec<String>,
+    /// Whole dispatches recorded as missing, per reason (selection,
+    /// timeout, error), and buffers of captured dispatches left out.
+    pub missing: Vec<(ditto_protocol::MissReason, u64)>,
+    pub buffers_missing: u64,
     pub end: ConnectionEnd,
 }
 
@@ -139,8 +143,20 @@ impl ConnectionReport {
             arrays_captured: 0,
             bytes_captured: 0,
             errors: Vec::new(),
+            missing: Vec::new(),
+            buffers_missing: 0,
             end: ConnectionEnd::Stopped,
         }
+    }
+
+    /// Whether dispatches or buffers were missed for a reason other than
+    /// `--dispatch`.
+    pub fn missed_some(&self) -> bool {
+        self.buffers_missing > 0
+            || self
+                .missing
+                .iter()
+                .any(|(r, n)| *r != ditto_protocol::MissReason::Selection && *n > 0)
     }
 
     /// A snapshot from this connection cannot be trusted to be complete.
@@ -183,6 +199,25 @@ impl std::fmt::Display for ConnectionReport {
         )?;
         if let Some(d) = &self.snapshot_dir {
             write!(f, " into {}", d.display())?;
+        }
+        if !self.missing.is_empty() {
+            let parts: Vec<String> = self
+                .missing
+                .iter()
+                .map(|(r, n)| format!("{n} ({})", r.name()))
+                .collect();
+            write!(
+                f,
+                "; not captured: {} dispatch(es) (listed under \"missing\" in its manifest)",
+                parts.join(", ")
+            )?;
+        }
+        if self.buffers_missing > 0 {
+            write!(
+                f,
+                "; {} buffer(s) of captured dispatches left out",
+                self.buffers_missing
+            )?;
         }
         match &self.end {
             ConnectionEnd::Goodbye => {}

@@ -169,6 +169,17 @@ pub enum CompareError {
         reference: String,
         optimized: String,
     },
+    #[error(
+        "dispatches of {kernel} that were not captured cannot be compared ({reference_dir}, \
+         {optimized_dir}): {}", .problems.join("; ")
+    )]
+    NotCapturedDispatches {
+        kernel: String,
+        reference_dir: PathBuf,
+        optimized_dir: PathBuf,
+        /// One line per uncaptured dispatch (or run, or buffer), with why.
+        problems: Vec<String>,
+    },
     #[error("{which} run ({dir}) never dispatched a kernel matching {query:?}; {what_ran}")]
     NotCaptured {
         which: &'static str,

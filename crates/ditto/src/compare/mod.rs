@@ -10,7 +10,11 @@
 //!
 //! `closeness` holds the element-wise rules, `scan` applies them fast
 //! (monomorphic per dtype, in parallel chunks); this module pairs the
-//! dispatches and arrays of two snapshots and applies them.
+//! dispatches and arrays of two snapshots and applies them. A dispatch
+//! (or buffer) the manifest lists as missing for a reason other than
+//! `--dispatch` on either side, or captured on one side and not selected on
+//! the other, is an error naming each one with its reason; dispatches that
+//! neither side selected are not compared.
 
 mod closeness;
 #[cfg(test)]
@@ -21,7 +25,9 @@ mod tests;
 
 pub use closeness::*;
 
+use crate::store::missing::{self, MissingRecord};
 use crate::store::{DispatchRecord, Manifest, Snapshot};
+use ditto_protocol::MissReason;
 use ditto_protocol::Phase;
 use std::path::PathBuf;
 
@@ -89,6 +95,19 @@ pub fn compare_snapshots(
     optimized: &Snapshot,
     options: &CompareOptions,
 ) -> Result<ComparisonReport, CompareError> {
+    let problems = uncaptured(reference, optimized);
+    if !problems.is_empty() {
+        let kernel = [reference, optimized]
+            .iter()
+            .find_map(|s| s.manifest.kernel.as_ref().map(|k| k.demangled.clone()))
+            .unwrap_or_else(|| reference.manifest.kernel_query.clone());
+        return Err(CompareError::NotCapturedDispatches {
+            kernel,
+            reference_dir: reference.dir.clone(),
+            optimized_dir: optimized.dir.clone(),
+            problems,
+        });
+    }
     for (which, s) in [("the reference", reference), ("the optimized", optimized)] {
         if s.manifest.dispatches.is_empty() {
             return Err(CompareError::NotCaptured {
@@ -226,4 +245,86 @@ pub fn compare_snapshots(
         options: *options,
         arrays,
     })
+}
+
+/// What keeps dispatches from being compared, by the manifests' missing
+/// records: each line names the dispatch(es), the side and the reason.
+/// At most [`MAX_LISTED`] lines, then how many more.
+fn uncaptured(reference: &Snapshot, optimized: &Snapshot) -> Vec<String> {
+    const MAX_LISTED: usize = 10;
+    let sides = [
+        ("reference", reference, optimized),
+        ("optimized", optimized, reference),
+    ];
+    let mut lines = Vec::new();
+    let why = |m: &MissingRecord| format!("{}: {}", m.reason.name(), m.detail);
+    for (name, side, other) in sides {
+        for m in &side.manifest.missing {
+            match m.arg {
+                None if m.reason != MissReason::Selection => lines.push(format!(
+                    "dispatch {} of rank {} was not captured in the {name} run ({})",
+                    m.indices(),
+                    m.rank,
+                    why(m)
+                )),
+                None => {
+                    // Not selected here: fine only where the other side
+                    // did not capture it either.
+                    for index in m.index..m.index.saturating_add(m.count) {
+                        if captured(other, m.rank, index).is_some() {
+                            lines.push(format!(
+                                "dispatch {index} of rank {} was captured in one run but not in \
+                                 the {name} run ({})",
+                                m.rank,
+                                why(m)
+                            ));
+                        }
+                    }
+                }
+                Some(arg) => {
+                    let phase = m.phase.unwrap_or_default();
+                    let tensor = crate::store::tensor_name(arg, phase);
+                    let in_other = captured(other, m.rank, m.index)
+                        .is_some_and(|d| d.buffers.iter().any(|b| b.tensor == tensor));
+                    if in_other {
+                        lines.push(format!(
+                            "dispatch {} of rank {}, argument {arg} ({}) was not captured in \
+                             the {name} run ({})",
+                            m.index,
+                            m.rank,
+                            phase_name(phase),
+                            why(m)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if lines.len() > MAX_LISTED {
+        let more = lines.len() - MAX_LISTED;
+        lines.truncate(MAX_LISTED);
+        lines.push(format!(
+            "and {more} more (see \"missing\" in each manifest.json)"
+        ));
+    }
+    lines
+}
+
+fn captured(s: &Snapshot, rank: u32, index: u64) -> Option<&DispatchRecord> {
+    s.manifest
+        .dispatches
+        .iter()
+        .find(|d| d.rank == rank && d.index == index)
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Before => "before the kernel",
+        Phase::After => "after the kernel",
+    }
+}
+
+/// Whole dispatches a snapshot lists as not captured, per reason.
+pub fn missing_counts(manifest: &Manifest) -> Vec<(MissReason, u64)> {
+    missing::count_by_reason(manifest)
 }

@@ -1,14 +1,18 @@
 //! The dispatch journal of a snapshot directory, `dispatches.jsonl`: one
 //! JSON line per stored dispatch (its manifest record), appended after the
 //! dispatch's tensor file is in place and before the collector acknowledges
-//! it. `manifest.json` is rewritten only now and then (and whole at the
+//! it, and one line `{"missing": {...}}` per missing record (a dispatch
+//! matched but not captured), appended when it is known. Lines are events
+//! in order: a reader applies them in order ([`super::missing::merge`]). `manifest.json` is rewritten only now and then (and whole at the
 //! end), so a collector killed mid-capture leaves every acknowledged
 //! dispatch in the journal; readers merge the two.
 //!
 //! Owns the journal's format and its append/read; never decides when the
 //! manifest is written.
 
+use super::missing::MissingRecord;
 use super::{DispatchRecord, StoreError, io_err};
+use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,6 +42,19 @@ impl Journal {
     /// Appends one record as one line, in one write: a crash leaves at
     /// most the last line cut short, never a line half-mixed with another.
     pub fn append(&mut self, record: &DispatchRecord) -> Result<(), StoreError> {
+        self.append_line(record)
+    }
+
+    /// Appends one missing record, as `{"missing": record}`.
+    pub fn append_missing(&mut self, record: &MissingRecord) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            missing: &'a MissingRecord,
+        }
+        self.append_line(&Line { missing: record })
+    }
+
+    fn append_line<T: Serialize>(&mut self, record: &T) -> Result<(), StoreError> {
         let mut line = serde_json::to_vec(record)
             .map_err(|e| StoreError::Invalid(format!("journal record: {e}")))?;
         line.push(b'\n');
@@ -45,10 +62,25 @@ impl Journal {
     }
 }
 
-/// The records journalled in `dir`; none when it has no journal. A last
-/// line without its newline (the collector died while writing it) is
-/// ignored; any other line that does not parse is an error.
-pub fn read(dir: &Path) -> Result<Vec<DispatchRecord>, StoreError> {
+/// One journal line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    Dispatch(DispatchRecord),
+    Missing(MissingRecord),
+}
+
+fn parse_line(line: &[u8]) -> Result<Entry, serde_json::Error> {
+    let value: serde_json::Value = serde_json::from_slice(line)?;
+    match value.get("missing") {
+        Some(missing) => Ok(Entry::Missing(serde_json::from_value(missing.clone())?)),
+        None => Ok(Entry::Dispatch(serde_json::from_value(value)?)),
+    }
+}
+
+/// The entries journalled in `dir`, in order; none when it has no journal.
+/// A last line without its newline (the collector died while writing it)
+/// is ignored; any other line that does not parse is an error.
+pub fn read(dir: &Path) -> Result<Vec<Entry>, StoreError> {
     let path = dir.join(JOURNAL_FILE);
     let text = match std::fs::read(&path) {
         Ok(t) => t,
@@ -64,7 +96,7 @@ pub fn read(dir: &Path) -> Result<Vec<DispatchRecord>, StoreError> {
         .enumerate()
         .filter(|(_, line)| !line.is_empty())
         .map(|(n, line)| {
-            serde_json::from_slice(line).map_err(|e| StoreError::BadManifest {
+            parse_line(line).map_err(|e| StoreError::BadManifest {
                 path: path.clone(),
                 reason: format!("line {}: {e}", n + 1),
             })

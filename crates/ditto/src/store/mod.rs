@@ -21,12 +21,14 @@
 //! is dropped; [`Snapshot::load`] adds what only the journal holds.
 
 pub mod journal;
+pub mod missing;
 mod spare_files;
 mod tensor_file;
 pub use tensor_file::zeroed_buffer;
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
+use missing::MissingRecord;
 use safetensors::tensor::Dtype as StDtype;
 use serde::{Deserialize, Serialize};
 use spare_files::SpareFiles;
@@ -86,6 +88,10 @@ pub struct Manifest {
     pub kernel: Option<KernelName>,
     pub dispatches: Vec<DispatchRecord>,
     pub dispatched_kernels: Vec<DispatchedKernel>,
+    /// Matched dispatches (or buffers) not captured, with why ([`missing`]);
+    /// absent in older manifests.
+    #[serde(default)]
+    pub missing: Vec<MissingRecord>,
 }
 
 /// One application process that connected. Its rank is the launcher's
@@ -257,13 +263,27 @@ const ONE_WRITE_BYTES: usize = 1 << 20;
 /// [`write_atomically`] of `parts` one after the other, synced only when
 /// `durable`.
 fn write_replacing(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), StoreError> {
+    write_replacing_with(path, durable, |w| {
+        parts.iter().try_for_each(|part| w.write_all(part))
+    })
+}
+
+/// [`write_replacing`] of what `fill` writes, through a buffer: a large
+/// file (the manifest of many dispatches) never sits whole in memory.
+fn write_replacing_with(
+    path: &Path,
+    durable: bool,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMPORARY_PREFIX)
         .tempfile_in(dir)
         .map_err(io_err(dir))?;
-    for part in parts {
-        tmp.write_all(part).map_err(io_err(path))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut w).map_err(io_err(path))?;
+        w.flush().map_err(io_err(path))?;
     }
     if durable {
         tmp.as_file().sync_data().map_err(io_err(path))?;
@@ -384,6 +404,7 @@ impl SnapshotWriter {
                 kernel: None,
                 dispatches: Vec::new(),
                 dispatched_kernels: Vec::new(),
+                missing: Vec::new(),
             },
             replaced_previous,
         };
@@ -572,6 +593,26 @@ impl SnapshotWriter {
         write_replacing(path, &parts, false)
     }
 
+    /// Records dispatches (or a buffer) of rank `rank` not captured. A
+    /// stored dispatch it covers is dropped, its file removed ([`missing`]).
+    pub fn add_missing(&mut self, record: MissingRecord) -> Result<(), StoreError> {
+        self.journal.append_missing(&record)?;
+        for dropped in missing::merge(&mut self.manifest, record) {
+            self.stored.remove(&(dropped.rank, dropped.index));
+            let path = self.dir.join(&dropped.file);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&path)(e)),
+            }
+        }
+        self.manifest_stale = true;
+        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+            self.write_manifest()?;
+        }
+        Ok(())
+    }
+
     /// Writes `manifest.json` whole if it lacks stored dispatches.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.manifest_stale {
@@ -602,10 +643,11 @@ impl SnapshotWriter {
 
     fn write_manifest(&mut self) -> Result<(), StoreError> {
         let started = Instant::now();
-        let mut json = serde_json::to_vec_pretty(&self.manifest)
-            .map_err(|e| StoreError::Invalid(format!("manifest: {e}")))?;
-        json.push(b'\n');
-        write_atomically(&self.dir.join(MANIFEST_FILE), &json)?;
+        let manifest = &self.manifest;
+        write_replacing_with(&self.dir.join(MANIFEST_FILE), true, |w| {
+            serde_json::to_writer_pretty(&mut *w, manifest).map_err(std::io::Error::other)?;
+            w.write_all(b"\n")
+        })?;
         self.manifest_written = Instant::now();
         self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
@@ -667,14 +709,22 @@ impl Snapshot {
             .iter()
             .map(|d| (d.rank, d.index))
             .collect();
-        for record in journal::read(dir)? {
-            if !known.contains(&(record.rank, record.index)) {
-                if manifest.kernel.is_none() {
-                    manifest.kernel = record.kernel.clone();
+        for entry in journal::read(dir)? {
+            match entry {
+                journal::Entry::Dispatch(record) => {
+                    if !known.contains(&(record.rank, record.index)) {
+                        if manifest.kernel.is_none() {
+                            manifest.kernel = record.kernel.clone();
+                        }
+                        manifest.dispatches.push(record);
+                    }
                 }
-                manifest.dispatches.push(record);
+                journal::Entry::Missing(record) => {
+                    missing::merge(&mut manifest, record);
+                }
             }
         }
+        missing::drop_covered(&mut manifest);
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             manifest,
@@ -768,6 +818,55 @@ mod tests {
             duration_ns: None,
             buffers: vec![],
         }
+    }
+
+    #[test]
+    fn a_timeout_wins_over_the_late_copy_of_its_dispatch_in_the_writer_and_from_the_journal() {
+        use ditto_protocol::MissReason;
+        use missing::MissingRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        w.flush().unwrap();
+        let before = std::fs::read(snap.join(MANIFEST_FILE)).unwrap();
+        for i in 0..2 {
+            w.add_dispatch(rank, 77, &dispatch(i), &[captured(1, DType::U8, vec![1])])
+                .unwrap();
+        }
+        let record = |reason, detail: &str| MissingRecord {
+            rank,
+            pid: 77,
+            index: 1,
+            count: 1,
+            arg: None,
+            phase: None,
+            reason,
+            detail: detail.into(),
+        };
+        // The collector's own error for the late copy, then the tool's timeout.
+        w.add_missing(record(MissReason::Error, "fingerprint mismatch"))
+            .unwrap();
+        w.add_missing(record(MissReason::Timeout, "no Ack within 300 ms"))
+            .unwrap();
+        assert!(
+            !snap.join(dispatch_file_name(rank, 1)).exists(),
+            "the late copy's file is removed"
+        );
+        drop(w);
+        let expect = |s: &Snapshot| {
+            let indices: Vec<u64> = s.manifest.dispatches.iter().map(|d| d.index).collect();
+            assert_eq!(indices, vec![0]);
+            assert_eq!(
+                s.manifest.missing,
+                vec![record(MissReason::Timeout, "no Ack within 300 ms")],
+                "the later record for the dispatch replaces the earlier"
+            );
+        };
+        expect(&Snapshot::load(&snap).unwrap());
+        // Killed before the manifest was rewritten: the journal says the same.
+        std::fs::write(snap.join(MANIFEST_FILE), &before).unwrap();
+        expect(&Snapshot::load(&snap).unwrap());
     }
 
     #[test]

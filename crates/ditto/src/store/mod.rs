@@ -23,7 +23,7 @@
 pub mod journal;
 mod spare_files;
 mod tensor_file;
-pub use tensor_file::zeroed_buffer;
+pub use tensor_file::{TensorBytes, zeroed_buffer};
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
@@ -198,7 +198,8 @@ pub struct CapturedBuffer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Array {
     pub dtype: DType,
-    pub bytes: Vec<u8>,
+    /// Little-endian elements, not necessarily aligned to their size.
+    pub bytes: TensorBytes,
 }
 
 impl Array {
@@ -866,7 +867,7 @@ mod tests {
                 1,
                 Array {
                     dtype: DType::F32,
-                    bytes: floats
+                    bytes: floats.into()
                 }
             )
         );
@@ -876,7 +877,7 @@ mod tests {
                 3,
                 Array {
                     dtype: DType::Bytes,
-                    bytes: raw
+                    bytes: raw.into()
                 }
             )
         );

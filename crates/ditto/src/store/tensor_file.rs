@@ -330,8 +330,12 @@ fn read_tensors_mapping_from(
         ranges.push((w.name, data_start as usize + start, end - start));
     }
     let wanted_bytes: u64 = ranges.iter().map(|(_, _, len)| *len as u64).sum();
-    if wanted_bytes > 0 && wanted_bytes >= map_from {
-        let map = Arc::new(FileMap::new(&file, file_len as usize).map_err(io)?);
+    // A file system that cannot map files is read from instead.
+    if wanted_bytes > 0
+        && wanted_bytes >= map_from
+        && let Ok(map) = FileMap::new(&file, file_len as usize)
+    {
+        let map = Arc::new(map);
         return Ok(ranges
             .into_iter()
             .map(|(_, start, len)| {

@@ -223,7 +223,7 @@ mod tests {
         assert_eq!((s.min, s.max, s.mean), (Some(-2.0), Some(4.0), Some(1.0)));
         let empty = summarize(&Array {
             dtype: DType::I32,
-            bytes: vec![],
+            bytes: Vec::new().into(),
         });
         assert_eq!(empty.mean, None);
     }

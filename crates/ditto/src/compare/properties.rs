@@ -1,10 +1,12 @@
 //! Property tests of the comparison engine: arbitrary arrays full of the
 //! values that break comparisons (NaN, ±inf, -0.0, subnormals, extremes),
 //! empty and very large arrays, mismatched lengths. The chunked parallel
-//! scan must agree exactly with one sequential pass, and a plain
-//! element-by-element model of the closeness rule must agree with both.
+//! scan must agree exactly with one sequential pass, the fast pass (blocks
+//! that only go through the detailed scan when flagged) exactly with the
+//! detailed scan alone, and a plain element-by-element model of the
+//! closeness rule must agree with all of them.
 
-use super::scan::scan_in_chunks;
+use super::scan::{scan_in_chunks, scan_with};
 use super::*;
 use crate::store::Array;
 use ditto_protocol::DType;
@@ -43,6 +45,64 @@ fn pair_f32(max_len: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
             .collect();
         (reference, optimized)
     })
+}
+
+/// A reference array of ordinary values and an optimized copy, with a few
+/// awkward values planted on either side at random places: long runs that
+/// match, as real arrays mostly do, so that most blocks pass the fast pass.
+fn planted_f32(max_len: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
+    (
+        prop::collection::vec(-1.0e3f32..1.0e3f32, 0..max_len),
+        prop::collection::vec((any::<usize>(), awkward_f32(), any::<bool>()), 0..6),
+    )
+        .prop_map(|(mut reference, plants)| {
+            let mut optimized = reference.clone();
+            for (at, value, in_reference) in plants {
+                if reference.is_empty() {
+                    break;
+                }
+                let at = at % reference.len();
+                if in_reference {
+                    reference[at] = value;
+                } else {
+                    optimized[at] = value;
+                }
+            }
+            (reference, optimized)
+        })
+}
+
+/// Two arrays of any dtype: random bytes (for floats: NaN, infinities,
+/// subnormals and -0.0 among them) and a copy with a few bytes changed.
+fn planted_bytes(max_len: usize) -> impl Strategy<Value = (DType, Vec<u8>, Vec<u8>)> {
+    (
+        prop::sample::select(vec![
+            DType::F16,
+            DType::BF16,
+            DType::F32,
+            DType::F64,
+            DType::I8,
+            DType::I32,
+            DType::I64,
+            DType::U16,
+            DType::U64,
+            DType::Bool,
+        ]),
+        prop::collection::vec(any::<u8>(), 0..max_len),
+        prop::collection::vec((any::<usize>(), 1u8..=255), 0..6),
+    )
+        .prop_map(|(dtype, mut reference, changes)| {
+            reference.truncate(reference.len() / dtype.size() * dtype.size());
+            let mut optimized = reference.clone();
+            for (at, bits) in changes {
+                if optimized.is_empty() {
+                    break;
+                }
+                let at = at % optimized.len();
+                optimized[at] ^= bits;
+            }
+            (dtype, reference, optimized)
+        })
 }
 
 fn array(v: &[f32]) -> Array {
@@ -104,6 +164,36 @@ proptest! {
         let whole = scan_in_chunks(DType::F32, tol, &opts, &rb, &ob, usize::MAX);
         let chunked = scan_in_chunks(DType::F32, tol, &opts, &rb, &ob, chunk);
         prop_assert_eq!(comparable(&whole), comparable(&chunked));
+    }
+
+    #[test]
+    fn the_fast_pass_gives_exactly_the_detailed_scan_on_f32(
+        (r, o) in planted_f32(3000),
+        opts in options(),
+        block in 1usize..300,
+        chunk in prop_oneof![Just(usize::MAX), 1usize..1000],
+    ) {
+        let tol = opts.tolerance_for(DType::F32);
+        let (rb, ob) = (array(&r).bytes, array(&o).bytes);
+        let detailed = scan_with(DType::F32, tol, &opts, &rb, &ob, usize::MAX, None);
+        let fast = scan_with(DType::F32, tol, &opts, &rb, &ob, chunk, Some(block));
+        prop_assert_eq!(comparable(&detailed), comparable(&fast));
+        // And both follow the plain rule.
+        let mismatching = (0..r.len()).filter(|&i| !model_matches(r[i], o[i], &opts)).count();
+        prop_assert_eq!(fast.mismatched_elements, mismatching as u64);
+    }
+
+    #[test]
+    fn the_fast_pass_gives_exactly_the_detailed_scan_on_every_dtype(
+        (dtype, rb, ob) in planted_bytes(4000),
+        opts in options(),
+        block in 1usize..200,
+        chunk in prop_oneof![Just(usize::MAX), 1usize..700],
+    ) {
+        let tol = opts.tolerance_for(dtype);
+        let detailed = scan_with(dtype, tol, &opts, &rb, &ob, usize::MAX, None);
+        let fast = scan_with(dtype, tol, &opts, &rb, &ob, chunk, Some(block));
+        prop_assert_eq!(comparable(&detailed), comparable(&fast));
     }
 
     #[test]

@@ -205,7 +205,7 @@ fn integers_compare_exactly_by_default() {
     assert_eq!(s.worst[0].reference, Element::Int(-7));
     let u = Array {
         dtype: DType::U64,
-        bytes: u64::MAX.to_le_bytes().to_vec(),
+        bytes: u64::MAX.to_le_bytes().to_vec().into(),
     };
     assert!(cmp(&u, &u.clone(), defaults()).matches());
     // With user tolerances integers may differ by atol.
@@ -217,11 +217,11 @@ fn integers_compare_exactly_by_default() {
 fn bytes_stay_exact_even_with_user_tolerances() {
     let r = Array {
         dtype: DType::Bytes,
-        bytes: vec![1, 2, 3],
+        bytes: vec![1, 2, 3].into(),
     };
     let o = Array {
         dtype: DType::Bytes,
-        bytes: vec![1, 2, 4],
+        bytes: vec![1, 2, 4].into(),
     };
     let loose = CompareOptions::new(Some(10.0), Some(1.0), false).unwrap();
     assert_eq!(cmp(&r, &o, loose).mismatched_elements, 1);

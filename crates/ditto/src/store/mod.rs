@@ -24,7 +24,7 @@ pub mod journal;
 pub mod missing;
 mod spare_files;
 mod tensor_file;
-pub use tensor_file::zeroed_buffer;
+pub use tensor_file::{TensorBytes, zeroed_buffer};
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
@@ -206,7 +206,8 @@ pub struct CapturedBuffer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Array {
     pub dtype: DType,
-    pub bytes: Vec<u8>,
+    /// Little-endian elements, not necessarily aligned to their size.
+    pub bytes: TensorBytes,
 }
 
 impl Array {
@@ -968,7 +969,7 @@ mod tests {
                 1,
                 Array {
                     dtype: DType::F32,
-                    bytes: floats
+                    bytes: floats.into()
                 }
             )
         );
@@ -978,7 +979,7 @@ mod tests {
                 3,
                 Array {
                     dtype: DType::Bytes,
-                    bytes: raw
+                    bytes: raw.into()
                 }
             )
         );

@@ -1,39 +1,180 @@
 //! One dispatch's tensor file (safetensors) without a copy of its data in
 //! memory: [`encode`] gives the file's header and the captured buffers in
 //! the order the header places them, for the writer to write one after the
-//! other; [`read_tensors`] reads the header, then each wanted tensor
-//! straight from the file into its own buffer (one copy from the page
-//! cache, nothing mapped). A gigabyte captured costs no second gigabyte in
-//! the collector, and a gigabyte compared is read once.
+//! other; [`read_tensors`] reads the header, then gives each wanted tensor
+//! as [`TensorBytes`]: a read-only view of the file mapped into memory (no
+//! copy: the pages are the page cache's, and no fresh memory is zeroed),
+//! or, for a small file, bytes read into its own buffer. A gigabyte
+//! captured costs no second gigabyte in the collector, and a gigabyte
+//! compared is not copied at all.
 //!
 //! Owns the byte layout of a tensor file (through the safetensors crate's
-//! own header code); knows nothing of manifests or directories.
+//! own header code); knows nothing of manifests or directories. A tensor's
+//! data need not be aligned to its element size in the file (nor in the
+//! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::StoreError;
 use safetensors::tensor::{Dtype, Metadata, View};
 use std::borrow::Cow;
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
+
+/// Files with at least this many bytes of wanted data are mapped; smaller
+/// ones are read (a mapping costs two system calls and a page fault per
+/// 64 KiB or so, a read of a few KiB less).
+const MAP_FROM_BYTES: u64 = 1 << 20;
+
+/// A whole file mapped read-only, unmapped on drop.
+struct FileMap {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and owned by this value alone; reading
+// it from several threads is reading shared immutable memory.
+unsafe impl Send for FileMap {}
+unsafe impl Sync for FileMap {}
+
+impl FileMap {
+    /// Maps the first `len` (> 0) bytes of `file`. Snapshot files are
+    /// never truncated or rewritten in place once linked (a rewrite links a
+    /// new file over the name), so the mapped pages stay valid.
+    fn new(file: &File, len: usize) -> std::io::Result<FileMap> {
+        // SAFETY: a fresh private read-only mapping of an open file; the
+        // pointer is only used within `len` and unmapped once, on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(FileMap {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `len` mapped readable bytes at `ptr`, alive as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for FileMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; no slice of it
+        // outlives self (every `TensorBytes` holds the Arc).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// One tensor's bytes as read back: a range of a mapped tensor file, or a
+/// buffer of its own. Reads as `[u8]`; compares by contents.
+#[derive(Clone)]
+pub struct TensorBytes(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Owned(Vec<u8>),
+    Mapped {
+        map: Arc<FileMap>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl TensorBytes {
+    /// Whether the bytes are a view of a mapped file (tests check which path ran).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.0, Repr::Mapped { .. })
+    }
+}
+
+impl std::ops::Deref for TensorBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Owned(v) => v,
+            Repr::Mapped { map, start, len } => &map.bytes()[*start..*start + *len],
+        }
+    }
+}
+
+impl From<Vec<u8>> for TensorBytes {
+    fn from(v: Vec<u8>) -> Self {
+        TensorBytes(Repr::Owned(v))
+    }
+}
+
+impl FromIterator<u8> for TensorBytes {
+    fn from_iter<I: IntoIterator<Item = u8>>(iter: I) -> Self {
+        TensorBytes(Repr::Owned(iter.into_iter().collect()))
+    }
+}
+
+impl std::fmt::Debug for TensorBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl PartialEq for TensorBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Vec<u8>> for TensorBytes {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        **self == other[..]
+    }
+}
+
+impl PartialEq<[u8]> for TensorBytes {
+    fn eq(&self, other: &[u8]) -> bool {
+        **self == *other
+    }
+}
 
 /// A zeroed buffer of `len` bytes; `None` when it cannot be allocated.
-/// A large one asks for transparent huge pages (the kernel's `madvise`
-/// mode): zeroing 1 GiB through 4 KiB page faults took a second on a VM,
-/// more than reading it from the page cache. Used for every buffer the
-/// collector copies into and every tensor read back.
+/// Taken zeroed from the allocator (for a large one, fresh pages the
+/// kernel zeroes as they are first touched: no second pass writing zeros),
+/// and a large one asks for transparent huge pages (the kernel's `madvise`
+/// mode) before any page is touched: zeroing 1 GiB through 4 KiB page
+/// faults took a second on a VM, more than reading it from the page cache.
+/// Used for every buffer the collector copies into and every small tensor
+/// read back.
 pub fn zeroed_buffer(len: usize) -> Option<Vec<u8>> {
     const HUGE_PAGE: usize = 2 << 20;
-    let mut data = Vec::new();
-    data.try_reserve_exact(len).ok()?;
-    let start = (data.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
-    let end = (data.as_ptr() as usize + len) & !(HUGE_PAGE - 1);
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: a layout of non-zero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+    let end = (ptr as usize + len) & !(HUGE_PAGE - 1);
     if end > start {
-        // SAFETY: advice on whole pages inside the Vec's own allocation;
-        // it changes no contents (a refusal only leaves small pages).
+        // SAFETY: advice on whole pages inside this allocation; it changes
+        // no contents (a refusal only leaves small pages).
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
-    data.resize(len, 0);
-    Some(data)
+    // SAFETY: allocated by the global allocator with the layout of a
+    // `Vec<u8>` of capacity `len`, and all `len` bytes are initialised (zero).
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 /// The largest header read back (safetensors' own limit).
@@ -124,7 +265,17 @@ pub struct Wanted<'a> {
 }
 
 /// Reads the `wanted` tensors of the file at `path`, in that order.
-pub fn read_tensors(path: &Path, wanted: &[Wanted]) -> Result<Vec<Vec<u8>>, StoreError> {
+pub fn read_tensors(path: &Path, wanted: &[Wanted]) -> Result<Vec<TensorBytes>, StoreError> {
+    read_tensors_mapping_from(path, wanted, MAP_FROM_BYTES)
+}
+
+/// [`read_tensors`], mapping the file when the wanted data is at least
+/// `map_from` bytes (tests map the smallest files).
+fn read_tensors_mapping_from(
+    path: &Path,
+    wanted: &[Wanted],
+    map_from: u64,
+) -> Result<Vec<TensorBytes>, StoreError> {
     let bad = |reason: String| StoreError::BadTensorFile {
         path: path.to_path_buf(),
         reason,
@@ -153,7 +304,7 @@ pub fn read_tensors(path: &Path, wanted: &[Wanted]) -> Result<Vec<Vec<u8>>, Stor
     let metadata = parse_header(&header).map_err(|e| bad(format!("header: {e}")))?;
     let data_start = 8 + header_len;
     let data_len = file_len - data_start;
-    let mut out = Vec::with_capacity(wanted.len());
+    let mut ranges = Vec::with_capacity(wanted.len());
     for w in wanted {
         let info = metadata.info(w.name).ok_or_else(|| {
             bad(format!(
@@ -176,16 +327,35 @@ pub fn read_tensors(path: &Path, wanted: &[Wanted]) -> Result<Vec<Vec<u8>>, Stor
                 w.name, w.arg
             )));
         }
-        let Some(mut bytes) = zeroed_buffer(end - start) else {
+        ranges.push((w.name, data_start as usize + start, end - start));
+    }
+    let wanted_bytes: u64 = ranges.iter().map(|(_, _, len)| *len as u64).sum();
+    // A file system that cannot map files is read from instead.
+    if wanted_bytes > 0
+        && wanted_bytes >= map_from
+        && let Ok(map) = FileMap::new(&file, file_len as usize)
+    {
+        let map = Arc::new(map);
+        return Ok(ranges
+            .into_iter()
+            .map(|(_, start, len)| {
+                TensorBytes(Repr::Mapped {
+                    map: map.clone(),
+                    start,
+                    len,
+                })
+            })
+            .collect());
+    }
+    let mut out = Vec::with_capacity(ranges.len());
+    for (name, start, len) in ranges {
+        let Some(mut bytes) = zeroed_buffer(len) else {
             return Err(bad(format!(
-                "tensor {}: cannot allocate {} bytes to read it",
-                w.name,
-                end - start
+                "tensor {name}: cannot allocate {len} bytes to read it"
             )));
         };
-        file.read_exact_at(&mut bytes, data_start + start as u64)
-            .map_err(io)?;
-        out.push(bytes);
+        file.read_exact_at(&mut bytes, start as u64).map_err(io)?;
+        out.push(TensorBytes::from(bytes));
     }
     Ok(out)
 }
@@ -247,6 +417,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got, vec![c.clone(), a.clone(), b.clone()]);
+        assert!(got.iter().all(|t| !t.is_mapped()), "a small file is read");
+        // The same tensors through a mapping of the file.
+        let mapped = read_tensors_mapping_from(
+            &path,
+            &[
+                want("arg1.before", Dtype::U8, 3),
+                want("arg2", Dtype::F32, 6),
+                want("arg0", Dtype::F64, 1),
+            ],
+            0,
+        )
+        .unwrap();
+        assert!(mapped.iter().all(|t| t.is_mapped()));
+        assert_eq!(mapped, got);
         // What the manifest does not say is refused.
         let err = read_tensors(&path, &[want("arg2", Dtype::F32, 5)]).unwrap_err();
         assert!(err.to_string().contains("but the manifest says"), "{err}");
@@ -256,5 +440,51 @@ mod tests {
         std::fs::write(&path, &file[..file.len() - 1]).unwrap();
         let err = read_tensors(&path, &[want("arg1.before", Dtype::U8, 3)]).unwrap_err();
         assert!(err.to_string().contains("data offsets"), "{err}");
+    }
+
+    #[test]
+    fn a_zeroed_buffer_is_zero_and_exactly_as_long_as_asked() {
+        for len in [0, 1, 4095, (6 << 20) + 3] {
+            let b = zeroed_buffer(len).unwrap();
+            assert_eq!((b.len(), b.capacity()), (len, len));
+            assert!(b.iter().all(|&x| x == 0));
+        }
+        assert!(zeroed_buffer(usize::MAX).is_none());
+    }
+
+    #[test]
+    fn a_tensor_at_an_offset_not_aligned_to_its_elements_reads_back_mapped_or_read() {
+        // Written by another tool: 3 bytes of U8 first, so the F32 tensor
+        // starts at data offset 3 (and the header is not padded to 8).
+        let header = br#"{"u":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"f":{"dtype":"F32","shape":[2],"data_offsets":[3,11]}}"#;
+        let floats: Vec<u8> = [1.5f32, -2.25]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header);
+        file.extend_from_slice(&[1, 2, 3]);
+        file.extend_from_slice(&floats);
+        assert_ne!((8 + header.len() + 3) % 4, 0, "the F32 data is misaligned");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.safetensors");
+        std::fs::write(&path, &file).unwrap();
+        let wanted = [Wanted {
+            name: "f",
+            dtype: Dtype::F32,
+            elements: 2,
+            arg: 1,
+            manifest_dtype: "f32",
+        }];
+        for map_from in [0, u64::MAX] {
+            let got = read_tensors_mapping_from(&path, &wanted, map_from).unwrap();
+            assert_eq!(got[0].is_mapped(), map_from == 0);
+            assert_eq!(got[0], floats);
+            let values: Vec<f32> = got[0]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(values, vec![1.5, -2.25]);
+        }
     }
 }

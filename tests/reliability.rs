@@ -206,3 +206,62 @@ fn many_threads_overflowing_four_slot_queues_get_every_dispatch_captured_without
         "nothing missed"
     );
 }
+
+#[test]
+fn many_runs_through_one_collector_leave_its_threads_mappings_and_fds_at_baseline() {
+    // Each run is its own connection and snapshot directory. Finished
+    // connection threads must be given back (their stacks are mappings),
+    // and a directory no process writes to any more must not keep the
+    // thread and the files its writer made ahead.
+    let runs = if heavy() { 300 } else { 40 };
+    let warm_up = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let out = dir.path().join("snapshots");
+    let collector = Collector::start(&socket, &out);
+    let threads = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .count()
+    };
+    let mut base = None;
+    for n in 1..=runs {
+        let o = ditto_run(
+            &socket,
+            "storm_fill",
+            &format!("run-{n}"),
+            &app("dispatch_storm"),
+        )
+        .arg("3")
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(0), "run {n}: {}", stderr(&o));
+        // The connection's end is handled after the application exits.
+        let settled = Instant::now();
+        while threads(collector.pid()) > 2 && settled.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if n == warm_up {
+            base = Some((footprint(collector.pid()), threads(collector.pid())));
+        }
+    }
+    let (b, b_threads) = base.unwrap();
+    let (e, e_threads) = (footprint(collector.pid()), threads(collector.pid()));
+    eprintln!(
+        "after {warm_up} runs: maps {} fds {} threads {b_threads}; after {runs}: maps {} fds {} threads {e_threads}",
+        b.maps, b.fds, e.maps, e.fds
+    );
+    drop(collector);
+    for n in [1, runs] {
+        let m = snapshot_manifest(&out.join(format!("run-{n}")));
+        assert_eq!(m["dispatches"].as_array().unwrap().len(), 4, "run {n}");
+    }
+    assert!(e_threads <= b_threads, "threads {b_threads} → {e_threads}");
+    assert!(e.fds <= b.fds + FDS_SLACK, "fds {} → {}", b.fds, e.fds);
+    assert!(
+        e.maps <= b.maps + MAPS_SLACK,
+        "maps {} → {}",
+        b.maps,
+        e.maps
+    );
+}

@@ -143,6 +143,7 @@ pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
     });
     let _ = stream.shutdown(std::net::Shutdown::Both);
     drop(live);
+    release_idle_writers(shared);
     if let Some(observer) = &shared.config.on_connection_end {
         observer(&report);
     }
@@ -499,6 +500,19 @@ fn ended_by(
         other => format!("{other} ({context})"),
     };
     ConnectionEnd::Dropped { in_flight, reason }
+}
+
+/// Snapshot directories no connection writes to any more give back their
+/// writer's thread and open files (the map holds the only reference); a
+/// later connection to one reopens them.
+fn release_idle_writers(shared: &Shared) {
+    let map = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+    for writer in map.values().filter(|w| Arc::strong_count(w) == 1) {
+        writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release_idle_resources();
+    }
 }
 
 fn snapshot_for(

@@ -495,11 +495,22 @@ fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
                     .name("ditto-conn".into())
                     .spawn(move || connection::serve_connection(&s, stream));
                 match spawned {
-                    Ok(h) => shared
-                        .threads
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(h),
+                    Ok(h) => {
+                        // Finished connections give their thread (its stack
+                        // mapping) back now, not at shutdown: a collector
+                        // serving many runs would otherwise grow by one
+                        // stack per run.
+                        let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+                        let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut *threads)
+                            .into_iter()
+                            .partition(|t| t.is_finished());
+                        *threads = running;
+                        threads.push(h);
+                        drop(threads);
+                        for t in finished {
+                            let _ = t.join();
+                        }
+                    }
                     Err(e) => {
                         shared.active.fetch_sub(1, Ordering::SeqCst);
                         eprintln!("ditto: warning: cannot start a connection thread: {e}");

@@ -22,7 +22,8 @@ pub const JOURNAL_FILE: &str = "dispatches.jsonl";
 /// The open journal of a snapshot being written.
 #[derive(Debug)]
 pub struct Journal {
-    file: File,
+    /// `None` while closed ([`Journal::close`]); reopened to append.
+    file: Option<File>,
     path: PathBuf,
 }
 
@@ -36,7 +37,17 @@ impl Journal {
             .truncate(true)
             .open(&path)
             .map_err(io_err(&path))?;
-        Ok(Journal { file, path })
+        Ok(Journal {
+            file: Some(file),
+            path,
+        })
+    }
+
+    /// Closes the file while no process writes to this snapshot (a
+    /// collector serving many runs would otherwise hold one fd per run);
+    /// the next record reopens it at its end.
+    pub fn close(&mut self) {
+        self.file = None;
     }
 
     /// Appends one record as one line, in one write: a crash leaves at
@@ -58,7 +69,16 @@ impl Journal {
         let mut line = serde_json::to_vec(record)
             .map_err(|e| StoreError::Invalid(format!("journal record: {e}")))?;
         line.push(b'\n');
-        self.file.write_all(&line).map_err(io_err(&self.path))
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                OpenOptions::new()
+                    .append(true)
+                    .open(&self.path)
+                    .map_err(io_err(&self.path))?,
+            ),
+        };
+        file.write_all(&line).map_err(io_err(&self.path))
     }
 }
 

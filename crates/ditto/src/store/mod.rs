@@ -339,6 +339,9 @@ pub struct SnapshotWriter {
     /// Unnamed tensor files made ahead; `None` where the file system has
     /// none (tensor files then go through a named temporary file).
     spares: Option<SpareFiles>,
+    /// Whether spares work here: released ones ([`Self::release_spares`])
+    /// start again at the next tensor file.
+    spares_wanted: bool,
     /// (rank, index) of every stored dispatch.
     stored: HashSet<(u32, u64)>,
     /// When `manifest.json` was last written, and whether it lacks
@@ -392,6 +395,7 @@ impl SnapshotWriter {
         let mut writer = SnapshotWriter {
             journal: Journal::create(dir)?,
             spares: SpareFiles::start(dir),
+            spares_wanted: true,
             stored: HashSet::new(),
             manifest_written: Instant::now(),
             manifest_write_time: Duration::ZERO,
@@ -581,6 +585,10 @@ impl SnapshotWriter {
                 .chain(encoded.data.iter().copied())
                 .collect()
         };
+        if self.spares.is_none() && self.spares_wanted {
+            self.spares = SpareFiles::start(&self.dir);
+        }
+        self.spares_wanted = self.spares.is_some();
         if let Some(spares) = &self.spares {
             let mut file = spares.take().map_err(io_err(&self.dir))?;
             for part in &parts {
@@ -590,8 +598,18 @@ impl SnapshotWriter {
                 return Ok(());
             }
             self.spares = None;
+            self.spares_wanted = false;
         }
         write_replacing(path, &parts, false)
+    }
+
+    /// Closes the tensor files made ahead (ending their thread) and the
+    /// journal, for while no process writes here: a collector serving many
+    /// runs would otherwise keep a thread and nine fds per run. The next
+    /// dispatch starts and reopens them.
+    pub fn release_idle_resources(&mut self) {
+        self.spares = None;
+        self.journal.close();
     }
 
     /// Records dispatches (or a buffer) of rank `rank` not captured. A

@@ -95,6 +95,18 @@ fn a_cuda_launch_is_synchronised_and_captured_before_the_launch_returns() {
     assert_eq!(dispatches.len(), 1, "{m:#}");
     assert_eq!(dispatches[0]["index"], 0);
     assert!(se.contains("being captured into a CUDA graph"), "{se}");
+    // ... and the snapshot says so: dispatch 1 is listed as missing.
+    let missing = m["missing"].as_array().expect("a missing list");
+    assert_eq!(missing.len(), 1, "{m:#}");
+    assert_eq!(missing[0]["index"], 1);
+    assert_eq!(missing[0]["reason"], "error");
+    assert!(
+        missing[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("captured into a CUDA graph"),
+        "{m:#}"
+    );
     let buffers = dispatches[0]["buffers"].as_array().unwrap();
     assert_eq!(buffers.len(), 1, "only the non-const output: {m:#}");
     assert_eq!(buffers[0]["transport"], "shared-memory");
@@ -104,6 +116,43 @@ fn a_cuda_launch_is_synchronised_and_captured_before_the_launch_returns() {
     assert!(
         se.contains("capturing kernel `reduce_sum`"),
         "the tool said what it captures: {se}"
+    );
+}
+
+#[test]
+fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = capture_with(dir.path(), &lib, &app, "reduce_sum", &["--dispatch", "1"]);
+    // Nothing captured is an error, saying why rather than "never
+    // dispatched".
+    let se = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("but no dispatch of it was captured: 1 (selection), 1 (error)"),
+        "{se}"
+    );
+    assert!(!se.contains("never dispatched"), "{se}");
+    let m = snapshot_manifest(&dir.path().join("snap-reduce_sum"));
+    assert_eq!(m["dispatches"].as_array().unwrap().len(), 0, "{m:#}");
+    let mut missing: Vec<(u64, String)> = m["missing"]
+        .as_array()
+        .expect("a missing list")
+        .iter()
+        .map(|r| {
+            (
+                r["index"].as_u64().unwrap(),
+                r["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    missing.sort();
+    // Dispatch 0 was not chosen; dispatch 1 (chosen) went into a
+    // capturing stream.
+    assert_eq!(
+        missing,
+        vec![(0, "selection".to_string()), (1, "error".to_string())],
+        "{m:#}"
     );
 }
 

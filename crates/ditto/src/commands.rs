@@ -241,6 +241,33 @@ fn check_run(o: RunOutcome) -> Result<String> {
              or CUDA application, and does the tool load? (rerun with DITTO_LOG=debug)"
         );
     }
+    if captured.dispatches == 0
+        && let Some(m) = manifest.as_ref().filter(|m| !m.missing.is_empty())
+    {
+        // The kernel ran, but no dispatch of it was captured: say why.
+        let mut reasons: Vec<(&'static str, u64)> = Vec::new();
+        for r in m.missing.iter().filter(|r| r.arg.is_none()) {
+            match reasons
+                .iter_mut()
+                .find(|(name, _)| *name == r.reason.name())
+            {
+                Some((_, n)) => *n += r.count,
+                None => reasons.push((r.reason.name(), r.count)),
+            }
+        }
+        let reasons: Vec<String> = reasons
+            .iter()
+            .map(|(name, n)| format!("{n} ({name})"))
+            .collect();
+        bail!(
+            "{label} ({cmd}) dispatched the kernel matching {:?}, but no dispatch of it was \
+             captured: {} (listed under \"missing\" in {}; `ditto inspect` shows why; check \
+             --dispatch)",
+            o.kernel_query,
+            reasons.join(", "),
+            o.dir.join("manifest.json").display()
+        );
+    }
     if captured.dispatches == 0 {
         let what_ran = manifest.as_ref().map_or_else(
             || format!("its snapshot in {} could not be read", o.dir.display()),

@@ -177,28 +177,6 @@ fn validate_fails_the_wrong_reduction_built_by_hipcc_on_argument_1() {
     assert_eq!(m["max_abs_diff"].as_f64().unwrap(), expected_sum);
 }
 
-/// `ditto run --kernel K -- APP` with nothing else: (exit code, manifest).
-fn zero_configuration_run(
-    app_name: &str,
-    args: &[&str],
-    kernel: &str,
-) -> (std::process::Output, Option<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args(["run", "--kernel", kernel, "--"])
-        .arg(hip_app(app_name))
-        .args(args)
-        .current_dir(dir.path())
-        .env("DITTO_LOG", "warn")
-        .env_remove("DITTO_TOOL_LIB")
-        .env_remove("DITTO_CPU_RUNTIME_DIR");
-    let out = output_within(&mut cmd, LIMIT, &format!("ditto run {app_name}"));
-    let manifest = std::fs::read(dir.path().join("ditto-snapshot/manifest.json"))
-        .ok()
-        .map(|bytes| serde_json::from_slice(&bytes).expect("manifest.json is JSON"));
-    (out, manifest)
-}
-
 /// (app, args, kernel, captured (arg, dtype), dispatches).
 type RunCase = (
     &'static str,
@@ -251,7 +229,7 @@ fn ditto_run_captures_each_hipcc_built_application_with_only_the_kernel_name() {
     ];
     for &(app_name, args, kernel, captured, dispatches) in cases {
         let what = format!("{app_name} {args:?}");
-        let (out, manifest) = zero_configuration_run(app_name, args, kernel);
+        let (out, manifest) = zero_configuration_run(&hip_app(app_name), args, kernel);
         let e = stderr(&out);
         assert_eq!(out.status.code(), Some(0), "{what}: {e}");
         let manifest = manifest.unwrap_or_else(|| panic!("{what}: no manifest; stderr:\n{e}"));
@@ -271,7 +249,7 @@ fn ditto_run_captures_each_hipcc_built_application_with_only_the_kernel_name() {
 
 #[test]
 fn a_hipcc_built_application_that_never_dispatches_the_kernel_gets_the_never_dispatched_error() {
-    let (out, _) = zero_configuration_run("no_dispatch", &[], "reduce_sum");
+    let (out, _) = zero_configuration_run(&hip_app("no_dispatch"), &[], "reduce_sum");
     let e = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(

@@ -11,11 +11,6 @@
 
 mod common;
 use common::*;
-use std::process::Command;
-use std::time::Duration;
-
-/// Far beyond what any of these runs needs; reaching it means a hang.
-const LIMIT: Duration = Duration::from_secs(300);
 
 /// Printed whatever the filter says when no GPU is present: not a warning.
 const CPU_RUNTIME_NOTICE: &str = "ditto: no AMD GPU found";
@@ -145,37 +140,6 @@ const CASES: &[Case] = &[
 /// Applications that never dispatch the kernel they are run with.
 const NEVER_DISPATCHED: &[(&str, &str)] = &[("no_dispatch", "reduce_sum")];
 
-/// `ditto run --kernel KERNEL -- APP ARGS` in a fresh directory (the
-/// snapshot goes to its default place there); returns the output and the
-/// manifest if one was written.
-fn zero_configuration_run(
-    app_name: &str,
-    args: &[&str],
-    kernel: &str,
-) -> (std::process::Output, Option<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args(["run", "--kernel", kernel, "--"])
-        .arg(app(app_name))
-        .args(args)
-        .current_dir(dir.path())
-        .env("DITTO_LOG", "warn")
-        .env_remove("DITTO_TOOL_LIB")
-        .env_remove("DITTO_CPU_RUNTIME_DIR");
-    let out = output_within(
-        &mut cmd,
-        LIMIT,
-        &format!(
-            "ditto run --kernel {kernel} -- {app_name} {}",
-            args.join(" ")
-        ),
-    );
-    let manifest = std::fs::read(dir.path().join("ditto-snapshot/manifest.json"))
-        .ok()
-        .map(|bytes| serde_json::from_slice(&bytes).expect("manifest.json is JSON"));
-    (out, manifest)
-}
-
 /// Lines ditto (CLI or tool) printed at warn level or above.
 fn warnings(stderr: &str) -> Vec<&str> {
     stderr
@@ -187,7 +151,7 @@ fn warnings(stderr: &str) -> Vec<&str> {
 fn check(case: &Case) {
     let what = format!("{} {}", case.app, case.args.join(" "));
     let plain = run_plain(&app(case.app), case.args);
-    let (out, manifest) = zero_configuration_run(case.app, case.args, case.kernel);
+    let (out, manifest) = zero_configuration_run(&app(case.app), case.args, case.kernel);
     let e = stderr(&out);
     assert_eq!(
         out.status.code(),
@@ -340,7 +304,7 @@ fn spawns_children_needs_only_the_kernel_name() {
 #[test]
 fn an_application_that_never_dispatches_the_kernel_gets_the_never_dispatched_error() {
     for &(app_name, kernel) in NEVER_DISPATCHED {
-        let (out, _) = zero_configuration_run(app_name, &[], kernel);
+        let (out, _) = zero_configuration_run(&app(app_name), &[], kernel);
         let e = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{app_name}: {e}");
         assert!(

@@ -323,3 +323,36 @@ pub fn f32_tensor(dir: &Path, file: &str, name: &str) -> Vec<f32> {
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect()
 }
+
+/// `ditto run --kernel KERNEL -- APP ARGS` with nothing else, in a fresh
+/// directory (the snapshot goes to its default place there; no tool or
+/// runtime location given); returns the output and the manifest if one was
+/// written.
+pub fn zero_configuration_run(
+    app: &Path,
+    args: &[&str],
+    kernel: &str,
+) -> (Output, Option<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["run", "--kernel", kernel, "--"])
+        .arg(app)
+        .args(args)
+        .current_dir(dir.path())
+        .env("DITTO_LOG", "warn")
+        .env_remove("DITTO_TOOL_LIB")
+        .env_remove("DITTO_CPU_RUNTIME_DIR");
+    let out = output_within(
+        &mut cmd,
+        Duration::from_secs(300),
+        &format!(
+            "ditto run --kernel {kernel} -- {} {}",
+            app.display(),
+            args.join(" ")
+        ),
+    );
+    let manifest = std::fs::read(dir.path().join("ditto-snapshot/manifest.json"))
+        .ok()
+        .map(|bytes| serde_json::from_slice(&bytes).expect("manifest.json is JSON"));
+    (out, manifest)
+}

@@ -24,6 +24,28 @@ struct Footprint {
     rss_kib: u64,
 }
 
+/// [`footprint`] once its fds and mappings have held still for 5 reads
+/// 10 ms apart (at most 2 s): descriptors that are only passing through
+/// (a shared-memory copy being closed after its send, the collector's
+/// spare tensor files being made again after use) are not counted; one
+/// that stays is.
+fn settled_footprint(pid: u32) -> Footprint {
+    let started = Instant::now();
+    let mut last = footprint(pid);
+    let mut same = 0;
+    while same < 5 && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = footprint(pid);
+        if (now.fds, now.maps) == (last.fds, last.maps) {
+            same += 1;
+        } else {
+            same = 0;
+        }
+        last = now;
+    }
+    last
+}
+
 fn footprint(pid: u32) -> Footprint {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .unwrap_or_else(|e| panic!("/proc/{pid}/maps: {e}"))
@@ -99,8 +121,8 @@ fn consecutive_captures_leave_mappings_fds_and_memory_of_collector_and_applicati
             Duration::from_secs(300),
         );
         // Synchronised: every dispatch so far is acknowledged, both idle.
-        let c = footprint(collector.pid());
-        let a = footprint(app_pid);
+        let c = settled_footprint(collector.pid());
+        let a = settled_footprint(app_pid);
         let journal_bytes = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
         samples.push((n * pause_every, c, a, journal_bytes));
         std::fs::write(pauses.join(format!("resume-{n}")), b"").unwrap();
@@ -242,11 +264,11 @@ fn many_runs_through_one_collector_leave_its_threads_mappings_and_fds_at_baselin
             std::thread::sleep(Duration::from_millis(5));
         }
         if n == warm_up {
-            base = Some((footprint(collector.pid()), threads(collector.pid())));
+            base = Some((settled_footprint(collector.pid()), threads(collector.pid())));
         }
     }
     let (b, b_threads) = base.unwrap();
-    let (e, e_threads) = (footprint(collector.pid()), threads(collector.pid()));
+    let (e, e_threads) = (settled_footprint(collector.pid()), threads(collector.pid()));
     eprintln!(
         "after {warm_up} runs: maps {} fds {} threads {b_threads}; after {runs}: maps {} fds {} threads {e_threads}",
         b.maps, b.fds, e.maps, e.fds

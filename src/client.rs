@@ -1,19 +1,25 @@
 //! The connection to the collector: one Unix-stream connection per
-//! process, Hello → Welcome, then Dispatch → Ack per captured dispatch, and
-//! a final Goodbye; Missed reports whenever a matched dispatch is not
-//! captured. Frames go out through `sendmsg` with MSG_NOSIGNAL (only
-//! what the socket could not take at once is written plainly): a collector
-//! that died is an error here, not a SIGPIPE in the application. Owns framing use and timeouts, and the shared-memory
-//! copies of a dispatch until they are sent with it (then closed: the
-//! collector holds the only fds left); used only by the worker thread (it
-//! blocks), never by a hook.
+//! process, Hello → Welcome (→ Staging), then Dispatch → Ack per captured
+//! dispatch, and a final Goodbye; Missed reports whenever a matched
+//! dispatch is not captured. Frames go out through `sendmsg` with
+//! MSG_NOSIGNAL (only what the socket could not take at once is written
+//! plainly): a collector that died is an error here, not a SIGPIPE in the
+//! application. Owns framing use and timeouts, the shared-memory copies of
+//! a dispatch until they are sent with it (then closed: the collector holds
+//! the only fds left), the connection's staging file, and the dispatches
+//! sent but not yet acknowledged (Acks come in the order of the
+//! Dispatches; each gives back the staging regions of its dispatch). Used
+//! only by the worker thread (it blocks), never by a hook.
 
+use crate::log::{log_info, log_warn};
+use crate::staging::StagingFile;
 use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
     ToolMessage, read_frame, write_frame_with_fds,
 };
+use std::collections::VecDeque;
 use std::fmt;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -79,20 +85,42 @@ fn frame_error(e: FrameError, waiting_for: &'static str, timeout: Duration) -> C
     }
 }
 
+/// Most dispatches sent and not yet acknowledged: one more waits for the
+/// oldest Ack first.
+const MAX_IN_FLIGHT: usize = 4096;
+
+/// A dispatch sent, its Ack still to come.
+#[derive(Debug)]
+struct InFlight {
+    index: u64,
+    /// The staging file's mark after its buffers were staged.
+    staged_to: u64,
+}
+
 pub struct CollectorConnection {
     stream: UnixStream,
     timeout: Duration,
     /// A write failed (maybe part of a frame went out) or the stream ended:
     /// nothing more may be sent. A read that timed out leaves it usable.
     broken: bool,
+    staging: Option<StagingFile>,
+    in_flight: VecDeque<InFlight>,
+    /// Whole frames (without fds) of released dispatches not yet taken by
+    /// the socket, from byte `outbox_sent` on: the worker goes on while the
+    /// collector catches up. Sent before anything else is sent or awaited.
+    outbox: Vec<u8>,
+    outbox_sent: usize,
 }
 
 impl CollectorConnection {
-    /// Connects, sends `hello` and waits for Welcome (at most `timeout`).
+    /// Connects, sends `hello` and waits for Welcome (at most `timeout`),
+    /// then shares a staging file of `staging_bytes` (0: none; one that
+    /// cannot be made is logged and left out: buffers then travel by IPC).
     pub fn open(
         socket: &Path,
         hello: &Hello,
         timeout: Duration,
+        staging_bytes: u64,
     ) -> Result<CollectorConnection, ClientError> {
         let stream = UnixStream::connect(socket).map_err(|error| ClientError::Connect {
             socket: socket.display().to_string(),
@@ -108,10 +136,19 @@ impl CollectorConnection {
             stream,
             timeout,
             broken: false,
+            staging: None,
+            in_flight: VecDeque::new(),
+            outbox: Vec::new(),
+            outbox_sent: 0,
         };
         conn.send(&ToolMessage::Hello(hello.clone()), "Hello")?;
         match conn.receive("Welcome")? {
-            CollectorMessage::Welcome { version } if version == PROTOCOL_VERSION => Ok(conn),
+            CollectorMessage::Welcome { version } if version == PROTOCOL_VERSION => {
+                if staging_bytes > 0 {
+                    conn.share_staging(staging_bytes)?;
+                }
+                Ok(conn)
+            }
             CollectorMessage::Welcome { version } => Err(ClientError::Protocol(format!(
                 "collector speaks protocol version {version}, this tool {PROTOCOL_VERSION}"
             ))),
@@ -120,6 +157,24 @@ impl CollectorConnection {
                 "expected Welcome, got {other:?}"
             ))),
         }
+    }
+
+    fn share_staging(&mut self, size: u64) -> Result<(), ClientError> {
+        let staging = match StagingFile::create(size) {
+            Ok(s) => s,
+            Err(e) => {
+                log_info!("{e}; every buffer travels by IPC");
+                return Ok(());
+            }
+        };
+        self.send_with_fds(&ToolMessage::Staging { size }, &[staging.fd()], "Staging")?;
+        self.staging = Some(staging);
+        Ok(())
+    }
+
+    /// The staging file, when the collector has one.
+    pub fn staging(&mut self) -> Option<&mut StagingFile> {
+        self.staging.as_mut()
     }
 
     fn send(&mut self, msg: &ToolMessage, what: &'static str) -> Result<(), ClientError> {
@@ -137,13 +192,67 @@ impl CollectorConnection {
                 "cannot send {what}: an earlier write to the collector failed"
             )));
         }
+        self.flush(true)?;
         write_frame_with_fds(&self.stream, msg, fds).map_err(|e| {
             self.broken = true;
             frame_error(e, what, self.timeout)
         })
     }
 
+    /// Sends what the outbox holds: all of it (`block`, at most the
+    /// timeout), or what the socket takes now.
+    pub fn flush(&mut self, block: bool) -> Result<(), ClientError> {
+        while self.outbox_sent < self.outbox.len() {
+            if self.broken {
+                return Err(ClientError::Protocol(
+                    "cannot send a Dispatch: an earlier write to the collector failed".into(),
+                ));
+            }
+            let rest = &self.outbox[self.outbox_sent..];
+            // SAFETY: `rest` is a live buffer for the call.
+            let n = unsafe {
+                libc::send(
+                    self.stream.as_raw_fd(),
+                    rest.as_ptr() as *const libc::c_void,
+                    rest.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n > 0 {
+                self.outbox_sent += n as usize;
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock if !block => return Ok(()),
+                std::io::ErrorKind::WouldBlock => {
+                    if !wait_writable(&self.stream, self.timeout) {
+                        self.broken = true;
+                        return Err(ClientError::Timeout {
+                            waiting_for: "room for a Dispatch",
+                            timeout: self.timeout,
+                        });
+                    }
+                }
+                _ => {
+                    self.broken = true;
+                    return Err(frame_error(FrameError::Io(e), "Dispatch", self.timeout));
+                }
+            }
+        }
+        self.outbox.clear();
+        self.outbox_sent = 0;
+        Ok(())
+    }
+
+    /// Whether frames wait in the outbox.
+    pub fn has_unsent(&self) -> bool {
+        self.outbox_sent < self.outbox.len()
+    }
+
     fn receive(&mut self, waiting_for: &'static str) -> Result<CollectorMessage, ClientError> {
+        self.flush(true)?;
         read_frame(&mut self.stream).map_err(|e| {
             let error = frame_error(e, waiting_for, self.timeout);
             if !matches!(error, ClientError::Timeout { .. }) {
@@ -166,32 +275,111 @@ impl CollectorConnection {
 
     /// Sends one captured dispatch with the fds of its shared-memory
     /// buffers (in buffer order; closed here once sent) and waits for its
-    /// Ack. `Ok(Err(reason))`: the collector answered but could not take
-    /// this dispatch (it says why); the connection stays usable.
+    /// Ack (and those of the dispatches sent before it). `Ok(Err(reason))`:
+    /// the collector answered but could not take this dispatch (it says
+    /// why); the connection stays usable.
     pub fn dispatch(
         &mut self,
         dispatch: Dispatch,
         copies: Vec<OwnedFd>,
     ) -> Result<Result<(), String>, ClientError> {
         let index = dispatch.index;
+        self.send_dispatch(dispatch, copies)?;
+        self.await_ack(index)
+    }
+
+    /// Sends a dispatch that was already released (its buffers are staged
+    /// or shared-memory copies): its Ack is not awaited but read later,
+    /// with whatever Acks have arrived now. Blocks only when
+    /// [`MAX_IN_FLIGHT`] dispatches are unacknowledged.
+    pub fn dispatch_released(
+        &mut self,
+        dispatch: Dispatch,
+        copies: Vec<OwnedFd>,
+    ) -> Result<(), ClientError> {
+        if self.in_flight.len() >= MAX_IN_FLIGHT {
+            let oldest = self.in_flight[0].index;
+            let result = self.await_ack(oldest)?;
+            log_refusal(oldest, result);
+        }
+        if copies.is_empty() {
+            let index = dispatch.index;
+            ditto_protocol::write_frame(&mut self.outbox, &ToolMessage::Dispatch(dispatch))
+                .map_err(|e| ClientError::Protocol(format!("cannot encode a Dispatch: {e}")))?;
+            self.record_sent(index);
+            self.flush(false)?;
+        } else {
+            self.send_dispatch(dispatch, copies)?;
+        }
+        self.poll_acks()
+    }
+
+    /// Sends what the socket takes of the outbox and reads the Acks that
+    /// have arrived, without waiting.
+    pub fn poll_acks(&mut self) -> Result<(), ClientError> {
+        self.flush(false)?;
+        while let Some(oldest) = self.in_flight.front().map(|f| f.index) {
+            if !readable_now(&self.stream) {
+                break;
+            }
+            let result = self.await_ack(oldest)?;
+            log_refusal(oldest, result);
+        }
+        Ok(())
+    }
+
+    fn send_dispatch(
+        &mut self,
+        dispatch: Dispatch,
+        copies: Vec<OwnedFd>,
+    ) -> Result<(), ClientError> {
+        let index = dispatch.index;
         let fds: Vec<BorrowedFd> = copies.iter().map(|f| f.as_fd()).collect();
         let sent = self.send_with_fds(&ToolMessage::Dispatch(dispatch), &fds, "Dispatch");
         drop(fds);
         drop(copies);
         sent?;
-        let reply = self.receive("Ack")?;
-        if !matches!(&reply, CollectorMessage::Ack(Ack { index: got, .. }) if *got == index) {
-            // A collector that answers out of protocol is told nothing more.
-            self.broken = true;
-        }
-        match reply {
-            CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
-            CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(
-                "Ack for dispatch {got} while waiting for dispatch {index}"
-            ))),
-            other => Err(ClientError::Protocol(format!(
-                "expected Ack, got {other:?}"
-            ))),
+        self.record_sent(index);
+        Ok(())
+    }
+
+    fn record_sent(&mut self, index: u64) {
+        let staged_to = self.staging.as_ref().map_or(0, |s| s.mark());
+        self.in_flight.push_back(InFlight { index, staged_to });
+    }
+
+    /// Reads Acks in order until the one of dispatch `index`; the earlier
+    /// ones (dispatches released without waiting) are logged when refused.
+    fn await_ack(&mut self, index: u64) -> Result<Result<(), String>, ClientError> {
+        loop {
+            let reply = self.receive("Ack")?;
+            let (got, result) = match reply {
+                CollectorMessage::Ack(Ack { index, result }) => (index, result),
+                other => {
+                    // A collector that answers out of protocol is told nothing more.
+                    self.broken = true;
+                    return Err(ClientError::Protocol(format!(
+                        "expected Ack, got {other:?}"
+                    )));
+                }
+            };
+            let expected = self.in_flight.front().map(|f| f.index);
+            if expected != Some(got) {
+                self.broken = true;
+                return Err(ClientError::Protocol(format!(
+                    "Ack for dispatch {got} while waiting for dispatch {}",
+                    expected.unwrap_or(index)
+                )));
+            }
+            let acked = self.in_flight.pop_front().expect("front checked above");
+            let nothing_left = self.in_flight.is_empty();
+            if let Some(staging) = self.staging.as_mut() {
+                staging.give_back(acked.staged_to, nothing_left);
+            }
+            if got == index {
+                return Ok(result);
+            }
+            log_refusal(got, result);
         }
     }
 
@@ -200,4 +388,42 @@ impl CollectorConnection {
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
         Ok(())
     }
+}
+
+/// Logs why the collector could not take a dispatch whose Ack was not
+/// awaited.
+fn log_refusal(index: u64, result: Result<(), String>) {
+    if let Err(reason) = result {
+        log_warn!("collector could not capture dispatch {index}: {reason}");
+    }
+}
+
+/// Waits at most `timeout` until `stream` can take more bytes.
+fn wait_writable(stream: &UnixStream, timeout: Duration) -> bool {
+    let mut pollfd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    loop {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pollfd, 1, ms) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return n > 0;
+    }
+}
+
+/// Whether a read on `stream` would not block now.
+fn readable_now(stream: &UnixStream) -> bool {
+    let mut pollfd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut pollfd, 1, 0) };
+    n > 0 && pollfd.revents != 0
 }

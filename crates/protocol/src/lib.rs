@@ -37,7 +37,10 @@ pub use selection::{CaptureSet, DispatchSelection};
 /// 4: `Buffer.transport` (IPC handle or a shared-memory copy passed as an fd).
 /// 5: `Transport::CudaIpc` (a CUDA application's device memory) and
 ///    `ToolMessage::Missed` (dispatches and buffers not captured, with why).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: `ToolMessage::Staging` and `Transport::Staged` (small buffers copied
+///    by the tool into the connection's staging file; their dispatch is
+///    released without waiting for the Ack).
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -52,6 +55,14 @@ pub enum ToolMessage {
     /// Dispatches (or one buffer of a dispatch) not captured, and why.
     /// Added at the end: variant indices of older messages are unchanged.
     Missed(Missed),
+    /// The connection's staging file (a memfd of `size` bytes) travels with
+    /// this frame (SCM_RIGHTS), sent at most once, right after the Welcome.
+    /// Buffers of later dispatches may lie in it ([`Transport::Staged`]);
+    /// the collector reads them with pread and closes the file when the
+    /// connection ends. No answer.
+    Staging {
+        size: u64,
+    },
 }
 
 /// Messages sent by the collector.
@@ -208,6 +219,13 @@ pub enum Transport {
     /// handle. The collector opens it with `cuIpcOpenMemHandle`, copies
     /// `extent` bytes at `offset` to the host and closes it before the Ack.
     CudaIpc { handle: Vec<u8> },
+    /// A small buffer the tool copied (after the dispatch completed, before
+    /// releasing it) into the connection's staging file
+    /// ([`ToolMessage::Staging`]): the `extent` bytes lie at `at` in that
+    /// file. A dispatch whose buffers are all staged or shared-memory copies
+    /// is released by the tool before the collector answers; the region is
+    /// reused only after the dispatch's Ack.
+    Staged { at: u64 },
 }
 
 /// One pointer argument of a captured dispatch: where it lies in its
@@ -437,6 +455,20 @@ mod tests {
         write_frame(&mut wire, &msg).unwrap();
         let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
         assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn staging_and_a_staged_buffer_survive_a_frame_round_trip() {
+        let staging = ToolMessage::Staging { size: 64 << 20 };
+        let mut d = sample_dispatch();
+        d.buffers[1].transport = Transport::Staged { at: 12_288 };
+        let dispatch = ToolMessage::Dispatch(d);
+        for msg in [staging, dispatch] {
+            let mut wire = Vec::new();
+            write_frame(&mut wire, &msg).unwrap();
+            let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
+            assert_eq!(back, msg);
+        }
     }
 
     #[test]

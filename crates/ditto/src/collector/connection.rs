@@ -4,7 +4,7 @@
 //! before its capture (and every detach) is finished; a panic while serving
 //! becomes an error ack or a failed connection, never a missing report.
 
-use super::capture::capture_dispatch;
+use super::capture::{StagingFile, capture_dispatch};
 use super::{
     ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
     check_peer, check_run_name, peer_uid,
@@ -267,6 +267,8 @@ fn run_connection(
     let mut unacked: Option<(u64, String)> = None;
     // Inputs (Before buffers) of dispatches whose After part is still to come.
     let mut inputs = std::collections::HashMap::new();
+    // The tool's staging file (Staged buffers), closed when the connection ends.
+    let mut staging: Option<StagingFile> = None;
     loop {
         reader.next_frame(None);
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
@@ -306,7 +308,16 @@ fn run_connection(
                 // the fds close while unwinding) becomes an error ack: the
                 // application is released now and the other connections go on.
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                    capture_dispatch(shared, &writer, rank, hello.pid, &d, copies?, &mut inputs)
+                    capture_dispatch(
+                        shared,
+                        &writer,
+                        rank,
+                        hello.pid,
+                        &d,
+                        copies?,
+                        staging.as_ref(),
+                        &mut inputs,
+                    )
                 }))
                 .unwrap_or_else(|p| {
                     Err(format!(
@@ -392,6 +403,15 @@ fn run_connection(
                 };
                 record_missing(&writer, report, record);
             }
+            ToolMessage::Staging { size } => {
+                let fds = reader.fds.take().unwrap_or_default();
+                match StagingFile::from_message(size, fds, staging.is_some()) {
+                    Ok(file) => staging = Some(file),
+                    // Its staged buffers will each be an error (recorded as
+                    // missing, with this reason in the report).
+                    Err(e) => report.errors.push(format!("protocol error: {e}")),
+                }
+            }
             ToolMessage::Hello(_) => {
                 return ConnectionEnd::Dropped {
                     in_flight: None,
@@ -417,6 +437,7 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Dispatch(_) => "Dispatch",
         ToolMessage::Goodbye(_) => "Goodbye",
         ToolMessage::Missed(_) => "Missed",
+        ToolMessage::Staging { .. } => "Staging",
     }
 }
 

@@ -1,0 +1,256 @@
+//! The staging file of a collector connection: one memfd, shared with the
+//! collector once (ToolMessage::Staging), into which the worker copies the
+//! small buffers of a completed dispatch so that it can release the
+//! dispatch at once instead of waiting for the collector to map, copy and
+//! store them (protocol `Transport::Staged`).
+//!
+//! Owns the file, where each copy goes in it ([`Ring`]: regions handed out
+//! in order and given back in the order their dispatches are
+//! acknowledged) and the copy itself: pwrite from the application's memory,
+//! so a range that is not readable (device memory the CPU cannot read) is
+//! an error, never a fault; the caller then sends the buffer another way.
+//! Nothing here talks to the collector.
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
+pub const STAGING_MEMFD_NAME: &CStr = c"ditto-staging";
+
+/// Default size of a connection's staging file (`DITTO_STAGING_MIB`). Its
+/// pages are allocated as they are first written.
+pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
+
+/// Largest buffer that is staged; larger ones travel by IPC (the collector
+/// reads them where they are, without a second copy in the application).
+pub const MAX_STAGED_BUFFER: u64 = 1 << 20;
+
+/// Regions are handed out at multiples of this.
+const ALIGN: u64 = 64;
+
+/// Placement of copies in a file of `size` bytes used as a ring: a region
+/// is taken at `head` (or at 0 when the end has no room), and everything
+/// up to a position is given back at once, in the order it was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ring {
+    size: u64,
+    /// Where the next region starts.
+    head: u64,
+    /// Start of the oldest region still in use.
+    tail: u64,
+    /// No region is in use (head == tail is ambiguous otherwise).
+    empty: bool,
+}
+
+impl Ring {
+    pub fn new(size: u64) -> Ring {
+        Ring {
+            size,
+            head: 0,
+            tail: 0,
+            empty: true,
+        }
+    }
+
+    /// Offset of a free region of `len` bytes, now in use; `None` when
+    /// there is no room until earlier regions are given back.
+    pub fn take(&mut self, len: u64) -> Option<u64> {
+        let len = len.checked_next_multiple_of(ALIGN)?.max(ALIGN);
+        if len > self.size {
+            return None;
+        }
+        if self.empty {
+            self.head = 0;
+            self.tail = 0;
+        }
+        let at = if self.empty || self.head > self.tail {
+            // In use: [tail, head); free: [head, size) and [0, tail).
+            if self.head + len <= self.size {
+                self.head
+            } else if len <= self.tail {
+                0
+            } else {
+                return None;
+            }
+        } else if self.head + len <= self.tail {
+            // Wrapped: in use [tail, size) and [0, head); free [head, tail).
+            self.head
+        } else {
+            return None;
+        };
+        self.head = at + len;
+        self.empty = false;
+        Some(at)
+    }
+
+    /// Where the next region would start: given to [`Ring::give_back`]
+    /// later, it returns every region taken before this call.
+    pub fn mark(&self) -> u64 {
+        self.head
+    }
+
+    /// Gives back every region taken before `mark` was read; `nothing_left`
+    /// when no region taken since is still in use.
+    pub fn give_back(&mut self, mark: u64, nothing_left: bool) {
+        self.tail = mark;
+        if nothing_left || mark == self.head {
+            self.empty = true;
+        }
+    }
+}
+
+/// The memfd and its ring.
+#[derive(Debug)]
+pub struct StagingFile {
+    file: File,
+    ring: Ring,
+}
+
+impl StagingFile {
+    /// A new memfd of `size` bytes (sparse), close-on-exec.
+    pub fn create(size: u64) -> Result<StagingFile, String> {
+        // SAFETY: a valid C string and flags; the result is checked.
+        let raw = unsafe { libc::memfd_create(STAGING_MEMFD_NAME.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(format!(
+                "memfd_create for the staging file failed: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        // SAFETY: `raw` is a new fd owned by nobody else.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+        file.set_len(size)
+            .map_err(|e| format!("cannot size the staging file to {size} bytes: {e}"))?;
+        Ok(StagingFile {
+            file,
+            ring: Ring::new(size),
+        })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.ring.size
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// Copies the `len` bytes at `address` of this process into a free
+    /// region; its offset, or `Ok(None)` when the buffer is too large to
+    /// stage or there is no room now. `Err` when the range is not readable
+    /// (the region is given back unused at the next [`StagingFile::give_back`]).
+    pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, String> {
+        if len > MAX_STAGED_BUFFER.min(self.ring.size / 4) {
+            return Ok(None);
+        }
+        let Some(at) = self.ring.take(len) else {
+            return Ok(None);
+        };
+        let mut done = 0u64;
+        while done < len {
+            // SAFETY: the kernel reads [address + done, address + len) on
+            // our behalf; an unmapped range is EFAULT, not a fault here.
+            let n = unsafe {
+                libc::pwrite(
+                    self.file.as_raw_fd(),
+                    (address + done) as *const libc::c_void,
+                    (len - done) as usize,
+                    (at + done) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(format!(
+                    "cannot copy {len} bytes at 0x{address:x} into the staging file: {e}"
+                ));
+            }
+            if n == 0 {
+                return Err(format!(
+                    "cannot copy {len} bytes at 0x{address:x} into the staging file: nothing written"
+                ));
+            }
+            done += n as u64;
+        }
+        Ok(Some(at))
+    }
+
+    /// See [`Ring::mark`].
+    pub fn mark(&self) -> u64 {
+        self.ring.mark()
+    }
+
+    /// See [`Ring::give_back`].
+    pub fn give_back(&mut self, mark: u64, nothing_left: bool) {
+        self.ring.give_back(mark, nothing_left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn regions_are_taken_in_order_wrap_to_the_start_and_wait_for_what_is_in_use() {
+        let mut r = Ring::new(1024);
+        assert_eq!(r.take(100), Some(0)); // 128 bytes at 0
+        assert_eq!(r.take(256), Some(128));
+        let first_two = r.mark();
+        assert_eq!(first_two, 384);
+        assert_eq!(r.take(512), Some(384)); // up to 896
+        // 128 left at the end, nothing free at the start.
+        assert_eq!(r.take(200), None);
+        r.give_back(first_two, false);
+        // The end still has no room for 256: wraps to 0, below tail 384.
+        assert_eq!(r.take(256), Some(0));
+        assert_eq!(r.take(128), Some(256));
+        // Free now: [384, 384): none until 896 is given back.
+        assert_eq!(r.take(64), None);
+        let all = r.mark();
+        r.give_back(all, true);
+        assert_eq!(r.take(1024), Some(0));
+        assert_eq!(r.take(1), None);
+        assert_eq!(Ring::new(1024).take(1025), None);
+    }
+
+    #[test]
+    fn giving_back_a_mark_taken_after_the_last_region_empties_the_ring() {
+        let mut r = Ring::new(256);
+        assert_eq!(r.take(128), Some(0));
+        let m = r.mark();
+        r.give_back(m, false);
+        assert_eq!(r.take(256), Some(0));
+    }
+
+    #[test]
+    fn a_staged_buffer_reads_back_at_its_offset_and_unreadable_memory_is_an_error() {
+        let mut s = StagingFile::create(1 << 20).unwrap();
+        let first: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        let second = vec![7u8; 4096];
+        let a = s
+            .stage(first.as_ptr() as u64, first.len() as u64)
+            .unwrap()
+            .unwrap();
+        let b = s.stage(second.as_ptr() as u64, 4096).unwrap().unwrap();
+        assert_eq!((a, b), (0, 1024));
+        let mut back = vec![0u8; 1000];
+        s.file.read_exact_at(&mut back, a).unwrap();
+        assert_eq!(back, first);
+        let mut back = vec![0u8; 4096];
+        s.file.read_exact_at(&mut back, b).unwrap();
+        assert_eq!(back, second);
+        // Larger than a quarter of the file: not staged.
+        assert_eq!(
+            s.stage(second.as_ptr() as u64, (1 << 18) + 1).unwrap(),
+            None
+        );
+        // Address 8 is never mapped: EFAULT, not a crash.
+        let e = s.stage(8, 64).unwrap_err();
+        assert!(e.contains("Bad address"), "{e}");
+    }
+}

@@ -916,7 +916,7 @@ fn small_buffers_are_staged_and_their_dispatches_released_without_waiting_for_th
     let input = vec![1.0f32; 4];
     let first = vec![0.0f32, 0.0, 5.0, 6.0];
     let second = vec![0.0f32, 0.0, 7.0, 8.0, 9.0];
-    let mut device = FakeDevice::default();
+    let device = FakeDevice::default();
     device.allocations.insert(first.as_ptr() as u64, 16);
     device.allocations.insert(second.as_ptr() as u64, 20);
     // The collector never acks: waiting for an Ack would time out.
@@ -966,7 +966,7 @@ fn without_a_staging_file_small_buffers_travel_by_ipc_and_wait_for_the_ack() {
     let socket = dir.path().join("collector.sock");
     let collector = collect_one(UnixListener::bind(&socket).unwrap());
     let (input, output) = (vec![1.0f32; 4], vec![0.0f32, 0.0, 5.0, 6.0]);
-    let mut device = FakeDevice::default();
+    let device = FakeDevice::default();
     device.allocations.insert(output.as_ptr() as u64, 16);
     let (switch, _) = run_worker_staging(
         &device,

@@ -6,18 +6,19 @@
 //! plainly): a collector that died is an error here, not a SIGPIPE in the
 //! application. Owns framing use and timeouts, the shared-memory copies of
 //! a dispatch until they are sent with it (then closed: the collector holds
-//! the only fds left), the connection's staging file, and the dispatches
-//! sent but not yet acknowledged (Acks come in the order of the
-//! Dispatches; each gives back the staging regions of its dispatch). Used
-//! only by the worker thread (it blocks), never by a hook.
+//! the only fds left), the connection's staging file, and the outbox of
+//! frames of released dispatches that the socket could not take yet (sent
+//! before anything else). Only a dispatch read through IPC is answered (an
+//! Ack, awaited at once); the others are followed through the staging
+//! file's progress counter. Used only by the worker thread (it blocks),
+//! never by a hook.
 
-use crate::log::{log_info, log_warn};
+use crate::log::log_info;
 use crate::staging::StagingFile;
 use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
     ToolMessage, read_frame, write_frame_with_fds,
 };
-use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -85,17 +86,12 @@ fn frame_error(e: FrameError, waiting_for: &'static str, timeout: Duration) -> C
     }
 }
 
-/// Most dispatches sent and not yet acknowledged: one more waits for the
-/// oldest Ack first.
-const MAX_IN_FLIGHT: usize = 4096;
+/// Most Dispatch frames the collector may have left to finish (the staging
+/// file's progress counter): one more waits for it to catch up.
+const MAX_UNFINISHED: usize = 4096;
 
-/// A dispatch sent, its Ack still to come.
-#[derive(Debug)]
-struct InFlight {
-    index: u64,
-    /// The staging file's mark after its buffers were staged.
-    staged_to: u64,
-}
+/// How often the progress counter is looked at while waiting for it.
+const PROGRESS_POLL: Duration = Duration::from_micros(200);
 
 pub struct CollectorConnection {
     stream: UnixStream,
@@ -104,7 +100,8 @@ pub struct CollectorConnection {
     /// nothing more may be sent. A read that timed out leaves it usable.
     broken: bool,
     staging: Option<StagingFile>,
-    in_flight: VecDeque<InFlight>,
+    /// Dispatch frames sent (or queued in the outbox) so far.
+    dispatches_sent: u64,
     /// Whole frames (without fds) of released dispatches not yet taken by
     /// the socket, from byte `outbox_sent` on: the worker goes on while the
     /// collector catches up. Sent before anything else is sent or awaited.
@@ -137,7 +134,7 @@ impl CollectorConnection {
             timeout,
             broken: false,
             staging: None,
-            in_flight: VecDeque::new(),
+            dispatches_sent: 0,
             outbox: Vec::new(),
             outbox_sent: 0,
         };
@@ -274,58 +271,34 @@ impl CollectorConnection {
     }
 
     /// Sends one captured dispatch with the fds of its shared-memory
-    /// buffers (in buffer order; closed here once sent) and waits for its
-    /// Ack (and those of the dispatches sent before it). `Ok(Err(reason))`:
-    /// the collector answered but could not take this dispatch (it says
-    /// why); the connection stays usable.
+    /// buffers (in buffer order; closed here once sent). When it
+    /// [`Dispatch::needs_ack`] (a buffer is read through IPC: the caller
+    /// holds it until then), waits for its Ack: `Ok(Err(reason))` when the
+    /// collector answered but could not take it (it says why; the
+    /// connection stays usable). Otherwise the caller has released it
+    /// already: the frame may wait in the outbox while the collector
+    /// catches up, and `Ok(Ok(()))` means sent; blocks only when
+    /// [`MAX_UNFINISHED`] frames are unfinished.
     pub fn dispatch(
         &mut self,
         dispatch: Dispatch,
         copies: Vec<OwnedFd>,
     ) -> Result<Result<(), String>, ClientError> {
         let index = dispatch.index;
-        self.send_dispatch(dispatch, copies)?;
-        self.await_ack(index)
-    }
-
-    /// Sends a dispatch that was already released (its buffers are staged
-    /// or shared-memory copies): its Ack is not awaited but read later,
-    /// with whatever Acks have arrived now. Blocks only when
-    /// [`MAX_IN_FLIGHT`] dispatches are unacknowledged.
-    pub fn dispatch_released(
-        &mut self,
-        dispatch: Dispatch,
-        copies: Vec<OwnedFd>,
-    ) -> Result<(), ClientError> {
-        if self.in_flight.len() >= MAX_IN_FLIGHT {
-            let oldest = self.in_flight[0].index;
-            let result = self.await_ack(oldest)?;
-            log_refusal(oldest, result);
+        if dispatch.needs_ack() {
+            self.send_dispatch(dispatch, copies)?;
+            return self.await_ack(index);
         }
-        if copies.is_empty() {
-            let index = dispatch.index;
+        if copies.is_empty() && self.staging.is_some() {
             ditto_protocol::write_frame(&mut self.outbox, &ToolMessage::Dispatch(dispatch))
                 .map_err(|e| ClientError::Protocol(format!("cannot encode a Dispatch: {e}")))?;
-            self.record_sent(index);
+            self.record_sent();
             self.flush(false)?;
         } else {
             self.send_dispatch(dispatch, copies)?;
         }
-        self.poll_acks()
-    }
-
-    /// Sends what the socket takes of the outbox and reads the Acks that
-    /// have arrived, without waiting.
-    pub fn poll_acks(&mut self) -> Result<(), ClientError> {
-        self.flush(false)?;
-        while let Some(oldest) = self.in_flight.front().map(|f| f.index) {
-            if !readable_now(&self.stream) {
-                break;
-            }
-            let result = self.await_ack(oldest)?;
-            log_refusal(oldest, result);
-        }
-        Ok(())
+        self.wait_for_room()?;
+        Ok(Ok(()))
     }
 
     fn send_dispatch(
@@ -333,53 +306,65 @@ impl CollectorConnection {
         dispatch: Dispatch,
         copies: Vec<OwnedFd>,
     ) -> Result<(), ClientError> {
-        let index = dispatch.index;
         let fds: Vec<BorrowedFd> = copies.iter().map(|f| f.as_fd()).collect();
         let sent = self.send_with_fds(&ToolMessage::Dispatch(dispatch), &fds, "Dispatch");
         drop(fds);
         drop(copies);
         sent?;
-        self.record_sent(index);
+        self.record_sent();
         Ok(())
     }
 
-    fn record_sent(&mut self, index: u64) {
-        let staged_to = self.staging.as_ref().map_or(0, |s| s.mark());
-        self.in_flight.push_back(InFlight { index, staged_to });
+    /// The staging file learns that every region staged so far belongs to
+    /// the frame just sent.
+    fn record_sent(&mut self) {
+        if let Some(staging) = self.staging.as_mut() {
+            staging.sent(self.dispatches_sent);
+        }
+        self.dispatches_sent += 1;
     }
 
-    /// Reads Acks in order until the one of dispatch `index`; the earlier
-    /// ones (dispatches released without waiting) are logged when refused.
-    fn await_ack(&mut self, index: u64) -> Result<Result<(), String>, ClientError> {
+    /// Waits, at most the timeout, while the collector has more than
+    /// [`MAX_UNFINISHED`] frames left to finish.
+    fn wait_for_room(&mut self) -> Result<(), ClientError> {
+        let Some(staging) = self.staging.as_mut() else {
+            return Ok(());
+        };
+        if staging.unfinished() < MAX_UNFINISHED || staging.reclaim() < MAX_UNFINISHED {
+            return Ok(());
+        }
+        self.flush(true)?;
+        let start = std::time::Instant::now();
         loop {
-            let reply = self.receive("Ack")?;
-            let (got, result) = match reply {
-                CollectorMessage::Ack(Ack { index, result }) => (index, result),
-                other => {
-                    // A collector that answers out of protocol is told nothing more.
-                    self.broken = true;
-                    return Err(ClientError::Protocol(format!(
-                        "expected Ack, got {other:?}"
-                    )));
-                }
-            };
-            let expected = self.in_flight.front().map(|f| f.index);
-            if expected != Some(got) {
-                self.broken = true;
-                return Err(ClientError::Protocol(format!(
-                    "Ack for dispatch {got} while waiting for dispatch {}",
-                    expected.unwrap_or(index)
-                )));
+            let staging = self.staging.as_mut().expect("checked above");
+            if staging.reclaim() < MAX_UNFINISHED {
+                return Ok(());
             }
-            let acked = self.in_flight.pop_front().expect("front checked above");
-            let nothing_left = self.in_flight.is_empty();
-            if let Some(staging) = self.staging.as_mut() {
-                staging.give_back(acked.staged_to, nothing_left);
+            if start.elapsed() > self.timeout {
+                return Err(ClientError::Timeout {
+                    waiting_for: "progress",
+                    timeout: self.timeout,
+                });
             }
-            if got == index {
-                return Ok(result);
-            }
-            log_refusal(got, result);
+            std::thread::sleep(PROGRESS_POLL);
+        }
+    }
+
+    /// Reads the Ack of dispatch `index`.
+    fn await_ack(&mut self, index: u64) -> Result<Result<(), String>, ClientError> {
+        let reply = self.receive("Ack")?;
+        if !matches!(&reply, CollectorMessage::Ack(Ack { index: got, .. }) if *got == index) {
+            // A collector that answers out of protocol is told nothing more.
+            self.broken = true;
+        }
+        match reply {
+            CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
+            CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(
+                "Ack for dispatch {got} while waiting for dispatch {index}"
+            ))),
+            other => Err(ClientError::Protocol(format!(
+                "expected Ack, got {other:?}"
+            ))),
         }
     }
 
@@ -387,14 +372,6 @@ impl CollectorConnection {
         self.send(&ToolMessage::Goodbye(goodbye.clone()), "Goodbye")?;
         let _ = self.stream.shutdown(std::net::Shutdown::Write);
         Ok(())
-    }
-}
-
-/// Logs why the collector could not take a dispatch whose Ack was not
-/// awaited.
-fn log_refusal(index: u64, result: Result<(), String>) {
-    if let Err(reason) = result {
-        log_warn!("collector could not capture dispatch {index}: {reason}");
     }
 }
 
@@ -414,16 +391,4 @@ fn wait_writable(stream: &UnixStream, timeout: Duration) -> bool {
         }
         return n > 0;
     }
-}
-
-/// Whether a read on `stream` would not block now.
-fn readable_now(stream: &UnixStream) -> bool {
-    let mut pollfd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    let n = unsafe { libc::poll(&mut pollfd, 1, 0) };
-    n > 0 && pollfd.revents != 0
 }

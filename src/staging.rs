@@ -5,16 +5,20 @@
 //! store them (protocol `Transport::Staged`).
 //!
 //! Owns the file, where each copy goes in it ([`Ring`]: regions handed out
-//! in order and given back in the order their dispatches are
-//! acknowledged) and the copy itself: pwrite from the application's memory,
+//! in order and given back in order once the collector has finished the
+//! frames that described them, as the progress counter in the file's
+//! header says) and the copy itself: pwrite from the application's memory,
 //! so a range that is not readable (device memory the CPU cannot read) is
 //! an error, never a fault; the caller then sends the buffer another way.
 //! Nothing here talks to the collector.
 
+use ditto_protocol::STAGING_HEADER_BYTES;
+use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 
 /// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
 pub const STAGING_MEMFD_NAME: &CStr = c"ditto-staging";
@@ -91,26 +95,36 @@ impl Ring {
         self.head
     }
 
-    /// Gives back every region taken before `mark` was read; `nothing_left`
-    /// when no region taken since is still in use.
-    pub fn give_back(&mut self, mark: u64, nothing_left: bool) {
+    /// Gives back every region taken before `mark` was read. (`mark` equals
+    /// the head only when nothing was taken since: to wrap around to it,
+    /// the head would have had to pass the tail, which is at or before it.)
+    pub fn give_back(&mut self, mark: u64) {
         self.tail = mark;
-        if nothing_left || mark == self.head {
+        if mark == self.head {
             self.empty = true;
         }
     }
 }
 
-/// The memfd and its ring.
+/// The memfd, its ring (over the bytes after the header) and the frames
+/// sent: (number of the Dispatch frame, ring mark after its regions),
+/// oldest first, until the collector has finished them.
 #[derive(Debug)]
 pub struct StagingFile {
     file: File,
     ring: Ring,
+    sent: VecDeque<(u64, u64)>,
 }
 
 impl StagingFile {
-    /// A new memfd of `size` bytes (sparse), close-on-exec.
+    /// A new memfd of `size` bytes (sparse), close-on-exec; its header
+    /// (the collector's progress) reads 0.
     pub fn create(size: u64) -> Result<StagingFile, String> {
+        if size < 2 * STAGING_HEADER_BYTES {
+            return Err(format!(
+                "a staging file of {size} bytes has no room after its header"
+            ));
+        }
         // SAFETY: a valid C string and flags; the result is checked.
         let raw = unsafe { libc::memfd_create(STAGING_MEMFD_NAME.as_ptr(), libc::MFD_CLOEXEC) };
         if raw < 0 {
@@ -125,12 +139,13 @@ impl StagingFile {
             .map_err(|e| format!("cannot size the staging file to {size} bytes: {e}"))?;
         Ok(StagingFile {
             file,
-            ring: Ring::new(size),
+            ring: Ring::new(size - STAGING_HEADER_BYTES),
+            sent: VecDeque::new(),
         })
     }
 
     pub fn size(&self) -> u64 {
-        self.ring.size
+        self.ring.size + STAGING_HEADER_BYTES
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -138,14 +153,22 @@ impl StagingFile {
     }
 
     /// Copies the `len` bytes at `address` of this process into a free
-    /// region; its offset, or `Ok(None)` when the buffer is too large to
-    /// stage or there is no room now. `Err` when the range is not readable
-    /// (the region is given back unused at the next [`StagingFile::give_back`]).
+    /// region (giving back the regions of finished frames first when there
+    /// is no room); its offset in the file, or `Ok(None)` when the buffer is
+    /// too large to stage or there is still no room. `Err` when the range
+    /// is not readable (the region comes back with the next frame's).
     pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, String> {
         if len > MAX_STAGED_BUFFER.min(self.ring.size / 4) {
             return Ok(None);
         }
-        let Some(at) = self.ring.take(len) else {
+        let taken = match self.ring.take(len) {
+            Some(at) => Some(at),
+            None => {
+                self.reclaim();
+                self.ring.take(len)
+            }
+        };
+        let Some(at) = taken.map(|at| at + STAGING_HEADER_BYTES) else {
             return Ok(None);
         };
         let mut done = 0u64;
@@ -179,14 +202,39 @@ impl StagingFile {
         Ok(Some(at))
     }
 
-    /// See [`Ring::mark`].
-    pub fn mark(&self) -> u64 {
-        self.ring.mark()
+    /// Dispatch frame number `frame` (from 0 on the connection) was sent:
+    /// every region staged so far is described by it or by earlier frames.
+    pub fn sent(&mut self, frame: u64) {
+        self.sent.push_back((frame, self.ring.mark()));
     }
 
-    /// See [`Ring::give_back`].
-    pub fn give_back(&mut self, mark: u64, nothing_left: bool) {
-        self.ring.give_back(mark, nothing_left)
+    /// Gives back the regions of the frames the collector has finished;
+    /// returns how many sent frames it has not finished yet.
+    pub fn reclaim(&mut self) -> usize {
+        let finished = self.collector_progress();
+        while let Some(&(frame, mark)) = self.sent.front() {
+            if frame >= finished {
+                break;
+            }
+            self.sent.pop_front();
+            self.ring.give_back(mark);
+        }
+        self.sent.len()
+    }
+
+    /// Sent frames not known to be finished (as of the last [`StagingFile::reclaim`]).
+    pub fn unfinished(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// The collector's progress counter: Dispatch frames it has finished.
+    fn collector_progress(&self) -> u64 {
+        let mut word = [0u8; 8];
+        match self.file.read_exact_at(&mut word, 0) {
+            Ok(()) => u64::from_le_bytes(word),
+            // Unreadable: nothing is known to be finished.
+            Err(_) => 0,
+        }
     }
 }
 
@@ -205,14 +253,14 @@ mod tests {
         assert_eq!(r.take(512), Some(384)); // up to 896
         // 128 left at the end, nothing free at the start.
         assert_eq!(r.take(200), None);
-        r.give_back(first_two, false);
+        r.give_back(first_two);
         // The end still has no room for 256: wraps to 0, below tail 384.
         assert_eq!(r.take(256), Some(0));
         assert_eq!(r.take(128), Some(256));
         // Free now: [384, 384): none until 896 is given back.
         assert_eq!(r.take(64), None);
         let all = r.mark();
-        r.give_back(all, true);
+        r.give_back(all);
         assert_eq!(r.take(1024), Some(0));
         assert_eq!(r.take(1), None);
         assert_eq!(Ring::new(1024).take(1025), None);
@@ -223,8 +271,16 @@ mod tests {
         let mut r = Ring::new(256);
         assert_eq!(r.take(128), Some(0));
         let m = r.mark();
-        r.give_back(m, false);
+        r.give_back(m);
         assert_eq!(r.take(256), Some(0));
+        // A region taken after the mark stays in use.
+        let mut r = Ring::new(256);
+        assert_eq!(r.take(64), Some(0));
+        let m = r.mark();
+        assert_eq!(r.take(64), Some(64));
+        r.give_back(m);
+        assert_eq!(r.take(256), None);
+        assert_eq!(r.take(128), Some(128));
     }
 
     #[test]
@@ -237,7 +293,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let b = s.stage(second.as_ptr() as u64, 4096).unwrap().unwrap();
-        assert_eq!((a, b), (0, 1024));
+        assert_eq!((a, b), (64, 64 + 1024), "after the 64-byte header");
         let mut back = vec![0u8; 1000];
         s.file.read_exact_at(&mut back, a).unwrap();
         assert_eq!(back, first);
@@ -252,5 +308,38 @@ mod tests {
         // Address 8 is never mapped: EFAULT, not a crash.
         let e = s.stage(8, 64).unwrap_err();
         assert!(e.contains("Bad address"), "{e}");
+    }
+
+    #[test]
+    fn regions_come_back_once_the_collector_counts_their_frames_finished() {
+        // 64 header + 4 x 64-byte regions.
+        let mut s = StagingFile::create(64 + 256).unwrap();
+        let bytes = [9u8; 64];
+        let at = |s: &mut StagingFile| s.stage(bytes.as_ptr() as u64, 64).unwrap();
+        // The largest staged buffer is a quarter of the ring: 64 bytes.
+        assert_eq!(s.stage(bytes.as_ptr() as u64, 65).unwrap(), None);
+        assert_eq!(at(&mut s), Some(64));
+        s.sent(0);
+        assert_eq!(at(&mut s), Some(128));
+        assert_eq!(at(&mut s), Some(192));
+        s.sent(1);
+        assert_eq!(at(&mut s), Some(256));
+        s.sent(2);
+        // Full, and the collector finished nothing.
+        assert_eq!(at(&mut s), None);
+        assert_eq!(s.unfinished(), 3);
+        // It finished frame 0: its region comes back, frames 1 and 2 stay.
+        s.file.write_all_at(&1u64.to_le_bytes(), 0).unwrap();
+        assert_eq!(at(&mut s), Some(64));
+        assert_eq!(s.unfinished(), 2);
+        assert_eq!(at(&mut s), None);
+        s.sent(3);
+        s.file.write_all_at(&4u64.to_le_bytes(), 0).unwrap();
+        assert_eq!(s.reclaim(), 0);
+        assert_eq!(
+            at(&mut s),
+            Some(64),
+            "everything given back: the ring starts over"
+        );
     }
 }

@@ -483,13 +483,11 @@ fn take_inputs<D: Device>(
         if let Some(conn) = connection.as_mut().filter(|_| switch.is_on())
             && !before.buffers.is_empty()
         {
-            let result = if answer_not_needed(&before) {
+            if !before.needs_ack() {
                 release();
                 released = true;
-                conn.dispatch_released(before, copies).map(Ok)
-            } else {
-                conn.dispatch(before, copies)
-            };
+            }
+            let result = conn.dispatch(before, copies);
             match result {
                 Ok(Ok(())) => log_debug!(
                     "inputs of dispatch {} of `{}` captured",
@@ -508,18 +506,6 @@ fn take_inputs<D: Device>(
     if !released {
         release();
     }
-}
-
-/// Whether every buffer of `d` is a copy the tool made (staged or shared
-/// memory): the application's memory is no longer read, so the dispatch
-/// may run on before the collector answers.
-fn answer_not_needed(d: &ditto_protocol::Dispatch) -> bool {
-    d.buffers.iter().all(|b| {
-        matches!(
-            b.transport,
-            ditto_protocol::Transport::Staged { .. } | ditto_protocol::Transport::SharedMemory
-        )
-    })
 }
 
 /// Captures a held dispatch that has completed and releases it: at once
@@ -547,12 +533,13 @@ fn handle_completed<D: Device>(
         }
         send_missed(connection, ledger, switch);
         let result = match connection.as_mut().filter(|_| switch.is_on()) {
-            Some(conn) if answer_not_needed(&dispatch) => {
-                device.release(&job.held);
-                released = true;
-                conn.dispatch_released(dispatch, copies).map(Ok)
+            Some(conn) => {
+                if !dispatch.needs_ack() {
+                    device.release(&job.held);
+                    released = true;
+                }
+                conn.dispatch(dispatch, copies)
             }
-            Some(conn) => conn.dispatch(dispatch, copies),
             None => Err(ClientError::Protocol(
                 "the connection failed while reporting what was missed".into(),
             )),

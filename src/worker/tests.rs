@@ -350,11 +350,14 @@ fn collect_one(listener: UnixListener) -> thread::JoinHandle<Vec<Buffer>> {
                 other => panic!("expected Dispatch, got {other:?}"),
             }
         };
-        let ack = CollectorMessage::Ack(Ack {
-            index: d.index,
-            result: Ok(()),
-        });
-        write_frame(&mut s, &ack).unwrap();
+        // Answered only when read through IPC, as the collector does.
+        if d.needs_ack() {
+            let ack = CollectorMessage::Ack(Ack {
+                index: d.index,
+                result: Ok(()),
+            });
+            write_frame(&mut s, &ack).unwrap();
+        }
         let _: ToolMessage = read_frame(&mut s).unwrap();
         d.buffers
     })
@@ -378,12 +381,8 @@ fn collect_one_with_copies(
             .into_iter()
             .map(|fd| std::fs::read(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap())
             .collect();
-        let ack = CollectorMessage::Ack(Ack {
-            index: d.index,
-            result: Ok(()),
-        });
-        // A dispatch of copies is not waited for: the tool may be gone.
-        let _ = write_frame(&mut s, &ack);
+        // A dispatch of copies is not answered.
+        assert!(!d.needs_ack(), "{d:?}");
         let _: ToolMessage = read_frame(&mut s).unwrap();
         (d.buffers, copies)
     })
@@ -719,15 +718,8 @@ fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
                 Ok(ToolMessage::Missed(_)) => continue,
                 _ => break,
             };
-            // Nothing is captured (no allocation): not waited for, the
-            // tool may be gone.
-            let _ = write_frame(
-                &mut s,
-                &CollectorMessage::Ack(Ack {
-                    index: d.index,
-                    result: Ok(()),
-                }),
-            );
+            // Nothing is captured (no allocation): not answered.
+            assert!(!d.needs_ack(), "{d:?}");
         }
     });
     let device = FakeDevice::default();
@@ -827,14 +819,8 @@ fn only_the_oldest_held_dispatch_of_each_queue_is_waited_on() {
             match read_frame::<_, ToolMessage>(&mut s) {
                 Ok(ToolMessage::Dispatch(d)) => {
                     indices.push(d.index);
-                    // Nothing captured (no allocation): not waited for.
-                    let _ = write_frame(
-                        &mut s,
-                        &CollectorMessage::Ack(Ack {
-                            index: d.index,
-                            result: Ok(()),
-                        }),
-                    );
+                    // Nothing captured (no allocation): not answered.
+                    assert!(!d.needs_ack(), "{d:?}");
                 }
                 // Buffers the fake device knows no allocation for.
                 Ok(ToolMessage::Missed(_)) => {}

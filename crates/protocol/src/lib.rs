@@ -31,6 +31,10 @@ pub mod selection;
 pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
 pub use selection::{CaptureSet, DispatchSelection};
 
+/// Bytes at the start of a staging file that belong to the collector's
+/// progress counter ([`ToolMessage::Staging`]).
+pub const STAGING_HEADER_BYTES: u64 = 64;
+
 /// Bumped on any incompatible change of a message.
 /// 2: `Hello.rank`, `Dispatch.duration_ns`, `Buffer.name`.
 /// 3: `Buffer.phase` (inputs captured before the kernel runs).
@@ -39,7 +43,7 @@ pub use selection::{CaptureSet, DispatchSelection};
 ///    `ToolMessage::Missed` (dispatches and buffers not captured, with why).
 /// 6: `ToolMessage::Staging` and `Transport::Staged` (small buffers copied
 ///    by the tool into the connection's staging file; their dispatch is
-///    released without waiting for the Ack).
+///    released at once), Acks only for dispatches read through IPC.
 pub const PROTOCOL_VERSION: u32 = 6;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
@@ -57,9 +61,17 @@ pub enum ToolMessage {
     Missed(Missed),
     /// The connection's staging file (a memfd of `size` bytes) travels with
     /// this frame (SCM_RIGHTS), sent at most once, right after the Welcome.
-    /// Buffers of later dispatches may lie in it ([`Transport::Staged`]);
-    /// the collector reads them with pread and closes the file when the
-    /// connection ends. No answer.
+    /// Buffers of later dispatches may lie in it ([`Transport::Staged`]),
+    /// after its first [`STAGING_HEADER_BYTES`]; the collector reads them
+    /// with pread and closes the file when the connection ends. No answer.
+    ///
+    /// The header is the collector's progress: after finishing each
+    /// Dispatch frame of the connection (stored, or recorded as missing) it
+    /// writes at byte 0 the number of Dispatch frames finished so far, as a
+    /// little-endian u64. The tool reuses a region once the frame that
+    /// described it is finished; dispatches whose buffers are all copies
+    /// get no Ack ([`Dispatch::needs_ack`]), so nothing waits unread in
+    /// the application's socket when it exits.
     Staging {
         size: u64,
     },
@@ -113,6 +125,21 @@ pub struct Dispatch {
     /// when the runtime reported no times.
     pub duration_ns: Option<u64>,
     pub buffers: Vec<Buffer>,
+}
+
+impl Dispatch {
+    /// Whether the collector answers this dispatch with an Ack: when it
+    /// reads a buffer in the application's memory (IPC), which the tool
+    /// holds until then. A dispatch whose buffers are all copies the tool
+    /// made (staged or shared memory) was released already: no Ack.
+    pub fn needs_ack(&self) -> bool {
+        self.buffers.iter().any(|b| {
+            matches!(
+                b.transport,
+                Transport::Ipc { .. } | Transport::CudaIpc { .. }
+            )
+        })
+    }
 }
 
 /// Element type of a captured buffer.
@@ -253,8 +280,8 @@ pub struct Buffer {
     pub fingerprint: u64,
 }
 
-/// Collector's answer to one `Dispatch`. Sent only after every mapping of
-/// that dispatch has been detached.
+/// Collector's answer to one `Dispatch` that [`Dispatch::needs_ack`]. Sent
+/// only after every mapping of that dispatch has been detached.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Ack {
     pub index: u64,

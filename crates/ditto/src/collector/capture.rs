@@ -107,14 +107,24 @@ impl StagingFile {
         Ok(StagingFile { file, size })
     }
 
-    /// Reads `dst.len()` bytes at `at`, which must lie inside the file.
+    /// Tells the tool that `finished` Dispatch frames of the connection are
+    /// finished (the file's header, [`ditto_protocol::STAGING_HEADER_BYTES`]).
+    pub(super) fn record_progress(&self, finished: u64) -> Result<(), String> {
+        self.file
+            .write_all_at(&finished.to_le_bytes(), 0)
+            .map_err(|e| format!("cannot record progress in the staging file: {e}"))
+    }
+
+    /// Reads `dst.len()` bytes at `at`, which must lie after the header,
+    /// inside the file.
     fn read(&self, at: u64, dst: &mut [u8]) -> Result<(), String> {
-        if at
-            .checked_add(dst.len() as u64)
-            .is_none_or(|end| end > self.size)
+        if at < ditto_protocol::STAGING_HEADER_BYTES
+            || at
+                .checked_add(dst.len() as u64)
+                .is_none_or(|end| end > self.size)
         {
             return Err(format!(
-                "{} bytes at {at} lie outside the {}-byte staging file",
+                "{} bytes at {at} lie outside the staged part of the {}-byte staging file",
                 dst.len(),
                 self.size
             ));

@@ -269,6 +269,8 @@ fn run_connection(
     let mut inputs = std::collections::HashMap::new();
     // The tool's staging file (Staged buffers), closed when the connection ends.
     let mut staging: Option<StagingFile> = None;
+    // Dispatch frames finished (the staging file's progress counter).
+    let mut dispatches_finished: u64 = 0;
     loop {
         reader.next_frame(None);
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
@@ -345,12 +347,25 @@ fn run_connection(
                         }
                     }
                 }
-                // Every mapping of this dispatch is detached by now.
+                // Every mapping of this dispatch is detached by now, and
+                // its staged regions read: the tool may reuse them.
+                dispatches_finished += 1;
+                if let Some(file) = &staging
+                    && let Err(e) = file.record_progress(dispatches_finished)
+                {
+                    report.errors.push(format!("after dispatch {index}: {e}"));
+                }
+                // Only a dispatch read in place is held for its answer.
                 let ack = Ack {
                     index,
                     result: result.map(|_| ()),
                 };
-                if let Err(e) = send(stream, &CollectorMessage::Ack(ack)) {
+                let acked = if d.needs_ack() {
+                    send(stream, &CollectorMessage::Ack(ack))
+                } else {
+                    Ok(())
+                };
+                if let Err(e) = acked {
                     // The application went away, or stopped waiting (a
                     // timeout): what it sent before leaving is still read,
                     // its Missed reports and Goodbye included.

@@ -272,8 +272,8 @@ impl CollectorConnection {
 
     /// Sends one captured dispatch with the fds of its shared-memory
     /// buffers (in buffer order; closed here once sent). When it
-    /// [`Dispatch::needs_ack`] (a buffer is read through IPC: the caller
-    /// holds it until then), waits for its Ack: `Ok(Err(reason))` when the
+    /// [`Dispatch::needs_ack`] (a buffer is not staged: the caller holds
+    /// the dispatch until then), waits for its Ack: `Ok(Err(reason))` when the
     /// collector answered but could not take it (it says why; the
     /// connection stays usable). Otherwise the caller has released it
     /// already: the frame may wait in the outbox while the collector

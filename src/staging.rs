@@ -31,6 +31,10 @@ pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
 /// reads them where they are, without a second copy in the application).
 pub const MAX_STAGED_BUFFER: u64 = 1 << 20;
 
+/// Unfinished frames after which staging first asks the collector's
+/// progress.
+const RECLAIM_AFTER: usize = 32;
+
 /// Regions are handed out at multiples of this.
 const ALIGN: u64 = 64;
 
@@ -160,6 +164,11 @@ impl StagingFile {
     pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, String> {
         if len > MAX_STAGED_BUFFER.min(self.ring.size / 4) {
             return Ok(None);
+        }
+        if self.sent.len() >= RECLAIM_AFTER {
+            // Regions come back early, so that a collector that keeps up
+            // keeps the ring (and the pages it touches) near its start.
+            self.reclaim();
         }
         let taken = match self.ring.take(len) {
             Some(at) => Some(at),
@@ -340,6 +349,25 @@ mod tests {
             at(&mut s),
             Some(64),
             "everything given back: the ring starts over"
+        );
+    }
+
+    #[test]
+    fn a_collector_that_keeps_up_keeps_the_ring_near_its_start() {
+        let mut s = StagingFile::create(1 << 20).unwrap();
+        let bytes = [1u8; 100];
+        let mut furthest = 0;
+        for frame in 0..1000u64 {
+            let at = s.stage(bytes.as_ptr() as u64, 100).unwrap().unwrap();
+            furthest = furthest.max(at);
+            s.sent(frame);
+            // The collector finishes each frame as it comes.
+            s.file.write_all_at(&(frame + 1).to_le_bytes(), 0).unwrap();
+        }
+        // 128-byte regions; given back every RECLAIM_AFTER frames.
+        assert!(
+            furthest <= 64 + 128 * RECLAIM_AFTER as u64,
+            "reached {furthest}"
         );
     }
 }

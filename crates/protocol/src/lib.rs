@@ -42,8 +42,8 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 /// 5: `Transport::CudaIpc` (a CUDA application's device memory) and
 ///    `ToolMessage::Missed` (dispatches and buffers not captured, with why).
 /// 6: `ToolMessage::Staging` and `Transport::Staged` (small buffers copied
-///    by the tool into the connection's staging file; their dispatch is
-///    released at once), Acks only for dispatches read through IPC.
+///    by the tool into the connection's staging file; a dispatch whose
+///    buffers are all staged is released at once and gets no Ack).
 pub const PROTOCOL_VERSION: u32 = 6;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
@@ -69,7 +69,7 @@ pub enum ToolMessage {
     /// Dispatch frame of the connection (stored, or recorded as missing) it
     /// writes at byte 0 the number of Dispatch frames finished so far, as a
     /// little-endian u64. The tool reuses a region once the frame that
-    /// described it is finished; dispatches whose buffers are all copies
+    /// described it is finished; dispatches whose buffers are all staged
     /// get no Ack ([`Dispatch::needs_ack`]), so nothing waits unread in
     /// the application's socket when it exits.
     Staging {
@@ -128,17 +128,16 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
-    /// Whether the collector answers this dispatch with an Ack: when it
-    /// reads a buffer in the application's memory (IPC), which the tool
-    /// holds until then. A dispatch whose buffers are all copies the tool
-    /// made (staged or shared memory) was released already: no Ack.
+    /// Whether the collector answers this dispatch with an Ack, which the
+    /// tool awaits before releasing it: always, except when it has buffers
+    /// and every one is staged ([`Transport::Staged`]): the tool released
+    /// such a dispatch as soon as it had copied them.
     pub fn needs_ack(&self) -> bool {
-        self.buffers.iter().any(|b| {
-            matches!(
-                b.transport,
-                Transport::Ipc { .. } | Transport::CudaIpc { .. }
-            )
-        })
+        self.buffers.is_empty()
+            || self
+                .buffers
+                .iter()
+                .any(|b| !matches!(b.transport, Transport::Staged { .. }))
     }
 }
 
@@ -502,6 +501,21 @@ mod tests {
         write_frame(&mut wire, &msg).unwrap();
         let back: ToolMessage = read_frame(&mut wire.as_slice()).unwrap();
         assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn only_a_dispatch_whose_buffers_are_all_staged_goes_unanswered() {
+        let mut d = sample_dispatch();
+        assert!(d.needs_ack(), "IPC and shared memory");
+        d.buffers[1].transport = Transport::Staged { at: 64 };
+        assert!(d.needs_ack(), "one buffer still read through IPC");
+        d.buffers[0].transport = Transport::Staged { at: 4160 };
+        assert!(!d.needs_ack());
+        d.buffers.clear();
+        assert!(
+            d.needs_ack(),
+            "nothing captured: answered, as before staging"
+        );
     }
 
     #[test]

@@ -355,7 +355,7 @@ fn run_connection(
                 {
                     report.errors.push(format!("after dispatch {index}: {e}"));
                 }
-                // Only a dispatch read in place is held for its answer.
+                // A dispatch whose buffers are all staged was released: no answer.
                 let ack = Ack {
                     index,
                     result: result.map(|_| ()),

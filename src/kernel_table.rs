@@ -130,8 +130,8 @@ const CACHE_ENTRIES: usize = 8;
 type CacheEntry = (u64, u64, *const KernelInfo);
 
 thread_local! {
-    static LOOKUP_CACHE: Cell<[CacheEntry; CACHE_ENTRIES]> =
-        const { Cell::new([(0, 0, std::ptr::null()); CACHE_ENTRIES]) };
+    static LOOKUP_CACHE: [Cell<CacheEntry>; CACHE_ENTRIES] =
+        const { [const { Cell::new((0, 0, std::ptr::null())) }; CACHE_ENTRIES] };
 }
 
 fn cache_slot(kernel_object: u64) -> usize {
@@ -234,7 +234,7 @@ impl KernelTable {
     pub fn lookup(&self, kernel_object: u64) -> Option<KernelRef<'_>> {
         let generation = self.generation.load(Ordering::Acquire);
         let slot = cache_slot(kernel_object);
-        let cached = LOOKUP_CACHE.with(|c| c.get()[slot]);
+        let cached = LOOKUP_CACHE.with(|c| c[slot].get());
         if generation != 0 && cached.0 == generation && cached.1 == kernel_object {
             // SAFETY: filled below from an Arc of the snapshot of this
             // generation; generations are unique to one table, and its
@@ -245,11 +245,7 @@ impl KernelTable {
         let info = snapshot.by_object.get(&kernel_object)?;
         let ptr = Arc::as_ptr(info);
         if snapshot.generation != 0 {
-            LOOKUP_CACHE.with(|c| {
-                let mut entries = c.get();
-                entries[slot] = (snapshot.generation, kernel_object, ptr);
-                c.set(entries);
-            });
+            LOOKUP_CACHE.with(|c| c[slot].set((snapshot.generation, kernel_object, ptr)));
         }
         // SAFETY: `info` is held by this table for its whole life (module header).
         Some(KernelRef(unsafe { &*ptr }))

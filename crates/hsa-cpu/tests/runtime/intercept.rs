@@ -486,8 +486,16 @@ fn an_interceptor_registered_between_doorbells_is_outermost_from_the_next_packet
     let done = signal(1);
     submit(q, &[barrier_and(&[], done)]);
     assert_eq!(wait_eq(done, 0), 0);
-    assert_eq!(second.load(Ordering::SeqCst), 1, "the new outermost interceptor");
-    assert_eq!(first.load(Ordering::SeqCst), 2, "reached through its writer");
+    assert_eq!(
+        second.load(Ordering::SeqCst),
+        1,
+        "the new outermost interceptor"
+    );
+    assert_eq!(
+        first.load(Ordering::SeqCst),
+        2,
+        "reached through its writer"
+    );
     // SAFETY: q is live.
     unsafe { rt::hsa_queue_destroy(q) };
 }

@@ -57,11 +57,11 @@ struct Inner {
 }
 
 impl Inner {
-    fn mark_pending(&mut self, base: u64) {
-        let entry = self.by_base.get_mut(&base).expect("marked after an update");
+    /// Lists `base` in `pending` unless `entry` (its entry) already is.
+    fn mark_pending(pending: &mut Vec<u64>, entry: &mut Entry, base: u64) {
         if !entry.pending {
             entry.pending = true;
-            self.pending.push(base);
+            pending.push(base);
         }
     }
 
@@ -108,25 +108,27 @@ impl AllocationMap {
     /// Records an allocation; a base seen again replaces the old record
     /// (the runtime reused the address after a free we did not see).
     pub fn insert(&self, base: u64, size: u64) {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let entry = inner.by_base.entry(base).or_insert(Entry {
             size: None,
             pending: false,
         });
-        let was_live = entry.size.replace(size).is_some();
-        if !was_live {
+        if entry.size.replace(size).is_none() {
             inner.live += 1;
         }
-        inner.mark_pending(base);
+        Inner::mark_pending(&mut inner.pending, entry, base);
         inner.after_change();
     }
 
     /// Forgets the allocation starting at `base`, returning it if known.
     pub fn remove(&self, base: u64) -> Option<Allocation> {
-        let mut inner = self.lock();
-        let size = inner.by_base.get_mut(&base)?.size.take()?;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let entry = inner.by_base.get_mut(&base)?;
+        let size = entry.size.take()?;
         inner.live -= 1;
-        inner.mark_pending(base);
+        Inner::mark_pending(&mut inner.pending, entry, base);
         inner.after_change();
         Some(Allocation { base, size })
     }

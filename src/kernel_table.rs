@@ -3,15 +3,25 @@
 //! layout, from the code object's metadata when there is one), plus a
 //! dispatch counter per kernel for the Goodbye. Filled at
 //! executable freeze, read on every dispatch. Lookups never lock and never
-//! allocate: the packet callback loads an immutable snapshot of the map
-//! (`arc-swap`: atomics only), finds the kernel and clones its `Arc` (one
-//! atomic increment). Loaders, rare, build a new map and publish it whole,
-//! one at a time under the loader lock.
+//! allocate. The packet callback's [`KernelTable::lookup`] first asks a
+//! small per-thread cache, keyed by the table's snapshot generation: a hit
+//! costs two loads and no atomic read-modify-write; a miss loads the
+//! immutable snapshot of the map (`arc-swap`: atomics only) and fills the
+//! cache. [`KernelTable::get`] (capture paths) clones the kernel's `Arc`.
+//! Loaders, rare, build a new map and publish it whole, one at a time under
+//! the loader lock, with a generation no table ever had before.
+//!
+//! Every kernel ever inserted lives as long as its table: it stays in the
+//! current snapshot or, once its kernel object is taken over, in the
+//! retired list (never emptied). That is what lets the cache hold plain
+//! pointers: one filled from a snapshot of this table is used only while
+//! that snapshot's generation is the table's current one.
 
+use crate::address_hash::AddressMap;
 use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{Goodbye, KernelName};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -98,15 +108,76 @@ impl KernelInfo {
     }
 }
 
+/// Kernel object → kernel (kernel objects are descriptor addresses).
+type ObjectMap = AddressMap<Arc<KernelInfo>>;
+
+/// One published state of the table: never changed once published.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// Unique across every table of the process (0: the empty start).
+    generation: u64,
+    by_object: ObjectMap,
+}
+
+/// Generations count up from 1 and are never reused, by any table, so a
+/// cache entry can never answer for another table or another snapshot.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Entries of the per-thread lookup cache (direct-mapped by kernel object).
+const CACHE_ENTRIES: usize = 8;
+
+/// (generation, kernel object, kernel). Generation 0 is an empty entry.
+type CacheEntry = (u64, u64, *const KernelInfo);
+
+thread_local! {
+    static LOOKUP_CACHE: [Cell<CacheEntry>; CACHE_ENTRIES] =
+        const { [const { Cell::new((0, 0, std::ptr::null())) }; CACHE_ENTRIES] };
+}
+
+fn cache_slot(kernel_object: u64) -> usize {
+    // Descriptors are 64-byte aligned: the bits above those pick the slot.
+    ((kernel_object >> 6) as usize) % CACHE_ENTRIES
+}
+
 #[derive(Debug, Default)]
 pub struct KernelTable {
     /// What a dispatch packet's kernel_object names now: a snapshot never
     /// changed once published, replaced whole by each load.
-    by_object: ArcSwap<HashMap<u64, Arc<KernelInfo>>>,
+    snapshot: ArcSwap<Snapshot>,
+    /// The generation of `snapshot`, stored after it: a cache entry of this
+    /// generation describes the current snapshot (or the one just replaced,
+    /// as a lookup running during a load may see).
+    generation: AtomicU64,
     /// The loader lock. Holds the kernels whose kernel object was taken
     /// over by a later load: kept only for their counts in the Goodbye,
-    /// reachable by no packet.
+    /// reachable by no packet, and never dropped before the table (cached
+    /// pointers rely on it).
     retired: Mutex<Vec<Arc<KernelInfo>>>,
+}
+
+/// A kernel of a [`KernelTable`], borrowed for as long as the table lives.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelRef<'a>(&'a KernelInfo);
+
+impl KernelRef<'_> {
+    /// The kernel's `Arc` (one atomic increment), for the capture path.
+    pub fn to_arc(self) -> Arc<KernelInfo> {
+        let ptr: *const KernelInfo = self.0;
+        // SAFETY: a KernelRef is made only from a pointer that `Arc::as_ptr`
+        // returned for an Arc its table still holds (see the module
+        // header), so the allocation is live and counted.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Arc::from_raw(ptr)
+        }
+    }
+}
+
+impl std::ops::Deref for KernelRef<'_> {
+    type Target = KernelInfo;
+    fn deref(&self) -> &KernelInfo {
+        self.0
+    }
 }
 
 impl KernelTable {
@@ -131,7 +202,7 @@ impl KernelTable {
         kernels: impl IntoIterator<Item = (u64, KernelInfo)>,
     ) -> Vec<Arc<KernelInfo>> {
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        let mut next = HashMap::clone(&self.by_object.load());
+        let mut next = ObjectMap::clone(&self.snapshot.load().by_object);
         let mut added = Vec::new();
         for (kernel_object, info) in kernels {
             let info = Arc::new(info);
@@ -140,23 +211,53 @@ impl KernelTable {
             }
             added.push(info);
         }
-        self.by_object.store(Arc::new(next));
+        let generation = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed);
+        self.snapshot.store(Arc::new(Snapshot {
+            generation,
+            by_object: next,
+        }));
+        self.generation.store(generation, Ordering::Release);
         added
     }
 
-    /// The kernel a dispatch packet names. Hot path: no lock, no
-    /// allocation; a snapshot load and an `Arc` clone (atomics only).
+    /// The kernel a dispatch packet names (the capture paths' lookup): a
+    /// snapshot load and an `Arc` clone, no lock, no allocation.
     pub fn get(&self, kernel_object: u64) -> Option<Arc<KernelInfo>> {
-        self.by_object.load().get(&kernel_object).cloned()
+        self.snapshot.load().by_object.get(&kernel_object).cloned()
+    }
+
+    /// The kernel a dispatch packet names, for the packet callback: from
+    /// this thread's cache when the table has not changed since it was
+    /// filled (two loads, no read-modify-write), otherwise as `get` without
+    /// the `Arc` clone, filling the cache. Kernel objects the table does not
+    /// know are not cached (a later load may add them).
+    pub fn lookup(&self, kernel_object: u64) -> Option<KernelRef<'_>> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let slot = cache_slot(kernel_object);
+        let cached = LOOKUP_CACHE.with(|c| c[slot].get());
+        if generation != 0 && cached.0 == generation && cached.1 == kernel_object {
+            // SAFETY: filled below from an Arc of the snapshot of this
+            // generation; generations are unique to one table, and its
+            // kernels live as long as it does (module header).
+            return Some(KernelRef(unsafe { &*cached.2 }));
+        }
+        let snapshot = self.snapshot.load();
+        let info = snapshot.by_object.get(&kernel_object)?;
+        let ptr = Arc::as_ptr(info);
+        if snapshot.generation != 0 {
+            LOOKUP_CACHE.with(|c| c[slot].set((snapshot.generation, kernel_object, ptr)));
+        }
+        // SAFETY: `info` is held by this table for its whole life (module header).
+        Some(KernelRef(unsafe { &*ptr }))
     }
 
     /// Every kernel dispatched at least once, with its count, merged by
     /// name (the same kernel may be loaded by several executables).
     pub fn goodbye(&self) -> Goodbye {
         let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
-        let current = self.by_object.load();
+        let current = self.snapshot.load();
         let mut merged: Vec<(KernelName, u64)> = Vec::new();
-        for info in current.values().chain(retired.iter()) {
+        for info in current.by_object.values().chain(retired.iter()) {
             let n = info.dispatches();
             if n == 0 {
                 continue;
@@ -307,6 +408,70 @@ mod tests {
             assert!(table.get(object).is_some(), "0x{object:x}");
         }
         assert!(table.get(0x1000 + 800).is_none());
+    }
+
+    fn kernel(symbol: &str, query: Option<&str>) -> KernelInfo {
+        KernelInfo::new(symbol, 20, query, None).0
+    }
+
+    #[test]
+    fn a_cached_lookup_sees_a_kernel_object_taken_over_at_once() {
+        let table = KernelTable::new();
+        let old = table.insert(0x40, kernel("_Z10reduce_sumPKfPfi.kd", Some("reduce_sum")));
+        let seen = table.lookup(0x40).expect("loaded");
+        assert!(seen.is_target && std::ptr::eq(&*seen, &*old));
+        // Cached now; a later load takes the kernel object over.
+        let new = table.insert(
+            0x40,
+            kernel("_Z10vector_addPKfS0_Pfi.kd", Some("reduce_sum")),
+        );
+        let seen = table.lookup(0x40).expect("loaded");
+        assert!(!seen.is_target && std::ptr::eq(&*seen, &*new));
+        assert!(std::ptr::eq(&*table.lookup(0x40).unwrap(), &*new));
+    }
+
+    #[test]
+    fn a_lookup_cached_for_one_table_never_answers_for_another() {
+        let first = KernelTable::new();
+        first.insert(0x40, kernel("_Z10reduce_sumPKfPfi.kd", None));
+        assert!(first.lookup(0x40).is_some());
+        let second = KernelTable::new();
+        let other = second.insert(0x40, kernel("_Z10vector_addPKfS0_Pfi.kd", None));
+        assert!(std::ptr::eq(&*second.lookup(0x40).unwrap(), &*other));
+        assert!(KernelTable::new().lookup(0x40).is_none());
+    }
+
+    #[test]
+    fn kernel_objects_sharing_a_cache_entry_each_find_their_own_kernel() {
+        let table = KernelTable::new();
+        let step = 64 * CACHE_ENTRIES as u64;
+        assert_eq!(cache_slot(0x1000), cache_slot(0x1000 + step));
+        let a = table.insert(0x1000, kernel("_Z10reduce_sumPKfPfi.kd", None));
+        let b = table.insert(0x1000 + step, kernel("_Z10vector_addPKfS0_Pfi.kd", None));
+        for _ in 0..3 {
+            assert!(std::ptr::eq(&*table.lookup(0x1000).unwrap(), &*a));
+            assert!(std::ptr::eq(&*table.lookup(0x1000 + step).unwrap(), &*b));
+        }
+        // Unknown objects are not cached: a later load finds them.
+        assert!(table.lookup(0x9000).is_none());
+        let c = table.insert(0x9000, kernel("_Z10reduce_sumPKfPfi.kd", None));
+        assert!(std::ptr::eq(&*table.lookup(0x9000).unwrap(), &*c));
+    }
+
+    #[test]
+    fn counts_through_lookup_reach_the_goodbye_and_to_arc_shares_the_kernel() {
+        let table = KernelTable::new();
+        let a = table.insert(0x40, kernel("_Z10reduce_sumPKfPfi.kd", None));
+        let held = Arc::strong_count(&a);
+        for _ in 0..5 {
+            table.lookup(0x40).unwrap().count_dispatch();
+        }
+        let arc = table.lookup(0x40).unwrap().to_arc();
+        assert!(Arc::ptr_eq(&arc, &a));
+        assert_eq!(Arc::strong_count(&a), held + 1);
+        drop(arc);
+        assert_eq!(Arc::strong_count(&a), held);
+        assert_eq!(table.goodbye().dispatched[0].1, 5);
     }
 
     #[test]

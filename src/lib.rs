@@ -30,6 +30,7 @@
 //! Backend-neutral core: worker, client, kernel_table, allocation_map,
 //! options, log, guard. Runtime-specific: `hsa/` and `cuda/`.
 
+pub mod address_hash;
 pub mod allocation_map;
 pub mod client;
 pub mod cuda;

@@ -1,10 +1,10 @@
 //! The intercept queue's packet callback: the only code that runs on the
 //! application's submitting thread while it holds the queue lock. It never
 //! waits. A non-target packet costs a header check and, for dispatches, a
-//! lock-free kernel lookup (a snapshot load and an `Arc` clone) and a
-//! counter increment: atomics only, no lock, no allocation (pinned by
-//! tests/packet_path_allocations.rs); it reaches the writer byte for byte,
-//! with no signal.
+//! lock-free kernel lookup (the kernel table's per-thread cache: two loads
+//! while the table is unchanged) and a counter increment: no lock, no
+//! allocation (pinned by tests/packet_path_allocations.rs), no `Arc`
+//! clone; it reaches the writer byte for byte, with no signal.
 //!
 //! A target dispatch is rewritten into exactly two packets, passed in ONE
 //! writer call: the dispatch with its completion signal swapped for `done`,
@@ -169,9 +169,9 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
         return None;
     }
     let kernel_object = u64::from_le_bytes(packet.0[32..40].try_into().ok()?);
-    let kernel = tool.kernels.get(kernel_object)?;
+    let kernel = tool.kernels.lookup(kernel_object)?;
     kernel.count_dispatch();
-    kernel.is_target.then_some(kernel)
+    kernel.is_target.then(|| kernel.to_arc())
 }
 
 /// Queues the job, then writes [dispatch(done), barrier-AND(hold → app's

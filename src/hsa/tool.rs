@@ -6,6 +6,7 @@
 //! their own with fake table entries. Also implements the worker's
 //! [`Device`] on top of the original HSA entries.
 
+use crate::address_hash::AddressMap;
 use crate::allocation_map::{Allocation, AllocationMap};
 use crate::kernel_table::KernelTable;
 use crate::log::{log_debug, log_info, log_warn};
@@ -35,7 +36,11 @@ pub struct HsaTool {
     jobs: Sender<WorkerMessage>,
     free_pairs: (Sender<HeldBarrier>, Receiver<HeldBarrier>),
     /// allocation base → (size, handle), forgotten when the allocation is freed.
-    ipc_handles: Mutex<HashMap<u64, (u64, hsa_amd_ipc_memory_t)>>,
+    ipc_handles: Mutex<AddressMap<(u64, hsa_amd_ipc_memory_t)>>,
+    /// Set (never cleared) before the first handle is cached: until then
+    /// the allocate and free wraps skip the cache and its lock (most
+    /// allocations, e.g. every kernarg buffer, are never exported).
+    ipc_handles_used: AtomicBool,
     next_index: AtomicU64,
     /// HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: wait timeouts are in these ticks.
     timestamp_hz: u64,
@@ -73,7 +78,8 @@ impl HsaTool {
             switch: CaptureSwitch::default(),
             jobs,
             free_pairs: unbounded(),
-            ipc_handles: Mutex::new(HashMap::new()),
+            ipc_handles: Mutex::new(AddressMap::default()),
+            ipc_handles_used: AtomicBool::new(false),
             next_index: AtomicU64::new(0),
             timestamp_hz: if timestamp_hz == 0 {
                 1_000_000_000
@@ -145,15 +151,27 @@ impl HsaTool {
     /// never exported for the new one.
     pub fn record_allocation(&self, base: u64, size: u64) {
         self.allocations.insert(base, size);
-        self.ipc_handles
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&base);
+        self.forget_ipc_handle(base);
     }
 
     /// Forgets a freed allocation and its cached IPC handle.
     pub fn forget_allocation(&self, base: u64) {
         self.allocations.remove(base);
+        self.forget_ipc_handle(base);
+    }
+
+    /// Drops the cached handle of `base`; called after the allocation map
+    /// changed `base`. `export` sets `ipc_handles_used` before it checks the
+    /// allocation map, so when this reads false, that check comes after our
+    /// change and will not cache a handle for the old allocation.
+    #[inline]
+    fn forget_ipc_handle(&self, base: u64) {
+        if self.ipc_handles_used.load(Ordering::SeqCst) {
+            self.forget_cached_ipc_handle(base);
+        }
+    }
+
+    fn forget_cached_ipc_handle(&self, base: u64) {
         self.ipc_handles
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -397,6 +415,8 @@ impl Device for HsaTool {
                         "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
                     ));
                 }
+                // Before the check: see forget_ipc_handle.
+                self.ipc_handles_used.store(true, Ordering::SeqCst);
                 if self.allocations.find(allocation.base) == Some(*allocation) {
                     cache.insert(allocation.base, (allocation.size, h));
                 }

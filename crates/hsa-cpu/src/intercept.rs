@@ -5,6 +5,10 @@
 //! except on the queue lock, and allocates nothing per packet there (the
 //! chain is a shared snapshot, the proxy slot handed to the outermost
 //! interceptor lives on the stack) while the hardware ring has room.
+//! While no packet waits in the overflow buffer and no interceptor is being
+//! registered, a packet costs the queue lock and no other lock: the chain
+//! snapshot is kept under the queue lock and taken again only when a
+//! registration changed it, and an empty overflow buffer is seen by a flag.
 //!
 //! - A store on the proxy doorbell runs, on the storing thread and under the
 //!   queue's non-recursive lock, the outermost interceptor (the LAST
@@ -40,6 +44,7 @@ use hsa::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -70,14 +75,27 @@ pub struct InterceptQueue {
     pub(crate) hardware: Arc<HwQueue>,
     /// Replaced whole on registration, so a drain takes it with an Arc clone.
     interceptors: Mutex<Chain>,
-    /// The per-queue, non-recursive lock held while interceptors run.
-    lock: Mutex<()>,
+    /// Registrations so far: bumped after `interceptors` changed.
+    chain_version: AtomicU64,
+    /// The per-queue, non-recursive lock held while interceptors run, and
+    /// the chain snapshot drains use.
+    lock: Mutex<DrainState>,
     overflow: Mutex<Overflow>,
+    /// `overflow.batches` is non-empty. Changed under both the queue lock
+    /// and the overflow lock; read under the queue lock, so a doorbell with
+    /// nothing overflowed takes no overflow lock.
+    overflowing: AtomicBool,
     /// Deferred doorbell stores (idle at DOORBELL_IDLE).
     async_doorbell: (hsa_signal_t, Arc<Signal>),
     /// Completion signal of the retry barrier (1, the barrier makes it 0).
     retry: (hsa_signal_t, Arc<Signal>),
     active: AtomicBool,
+}
+
+/// What the queue lock guards: the chain as of registration `version`.
+struct DrainState {
+    version: u64,
+    chain: Chain,
 }
 
 /// One interceptor call in progress on this thread.
@@ -96,8 +114,9 @@ thread_local! {
 }
 
 impl InterceptQueue {
-    /// Processes every published packet of the proxy ring. Caller holds `lock`.
-    fn drain(&self) {
+    /// Processes every published packet of the proxy ring, under the queue
+    /// lock (`state`); `frames` is this thread's interceptor-call stack.
+    fn drain(&self, state: &mut DrainState, frames: &RefCell<Vec<Frame>>) {
         loop {
             let r = self.proxy.read_index.load(Ordering::Acquire);
             if r >= self.proxy.write_index.load(Ordering::Acquire) {
@@ -114,20 +133,23 @@ impl InterceptQueue {
             // returns, as ROCr's reused proxy slot is.
             let slot: AqlPacket = unsafe { *src };
             crate::trace::packet("app", &slot);
-            let chain: Chain = self
-                .interceptors
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            // Each packet sees every registration completed before it.
+            let version = self.chain_version.load(Ordering::Acquire);
+            if version != state.version {
+                let chain = self.interceptors.lock().unwrap_or_else(|e| e.into_inner());
+                state.chain = chain.clone();
+                state.version = self.chain_version.load(Ordering::Acquire);
+            }
+            let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
                 crate::trace::interceptor_call();
                 let frame = Frame {
                     queue: self,
-                    chain: &*chain,
+                    chain,
                     level: chain.len() - 1,
                     user_index: r,
                 };
-                FRAMES.with(|f| f.borrow_mut().push(frame));
+                frames.borrow_mut().push(frame);
                 // SAFETY: the tool's handler, called as ROCr does.
                 unsafe {
                     handler(
@@ -138,11 +160,10 @@ impl InterceptQueue {
                         Some(packet_writer),
                     )
                 };
-                FRAMES.with(|f| f.borrow_mut().pop());
+                frames.borrow_mut().pop();
             } else {
                 self.submit(std::slice::from_ref(&slot));
             }
-            drop(chain);
             self.proxy.invalidate(r);
             self.proxy.read_index.store(r + 1, Ordering::Release);
         }
@@ -157,6 +178,11 @@ impl InterceptQueue {
         for p in packets {
             crate::trace::packet("ring", p);
         }
+        // Every producer of the hardware ring holds the queue lock, as we
+        // do: with nothing overflowed, no other lock is needed.
+        if !self.overflowing.load(Ordering::Acquire) && self.hardware.ring.try_submit(packets, 1) {
+            return;
+        }
         let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
         if overflow.batches.is_empty() && self.hardware.ring.try_submit(packets, 1) {
             return;
@@ -167,6 +193,7 @@ impl InterceptQueue {
         for chunk in packets.chunks(batch) {
             overflow.batches.push_back(chunk.to_vec());
         }
+        self.overflowing.store(true, Ordering::Release);
         self.arm_retry(&mut overflow);
     }
 
@@ -194,7 +221,11 @@ impl InterceptQueue {
     }
 
     /// Resubmits overflowed batches in order; true when none is left.
+    /// Caller holds the queue lock.
     fn flush_overflow(&self) -> bool {
+        if !self.overflowing.load(Ordering::Acquire) {
+            return true;
+        }
         let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(batch) = overflow.batches.front() {
             if !self.hardware.ring.try_submit(batch, 1) {
@@ -203,6 +234,7 @@ impl InterceptQueue {
             }
             overflow.batches.pop_front();
         }
+        self.overflowing.store(false, Ordering::Release);
         true
     }
 
@@ -211,16 +243,19 @@ impl InterceptQueue {
         if !self.active.load(Ordering::SeqCst) {
             return;
         }
-        if FRAMES.with(|f| !f.borrow().is_empty()) {
-            // Rung from inside an interceptor: defer to the async thread.
-            self.async_doorbell.1.store(0, Order::Release);
-            return;
-        }
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.flush_overflow() {
-            return; // the retry handler processes the new packets later
-        }
-        self.drain();
+        FRAMES.with(|frames| {
+            if !frames.borrow().is_empty() {
+                // Rung from inside an interceptor: defer to the async thread.
+                self.async_doorbell.1.store(0, Order::Release);
+                return;
+            }
+            let mut state: MutexGuard<'_, DrainState> =
+                self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !self.flush_overflow() {
+                return; // the retry handler processes the new packets later
+            }
+            self.drain(&mut state, frames);
+        })
     }
 
     pub fn shut_down(&self) {
@@ -231,6 +266,7 @@ impl InterceptQueue {
             .unwrap_or_else(|e| e.into_inner())
             .batches
             .clear();
+        self.overflowing.store(false, Ordering::Release);
         // Their async handlers are dropped with them.
         signals::destroy(self.async_doorbell.0);
         signals::destroy(self.retry.0);
@@ -260,7 +296,8 @@ unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
         queue.submit(packets);
         return;
     }
-    // SAFETY: `drain` holds the Arc of this chain until the outermost call returns.
+    // SAFETY: the queue lock, held by this thread for the whole outermost
+    // call, keeps the Arc of this chain (`DrainState`) until it returns.
     let chain = unsafe { &*frame.chain };
     let Some(&(handler, data)) = chain.get(frame.level - 1) else {
         return;
@@ -357,8 +394,13 @@ pub(crate) fn create(
         proxy,
         hardware,
         interceptors: Mutex::new(Arc::from([])),
-        lock: Mutex::new(()),
+        chain_version: AtomicU64::new(0),
+        lock: Mutex::new(DrainState {
+            version: 0,
+            chain: Arc::from([]),
+        }),
         overflow: Mutex::new(Overflow::default()),
+        overflowing: AtomicBool::new(false),
         async_doorbell: signals::create(DOORBELL_IDLE),
         retry: signals::create(1),
         active: AtomicBool::new(true),
@@ -394,5 +436,7 @@ pub(crate) fn register(
     let mut grown = chain.to_vec();
     grown.push((handler, user_data as usize));
     *chain = grown.into();
+    // Under the lock: a drain that sees the new version takes the new chain.
+    q.chain_version.fetch_add(1, Ordering::AcqRel);
     HSA_STATUS_SUCCESS
 }

@@ -21,7 +21,17 @@ use std::sync::OnceLock;
 
 static TRACE: OnceLock<Option<File>> = OnceLock::new();
 
+/// The trace file; inlined to one load on the packet path once decided.
+#[inline]
 fn file() -> Option<&'static File> {
+    match TRACE.get() {
+        Some(decided) => decided.as_ref(),
+        None => open_once(),
+    }
+}
+
+#[cold]
+fn open_once() -> Option<&'static File> {
     TRACE
         .get_or_init(|| {
             let path = std::env::var_os("DITTO_HSA_CPU_TRACE")?;
@@ -50,10 +60,15 @@ fn line(text: &str) {
 }
 
 /// Records one packet passing `stage` (`app` or `ring`).
+#[inline]
 pub(crate) fn packet(stage: &str, p: &AqlPacket) {
-    if file().is_none() {
-        return;
+    if file().is_some() {
+        packet_line(stage, p);
     }
+}
+
+#[cold]
+fn packet_line(stage: &str, p: &AqlPacket) {
     let mut text = String::with_capacity(stage.len() + 130);
     text.push_str(stage);
     text.push(' ');
@@ -74,6 +89,7 @@ pub(crate) fn event(name: &str) {
 
 /// Records `intercept-async` when an interceptor is about to be called on
 /// the runtime's async thread (looked up only while tracing).
+#[inline]
 pub(crate) fn interceptor_call() {
     if file().is_some() && crate::signals::on_async_thread() {
         line("intercept-async\n");

@@ -452,3 +452,50 @@ fn doorbell_through_an_interceptor_chain_allocates_nothing_per_packet() {
     // SAFETY: q is live.
     unsafe { rt::hsa_queue_destroy(q) };
 }
+
+/// Counts its calls in the AtomicU32 at `data` and passes the packets on.
+unsafe extern "C" fn counting(
+    pkts: *const c_void,
+    count: u64,
+    _i: u64,
+    data: *mut c_void,
+    writer: InterceptPacketWriter,
+) {
+    // SAFETY: data is a leaked AtomicU32; forwarding what we were given.
+    unsafe {
+        (*(data as *const std::sync::atomic::AtomicU32))
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        writer.unwrap()(pkts, count)
+    };
+}
+
+#[test]
+fn an_interceptor_registered_between_doorbells_is_outermost_from_the_next_packet() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let q = intercept_queue(64);
+    let first: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let second: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    register(q, Some(counting), first as *const AtomicU32 as *mut c_void);
+    let done = signal(1);
+    submit(q, &[barrier_and(&[], done)]);
+    assert_eq!(wait_eq(done, 0), 0);
+    assert_eq!(first.load(Ordering::SeqCst), 1);
+    // The queue has run packets through the one-interceptor chain; a
+    // registration now must reach the very next packet.
+    register(q, Some(counting), second as *const AtomicU32 as *mut c_void);
+    let done = signal(1);
+    submit(q, &[barrier_and(&[], done)]);
+    assert_eq!(wait_eq(done, 0), 0);
+    assert_eq!(
+        second.load(Ordering::SeqCst),
+        1,
+        "the new outermost interceptor"
+    );
+    assert_eq!(
+        first.load(Ordering::SeqCst),
+        2,
+        "reached through its writer"
+    );
+    // SAFETY: q is live.
+    unsafe { rt::hsa_queue_destroy(q) };
+}

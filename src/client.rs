@@ -90,6 +90,9 @@ fn frame_error(e: FrameError, waiting_for: &'static str, timeout: Duration) -> C
 /// file's progress counter): one more waits for it to catch up.
 const MAX_UNFINISHED: usize = 4096;
 
+/// Unsent bytes of released dispatches' frames that are written at once.
+const OUTBOX_BATCH: usize = 4096;
+
 /// How often the progress counter is looked at while waiting for it.
 const PROGRESS_POLL: Duration = Duration::from_micros(200);
 
@@ -277,7 +280,8 @@ impl CollectorConnection {
     /// collector answered but could not take it (it says why; the
     /// connection stays usable). Otherwise the caller has released it
     /// already: the frame may wait in the outbox while the collector
-    /// catches up, and `Ok(Ok(()))` means sent; blocks only when
+    /// catches up (it is written once [`OUTBOX_BATCH`] bytes wait, or by
+    /// [`CollectorConnection::flush`]), and `Ok(Ok(()))` means queued; blocks only when
     /// [`MAX_UNFINISHED`] frames are unfinished.
     pub fn dispatch(
         &mut self,
@@ -293,7 +297,11 @@ impl CollectorConnection {
             ditto_protocol::write_frame(&mut self.outbox, &ToolMessage::Dispatch(dispatch))
                 .map_err(|e| ClientError::Protocol(format!("cannot encode a Dispatch: {e}")))?;
             self.record_sent();
-            self.flush(false)?;
+            // In batches: one write (and one wake-up of the collector) for
+            // several dispatches. The worker sends the rest before it waits.
+            if self.outbox.len() - self.outbox_sent >= OUTBOX_BATCH {
+                self.flush(false)?;
+            }
         } else {
             self.send_dispatch(dispatch, copies)?;
         }

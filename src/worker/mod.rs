@@ -233,6 +233,9 @@ const SHORT_WAIT_SLICE: Duration = Duration::from_millis(1);
 /// How often frames waiting for room in the socket are retried while the
 /// worker has nothing else to do.
 const OUTBOX_RETRY: Duration = Duration::from_millis(1);
+/// A wait for a held dispatch longer than this first sends the frames
+/// waiting in the outbox.
+const BRIEF_WAIT: Duration = Duration::from_micros(200);
 
 /// Runs until a Shutdown message (or the channel closes).
 ///
@@ -279,16 +282,12 @@ pub fn run<D: Device>(
         // while frames of released dispatches wait for room in the socket,
         // only a little at a time, sending what goes in between).
         let message = if pending.is_empty() && shutdown.is_none() {
+            send_unsent(&mut connection, switch);
             let unsent = connection.as_ref().is_some_and(|c| c.has_unsent());
             if unsent {
                 match jobs.recv_timeout(OUTBOX_RETRY) {
                     Ok(m) => Some(m),
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        if let Some(Err(e)) = connection.as_mut().map(|c| c.flush(false)) {
-                            switch.fail(&e.to_string());
-                        }
-                        continue;
-                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
                     Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
                 }
             } else {
@@ -375,8 +374,14 @@ pub fn run<D: Device>(
                 SHORT_WAIT_SLICE
             };
             // The oldest is the likeliest to finish first; the result is
-            // looked at again on the next round.
-            device.wait_zero(pending[0].next_signal(), slice);
+            // looked at again on the next round. Frames of released
+            // dispatches go out in batches, but not later than when the
+            // wait turns out to be more than brief.
+            let next = pending[0].next_signal();
+            if !device.wait_zero(next, BRIEF_WAIT) {
+                send_unsent(&mut connection, switch);
+                device.wait_zero(next, slice);
+            }
             continue;
         };
         if pending[at].inputs_pending {
@@ -600,6 +605,16 @@ fn failed(ledger: &mut Ledger, index: u64, reason: MissReason, detail: String) {
         reason,
         format!("capture stopped at dispatch {index}: {detail}"),
     );
+}
+
+/// Sends what the socket takes now of the frames waiting in the outbox; a
+/// failed write fails open.
+fn send_unsent(connection: &mut Option<CollectorConnection>, switch: &CaptureSwitch) {
+    if let Some(conn) = connection.as_mut().filter(|c| c.has_unsent())
+        && let Err(e) = conn.flush(false)
+    {
+        switch.fail(&e.to_string());
+    }
 }
 
 /// Sends the ledger's queued misses while the connection can carry them

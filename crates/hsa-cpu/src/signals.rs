@@ -9,7 +9,7 @@
 //! change notifies only while some wait_any or async handler watches THAT
 //! signal (a per-signal count), so signals nobody watches that way (doorbells,
 //! completion signals) never wake the async thread. A blocking wait first
-//! watches the value for [`ACTIVE_WAIT`] (yielding the CPU between looks),
+//! watches the value for [`active_wait`] (yielding the CPU between looks),
 //! as ROCr's interrupt signals hot-spin for a short window before sleeping
 //! on their event; then it sleeps on the condvar. A store wakes sleepers
 //! only: a value that changes within the window costs no wake-up.
@@ -32,8 +32,22 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering, f
 use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-/// How long a blocking wait watches the value before it sleeps.
-pub const ACTIVE_WAIT: Duration = Duration::from_micros(50);
+/// How long a blocking wait watches the value before it sleeps, by default.
+pub const DEFAULT_ACTIVE_WAIT: Duration = Duration::from_micros(50);
+/// Sets [`active_wait`] in microseconds (0: sleep at once).
+pub const ACTIVE_WAIT_ENV: &str = "DITTO_HSA_CPU_ACTIVE_WAIT_US";
+
+/// How long a blocking wait watches the value before it sleeps: read once
+/// from [`ACTIVE_WAIT_ENV`], else [`DEFAULT_ACTIVE_WAIT`].
+pub fn active_wait() -> Duration {
+    static WAIT: LazyLock<Duration> = LazyLock::new(|| {
+        std::env::var(ACTIVE_WAIT_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_ACTIVE_WAIT, Duration::from_micros)
+    });
+    *WAIT
+}
 
 /// Memory order of a signal operation, as in the HSA function names.
 #[derive(Clone, Copy, Debug)]
@@ -233,7 +247,7 @@ impl Signal {
             return v;
         }
         let end = deadline(timeout_hint);
-        let watch_until = Instant::now() + ACTIVE_WAIT;
+        let watch_until = Instant::now() + active_wait();
         let watch_until = end.map_or(watch_until, |e| e.min(watch_until));
         loop {
             let v = self.value.load(order.load());

@@ -1,7 +1,9 @@
 //! One dispatch's tensor file (safetensors) without a copy of its data in
-//! memory: [`encode`] gives the file's header and the captured buffers in
-//! the order the header places them, for the writer to write one after the
-//! other; [`read_tensors`] reads the header, then gives each wanted tensor
+//! memory: [`encode`] gives the file's header and the order in which the
+//! header places the tensors; [`write_file`] writes the header, then each
+//! tensor from memory or from a streamed source (a large IPC buffer goes
+//! from the attached mapping into the file, [`TensorSource::Streamed`]);
+//! [`read_tensors`] reads the header, then gives each wanted tensor
 //! as [`TensorBytes`]: a read-only view of the file mapped into memory (no
 //! copy: the pages are the page cache's, and no fresh memory is zeroed),
 //! or, for a small file, bytes read into its own buffer. A gigabyte
@@ -17,6 +19,7 @@ use super::StoreError;
 use safetensors::tensor::{Dtype, Metadata, View};
 use std::borrow::Cow;
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -203,31 +206,52 @@ impl View for &HeaderOnly {
     }
 }
 
-/// A tensor file to write: `header` (length prefix included), then each of
-/// `data` in order.
-pub struct Encoded<'a> {
+/// Where one tensor's bytes come from when its file is written.
+pub enum TensorSource<'a> {
+    /// Bytes in memory.
+    Bytes(&'a [u8]),
+    /// Bytes produced while the file is written: the callback writes every
+    /// byte of the tensor, in order, to the writer it is given, or refuses
+    /// with a message, and then nothing is stored. It may be called again
+    /// (the store starts the file over where linking an unnamed file fails).
+    Streamed(&'a mut dyn FnMut(&mut dyn Write) -> Result<(), String>),
+}
+
+/// One tensor of a file to write: its name, dtype, length in bytes and
+/// where its bytes come from.
+pub struct TensorPart<'a> {
+    pub name: String,
+    pub dtype: Dtype,
+    pub len: usize,
+    pub source: TensorSource<'a>,
+}
+
+/// Why a tensor file was not written.
+pub enum WriteError {
+    Io(std::io::Error),
+    /// A streamed source refused (its message), or gave another length.
+    Refused(String),
+}
+
+/// The header of a tensor file (length prefix included) and the order in
+/// which the file holds the parts it was made from (indices into them).
+pub struct Layout {
     pub header: Vec<u8>,
-    pub data: Vec<&'a [u8]>,
+    pub order: Vec<usize>,
 }
 
-impl Encoded<'_> {
-    pub fn len(&self) -> usize {
-        self.header.len() + self.data.iter().map(|d| d.len()).sum::<usize>()
-    }
-}
-
-/// Lays out `tensors` (name, dtype, 1-D data) as a safetensors file.
-pub fn encode<'a>(tensors: &[(String, Dtype, &'a [u8])]) -> Result<Encoded<'a>, String> {
-    let views: Vec<(String, HeaderOnly)> = tensors
+/// Lays out `parts` (1-D tensors) as a safetensors file.
+pub fn encode(parts: &[TensorPart]) -> Result<Layout, String> {
+    let views: Vec<(String, HeaderOnly)> = parts
         .iter()
-        .map(|(name, dtype, data)| {
-            let size = dtype.size();
+        .map(|p| {
+            let size = p.dtype.size();
             (
-                name.clone(),
+                p.name.clone(),
                 HeaderOnly {
-                    dtype: *dtype,
-                    shape: vec![data.len() / size.max(1)],
-                    len: data.len(),
+                    dtype: p.dtype,
+                    shape: vec![p.len / size.max(1)],
+                    len: p.len,
                 },
             )
         })
@@ -235,18 +259,102 @@ pub fn encode<'a>(tensors: &[(String, Dtype, &'a [u8])]) -> Result<Encoded<'a>, 
     let header = safetensors::tensor::serialize(views.iter().map(|(n, v)| (n, v)), &None)
         .map_err(|e| e.to_string())?;
     let metadata = parse_header(&header[8..]).map_err(|e| format!("own header: {e}"))?;
-    let mut placed: Vec<(usize, &'a [u8])> = Vec::with_capacity(tensors.len());
-    for (name, _, data) in tensors {
+    let mut placed: Vec<(usize, usize)> = Vec::with_capacity(parts.len());
+    for (i, p) in parts.iter().enumerate() {
         let info = metadata
-            .info(name)
-            .ok_or_else(|| format!("own header lacks {name}"))?;
-        placed.push((info.data_offsets.0, *data));
+            .info(&p.name)
+            .ok_or_else(|| format!("own header lacks {}", p.name))?;
+        placed.push((info.data_offsets.0, i));
     }
     placed.sort_by_key(|(offset, _)| *offset);
-    Ok(Encoded {
+    Ok(Layout {
         header,
-        data: placed.into_iter().map(|(_, d)| d).collect(),
+        order: placed.into_iter().map(|(_, i)| i).collect(),
     })
+}
+
+/// Files up to this size, all of whose bytes are in memory, are written
+/// with one write call.
+const ONE_WRITE_BYTES: usize = 1 << 20;
+
+/// Writes a tensor file to `out`: the layout's header, then each part in
+/// the layout's order, exactly its `len` bytes (a streamed part that
+/// writes another number of bytes is refused).
+pub fn write_file(
+    out: &mut dyn Write,
+    layout: &Layout,
+    parts: &mut [TensorPart],
+) -> Result<(), WriteError> {
+    let total = layout.header.len() + parts.iter().map(|p| p.len).sum::<usize>();
+    fn in_memory<'p>(p: &TensorPart<'p>) -> Option<&'p [u8]> {
+        match p.source {
+            TensorSource::Bytes(b) => Some(b),
+            TensorSource::Streamed(_) => None,
+        }
+    }
+    if total <= ONE_WRITE_BYTES && parts.iter().all(|p| in_memory(p).is_some()) {
+        let mut joined = Vec::with_capacity(total);
+        joined.extend_from_slice(&layout.header);
+        for &i in &layout.order {
+            joined.extend_from_slice(in_memory(&parts[i]).expect("all in memory"));
+        }
+        return out.write_all(&joined).map_err(WriteError::Io);
+    }
+    out.write_all(&layout.header).map_err(WriteError::Io)?;
+    for &i in &layout.order {
+        let part = &mut parts[i];
+        match &mut part.source {
+            TensorSource::Bytes(b) => out.write_all(b).map_err(WriteError::Io)?,
+            TensorSource::Streamed(fill) => {
+                let mut counted = Counted {
+                    out: &mut *out,
+                    written: 0,
+                    error: None,
+                };
+                let filled = fill(&mut counted);
+                if let Some(e) = counted.error {
+                    return Err(WriteError::Io(e));
+                }
+                filled.map_err(WriteError::Refused)?;
+                if counted.written != part.len {
+                    return Err(WriteError::Refused(format!(
+                        "tensor {}: {} bytes written for its {} bytes",
+                        part.name, counted.written, part.len
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A writer that counts the bytes written through it and keeps the first
+/// error (a streamed source reports its own failures as text; the file's
+/// are told apart by this).
+struct Counted<'w> {
+    out: &'w mut dyn Write,
+    written: usize,
+    error: Option<std::io::Error>,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.out.write(buf) {
+            Ok(n) => {
+                self.written += n;
+                Ok(n)
+            }
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::Interrupted && self.error.is_none() {
+                    self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 fn parse_header(bytes: &[u8]) -> Result<Metadata, String> {
@@ -375,12 +483,22 @@ mod tests {
             ("arg0".to_string(), Dtype::F64, &b[..]),
             ("arg1.before".to_string(), Dtype::U8, &c[..]),
         ];
-        let encoded = encode(&tensors).unwrap();
-        let mut file = encoded.header.clone();
-        for d in &encoded.data {
-            file.extend_from_slice(d);
-        }
-        assert_eq!(encoded.len(), file.len());
+        let mut parts: Vec<TensorPart> = tensors
+            .iter()
+            .map(|(name, dtype, data)| TensorPart {
+                name: name.clone(),
+                dtype: *dtype,
+                len: data.len(),
+                source: TensorSource::Bytes(data),
+            })
+            .collect();
+        let layout = encode(&parts).unwrap();
+        let mut file = Vec::new();
+        assert!(write_file(&mut file, &layout, &mut parts).is_ok());
+        assert_eq!(
+            layout.header.len() + a.len() + b.len() + c.len(),
+            file.len()
+        );
         // Byte for byte what the crate's serialize gives with the data.
         let views: Vec<_> = tensors
             .iter()

@@ -16,8 +16,7 @@
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::StoreError;
-use safetensors::tensor::{Dtype, Metadata, View};
-use std::borrow::Cow;
+use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -183,29 +182,6 @@ pub fn zeroed_buffer(len: usize) -> Option<Vec<u8>> {
 /// The largest header read back (safetensors' own limit).
 const MAX_HEADER: u64 = 100_000_000;
 
-/// A tensor whose data is not handed to the serializer: `serialize` then
-/// produces the header alone, with the right offsets.
-struct HeaderOnly {
-    dtype: Dtype,
-    shape: Vec<usize>,
-    len: usize,
-}
-
-impl View for &HeaderOnly {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&[])
-    }
-    fn data_len(&self) -> usize {
-        self.len
-    }
-}
-
 /// Where one tensor's bytes come from when its file is written.
 pub enum TensorSource<'a> {
     /// Bytes in memory.
@@ -240,37 +216,45 @@ pub struct Layout {
     pub order: Vec<usize>,
 }
 
-/// Lays out `parts` (1-D tensors) as a safetensors file.
+/// Lays out `parts` (1-D tensors) as a safetensors file, as the
+/// safetensors crate's `serialize` does (tensors by descending dtype, then
+/// by name; the JSON header padded with spaces to a multiple of 8 bytes),
+/// without its buffer of the whole file: a tensor's length costs nothing
+/// here, however large.
 pub fn encode(parts: &[TensorPart]) -> Result<Layout, String> {
-    let views: Vec<(String, HeaderOnly)> = parts
-        .iter()
-        .map(|p| {
-            let size = p.dtype.size();
-            (
-                p.name.clone(),
-                HeaderOnly {
-                    dtype: p.dtype,
-                    shape: vec![p.len / size.max(1)],
-                    len: p.len,
-                },
-            )
-        })
-        .collect();
-    let header = safetensors::tensor::serialize(views.iter().map(|(n, v)| (n, v)), &None)
-        .map_err(|e| e.to_string())?;
-    let metadata = parse_header(&header[8..]).map_err(|e| format!("own header: {e}"))?;
-    let mut placed: Vec<(usize, usize)> = Vec::with_capacity(parts.len());
-    for (i, p) in parts.iter().enumerate() {
-        let info = metadata
-            .info(&p.name)
-            .ok_or_else(|| format!("own header lacks {}", p.name))?;
-        placed.push((info.data_offsets.0, i));
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by(|&l, &r| {
+        parts[r]
+            .dtype
+            .cmp(&parts[l].dtype)
+            .then(parts[l].name.cmp(&parts[r].name))
+    });
+    let mut json = String::from("{");
+    let mut offset = 0usize;
+    for (k, &i) in order.iter().enumerate() {
+        let p = &parts[i];
+        let end = offset
+            .checked_add(p.len)
+            .ok_or_else(|| format!("tensor {}: the file would exceed the address space", p.name))?;
+        let info = TensorInfo {
+            dtype: p.dtype,
+            shape: vec![p.len / p.dtype.size().max(1)],
+            data_offsets: (offset, end),
+        };
+        if k > 0 {
+            json.push(',');
+        }
+        json.push_str(&serde_json::to_string(&p.name).map_err(|e| e.to_string())?);
+        json.push(':');
+        json.push_str(&serde_json::to_string(&info).map_err(|e| e.to_string())?);
+        offset = end;
     }
-    placed.sort_by_key(|(offset, _)| *offset);
-    Ok(Layout {
-        header,
-        order: placed.into_iter().map(|(_, i)| i).collect(),
-    })
+    json.push('}');
+    let mut body = json.into_bytes();
+    body.resize(body.len().next_multiple_of(8), b' ');
+    let mut header = (body.len() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(&body);
+    Ok(Layout { header, order })
 }
 
 /// Files up to this size, all of whose bytes are in memory, are written
@@ -340,6 +324,12 @@ struct Counted<'w> {
 impl Write for Counted<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self.out.write(buf) {
+            Ok(0) if !buf.is_empty() => {
+                let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                self.error
+                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
+                Err(e)
+            }
             Ok(n) => {
                 self.written += n;
                 Ok(n)
@@ -558,6 +548,70 @@ mod tests {
         std::fs::write(&path, &file[..file.len() - 1]).unwrap();
         let err = read_tensors(&path, &[want("arg1.before", Dtype::U8, 3)]).unwrap_err();
         assert!(err.to_string().contains("data offsets"), "{err}");
+    }
+
+    #[test]
+    fn a_streamed_tensor_is_written_as_its_bytes_would_be_and_a_refusal_or_short_write_fails() {
+        let small: Vec<u8> = (0..12).collect();
+        let big: Vec<u8> = (0..(3usize << 20)).map(|i| (i % 253) as u8).collect();
+        let part = |name: &str, len, source| TensorPart {
+            name: name.into(),
+            dtype: Dtype::F32,
+            len,
+            source,
+        };
+        let mut from_memory = vec![
+            part("arg1", big.len(), TensorSource::Bytes(&big)),
+            part("arg0", small.len(), TensorSource::Bytes(&small)),
+        ];
+        let layout = encode(&from_memory).unwrap();
+        assert_eq!(layout.order, [1, 0]);
+        let mut expected = Vec::new();
+        assert!(write_file(&mut expected, &layout, &mut from_memory).is_ok());
+        // In pieces, as the collector streams from a mapping.
+        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+            for piece in big.chunks(1 << 20) {
+                out.write_all(piece).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        };
+        let mut streamed = vec![
+            part("arg1", big.len(), TensorSource::Streamed(&mut fill)),
+            part("arg0", small.len(), TensorSource::Bytes(&small)),
+        ];
+        let mut file = Vec::new();
+        assert!(write_file(&mut file, &layout, &mut streamed).is_ok());
+        assert!(file == expected, "a streamed file differs");
+        // Refused: its message.
+        let mut refuse = |_: &mut dyn Write| -> Result<(), String> { Err("mismatch".into()) };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut refuse))];
+        let layout = encode(&parts).unwrap();
+        match write_file(&mut Vec::new(), &layout, &mut parts) {
+            Err(WriteError::Refused(m)) => assert_eq!(m, "mismatch"),
+            _ => panic!("a refusal is a refusal"),
+        }
+        // One byte short.
+        let mut short = |out: &mut dyn Write| -> Result<(), String> {
+            out.write_all(&big[1..]).map_err(|e| e.to_string())
+        };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut short))];
+        match write_file(&mut Vec::new(), &layout, &mut parts) {
+            Err(WriteError::Refused(m)) => assert!(m.contains("bytes written"), "{m}"),
+            _ => panic!("a short tensor is refused"),
+        }
+        // The file's own error wins over the source's message.
+        let mut full = [0u8; 100];
+        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+            out.write_all(&big).map_err(|e| e.to_string())
+        };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut fill))];
+        match write_file(&mut &mut full[..], &layout, &mut parts) {
+            Err(WriteError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::WriteZero),
+            _ => panic!("a full file is an I/O error"),
+        }
+        // A tensor's length costs no memory when laid out.
+        let huge = [part("arg9", 1 << 62, TensorSource::Bytes(&[]))];
+        assert!(encode(&huge).unwrap().header.len() < 200);
     }
 
     #[test]

@@ -468,7 +468,7 @@ mod tests {
         let a: Vec<u8> = (0..24).collect(); // 6 f32
         let b: Vec<u8> = (100..108).collect(); // 1 f64
         let c: Vec<u8> = vec![7, 8, 9]; // 3 u8
-        let tensors = vec![
+        let tensors = [
             ("arg2".to_string(), Dtype::F32, &a[..]),
             ("arg0".to_string(), Dtype::F64, &b[..]),
             ("arg1.before".to_string(), Dtype::U8, &c[..]),

@@ -39,4 +39,5 @@ pub mod kernel_table;
 pub mod log;
 pub mod options;
 pub mod shared_memory;
+pub mod staging;
 pub mod worker;

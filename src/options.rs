@@ -3,12 +3,16 @@
 //! never reads the environment again after start-up.
 
 use crate::log::Level;
+pub use crate::staging::DEFAULT_STAGING_BYTES;
 use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
 use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+/// Largest `DITTO_STAGING_MIB` (the file's pages are allocated only as
+/// they are used, but one connection should not claim more).
+pub const MAX_STAGING_MIB: u64 = 4096;
 
 /// Where MPI launchers put a process's rank, in the order they are looked at:
 /// Open MPI (mpirun), MPICH/Intel MPI (PMI), Slurm (srun).
@@ -38,6 +42,10 @@ pub struct Options {
     pub timeout: Duration,
     /// `DITTO_LOG`.
     pub log: Level,
+    /// `DITTO_STAGING_MIB`: size of the staging file that small buffers are
+    /// copied into so their dispatch is released at once (default 64 MiB);
+    /// 0: none, every buffer travels by IPC.
+    pub staging_bytes: u64,
     /// The launcher's rank of this process: the first of [`RANK_VARIABLES`]
     /// that is set to a number.
     pub rank: Option<u32>,
@@ -76,6 +84,19 @@ impl Options {
                         DEFAULT_TIMEOUT.as_millis()
                     ));
                     DEFAULT_TIMEOUT
+                }
+            },
+        };
+        let staging_bytes = match non_empty("DITTO_STAGING_MIB") {
+            None => DEFAULT_STAGING_BYTES,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(mib) if mib <= MAX_STAGING_MIB => mib << 20,
+                _ => {
+                    problems.push(format!(
+                        "DITTO_STAGING_MIB=`{v}` is not a number of MiB from 0 to {MAX_STAGING_MIB}; using {}",
+                        DEFAULT_STAGING_BYTES >> 20
+                    ));
+                    DEFAULT_STAGING_BYTES
                 }
             },
         };
@@ -134,6 +155,7 @@ impl Options {
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
             log,
+            staging_bytes,
             problems,
             fatal,
         }
@@ -161,7 +183,23 @@ mod tests {
         assert_eq!(o.run_name, std::process::id().to_string());
         assert_eq!(o.timeout, Duration::from_secs(30));
         assert_eq!(o.log, Level::Warn);
+        assert_eq!(o.staging_bytes, 64 << 20);
         assert!(o.problems.is_empty() && o.fatal.is_none());
+    }
+
+    #[test]
+    fn staging_size_is_read_zero_turns_it_off_and_a_bad_one_keeps_the_default() {
+        assert_eq!(opts(&[("DITTO_STAGING_MIB", "8")]).staging_bytes, 8 << 20);
+        assert_eq!(opts(&[("DITTO_STAGING_MIB", "0")]).staging_bytes, 0);
+        for bad in ["lots", "-1", "1000000"] {
+            let o = opts(&[("DITTO_STAGING_MIB", bad)]);
+            assert_eq!(o.staging_bytes, 64 << 20, "{bad}");
+            assert!(
+                o.problems[0].starts_with("DITTO_STAGING_MIB="),
+                "{:?}",
+                o.problems
+            );
+        }
     }
 
     #[test]

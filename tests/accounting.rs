@@ -133,8 +133,10 @@ fn a_stalled_collector_leaves_timeouts_in_the_manifest_and_the_application_uncha
     let collector = Collector::start(&socket, &out);
     let journal = out.join("stalled/dispatches.jsonl");
     let mut run = ditto_run(&socket, "storm_fill", "stalled", &app("dispatch_storm"));
+    // The timeout is that of an Ack: every buffer through IPC.
     run.args(["3000", "--sync-every", "1"])
         .env("DITTO_TIMEOUT_MS", "300")
+        .env("DITTO_STAGING_MIB", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = run.spawn().unwrap();
@@ -287,12 +289,14 @@ fn collector_errors_are_listed_missing_with_the_fingerprint_detail() {
         .unwrap();
     wait_for(&socket, "ditto collect's socket");
     for i in 0..3 {
+        // Stale mappings are an IPC matter: no staging.
         let o = ditto_run(
             &socket,
             "scale_values",
             &format!("run-{i}"),
             &app("scale_twice"),
         )
+        .env("DITTO_STAGING_MIB", "0")
         .output()
         .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));

@@ -67,6 +67,8 @@ fn trial(n: u32, seed: u64, acks_before_kill: u64, extra_us: u64, plain: &str) -
         .arg(&storm)
         .env("DITTO_LOG", "debug")
         .env("DITTO_TIMEOUT_MS", "20000")
+        // Acknowledged dispatches: every buffer through IPC.
+        .env("DITTO_STAGING_MIB", "0")
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -36,6 +36,8 @@ fn ditto_run_in(dir: &Path, extra: &[&str]) -> std::process::Output {
         .arg("--")
         .arg(app("host_output"))
         .env("NO_COLOR", "1")
+        // The transports under test are IPC and the shared-memory copy.
+        .env("DITTO_STAGING_MIB", "0")
         .output()
         .expect("run ditto")
 }
@@ -166,6 +168,7 @@ fn no_process_keeps_a_copy_or_a_mapping_after_the_ack() {
     std::fs::create_dir(&pauses).unwrap();
     let collector = Collector::start(&socket, &out);
     let mut app = ditto_run(&socket, KERNEL, "paused", &app("host_output"))
+        .env("DITTO_STAGING_MIB", "0")
         .arg("--pause-dir")
         .arg(&pauses)
         .stdout(Stdio::null())

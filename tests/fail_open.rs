@@ -74,7 +74,9 @@ fn scale_twice_under_tool(socket: &Path, timeout_ms: u32) -> Command {
         .env("LD_PRELOAD", tool_lib())
         .env("DITTO_KERNEL", "scale_values")
         .env("DITTO_SOCKET", socket)
-        .env("DITTO_TIMEOUT_MS", timeout_ms.to_string());
+        .env("DITTO_TIMEOUT_MS", timeout_ms.to_string())
+        // Each dispatch waits for its Ack: every buffer through IPC.
+        .env("DITTO_STAGING_MIB", "0");
     c
 }
 

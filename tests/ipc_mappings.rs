@@ -18,6 +18,7 @@ fn collector_holds_no_ipc_mapping_after_each_ack() {
     let collector = Collector::start(&socket, &out);
 
     let mut app = ditto_run(&socket, "scale_values", "paused", &app("scale_twice"))
+        .env("DITTO_STAGING_MIB", "0")
         .arg("--pause-dir")
         .arg(&pauses)
         .stdout(Stdio::null())

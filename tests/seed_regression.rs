@@ -13,7 +13,9 @@ use std::path::Path;
 
 /// Runs scale_values under the tool through scripts/ditto-run.
 fn capture(socket: &Path, run: &str, dtype: &str) {
+    // The seed's hazard is the IPC path (attach, copy, detach): no staging.
     let out = ditto_run(socket, "scale_values", run, &app("scale_values"))
+        .env("DITTO_STAGING_MIB", "0")
         .arg(dtype)
         .output()
         .expect("run scripts/ditto-run");

@@ -250,7 +250,7 @@ impl CudaTool {
         let device = CudaDevice {
             driver: &self.driver,
         };
-        let (dispatch, copies, misses) = describe(&device, &job, phase, &self.config);
+        let (dispatch, copies, misses) = describe(&device, &job, phase, &self.config, None);
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let Some(conn) = connection.as_mut() else {
             return;

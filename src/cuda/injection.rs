@@ -106,9 +106,12 @@ pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), Str
         capture: options.capture,
         arg_sizes: options.arg_sizes.clone(),
         dispatch: options.dispatch.clone(),
+        // The CUDA path captures on the launching thread, through its own
+        // transport: no staging file.
+        staging_bytes: 0,
     };
-    let connection =
-        CollectorConnection::open(&socket, &hello, options.timeout).map_err(|e| e.to_string())?;
+    let connection = CollectorConnection::open(&socket, &hello, options.timeout, 0)
+        .map_err(|e| e.to_string())?;
     let tool = CudaTool::new(driver, options, config);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {

@@ -179,6 +179,7 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         capture: options.capture,
         arg_sizes: options.arg_sizes.clone(),
         dispatch: options.dispatch.clone(),
+        staging_bytes: options.staging_bytes,
     };
     let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz);
     if TOOL.set(tool).is_err() {

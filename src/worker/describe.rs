@@ -1,11 +1,13 @@
 //! One snapshot of a held dispatch as a protocol message: which pointer
 //! arguments are captured, their containing allocations, extents, transport
-//! (IPC handle or a shared-memory copy) and fingerprints. Reads the runtime
-//! only through [`Device`]; never talks to the collector.
+//! (a copy in the staging file, an IPC handle or a shared-memory copy) and
+//! fingerprints. Reads the runtime only through [`Device`]; never talks to
+//! the collector.
 
 use super::{Device, Job, WorkerConfig};
 use crate::allocation_map::Allocation;
-use crate::log::{log_info, log_warn};
+use crate::log::{log_debug, log_info, log_warn};
+use crate::staging::StagingFile;
 use ditto_kernels::ParamKind;
 use ditto_protocol::{Buffer, Dispatch, MAX_FDS_PER_FRAME, Phase, Transport};
 use std::os::fd::OwnedFd;
@@ -15,7 +17,9 @@ use std::os::fd::OwnedFd;
 /// after the kernel), each exported as its whole containing allocation, and
 /// the shared-memory copies that go with it (in buffer order).
 ///
-/// Transport per buffer: IPC when the runtime exports the allocation; when
+/// Transport per buffer: a copy in `staging` (the connection's staging
+/// file) when it is small and there is room; else IPC when the runtime
+/// exports the allocation; when
 /// it refuses (locked host memory, fine-grained system memory, virtual-memory
 /// allocations), the tool copies the extent into a sealed memfd sent with
 /// the message. Memory the runtime does not know at all (plain malloc) is
@@ -30,6 +34,7 @@ pub fn describe<D: Device>(
     job: &Job,
     phase: Phase,
     config: &WorkerConfig,
+    mut staging: Option<&mut StagingFile>,
 ) -> (Dispatch, Vec<OwnedFd>, Vec<(u32, String)>) {
     let capture = config.capture;
     let kernel = &job.kernel;
@@ -128,43 +133,56 @@ pub fn describe<D: Device>(
                     continue;
                 }
             };
-            let exported = if known {
-                device.export(&alloc).map_err(|e| {
-                    log_info!(
-                        "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
-                         its {extent} bytes are copied into shared memory",
-                        what(),
-                        alloc.base,
-                        alloc.size
-                    );
-                })
-            } else {
-                Err(())
+            // Small buffers go into the staging file when there is room:
+            // the dispatch is then released without waiting for the collector.
+            let staged = match staging.as_deref_mut() {
+                Some(file) => device.stage(address, extent, file).unwrap_or_else(|e| {
+                    log_debug!("{}: {e}; sent another way", what());
+                    None
+                }),
+                None => None,
             };
-            let transport = match exported {
-                Ok(handle) => device.ipc_transport(handle),
-                Err(()) if copies.len() >= MAX_FDS_PER_FRAME => {
-                    let detail = format!(
-                        "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
-                         shared-memory copy; not captured",
-                        what()
-                    );
-                    log_warn!("{detail}");
-                    misses.push((param.index, detail));
-                    continue;
-                }
-                Err(()) => match device.copy_to_shared_memory(address, extent) {
-                    Ok(fd) => {
-                        copies.push(fd);
-                        Transport::SharedMemory
-                    }
-                    Err(e) => {
-                        let detail = format!("{}: {e}; not captured", what());
+            let transport = if let Some(at) = staged {
+                Transport::Staged { at }
+            } else {
+                let exported = if known {
+                    device.export(&alloc).map_err(|e| {
+                        log_info!(
+                            "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
+                             its {extent} bytes are copied into shared memory",
+                            what(),
+                            alloc.base,
+                            alloc.size
+                        );
+                    })
+                } else {
+                    Err(())
+                };
+                match exported {
+                    Ok(handle) => device.ipc_transport(handle),
+                    Err(()) if copies.len() >= MAX_FDS_PER_FRAME => {
+                        let detail = format!(
+                            "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
+                             shared-memory copy; not captured",
+                            what()
+                        );
                         log_warn!("{detail}");
                         misses.push((param.index, detail));
                         continue;
                     }
-                },
+                    Err(()) => match device.copy_to_shared_memory(address, extent) {
+                        Ok(fd) => {
+                            copies.push(fd);
+                            Transport::SharedMemory
+                        }
+                        Err(e) => {
+                            let detail = format!("{}: {e}; not captured", what());
+                            log_warn!("{detail}");
+                            misses.push((param.index, detail));
+                            continue;
+                        }
+                    },
+                }
             };
             let fingerprint = match device.fingerprint(address, extent) {
                 Ok(f) => f,

@@ -41,6 +41,7 @@ use crate::client::{ClientError, CollectorConnection};
 use crate::guard::panic_message;
 use crate::kernel_table::KernelInfo;
 use crate::log::{log_debug, log_info, log_warn};
+use crate::staging::StagingFile;
 use accounting::Ledger;
 use crossbeam_channel::{Receiver, Sender};
 use ditto_kernels::ArgSizes;
@@ -126,6 +127,18 @@ pub trait Device {
     /// The copy transport: `len` bytes at `address` copied into a fresh
     /// memfd, sealed against change, for memory `export` refused.
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
+    /// Copies the `len` bytes at `address` into the staging file: their
+    /// offset there, `Ok(None)` when the buffer is too large or there is no
+    /// room now. By default the CPU reads the memory itself (pwrite): memory
+    /// it cannot read is an `Err`, and the buffer travels another way.
+    fn stage(
+        &self,
+        address: u64,
+        len: u64,
+        staging: &mut StagingFile,
+    ) -> Result<Option<u64>, String> {
+        staging.stage(address, len)
+    }
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
     /// How the collector reaches an allocation [`Device::export`]ed as
@@ -192,6 +205,8 @@ pub struct WorkerConfig {
     /// Which dispatch indices `--dispatch` chose (the others are accounted
     /// as missed by selection).
     pub dispatch: DispatchSelection,
+    /// Size of the connection's staging file (`DITTO_STAGING_MIB`; 0: none).
+    pub staging_bytes: u64,
 }
 
 /// A held job and whether its inputs are still to be snapshotted.
@@ -215,6 +230,9 @@ impl Pending {
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// The same when several are held: each is looked at in turn.
 const SHORT_WAIT_SLICE: Duration = Duration::from_millis(1);
+/// How often frames waiting for room in the socket are retried while the
+/// worker has nothing else to do.
+const OUTBOX_RETRY: Duration = Duration::from_millis(1);
 
 /// Runs until a Shutdown message (or the channel closes).
 ///
@@ -235,7 +253,12 @@ pub fn run<D: Device>(
             switch.fail("DITTO_SOCKET is not set");
             None
         }
-        Some(socket) => match CollectorConnection::open(socket, &config.hello, config.timeout) {
+        Some(socket) => match CollectorConnection::open(
+            socket,
+            &config.hello,
+            config.timeout,
+            config.staging_bytes,
+        ) {
             Ok(c) => {
                 log_info!("connected to the collector at {}", socket.display());
                 Some(c)
@@ -252,11 +275,27 @@ pub fn run<D: Device>(
     let mut shutdown: Option<(Goodbye, u64, Sender<()>)> = None;
     let mut ledger = Ledger::default();
     loop {
-        // Take what has arrived; block only when nothing is held.
+        // Take what has arrived; block only when nothing is held (and,
+        // while frames of released dispatches wait for room in the socket,
+        // only a little at a time, sending what goes in between).
         let message = if pending.is_empty() && shutdown.is_none() {
-            match jobs.recv() {
-                Ok(m) => Some(m),
-                Err(_) => return,
+            let unsent = connection.as_ref().is_some_and(|c| c.has_unsent());
+            if unsent {
+                match jobs.recv_timeout(OUTBOX_RETRY) {
+                    Ok(m) => Some(m),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if let Some(Err(e)) = connection.as_mut().map(|c| c.flush(false)) {
+                            switch.fail(&e.to_string());
+                        }
+                        continue;
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match jobs.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => return,
+                }
             }
         } else {
             jobs.try_recv().ok()
@@ -417,7 +456,9 @@ fn first_completed<D: Device>(device: &D, pending: &VecDeque<Pending>) -> Option
 
 /// Snapshots the inputs of a held dispatch whose `pre` barrier completed
 /// (everything before it in the queue has run, the kernel has not), then
-/// lets the kernel start. Nothing is sent when no argument is selected.
+/// lets the kernel start: at once when its inputs are copies (staged or
+/// shared memory), after the collector's Ack when it reads them through IPC.
+/// Nothing is sent when no argument is selected.
 fn take_inputs<D: Device>(
     device: &D,
     job: &Job,
@@ -426,8 +467,15 @@ fn take_inputs<D: Device>(
     config: &WorkerConfig,
     ledger: &mut Ledger,
 ) {
+    let release = || {
+        if let Some(pre) = &job.held.pre {
+            device.release_pre(pre);
+        }
+    };
+    let mut released = false;
     if switch.is_on() && connection.is_some() {
-        let (before, copies, misses) = describe(device, job, Phase::Before, config);
+        let staging = connection.as_mut().and_then(|c| c.staging());
+        let (before, copies, misses) = describe(device, job, Phase::Before, config, staging);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::Before, detail);
         }
@@ -435,7 +483,12 @@ fn take_inputs<D: Device>(
         if let Some(conn) = connection.as_mut().filter(|_| switch.is_on())
             && !before.buffers.is_empty()
         {
-            match conn.dispatch(before, copies) {
+            if !before.needs_ack() {
+                release();
+                released = true;
+            }
+            let result = conn.dispatch(before, copies);
+            match result {
                 Ok(Ok(())) => log_debug!(
                     "inputs of dispatch {} of `{}` captured",
                     job.index,
@@ -450,12 +503,14 @@ fn take_inputs<D: Device>(
             }
         }
     }
-    if let Some(pre) = &job.held.pre {
-        device.release_pre(pre);
+    if !released {
+        release();
     }
 }
 
-/// Captures a held dispatch that has completed, then releases it.
+/// Captures a held dispatch that has completed and releases it: at once
+/// when its buffers are copies (staged or shared memory), after the
+/// collector's Ack when it reads them through IPC.
 fn handle_completed<D: Device>(
     device: &D,
     job: Job,
@@ -469,20 +524,29 @@ fn handle_completed<D: Device>(
     if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
         device.recycle(previous);
     }
+    let mut released = false;
     if switch.is_on() && connection.is_some() {
-        let (dispatch, copies, misses) = describe(device, &job, Phase::After, config);
+        let staging = connection.as_mut().and_then(|c| c.staging());
+        let (dispatch, copies, misses) = describe(device, &job, Phase::After, config, staging);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::After, detail);
         }
         send_missed(connection, ledger, switch);
         let result = match connection.as_mut().filter(|_| switch.is_on()) {
-            Some(conn) => conn.dispatch(dispatch, copies),
+            Some(conn) => {
+                if !dispatch.needs_ack() {
+                    device.release(&job.held);
+                    released = true;
+                }
+                conn.dispatch(dispatch, copies)
+            }
             None => Err(ClientError::Protocol(
                 "the connection failed while reporting what was missed".into(),
             )),
         };
         if result.is_ok() {
-            // Answered: the collector stored it or recorded why not.
+            // Sent, and answered or to be answered in order: the collector
+            // stores it or records why not.
             ledger.sent(job.index);
         }
         match result {
@@ -499,7 +563,9 @@ fn handle_completed<D: Device>(
             Err(e) => fail_on(ledger, connection, switch, job.index, e),
         }
     }
-    device.release(&job.held);
+    if !released {
+        device.release(&job.held);
+    }
     last_pair_of_queue.insert(job.queue, job.held);
 }
 

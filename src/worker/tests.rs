@@ -8,7 +8,7 @@ use crossbeam_channel::unbounded;
 use ditto_protocol::{
     Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
 };
-use ditto_protocol::{Buffer, Transport};
+use ditto_protocol::{Buffer, Dispatch, Transport};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::sync::Mutex;
@@ -167,6 +167,18 @@ fn run_worker_with(
     capture: CaptureSet,
     arg_sizes: ArgSizes,
 ) -> (CaptureSwitch, Goodbye) {
+    run_worker_staging(device, socket, timeout, jobs, capture, arg_sizes, 0)
+}
+
+fn run_worker_staging(
+    device: &FakeDevice,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+    jobs: Vec<Job>,
+    capture: CaptureSet,
+    arg_sizes: ArgSizes,
+    staging_bytes: u64,
+) -> (CaptureSwitch, Goodbye) {
     let (tx, rx) = unbounded();
     let matched = jobs.iter().map(|j| j.index + 1).max().unwrap_or(0);
     for j in jobs {
@@ -193,6 +205,7 @@ fn run_worker_with(
             capture,
             arg_sizes,
             dispatch: ditto_protocol::DispatchSelection::All,
+            staging_bytes,
         },
         &switch,
     );
@@ -337,11 +350,14 @@ fn collect_one(listener: UnixListener) -> thread::JoinHandle<Vec<Buffer>> {
                 other => panic!("expected Dispatch, got {other:?}"),
             }
         };
-        let ack = CollectorMessage::Ack(Ack {
-            index: d.index,
-            result: Ok(()),
-        });
-        write_frame(&mut s, &ack).unwrap();
+        // Answered unless every buffer is staged, as the collector does.
+        if d.needs_ack() {
+            let ack = CollectorMessage::Ack(Ack {
+                index: d.index,
+                result: Ok(()),
+            });
+            write_frame(&mut s, &ack).unwrap();
+        }
         let _: ToolMessage = read_frame(&mut s).unwrap();
         d.buffers
     })
@@ -859,5 +875,114 @@ fn only_the_oldest_held_dispatch_of_each_queue_is_waited_on() {
             "release 105"
         ],
         "jobs 1 and 2 (signals 102, 104) are never looked at while job 0 is held"
+    );
+}
+
+/// A collector that never answers: it reads the staging file that comes
+/// after the Welcome, then every frame up to the Goodbye, and returns the
+/// dispatches with the staging file's bytes.
+fn collect_without_answering(
+    listener: UnixListener,
+) -> thread::JoinHandle<(Vec<Dispatch>, Vec<u8>)> {
+    thread::spawn(move || {
+        let (s, _) = accept_and_welcome(&listener);
+        let (ToolMessage::Staging { size }, mut fds) =
+            ditto_protocol::read_frame_with_fds(&s).unwrap()
+        else {
+            panic!("expected Staging first")
+        };
+        assert_eq!(fds.len(), 1, "the staging file travels with its message");
+        let mut dispatches = Vec::new();
+        loop {
+            match ditto_protocol::read_frame_with_fds(&s).unwrap() {
+                (ToolMessage::Dispatch(d), _) => dispatches.push(d),
+                (ToolMessage::Missed(_), _) => continue,
+                (ToolMessage::Goodbye(_), _) => break,
+                (other, _) => panic!("unexpected {other:?}"),
+            }
+        }
+        let file = std::fs::File::from(fds.pop().unwrap());
+        assert_eq!(file.metadata().unwrap().len(), size);
+        let mut bytes = vec![0u8; size as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, 0).unwrap();
+        (dispatches, bytes)
+    })
+}
+
+#[test]
+fn small_buffers_are_staged_and_their_dispatches_released_without_waiting_for_the_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let collector = collect_without_answering(UnixListener::bind(&socket).unwrap());
+    let input = vec![1.0f32; 4];
+    let first = vec![0.0f32, 0.0, 5.0, 6.0];
+    let second = vec![0.0f32, 0.0, 7.0, 8.0, 9.0];
+    let device = FakeDevice::default();
+    device.allocations.insert(first.as_ptr() as u64, 16);
+    device.allocations.insert(second.as_ptr() as u64, 20);
+    // The collector never acks: waiting for an Ack would time out.
+    let (switch, _) = run_worker_staging(
+        &device,
+        Some(socket),
+        Duration::from_millis(1500),
+        vec![job(0, 1, &input, &first), job(1, 1, &input, &second)],
+        CaptureSet::default(),
+        ArgSizes::default(),
+        1 << 16,
+    );
+    assert!(!switch.has_failed(), "nothing waited for an Ack");
+    assert_eq!(
+        device.events(),
+        vec![
+            "wait 100",
+            "release 101",
+            "wait 102",
+            "recycle 100",
+            "release 103"
+        ]
+    );
+    let (dispatches, staged) = collector.join().unwrap();
+    let floats = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let expected = [floats(&[5.0, 6.0]), floats(&[7.0, 8.0, 9.0])];
+    assert_eq!(dispatches.len(), 2);
+    let mut regions = Vec::new();
+    for (d, want) in dispatches.iter().zip(&expected) {
+        assert_eq!(d.buffers.len(), 1);
+        let b = &d.buffers[0];
+        let Transport::Staged { at } = b.transport else {
+            panic!("dispatch {} travelled as {:?}", d.index, b.transport)
+        };
+        assert_eq!((b.offset, b.extent), (8, want.len() as u64));
+        let got = &staged[at as usize..(at + b.extent) as usize];
+        assert_eq!(got, want.as_slice(), "dispatch {}", d.index);
+        assert_eq!(b.fingerprint, ditto_protocol::fingerprint(want));
+        regions.push(at);
+    }
+    assert_ne!(regions[0], regions[1], "two regions in use at once");
+}
+
+#[test]
+fn without_a_staging_file_small_buffers_travel_by_ipc_and_wait_for_the_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let collector = collect_one(UnixListener::bind(&socket).unwrap());
+    let (input, output) = (vec![1.0f32; 4], vec![0.0f32, 0.0, 5.0, 6.0]);
+    let device = FakeDevice::default();
+    device.allocations.insert(output.as_ptr() as u64, 16);
+    let (switch, _) = run_worker_staging(
+        &device,
+        Some(socket),
+        Duration::from_secs(5),
+        vec![job(0, 1, &input, &output)],
+        CaptureSet::default(),
+        ArgSizes::default(),
+        0,
+    );
+    assert!(!switch.has_failed());
+    let buffers = collector.join().unwrap();
+    assert!(
+        matches!(buffers[0].transport, Transport::Ipc { .. }),
+        "{:?}",
+        buffers[0].transport
     );
 }

@@ -8,8 +8,11 @@
 //! `hsa_amd_signal_wait_any` waits on one process-wide condvar that a
 //! change notifies only while some wait_any or async handler watches THAT
 //! signal (a per-signal count), so signals nobody watches that way (doorbells,
-//! completion signals) never wake the async thread. Every blocking wait
-//! sleeps on a condvar: none spins.
+//! completion signals) never wake the async thread. A blocking wait first
+//! watches the value for [`ACTIVE_WAIT`] (yielding the CPU between looks),
+//! as ROCr's interrupt signals hot-spin for a short window before sleeping
+//! on their event; then it sleeps on the condvar. A store wakes sleepers
+//! only: a value that changes within the window costs no wake-up.
 //!
 //! Also owns the runtime's ONE async-events thread (ROCr's
 //! `Runtime::AsyncEventsLoop`), started on the first registration: it runs
@@ -28,6 +31,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
+
+/// How long a blocking wait watches the value before it sleeps.
+pub const ACTIVE_WAIT: Duration = Duration::from_micros(50);
 
 /// Memory order of a signal operation, as in the HSA function names.
 #[derive(Clone, Copy, Debug)]
@@ -210,7 +216,8 @@ impl Signal {
         self.wait_or_abort(condition, compare, timeout_hint, order, &NEVER)
     }
 
-    /// `wait` that also returns once `abort` is set; whoever sets it must
+    /// `wait` that also returns once `abort` is set (looked at while the
+    /// value is watched, and on every wake-up); whoever sets it must
     /// then `poke` this signal (a queue stopping while its processor waits
     /// on a barrier dependency).
     pub fn wait_or_abort(
@@ -226,6 +233,24 @@ impl Signal {
             return v;
         }
         let end = deadline(timeout_hint);
+        let watch_until = Instant::now() + ACTIVE_WAIT;
+        let watch_until = end.map_or(watch_until, |e| e.min(watch_until));
+        loop {
+            let v = self.value.load(order.load());
+            if condition_holds(condition, v, compare)
+                || self.destroyed.load(Ordering::SeqCst)
+                || abort.load(Ordering::SeqCst)
+            {
+                return v;
+            }
+            if Instant::now() >= watch_until {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if end.is_some_and(|e| Instant::now() >= e) {
+            return self.value.load(order.load());
+        }
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let v = {
             let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());

@@ -2,7 +2,8 @@
 //! fingerprint, then store. IPC buffers are mapped through the runtime
 //! (CUDA IPC buffers through the CUDA importer, `cuda`);
 //! shared-memory buffers (the copy transport) are read from the memfd that
-//! came with the message, with pread, and the fd is closed. An IPC buffer
+//! came with the message, with pread, and the fd is closed; staged buffers
+//! are read with pread from the connection's staging file. An IPC buffer
 //! of at least [`STREAM_FROM_BYTES`] is not copied into the collector's
 //! memory: it is written from the attachment into its tensor file while
 //! the file is written (attach → write → DETACH → verify; a mismatch
@@ -128,6 +129,72 @@ impl Drop for Attachment<'_> {
     }
 }
 
+/// The tool's staging file of one connection ([`Transport::Staged`]
+/// buffers lie in it), kept open until the connection ends.
+pub(super) struct StagingFile {
+    file: std::fs::File,
+    size: u64,
+}
+
+impl StagingFile {
+    /// The file that came with a `Staging { size }` message: exactly one
+    /// fd, holding at least `size` bytes, and the first such message.
+    pub(super) fn from_message(
+        size: u64,
+        mut fds: Vec<OwnedFd>,
+        already: bool,
+    ) -> Result<StagingFile, String> {
+        if already {
+            return Err("a second staging file on one connection; ignored".into());
+        }
+        if fds.len() != 1 {
+            return Err(format!(
+                "a staging file announced with {} file descriptors instead of 1; \
+                 its staged buffers cannot be read",
+                fds.len()
+            ));
+        }
+        let file = std::fs::File::from(fds.pop().expect("one fd"));
+        let len = file
+            .metadata()
+            .map_err(|e| format!("cannot stat the staging file: {e}"))?
+            .len();
+        if len < size {
+            return Err(format!(
+                "the staging file holds {len} bytes, fewer than the {size} announced"
+            ));
+        }
+        Ok(StagingFile { file, size })
+    }
+
+    /// Tells the tool that `finished` Dispatch frames of the connection are
+    /// finished (the file's header, [`ditto_protocol::STAGING_HEADER_BYTES`]).
+    pub(super) fn record_progress(&self, finished: u64) -> Result<(), String> {
+        self.file
+            .write_all_at(&finished.to_le_bytes(), 0)
+            .map_err(|e| format!("cannot record progress in the staging file: {e}"))
+    }
+
+    /// Reads `dst.len()` bytes at `at`, which must lie after the header,
+    /// inside the file.
+    fn read(&self, at: u64, dst: &mut [u8]) -> Result<(), String> {
+        if at < ditto_protocol::STAGING_HEADER_BYTES
+            || at
+                .checked_add(dst.len() as u64)
+                .is_none_or(|end| end > self.size)
+        {
+            return Err(format!(
+                "{} bytes at {at} lie outside the staged part of the {}-byte staging file",
+                dst.len(),
+                self.size
+            ));
+        }
+        self.file
+            .read_exact_at(dst, at)
+            .map_err(|e| format!("cannot read the staging file: {e}"))
+    }
+}
+
 pub(super) struct Stored {
     /// 1 when the dispatch was written, 0 for inputs kept until its After part.
     pub(super) dispatches: u64,
@@ -197,9 +264,9 @@ fn with_attachment<T>(
             cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
             (&cuda, handle, "cannot open the CUDA IPC handle")
         }
-        Transport::SharedMemory => {
+        Transport::SharedMemory | Transport::Staged { .. } => {
             return Err(format!(
-                "{}: a shared-memory copy has no IPC handle to attach",
+                "{}: a copy (shared memory or staged) has no IPC handle to attach",
                 what()
             ));
         }
@@ -228,6 +295,7 @@ fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> String {
             "the mapping does not show what the application holds"
         }
         Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
+        Transport::Staged { .. } => "the staged copy differs from what the tool read",
     };
     format!(
         "{}: fingerprint mismatch (tool read {:016x}, collector read {seen:016x}): {through}; \
@@ -244,6 +312,7 @@ fn capture_buffer(
     d: &Dispatch,
     b: &Buffer,
     copy: Option<OwnedFd>,
+    staging: Option<&StagingFile>,
 ) -> Result<Vec<u8>, String> {
     let what = || describe_buffer(d, b);
     check_extent(d, b)?;
@@ -280,6 +349,17 @@ fn capture_buffer(
                 what()
             ));
         }
+        (Transport::Staged { at }, _) => match staging {
+            Some(file) => file
+                .read(*at, &mut data)
+                .map_err(|e| format!("{}: {e}", what()))?,
+            None => {
+                return Err(format!(
+                    "{}: staged, but this connection has no staging file",
+                    what()
+                ));
+            }
+        },
     }
     let seen = fingerprint(&data);
     if seen != b.fingerprint {
@@ -351,6 +431,7 @@ pub(super) fn capture_dispatch(
     pid: u32,
     d: &Dispatch,
     copies: Vec<OwnedFd>,
+    staging: Option<&StagingFile>,
     inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
 ) -> Result<Stored, String> {
     let expected = d
@@ -376,13 +457,13 @@ pub(super) fn capture_dispatch(
     for b in &d.buffers {
         let copy = match b.transport {
             Transport::SharedMemory => copies.next(),
-            Transport::Ipc { .. } | Transport::CudaIpc { .. } => None,
+            Transport::Ipc { .. } | Transport::CudaIpc { .. } | Transport::Staged { .. } => None,
         };
         if !inputs_part && streamed(b) {
             check_extent(d, b)?;
             data.push(None);
         } else {
-            data.push(Some(capture_buffer(shared, d, b, copy)?));
+            data.push(Some(capture_buffer(shared, d, b, copy, staging)?));
         }
     }
     let bytes: u64 = d.buffers.iter().map(|b| b.extent).sum();

@@ -4,7 +4,7 @@
 //! before its capture (and every detach) is finished; a panic while serving
 //! becomes an error ack or a failed connection, never a missing report.
 
-use super::capture::capture_dispatch;
+use super::capture::{StagingFile, capture_dispatch};
 use super::{
     ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
     check_peer, check_run_name, peer_uid,
@@ -267,6 +267,10 @@ fn run_connection(
     let mut unacked: Option<(u64, String)> = None;
     // Inputs (Before buffers) of dispatches whose After part is still to come.
     let mut inputs = std::collections::HashMap::new();
+    // The tool's staging file (Staged buffers), closed when the connection ends.
+    let mut staging: Option<StagingFile> = None;
+    // Dispatch frames finished (the staging file's progress counter).
+    let mut dispatches_finished: u64 = 0;
     loop {
         reader.next_frame(None);
         let msg = match read_frame::<_, ToolMessage>(&mut reader) {
@@ -306,7 +310,16 @@ fn run_connection(
                 // the fds close while unwinding) becomes an error ack: the
                 // application is released now and the other connections go on.
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                    capture_dispatch(shared, &writer, rank, hello.pid, &d, copies?, &mut inputs)
+                    capture_dispatch(
+                        shared,
+                        &writer,
+                        rank,
+                        hello.pid,
+                        &d,
+                        copies?,
+                        staging.as_ref(),
+                        &mut inputs,
+                    )
                 }))
                 .unwrap_or_else(|p| {
                     Err(format!(
@@ -334,12 +347,25 @@ fn run_connection(
                         }
                     }
                 }
-                // Every mapping of this dispatch is detached by now.
+                // Every mapping of this dispatch is detached by now, and
+                // its staged regions read: the tool may reuse them.
+                dispatches_finished += 1;
+                if let Some(file) = &staging
+                    && let Err(e) = file.record_progress(dispatches_finished)
+                {
+                    report.errors.push(format!("after dispatch {index}: {e}"));
+                }
+                // A dispatch whose buffers are all staged was released: no answer.
                 let ack = Ack {
                     index,
                     result: result.map(|_| ()),
                 };
-                if let Err(e) = send(stream, &CollectorMessage::Ack(ack)) {
+                let acked = if d.needs_ack() {
+                    send(stream, &CollectorMessage::Ack(ack))
+                } else {
+                    Ok(())
+                };
+                if let Err(e) = acked {
                     // The application went away, or stopped waiting (a
                     // timeout): what it sent before leaving is still read,
                     // its Missed reports and Goodbye included.
@@ -392,6 +418,15 @@ fn run_connection(
                 };
                 record_missing(&writer, report, record);
             }
+            ToolMessage::Staging { size } => {
+                let fds = reader.fds.take().unwrap_or_default();
+                match StagingFile::from_message(size, fds, staging.is_some()) {
+                    Ok(file) => staging = Some(file),
+                    // Its staged buffers will each be an error (recorded as
+                    // missing, with this reason in the report).
+                    Err(e) => report.errors.push(format!("protocol error: {e}")),
+                }
+            }
             ToolMessage::Hello(_) => {
                 return ConnectionEnd::Dropped {
                     in_flight: None,
@@ -417,6 +452,7 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Dispatch(_) => "Dispatch",
         ToolMessage::Goodbye(_) => "Goodbye",
         ToolMessage::Missed(_) => "Missed",
+        ToolMessage::Staging { .. } => "Staging",
     }
 }
 

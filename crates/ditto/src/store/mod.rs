@@ -170,7 +170,8 @@ pub struct BufferRecord {
 /// `"ipc"`: mapped through the runtime's IPC handle of the allocation;
 /// `"shared-memory"`: copied by the tool into shared memory passed over the
 /// socket (memory the runtime would not export); `"cuda-ipc"`: opened
-/// through a CUDA IPC memory handle and copied to the host.
+/// through a CUDA IPC memory handle and copied to the host; `"staged"`: a
+/// small buffer the tool copied into its connection's staging file.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
@@ -178,6 +179,7 @@ pub enum TransportKind {
     Ipc,
     SharedMemory,
     CudaIpc,
+    Staged,
 }
 
 impl BufferRecord {
@@ -567,10 +569,11 @@ impl SnapshotWriter {
                     Transport::Ipc { .. } => TransportKind::Ipc,
                     Transport::SharedMemory => TransportKind::SharedMemory,
                     Transport::CudaIpc { .. } => TransportKind::CudaIpc,
+                    Transport::Staged { .. } => TransportKind::Staged,
                 },
                 handle: match &b.transport {
                     Transport::Ipc { handle } | Transport::CudaIpc { handle } => Some(hex(handle)),
-                    Transport::SharedMemory => None,
+                    Transport::SharedMemory | Transport::Staged { .. } => None,
                 },
             });
         }

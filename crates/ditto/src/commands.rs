@@ -64,7 +64,8 @@ fn start_collector(
     let hsa = HsaRuntime::load(&library).with_context(|| {
         "the collector needs the HSA runtime to map the application's buffers".to_string()
     })?;
-    let source = Arc::new(HsaBufferSource::new(Arc::new(hsa)));
+    let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
+    let source = Arc::new(HsaBufferSource::new(Arc::new(hsa)).reading_in_place(host_mapped));
     Ok(Collector::start(source, config, place)?)
 }
 

@@ -357,15 +357,30 @@ pub fn ipc_handle_from_bytes(bytes: &[u8]) -> Result<hsa_amd_ipc_memory_t, Strin
 
 /// Maps IPC handles with hsa_amd_ipc_memory_attach, copies with
 /// hsa_memory_copy (device memory need not be CPU-readable), and unmaps
-/// with hsa_amd_ipc_memory_detach.
+/// with hsa_amd_ipc_memory_detach. With ditto's CPU runtime, whose
+/// attachments are shared mappings of host memory, a mapping is also read
+/// in place ([`BufferSource::host_bytes`]).
 #[derive(Debug)]
 pub struct HsaBufferSource {
     runtime: std::sync::Arc<HsaRuntime>,
+    host_mapped: bool,
 }
 
 impl HsaBufferSource {
+    /// A source that copies every byte out with hsa_memory_copy.
     pub fn new(runtime: std::sync::Arc<HsaRuntime>) -> Self {
-        HsaBufferSource { runtime }
+        HsaBufferSource {
+            runtime,
+            host_mapped: false,
+        }
+    }
+
+    /// Whether attached memory is host memory the collector may read in
+    /// place: true for ditto's CPU runtime only (ROCr maps device memory,
+    /// which need not be CPU-readable).
+    pub fn reading_in_place(mut self, host_mapped: bool) -> Self {
+        self.host_mapped = host_mapped;
+        self
     }
 }
 
@@ -426,6 +441,22 @@ impl BufferSource for HsaBufferSource {
             ));
         }
         Ok(())
+    }
+
+    fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
+        if !self.host_mapped || offset.checked_add(len).is_none_or(|end| end > mapping.len) {
+            return None;
+        }
+        // SAFETY: offset + len <= mapping.len (checked above): inside the
+        // attachment, which ditto's CPU runtime maps readable (PROT_READ,
+        // MAP_SHARED) and which stays mapped while `mapping` is borrowed
+        // (detach consumes it); the held application does not write it.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                (mapping.address + offset as usize) as *const u8,
+                len as usize,
+            )
+        })
     }
 
     fn detach(&self, mapping: Mapping) -> Result<(), String> {

@@ -190,7 +190,9 @@ fn an_extent_too_large_to_allocate_is_an_error_ack_without_attaching() {
     let s = setup();
     let data = f32_bytes(&[5.0; 4]);
     let h = s.source.allocate(data.clone());
+    // Inputs (before the kernel) wait in memory for the After part.
     let mut b = buffer(1, &h, &data, 0, 16);
+    b.phase = ditto_protocol::Phase::Before;
     b.alloc_size = 1 << 62;
     b.extent = 1 << 62;
     let mut tool = Tool::greet(s.collector.socket_path(), "ref");
@@ -200,8 +202,113 @@ fn an_extent_too_large_to_allocate_is_an_error_ack_without_attaching() {
         "{err}"
     );
     assert_eq!(s.source.attaches.load(Ordering::SeqCst), 0);
-    tool.goodbye(1);
+    // An output of that size is streamed, not allocated: the runtime
+    // refuses to map it, and the collector lives on.
+    let mut b = buffer(1, &h, &data, 0, 16);
+    b.alloc_size = 1 << 62;
+    b.extent = 1 << 62;
+    let err = tool.dispatch(dispatch(1, vec![b])).result.unwrap_err();
+    assert!(
+        err.contains("argument 1") && err.contains("cannot map the allocation"),
+        "{err}"
+    );
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(s.source.largest_copy.load(Ordering::SeqCst), 0);
+    tool.goodbye(2);
     finish(s);
+}
+
+/// A large allocation (`len` bytes) whose f32 values are all different.
+fn large(len: usize) -> Vec<u8> {
+    (0..len / 4)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn a_large_buffer_is_streamed_into_its_file_in_chunks_and_reads_back_exactly() {
+    let s = setup();
+    let small = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
+    let big = large((9 << 20) + 64);
+    let hs = s.source.allocate(small.clone());
+    let hb = s.source.allocate(big.clone());
+    let extent = (9 << 20) + 36;
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(
+        0,
+        vec![
+            buffer(0, &hs, &small, 0, 16),
+            buffer(2, &hb, &big, 12, extent as u64),
+        ],
+    ));
+    assert_eq!(ack.result, Ok(()));
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(s.source.detaches.load(Ordering::SeqCst), 2);
+    // Copied through a chunk, never as one whole copy of the extent.
+    assert_eq!(s.source.largest_copy.load(Ordering::SeqCst), 8 << 20);
+    tool.goodbye(1);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(
+        (reports[0].arrays_captured, reports[0].bytes_captured),
+        (2, 16 + extent as u64)
+    );
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    let d = &snap.manifest.dispatches[0];
+    assert_eq!((d.buffers[1].arg, d.buffers[1].extent), (2, extent as u64));
+    let arrays = snap.load_dispatch(d).unwrap();
+    assert_eq!(arrays[0].1.bytes, small);
+    assert!(
+        arrays[1].1.bytes == big[12..12 + extent],
+        "the streamed buffer reads back different bytes"
+    );
+}
+
+#[test]
+fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_missing() {
+    let s = setup();
+    let big = large(3 << 20);
+    let good = s.source.allocate(big.clone());
+    let stale = s.source.allocate(big.clone());
+    s.source.stale.lock().unwrap().push(stale.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let err = tool
+        .dispatch(dispatch(
+            4,
+            vec![
+                buffer(0, &good, &big, 0, 3 << 20),
+                buffer(1, &stale, &big, 0, 3 << 20),
+            ],
+        ))
+        .result
+        .unwrap_err();
+    assert!(
+        err.contains("dispatch 4") && err.contains("argument 1") && err.contains("fingerprint"),
+        "{err}"
+    );
+    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        s.source.attaches.load(Ordering::SeqCst),
+        s.source.detaches.load(Ordering::SeqCst)
+    );
+    tool.goodbye(1);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports[0].dispatches_captured, 0);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert!(snap.manifest.dispatches.is_empty());
+    assert_eq!(snap.manifest.missing.len(), 1);
+    assert_eq!(
+        (
+            snap.manifest.missing[0].index,
+            snap.manifest.missing[0].reason
+        ),
+        (4, ditto_protocol::MissReason::Error)
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("snap"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dispatches.jsonl", "manifest.json"]);
 }
 
 #[test]

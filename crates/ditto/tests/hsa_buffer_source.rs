@@ -166,10 +166,33 @@ fn export(rt: &HsaRuntime, size: usize) -> Exported {
     }
 }
 
-/// Counts pool mappings while attached, to show the attach really maps.
+/// Descriptors of the pool memfd open in this process.
+fn pool_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains(POOL_MEMFD))
+        .count()
+}
+
+/// Counts pool mappings while attached, to show the attach really maps,
+/// and the copies made (how many, the largest).
 struct Spy {
     inner: HsaBufferSource,
     mappings_while_attached: AtomicUsize,
+    copies: AtomicUsize,
+    largest_copy: AtomicUsize,
+}
+
+impl Spy {
+    fn new(inner: HsaBufferSource) -> Spy {
+        Spy {
+            inner,
+            mappings_while_attached: AtomicUsize::new(0),
+            copies: AtomicUsize::new(0),
+            largest_copy: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl BufferSource for Spy {
@@ -180,7 +203,12 @@ impl BufferSource for Spy {
         Ok(m)
     }
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        self.copies.fetch_add(1, Ordering::SeqCst);
+        self.largest_copy.fetch_max(dst.len(), Ordering::SeqCst);
         self.inner.copy(mapping, offset, dst)
+    }
+    fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
+        self.inner.host_bytes(mapping, offset, len)
     }
     fn detach(&self, mapping: Mapping) -> Result<(), String> {
         self.inner.detach(mapping)
@@ -201,10 +229,7 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     let expected = bytes[offset..offset + extent].to_vec();
 
     let dir = tempfile::tempdir().unwrap();
-    let spy = Arc::new(Spy {
-        inner: HsaBufferSource::new(rt.clone()),
-        mappings_while_attached: AtomicUsize::new(0),
-    });
+    let spy = Arc::new(Spy::new(HsaBufferSource::new(rt.clone())));
     let collector = Collector::start(
         spy.clone(),
         CollectorConfig::new(SnapshotLayout::Single(dir.path().join("snap"))),
@@ -249,6 +274,109 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
     let arrays = snap.load_dispatch(&snap.manifest.dispatches[19]).unwrap();
     assert_eq!(arrays[0].1.bytes, expected);
+}
+
+#[test]
+fn a_large_buffer_goes_from_the_attachment_into_its_file_exactly_and_a_mismatch_stores_nothing() {
+    let _serial = serial();
+    let rt = runtime();
+    // Over a streamed copy's chunk (8 MiB): windows of the fingerprint
+    // straddle chunks; the extent starts off a page boundary.
+    let alloc = export(&rt, (9 << 20) + 3 * 4096);
+    // SAFETY: CPU-runtime device memory is host memory of this process.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let (offset, extent) = (4096 + 8usize, (9 << 20) + 20usize);
+    let expected = bytes[offset..offset + extent].to_vec();
+    let buffer = |fingerprint| Buffer {
+        phase: ditto_protocol::Phase::After,
+        arg_index: 1,
+        name: None,
+        dtype: DType::F32,
+        transport: Transport::Ipc {
+            handle: alloc.handle.clone(),
+        },
+        owner_pid: std::process::id(),
+        alloc_base: alloc.ptr as u64,
+        alloc_size: alloc.size as u64,
+        offset: offset as u64,
+        extent: extent as u64,
+        fingerprint,
+    };
+    // In place (as `ditto run` reads ditto's CPU runtime), then copied
+    // chunk by chunk (as it reads ROCr's device memory).
+    for in_place in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let snap_dir = dir.path().join("snap");
+        let spy = Arc::new(Spy::new(
+            HsaBufferSource::new(rt.clone()).reading_in_place(in_place),
+        ));
+        let collector = Collector::start(
+            spy.clone(),
+            CollectorConfig::new(SnapshotLayout::Single(snap_dir.clone())),
+            SocketPlace::Private,
+        )
+        .unwrap();
+        let (mappings, fds) = (pool_mappings(), pool_fds());
+        let mut tool = Tool::greet(collector.socket_path(), "ref");
+        let ack = tool.dispatch(dispatch(0, vec![buffer(fingerprint(&expected))]));
+        assert_eq!(ack.result, Ok(()), "in place: {in_place}");
+        assert_eq!((pool_mappings(), pool_fds()), (mappings, fds));
+        assert_eq!(collector.live_attachments(), 0);
+        // The application's bytes are not what the tool fingerprinted.
+        let err = tool
+            .dispatch(dispatch(1, vec![buffer(fingerprint(&expected) ^ 1)]))
+            .result
+            .unwrap_err();
+        assert!(
+            err.contains("dispatch 1")
+                && err.contains("argument 1")
+                && err.contains("fingerprint mismatch"),
+            "{err}"
+        );
+        assert_eq!((pool_mappings(), pool_fds()), (mappings, fds));
+        assert_eq!(collector.live_attachments(), 0);
+        tool.goodbye(2);
+        assert!(collector.settle(Duration::from_secs(5)));
+        let reports = collector.stop();
+        assert_eq!(
+            (reports[0].dispatches_captured, reports[0].bytes_captured),
+            (1, extent as u64)
+        );
+        if in_place {
+            assert_eq!(spy.copies.load(Ordering::SeqCst), 0, "read in place");
+        } else {
+            assert!(
+                spy.copies.load(Ordering::SeqCst) >= 2 * 2,
+                "two chunks a dispatch"
+            );
+            assert_eq!(spy.largest_copy.load(Ordering::SeqCst), 8 << 20);
+        }
+        let snap = Snapshot::load(&snap_dir).unwrap();
+        assert_eq!(snap.manifest.dispatches.len(), 1);
+        let arrays = snap.load_dispatch(&snap.manifest.dispatches[0]).unwrap();
+        assert!(arrays[0].1.bytes == expected, "the stored bytes differ");
+        let missing = &snap.manifest.missing;
+        assert_eq!(missing.len(), 1);
+        assert_eq!((missing[0].index, missing[0].arg), (1, None));
+        assert_eq!(missing[0].reason, ditto_protocol::MissReason::Error);
+        // Nothing of the refused file is left, named or temporary.
+        let mut names: Vec<String> = std::fs::read_dir(&snap_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "dispatch-0-00000.safetensors",
+                "dispatches.jsonl",
+                "manifest.json"
+            ]
+        );
+    }
 }
 
 #[test]

@@ -3,16 +3,25 @@
 //! (CUDA IPC buffers through the CUDA importer, `cuda`);
 //! shared-memory buffers (the copy transport) are read from the memfd that
 //! came with the message, with pread, and the fd is closed; staged buffers
-//! are read with pread from the connection's staging file. Owns the RAII
+//! are read with pread from the connection's staging file. An IPC buffer
+//! of at least [`STREAM_FROM_BYTES`] is not copied into the collector's
+//! memory: it is written from the attachment into its tensor file while
+//! the file is written (attach → write → DETACH → verify; a mismatch
+//! leaves no file), [`stream_buffer`]. Owns the RAII
 //! attachment guard and the live attachment count; never returns (or
 //! stores) bytes whose fingerprint differs from the tool's, and never
 //! leaves a mapping or an fd behind on any path: every fd of a dispatch is
 //! closed when [`capture_dispatch`] returns, before the ack.
 
 use super::{BufferSource, Mapping, Shared};
-use crate::store::{CapturedBuffer, SnapshotWriter, zeroed_buffer};
-use ditto_protocol::{Buffer, Dispatch, Phase, Transport, fingerprint};
+use crate::store::{
+    CapturedBuffer, SnapshotWriter, StoreError, TensorSource, TensorToStore, zeroed_buffer,
+};
+use ditto_protocol::{
+    Buffer, Dispatch, Phase, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
+};
 use std::collections::HashMap;
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
@@ -45,6 +54,57 @@ impl<'a> Attachment<'a> {
     fn copy(&self, offset: u64, dst: &mut [u8]) -> Result<(), String> {
         let mapping = self.mapping.as_ref().expect("attached until detach");
         self.source.copy(mapping, offset, dst)
+    }
+
+    /// Writes `extent` bytes at `offset` of the mapping to `out` and
+    /// returns the fingerprint of the bytes written. Host memory
+    /// ([`BufferSource::host_bytes`]) is fingerprinted first and written in
+    /// place, and only when it has the fingerprint `expected` (otherwise
+    /// nothing is written); other memory is copied [`STREAM_CHUNK`] bytes
+    /// at a time into a buffer and written from it, fingerprinting what
+    /// is written.
+    fn write_extent(
+        &self,
+        offset: u64,
+        extent: u64,
+        expected: u64,
+        out: &mut dyn Write,
+    ) -> Result<u64, String> {
+        let mapping = self.mapping.as_ref().expect("attached until detach");
+        let cannot_write = |e: std::io::Error| format!("cannot write it into the snapshot: {e}");
+        if let Some(bytes) = self.source.host_bytes(mapping, offset, extent) {
+            let seen = fingerprint(bytes);
+            if seen == expected {
+                out.write_all(bytes).map_err(cannot_write)?;
+            }
+            return Ok(seen);
+        }
+        let chunk_len = extent.min(STREAM_CHUNK as u64) as usize;
+        let mut chunk = zeroed_buffer(chunk_len)
+            .ok_or_else(|| format!("cannot allocate {chunk_len} bytes to copy it through"))?;
+        let windows = fingerprint_windows(extent);
+        let mut window_bytes: Vec<Vec<u8>> = windows
+            .iter()
+            .map(|&(_, len)| Vec::with_capacity(len as usize))
+            .collect();
+        let mut at = 0u64;
+        while at < extent {
+            let n = (extent - at).min(chunk_len as u64);
+            let part = &mut chunk[..n as usize];
+            self.copy(offset + at, part)?;
+            for (&(start, len), bytes) in windows.iter().zip(&mut window_bytes) {
+                let (from, to) = (start.max(at), (start + len).min(at + n));
+                if from < to {
+                    bytes.extend_from_slice(&part[(from - at) as usize..(to - at) as usize]);
+                }
+            }
+            out.write_all(part).map_err(cannot_write)?;
+            at += n;
+        }
+        Ok(fingerprint_of_windows(
+            extent,
+            window_bytes.iter().map(|b| &b[..]),
+        ))
     }
 
     fn detach(mut self) -> Result<(), String> {
@@ -149,15 +209,18 @@ fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
     )
 }
 
-/// attach → copy → detach → verify for one buffer; for a shared-memory
-/// buffer, read its `copy` (closed on return) → verify.
-fn capture_buffer(
-    shared: &Shared,
-    d: &Dispatch,
-    b: &Buffer,
-    copy: Option<OwnedFd>,
-    staging: Option<&StagingFile>,
-) -> Result<Vec<u8>, String> {
+/// IPC extents of at least this many bytes are streamed from the
+/// attachment into the tensor file ([`stream_buffer`]); smaller ones are
+/// copied into memory and go out with the rest of the file in one write
+/// (no system call more for the many small dispatches).
+pub(super) const STREAM_FROM_BYTES: u64 = 1 << 20;
+
+/// Bytes per copy where a mapping is not host memory.
+const STREAM_CHUNK: usize = 8 << 20;
+
+/// Refuses an extent that is not whole elements or lies outside its
+/// allocation (before anything is attached).
+fn check_extent(d: &Dispatch, b: &Buffer) -> Result<(), String> {
     let what = || describe_buffer(d, b);
     let size = b.dtype.size() as u64;
     if !b.extent.is_multiple_of(size) {
@@ -181,6 +244,78 @@ fn capture_buffer(
             b.alloc_base
         ));
     }
+    Ok(())
+}
+
+/// Attaches an IPC buffer's allocation (through the runtime, or the CUDA
+/// importer), runs `f` on the attachment, then detaches: explicitly when
+/// `f` succeeded (its error is the result), by the guard otherwise.
+fn with_attachment<T>(
+    shared: &Shared,
+    d: &Dispatch,
+    b: &Buffer,
+    f: impl FnOnce(&Attachment) -> Result<T, String>,
+) -> Result<T, String> {
+    let what = || describe_buffer(d, b);
+    let cuda;
+    let (source, handle, opening): (&dyn BufferSource, &[u8], &str) = match &b.transport {
+        Transport::Ipc { handle } => (&*shared.source, handle, "cannot map the allocation"),
+        Transport::CudaIpc { handle } => {
+            cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
+            (&cuda, handle, "cannot open the CUDA IPC handle")
+        }
+        Transport::SharedMemory | Transport::Staged { .. } => {
+            return Err(format!(
+                "{}: a copy (shared memory or staged) has no IPC handle to attach",
+                what()
+            ));
+        }
+    };
+    let attachment =
+        Attachment::attach(source, &shared.live, handle, b.alloc_size).map_err(|e| {
+            format!(
+                "{}: {opening} of pid {} (0x{:x}, {} bytes): {e}",
+                what(),
+                b.owner_pid,
+                b.alloc_base,
+                b.alloc_size
+            )
+        })?;
+    let result = f(&attachment).map_err(|e| format!("{}: {e}", what()))?;
+    attachment
+        .detach()
+        .map_err(|e| format!("{}: {e}", what()))?;
+    Ok(result)
+}
+
+/// The error for bytes whose fingerprint is not the tool's.
+fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> String {
+    let through = match b.transport {
+        Transport::Ipc { .. } | Transport::CudaIpc { .. } => {
+            "the mapping does not show what the application holds"
+        }
+        Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
+        Transport::Staged { .. } => "the staged copy differs from what the tool read",
+    };
+    format!(
+        "{}: fingerprint mismatch (tool read {:016x}, collector read {seen:016x}): {through}; \
+         data discarded",
+        describe_buffer(d, b),
+        b.fingerprint
+    )
+}
+
+/// attach → copy → detach → verify for one buffer; for a shared-memory
+/// buffer, read its `copy` (closed on return) → verify.
+fn capture_buffer(
+    shared: &Shared,
+    d: &Dispatch,
+    b: &Buffer,
+    copy: Option<OwnedFd>,
+    staging: Option<&StagingFile>,
+) -> Result<Vec<u8>, String> {
+    let what = || describe_buffer(d, b);
+    check_extent(d, b)?;
     // The extent comes from the tool: an allocation failure must be an error
     // ack, not an abort of the collector (and of every other connection).
     let mut data = match usize::try_from(b.extent).ok().and_then(zeroed_buffer) {
@@ -195,44 +330,10 @@ fn capture_buffer(
         }
     };
     match (&b.transport, copy) {
-        (Transport::Ipc { handle }, _) => {
-            let attachment =
-                Attachment::attach(&*shared.source, &shared.live, handle, b.alloc_size).map_err(
-                    |e| {
-                        format!(
-                            "{}: cannot map the allocation of pid {} (0x{:x}, {} bytes): {e}",
-                            what(),
-                            b.owner_pid,
-                            b.alloc_base,
-                            b.alloc_size
-                        )
-                    },
-                )?;
-            attachment
-                .copy(b.offset, &mut data)
-                .map_err(|e| format!("{}: {e}", what()))?;
-            attachment
-                .detach()
-                .map_err(|e| format!("{}: {e}", what()))?;
-        }
-        (Transport::CudaIpc { handle }, _) => {
-            let cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
-            let attachment = Attachment::attach(&cuda, &shared.live, handle, b.alloc_size)
-                .map_err(|e| {
-                    format!(
-                        "{}: cannot open the CUDA IPC handle of pid {} (0x{:x}, {} bytes): {e}",
-                        what(),
-                        b.owner_pid,
-                        b.alloc_base,
-                        b.alloc_size
-                    )
-                })?;
-            attachment
-                .copy(b.offset, &mut data)
-                .map_err(|e| format!("{}: {e}", what()))?;
-            attachment
-                .detach()
-                .map_err(|e| format!("{}: {e}", what()))?;
+        (Transport::Ipc { .. } | Transport::CudaIpc { .. }, _) => {
+            with_attachment(shared, d, b, |attachment| {
+                attachment.copy(b.offset, &mut data)
+            })?
         }
         (Transport::SharedMemory, Some(fd)) => read_copy(fd, &mut data).map_err(|e| {
             format!(
@@ -262,21 +363,37 @@ fn capture_buffer(
     }
     let seen = fingerprint(&data);
     if seen != b.fingerprint {
-        let through = match b.transport {
-            Transport::Ipc { .. } | Transport::CudaIpc { .. } => {
-                "the mapping does not show what the application holds"
-            }
-            Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
-            Transport::Staged { .. } => "the staged copy differs from what the tool read",
-        };
-        return Err(format!(
-            "{}: fingerprint mismatch (tool read {:016x}, collector read {seen:016x}): {through}; \
-             data discarded",
-            what(),
-            b.fingerprint
-        ));
+        return Err(mismatch(d, b, seen));
     }
     Ok(data)
+}
+
+/// attach → write the extent into the tensor file being written (`out`)
+/// → DETACH → verify, for one IPC buffer of at least [`STREAM_FROM_BYTES`]:
+/// the store's streamed source. Its error (a mismatch included) makes the
+/// store drop the file: nothing is stored.
+fn stream_buffer(
+    shared: &Shared,
+    d: &Dispatch,
+    b: &Buffer,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let seen = with_attachment(shared, d, b, |attachment| {
+        attachment.write_extent(b.offset, b.extent, b.fingerprint, out)
+    })?;
+    if seen != b.fingerprint {
+        return Err(mismatch(d, b, seen));
+    }
+    Ok(())
+}
+
+/// Whether a buffer of a dispatch stored now goes from its attachment
+/// straight into the tensor file.
+fn streamed(b: &Buffer) -> bool {
+    matches!(
+        b.transport,
+        Transport::Ipc { .. } | Transport::CudaIpc { .. }
+    ) && b.extent >= STREAM_FROM_BYTES
 }
 
 /// Reads `dst.len()` bytes from byte 0 of a shared-memory copy with pread
@@ -332,21 +449,35 @@ pub(super) fn capture_dispatch(
         ));
     }
     let mut copies = copies.into_iter();
-    let mut captured = Vec::with_capacity(d.buffers.len());
+    // The inputs part waits in memory for its After part; a dispatch
+    // stored now streams its large IPC buffers.
+    let inputs_part = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    // Per buffer: its bytes, or None for one streamed into the file.
+    let mut data: Vec<Option<Vec<u8>>> = Vec::with_capacity(d.buffers.len());
     for b in &d.buffers {
         let copy = match b.transport {
             Transport::SharedMemory => copies.next(),
             Transport::Ipc { .. } | Transport::CudaIpc { .. } | Transport::Staged { .. } => None,
         };
-        let data = capture_buffer(shared, d, b, copy, staging)?;
-        captured.push(CapturedBuffer {
-            buffer: b.clone(),
-            data,
-        });
+        if !inputs_part && streamed(b) {
+            check_extent(d, b)?;
+            data.push(None);
+        } else {
+            data.push(Some(capture_buffer(shared, d, b, copy, staging)?));
+        }
     }
-    let bytes = captured.iter().map(|c| c.data.len() as u64).sum();
-    let arrays = captured.len() as u64;
-    if !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before) {
+    let bytes: u64 = d.buffers.iter().map(|b| b.extent).sum();
+    let arrays = d.buffers.len() as u64;
+    if inputs_part {
+        let captured = d
+            .buffers
+            .iter()
+            .zip(data)
+            .map(|(b, data)| CapturedBuffer {
+                buffer: b.clone(),
+                data: data.expect("an inputs part is captured into memory"),
+            })
+            .collect();
         inputs.insert(d.index, captured);
         return Ok(Stored {
             dispatches: 0,
@@ -354,19 +485,39 @@ pub(super) fn capture_dispatch(
             bytes,
         });
     }
-    if let Some(mut before) = inputs.remove(&d.index) {
-        before.append(&mut captured);
-        captured = before;
+    let before = inputs.remove(&d.index).unwrap_or_default();
+    let mut fills: Vec<_> = d
+        .buffers
+        .iter()
+        .zip(&data)
+        .filter(|(_, data)| data.is_none())
+        .map(|(b, _)| move |out: &mut dyn Write| stream_buffer(shared, d, b, out))
+        .collect();
+    let mut fills = fills.iter_mut();
+    let mut tensors: Vec<TensorToStore> = before
+        .iter()
+        .map(|c| TensorToStore {
+            buffer: &c.buffer,
+            source: TensorSource::Bytes(&c.data),
+        })
+        .collect();
+    for (b, data) in d.buffers.iter().zip(&data) {
+        let source = match data {
+            Some(bytes) => TensorSource::Bytes(bytes),
+            None => TensorSource::Streamed(fills.next().expect("one per streamed buffer")),
+        };
+        tensors.push(TensorToStore { buffer: b, source });
     }
     writer
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .add_dispatch(rank, pid, d, &captured)
-        .map_err(|e| {
-            format!(
+        .add_dispatch_from(rank, pid, d, &mut tensors)
+        .map_err(|e| match e {
+            StoreError::Refused(reason) => reason,
+            e => format!(
                 "dispatch {} of {}: cannot store the snapshot: {e}",
                 d.index, d.kernel.demangled
-            )
+            ),
         })?;
     Ok(Stored {
         dispatches: 1,

@@ -48,6 +48,16 @@ pub trait BufferSource: Send + Sync {
     fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String>;
     /// Copies `dst.len()` bytes at `offset` of a live mapping.
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String>;
+    /// `len` bytes at `offset` of a live mapping, read in place, where the
+    /// runtime maps IPC memory into the collector's host memory (a large
+    /// buffer is then written into its tensor file without a copy); `None`
+    /// where it must be copied out with [`Self::copy`] (the default), or
+    /// the range lies outside the mapping. The bytes do not change while
+    /// the mapping lives: the application holds the dispatch until the ack.
+    fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
+        let _ = (mapping, offset, len);
+        None
+    }
     /// Unmaps; the mapping is gone whatever the result.
     fn detach(&self, mapping: Mapping) -> Result<(), String>;
 }

@@ -24,7 +24,7 @@ pub mod journal;
 pub mod missing;
 mod spare_files;
 mod tensor_file;
-pub use tensor_file::{TensorBytes, zeroed_buffer};
+pub use tensor_file::{TensorBytes, TensorSource, zeroed_buffer};
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
 use journal::Journal;
@@ -68,6 +68,9 @@ pub enum StoreError {
     ForeignDirectory(PathBuf),
     #[error("{0}")]
     Invalid(String),
+    /// A streamed tensor's source refused (its message): nothing was stored.
+    #[error("{0}")]
+    Refused(String),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -204,6 +207,13 @@ pub struct CapturedBuffer {
     pub data: Vec<u8>,
 }
 
+/// One argument to store: what the tool said about it and where its
+/// bytes come from (in memory, or streamed into the file as it is written).
+pub struct TensorToStore<'a> {
+    pub buffer: &'a Buffer,
+    pub source: TensorSource<'a>,
+}
+
 /// One array as read back from a snapshot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Array {
@@ -260,23 +270,24 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     write_replacing(path, &[bytes], true)
 }
 
-/// Tensor files up to this size are written with one write call.
-const ONE_WRITE_BYTES: usize = 1 << 20;
-
 /// [`write_atomically`] of `parts` one after the other, synced only when
 /// `durable`.
 fn write_replacing(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), StoreError> {
     write_replacing_with(path, durable, |w| {
-        parts.iter().try_for_each(|part| w.write_all(part))
+        parts
+            .iter()
+            .try_for_each(|part| w.write_all(part))
+            .map_err(io_err(path))
     })
 }
 
 /// [`write_replacing`] of what `fill` writes, through a buffer: a large
-/// file (the manifest of many dispatches) never sits whole in memory.
+/// file (the manifest of many dispatches) never sits whole in memory. When
+/// `fill` fails, the temporary file is removed and `path` left as it was.
 fn write_replacing_with(
     path: &Path,
     durable: bool,
-    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut dyn Write) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
@@ -285,7 +296,7 @@ fn write_replacing_with(
         .map_err(io_err(dir))?;
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w).map_err(io_err(path))?;
+        fill(&mut w)?;
         w.flush().map_err(io_err(path))?;
     }
     if durable {
@@ -477,6 +488,27 @@ impl SnapshotWriter {
         dispatch: &Dispatch,
         captured: &[CapturedBuffer],
     ) -> Result<PathBuf, StoreError> {
+        let mut tensors: Vec<TensorToStore> = captured
+            .iter()
+            .map(|c| TensorToStore {
+                buffer: &c.buffer,
+                source: TensorSource::Bytes(&c.data),
+            })
+            .collect();
+        self.add_dispatch_from(rank, pid, dispatch, &mut tensors)
+    }
+
+    /// [`Self::add_dispatch`] of tensors in memory or streamed into the
+    /// file as it is written. A streamed source that refuses stores nothing
+    /// (no file appears, the manifest and journal do not name the dispatch):
+    /// [`StoreError::Refused`] with its message.
+    pub fn add_dispatch_from(
+        &mut self,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<PathBuf, StoreError> {
         if self.stored.contains(&(rank, dispatch.index)) {
             return Err(StoreError::Invalid(format!(
                 "dispatch {} of rank {rank} was already stored in {}",
@@ -486,27 +518,39 @@ impl SnapshotWriter {
         }
         let file = dispatch_file_name(rank, dispatch.index);
         let path = self.dir.join(&file);
-        let mut records = Vec::with_capacity(captured.len());
-        let mut tensors = Vec::with_capacity(captured.len());
-        for c in captured {
-            let b = &c.buffer;
+        let mut records = Vec::with_capacity(tensors.len());
+        let mut parts = Vec::with_capacity(tensors.len());
+        for t in tensors.iter_mut() {
+            let b = t.buffer;
             let size = b.dtype.size();
-            if c.data.len() as u64 != b.extent || c.data.len() % size != 0 {
+            let len = match &t.source {
+                TensorSource::Bytes(data) => data.len() as u64,
+                TensorSource::Streamed(_) => b.extent,
+            };
+            if len != b.extent || len % size as u64 != 0 {
                 return Err(StoreError::Invalid(format!(
-                    "dispatch {}, argument {}: {} bytes captured for an extent of {} bytes of {}",
+                    "dispatch {}, argument {}: {len} bytes captured for an extent of {} bytes of {}",
                     dispatch.index,
                     b.arg_index,
-                    c.data.len(),
                     b.extent,
                     b.dtype.name()
                 )));
             }
-            let elements = c.data.len() / size;
-            tensors.push((
-                tensor_name(b.arg_index, b.phase),
-                safetensors_dtype(b.dtype),
-                &c.data[..],
-            ));
+            let len = usize::try_from(len).map_err(|_| {
+                StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {len} bytes do not fit in this machine's memory \
+                     addresses",
+                    dispatch.index, b.arg_index
+                ))
+            })?;
+            let elements = len / size;
+            let source = std::mem::replace(&mut t.source, TensorSource::Bytes(&[]));
+            parts.push(tensor_file::TensorPart {
+                name: tensor_name(b.arg_index, b.phase),
+                dtype: safetensors_dtype(b.dtype),
+                len,
+                source,
+            });
             records.push(BufferRecord {
                 arg: b.arg_index,
                 name: b.name.clone(),
@@ -533,12 +577,11 @@ impl SnapshotWriter {
                 },
             });
         }
-        let encoded =
-            tensor_file::encode(&tensors).map_err(|reason| StoreError::BadTensorFile {
-                path: path.clone(),
-                reason,
-            })?;
-        self.write_tensor_file(&path, &encoded)?;
+        let layout = tensor_file::encode(&parts).map_err(|reason| StoreError::BadTensorFile {
+            path: path.clone(),
+            reason,
+        })?;
+        self.write_tensor_file(&path, &layout, &mut parts)?;
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = Some(dispatch.kernel.clone());
         }
@@ -567,26 +610,22 @@ impl SnapshotWriter {
 
     /// Puts a whole tensor file at `path` (not synced): a spare unnamed
     /// file written then linked into place, else a named temporary file
-    /// renamed into place (also from then on if linking fails here).
-    /// Small files go out in one write, large ones part by part (no copy).
+    /// renamed into place (also from then on if linking fails here). Small
+    /// files go out in one write, large ones part by part (no copy). A
+    /// refused or failed write leaves nothing: the unnamed file is never
+    /// linked, the temporary file is removed.
     fn write_tensor_file(
         &mut self,
         path: &Path,
-        encoded: &tensor_file::Encoded,
+        layout: &tensor_file::Layout,
+        parts: &mut [tensor_file::TensorPart],
     ) -> Result<(), StoreError> {
-        let joined;
-        let parts: Vec<&[u8]> = if encoded.len() <= ONE_WRITE_BYTES {
-            joined = [&encoded.header[..]]
-                .into_iter()
-                .chain(encoded.data.iter().copied())
-                .collect::<Vec<&[u8]>>()
-                .concat();
-            vec![&joined[..]]
-        } else {
-            [&encoded.header[..]]
-                .into_iter()
-                .chain(encoded.data.iter().copied())
-                .collect()
+        let failed = |e: tensor_file::WriteError| match e {
+            tensor_file::WriteError::Io(source) => StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
         };
         if self.spares.is_none() && self.spares_wanted {
             self.spares = SpareFiles::start(&self.dir);
@@ -594,16 +633,16 @@ impl SnapshotWriter {
         self.spares_wanted = self.spares.is_some();
         if let Some(spares) = &self.spares {
             let mut file = spares.take().map_err(io_err(&self.dir))?;
-            for part in &parts {
-                file.write_all(part).map_err(io_err(path))?;
-            }
+            tensor_file::write_file(&mut file, layout, parts).map_err(failed)?;
             if spare_files::link_into_place(&file, path).is_ok() {
                 return Ok(());
             }
             self.spares = None;
             self.spares_wanted = false;
         }
-        write_replacing(path, &parts, false)
+        write_replacing_with(path, false, |w| {
+            tensor_file::write_file(w, layout, parts).map_err(failed)
+        })
     }
 
     /// Closes the tensor files made ahead (ending their thread) and the
@@ -666,9 +705,12 @@ impl SnapshotWriter {
     fn write_manifest(&mut self) -> Result<(), StoreError> {
         let started = Instant::now();
         let manifest = &self.manifest;
-        write_replacing_with(&self.dir.join(MANIFEST_FILE), true, |w| {
-            serde_json::to_writer_pretty(&mut *w, manifest).map_err(std::io::Error::other)?;
-            w.write_all(b"\n")
+        let path = self.dir.join(MANIFEST_FILE);
+        write_replacing_with(&path, true, |w| {
+            serde_json::to_writer_pretty(&mut *w, manifest)
+                .map_err(std::io::Error::other)
+                .and_then(|()| w.write_all(b"\n"))
+                .map_err(io_err(&path))
         })?;
         self.manifest_written = Instant::now();
         self.manifest_write_time = self.manifest_written - started;

@@ -1,7 +1,9 @@
 //! One dispatch's tensor file (safetensors) without a copy of its data in
-//! memory: [`encode`] gives the file's header and the captured buffers in
-//! the order the header places them, for the writer to write one after the
-//! other; [`read_tensors`] reads the header, then gives each wanted tensor
+//! memory: [`encode`] gives the file's header and the order in which the
+//! header places the tensors; [`write_file`] writes the header, then each
+//! tensor from memory or from a streamed source (a large IPC buffer goes
+//! from the attached mapping into the file, [`TensorSource::Streamed`]);
+//! [`read_tensors`] reads the header, then gives each wanted tensor
 //! as [`TensorBytes`]: a read-only view of the file mapped into memory (no
 //! copy: the pages are the page cache's, and no fresh memory is zeroed),
 //! or, for a small file, bytes read into its own buffer. A gigabyte
@@ -14,9 +16,9 @@
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::StoreError;
-use safetensors::tensor::{Dtype, Metadata, View};
-use std::borrow::Cow;
+use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -180,73 +182,169 @@ pub fn zeroed_buffer(len: usize) -> Option<Vec<u8>> {
 /// The largest header read back (safetensors' own limit).
 const MAX_HEADER: u64 = 100_000_000;
 
-/// A tensor whose data is not handed to the serializer: `serialize` then
-/// produces the header alone, with the right offsets.
-struct HeaderOnly {
-    dtype: Dtype,
-    shape: Vec<usize>,
-    len: usize,
+/// Where one tensor's bytes come from when its file is written.
+pub enum TensorSource<'a> {
+    /// Bytes in memory.
+    Bytes(&'a [u8]),
+    /// Bytes produced while the file is written: the callback writes every
+    /// byte of the tensor, in order, to the writer it is given, or refuses
+    /// with a message, and then nothing is stored. It may be called again
+    /// (the store starts the file over where linking an unnamed file fails).
+    Streamed(&'a mut dyn FnMut(&mut dyn Write) -> Result<(), String>),
 }
 
-impl View for &HeaderOnly {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&[])
-    }
-    fn data_len(&self) -> usize {
-        self.len
-    }
+/// One tensor of a file to write: its name, dtype, length in bytes and
+/// where its bytes come from.
+pub struct TensorPart<'a> {
+    pub name: String,
+    pub dtype: Dtype,
+    pub len: usize,
+    pub source: TensorSource<'a>,
 }
 
-/// A tensor file to write: `header` (length prefix included), then each of
-/// `data` in order.
-pub struct Encoded<'a> {
+/// Why a tensor file was not written.
+pub enum WriteError {
+    Io(std::io::Error),
+    /// A streamed source refused (its message), or gave another length.
+    Refused(String),
+}
+
+/// The header of a tensor file (length prefix included) and the order in
+/// which the file holds the parts it was made from (indices into them).
+pub struct Layout {
     pub header: Vec<u8>,
-    pub data: Vec<&'a [u8]>,
+    pub order: Vec<usize>,
 }
 
-impl Encoded<'_> {
-    pub fn len(&self) -> usize {
-        self.header.len() + self.data.iter().map(|d| d.len()).sum::<usize>()
+/// Lays out `parts` (1-D tensors) as a safetensors file, as the
+/// safetensors crate's `serialize` does (tensors by descending dtype, then
+/// by name; the JSON header padded with spaces to a multiple of 8 bytes),
+/// without its buffer of the whole file: a tensor's length costs nothing
+/// here, however large.
+pub fn encode(parts: &[TensorPart]) -> Result<Layout, String> {
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by(|&l, &r| {
+        parts[r]
+            .dtype
+            .cmp(&parts[l].dtype)
+            .then(parts[l].name.cmp(&parts[r].name))
+    });
+    let mut json = String::from("{");
+    let mut offset = 0usize;
+    for (k, &i) in order.iter().enumerate() {
+        let p = &parts[i];
+        let end = offset
+            .checked_add(p.len)
+            .ok_or_else(|| format!("tensor {}: the file would exceed the address space", p.name))?;
+        let info = TensorInfo {
+            dtype: p.dtype,
+            shape: vec![p.len / p.dtype.size().max(1)],
+            data_offsets: (offset, end),
+        };
+        if k > 0 {
+            json.push(',');
+        }
+        json.push_str(&serde_json::to_string(&p.name).map_err(|e| e.to_string())?);
+        json.push(':');
+        json.push_str(&serde_json::to_string(&info).map_err(|e| e.to_string())?);
+        offset = end;
     }
+    json.push('}');
+    let mut body = json.into_bytes();
+    body.resize(body.len().next_multiple_of(8), b' ');
+    let mut header = (body.len() as u64).to_le_bytes().to_vec();
+    header.extend_from_slice(&body);
+    Ok(Layout { header, order })
 }
 
-/// Lays out `tensors` (name, dtype, 1-D data) as a safetensors file.
-pub fn encode<'a>(tensors: &[(String, Dtype, &'a [u8])]) -> Result<Encoded<'a>, String> {
-    let views: Vec<(String, HeaderOnly)> = tensors
-        .iter()
-        .map(|(name, dtype, data)| {
-            let size = dtype.size();
-            (
-                name.clone(),
-                HeaderOnly {
-                    dtype: *dtype,
-                    shape: vec![data.len() / size.max(1)],
-                    len: data.len(),
-                },
-            )
-        })
-        .collect();
-    let header = safetensors::tensor::serialize(views.iter().map(|(n, v)| (n, v)), &None)
-        .map_err(|e| e.to_string())?;
-    let metadata = parse_header(&header[8..]).map_err(|e| format!("own header: {e}"))?;
-    let mut placed: Vec<(usize, &'a [u8])> = Vec::with_capacity(tensors.len());
-    for (name, _, data) in tensors {
-        let info = metadata
-            .info(name)
-            .ok_or_else(|| format!("own header lacks {name}"))?;
-        placed.push((info.data_offsets.0, *data));
+/// Files up to this size, all of whose bytes are in memory, are written
+/// with one write call.
+const ONE_WRITE_BYTES: usize = 1 << 20;
+
+/// Writes a tensor file to `out`: the layout's header, then each part in
+/// the layout's order, exactly its `len` bytes (a streamed part that
+/// writes another number of bytes is refused).
+pub fn write_file(
+    out: &mut dyn Write,
+    layout: &Layout,
+    parts: &mut [TensorPart],
+) -> Result<(), WriteError> {
+    let total = layout.header.len() + parts.iter().map(|p| p.len).sum::<usize>();
+    fn in_memory<'p>(p: &TensorPart<'p>) -> Option<&'p [u8]> {
+        match p.source {
+            TensorSource::Bytes(b) => Some(b),
+            TensorSource::Streamed(_) => None,
+        }
     }
-    placed.sort_by_key(|(offset, _)| *offset);
-    Ok(Encoded {
-        header,
-        data: placed.into_iter().map(|(_, d)| d).collect(),
-    })
+    if total <= ONE_WRITE_BYTES && parts.iter().all(|p| in_memory(p).is_some()) {
+        let mut joined = Vec::with_capacity(total);
+        joined.extend_from_slice(&layout.header);
+        for &i in &layout.order {
+            joined.extend_from_slice(in_memory(&parts[i]).expect("all in memory"));
+        }
+        return out.write_all(&joined).map_err(WriteError::Io);
+    }
+    out.write_all(&layout.header).map_err(WriteError::Io)?;
+    for &i in &layout.order {
+        let part = &mut parts[i];
+        match &mut part.source {
+            TensorSource::Bytes(b) => out.write_all(b).map_err(WriteError::Io)?,
+            TensorSource::Streamed(fill) => {
+                let mut counted = Counted {
+                    out: &mut *out,
+                    written: 0,
+                    error: None,
+                };
+                let filled = fill(&mut counted);
+                if let Some(e) = counted.error {
+                    return Err(WriteError::Io(e));
+                }
+                filled.map_err(WriteError::Refused)?;
+                if counted.written != part.len {
+                    return Err(WriteError::Refused(format!(
+                        "tensor {}: {} bytes written for its {} bytes",
+                        part.name, counted.written, part.len
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A writer that counts the bytes written through it and keeps the first
+/// error (a streamed source reports its own failures as text; the file's
+/// are told apart by this).
+struct Counted<'w> {
+    out: &'w mut dyn Write,
+    written: usize,
+    error: Option<std::io::Error>,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.out.write(buf) {
+            Ok(0) if !buf.is_empty() => {
+                let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                self.error
+                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
+                Err(e)
+            }
+            Ok(n) => {
+                self.written += n;
+                Ok(n)
+            }
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::Interrupted && self.error.is_none() {
+                    self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 fn parse_header(bytes: &[u8]) -> Result<Metadata, String> {
@@ -370,17 +468,27 @@ mod tests {
         let a: Vec<u8> = (0..24).collect(); // 6 f32
         let b: Vec<u8> = (100..108).collect(); // 1 f64
         let c: Vec<u8> = vec![7, 8, 9]; // 3 u8
-        let tensors = vec![
+        let tensors = [
             ("arg2".to_string(), Dtype::F32, &a[..]),
             ("arg0".to_string(), Dtype::F64, &b[..]),
             ("arg1.before".to_string(), Dtype::U8, &c[..]),
         ];
-        let encoded = encode(&tensors).unwrap();
-        let mut file = encoded.header.clone();
-        for d in &encoded.data {
-            file.extend_from_slice(d);
-        }
-        assert_eq!(encoded.len(), file.len());
+        let mut parts: Vec<TensorPart> = tensors
+            .iter()
+            .map(|(name, dtype, data)| TensorPart {
+                name: name.clone(),
+                dtype: *dtype,
+                len: data.len(),
+                source: TensorSource::Bytes(data),
+            })
+            .collect();
+        let layout = encode(&parts).unwrap();
+        let mut file = Vec::new();
+        assert!(write_file(&mut file, &layout, &mut parts).is_ok());
+        assert_eq!(
+            layout.header.len() + a.len() + b.len() + c.len(),
+            file.len()
+        );
         // Byte for byte what the crate's serialize gives with the data.
         let views: Vec<_> = tensors
             .iter()
@@ -440,6 +548,70 @@ mod tests {
         std::fs::write(&path, &file[..file.len() - 1]).unwrap();
         let err = read_tensors(&path, &[want("arg1.before", Dtype::U8, 3)]).unwrap_err();
         assert!(err.to_string().contains("data offsets"), "{err}");
+    }
+
+    #[test]
+    fn a_streamed_tensor_is_written_as_its_bytes_would_be_and_a_refusal_or_short_write_fails() {
+        let small: Vec<u8> = (0..12).collect();
+        let big: Vec<u8> = (0..(3usize << 20)).map(|i| (i % 253) as u8).collect();
+        let part = |name: &str, len, source| TensorPart {
+            name: name.into(),
+            dtype: Dtype::F32,
+            len,
+            source,
+        };
+        let mut from_memory = vec![
+            part("arg1", big.len(), TensorSource::Bytes(&big)),
+            part("arg0", small.len(), TensorSource::Bytes(&small)),
+        ];
+        let layout = encode(&from_memory).unwrap();
+        assert_eq!(layout.order, [1, 0]);
+        let mut expected = Vec::new();
+        assert!(write_file(&mut expected, &layout, &mut from_memory).is_ok());
+        // In pieces, as the collector streams from a mapping.
+        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+            for piece in big.chunks(1 << 20) {
+                out.write_all(piece).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        };
+        let mut streamed = vec![
+            part("arg1", big.len(), TensorSource::Streamed(&mut fill)),
+            part("arg0", small.len(), TensorSource::Bytes(&small)),
+        ];
+        let mut file = Vec::new();
+        assert!(write_file(&mut file, &layout, &mut streamed).is_ok());
+        assert!(file == expected, "a streamed file differs");
+        // Refused: its message.
+        let mut refuse = |_: &mut dyn Write| -> Result<(), String> { Err("mismatch".into()) };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut refuse))];
+        let layout = encode(&parts).unwrap();
+        match write_file(&mut Vec::new(), &layout, &mut parts) {
+            Err(WriteError::Refused(m)) => assert_eq!(m, "mismatch"),
+            _ => panic!("a refusal is a refusal"),
+        }
+        // One byte short.
+        let mut short = |out: &mut dyn Write| -> Result<(), String> {
+            out.write_all(&big[1..]).map_err(|e| e.to_string())
+        };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut short))];
+        match write_file(&mut Vec::new(), &layout, &mut parts) {
+            Err(WriteError::Refused(m)) => assert!(m.contains("bytes written"), "{m}"),
+            _ => panic!("a short tensor is refused"),
+        }
+        // The file's own error wins over the source's message.
+        let mut full = [0u8; 100];
+        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+            out.write_all(&big).map_err(|e| e.to_string())
+        };
+        let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut fill))];
+        match write_file(&mut &mut full[..], &layout, &mut parts) {
+            Err(WriteError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::WriteZero),
+            _ => panic!("a full file is an I/O error"),
+        }
+        // A tensor's length costs no memory when laid out.
+        let huge = [part("arg9", 1 << 62, TensorSource::Bytes(&[]))];
+        assert!(encode(&huge).unwrap().header.len() < 200);
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct FakeSource {
     /// Handles whose copy panics (a bug in a buffer source).
     pub copy_panics: Mutex<Vec<Vec<u8>>>,
     pub live: AtomicUsize,
+    /// The most bytes one copy asked for.
+    pub largest_copy: AtomicUsize,
     pub attaches: AtomicUsize,
     pub detaches: AtomicUsize,
     mapped: Mutex<HashMap<usize, Vec<u8>>>,
@@ -83,6 +85,7 @@ impl BufferSource for FakeSource {
         if mapping.address & 2 == 2 {
             panic!("simulated bug in the buffer source");
         }
+        self.largest_copy.fetch_max(dst.len(), Ordering::SeqCst);
         let mapped = self.mapped.lock().unwrap();
         let bytes = mapped
             .get(&mapping.address)

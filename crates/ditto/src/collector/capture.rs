@@ -195,6 +195,14 @@ impl StagingFile {
     }
 }
 
+/// Where the copies the tool made of a dispatch's buffers lie: the fds
+/// that came with its message (one per shared-memory buffer, in buffer
+/// order) and the connection's staging file (staged buffers).
+pub(super) struct CopyFiles<'a> {
+    pub(super) copies: Vec<OwnedFd>,
+    pub(super) staging: Option<&'a StagingFile>,
+}
+
 pub(super) struct Stored {
     /// 1 when the dispatch was written, 0 for inputs kept until its After part.
     pub(super) dispatches: u64,
@@ -421,7 +429,7 @@ fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
 /// under the dispatch index and are stored with the After part, in one
 /// file. Inputs whose After part never comes are not stored.
 ///
-/// `copies`: the fds that came with the message, one per shared-memory
+/// `files.copies`: the fds that came with the message, one per shared-memory
 /// buffer in buffer order; another count is an error. All are closed when
 /// this returns, whatever the outcome.
 pub(super) fn capture_dispatch(
@@ -430,10 +438,10 @@ pub(super) fn capture_dispatch(
     rank: u32,
     pid: u32,
     d: &Dispatch,
-    copies: Vec<OwnedFd>,
-    staging: Option<&StagingFile>,
+    files: CopyFiles<'_>,
     inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
 ) -> Result<Stored, String> {
+    let CopyFiles { copies, staging } = files;
     let expected = d
         .buffers
         .iter()

@@ -4,7 +4,7 @@
 //! before its capture (and every detach) is finished; a panic while serving
 //! becomes an error ack or a failed connection, never a missing report.
 
-use super::capture::{StagingFile, capture_dispatch};
+use super::capture::{CopyFiles, StagingFile, capture_dispatch};
 use super::{
     ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
     check_peer, check_run_name, peer_uid,
@@ -316,8 +316,10 @@ fn run_connection(
                         rank,
                         hello.pid,
                         &d,
-                        copies?,
-                        staging.as_ref(),
+                        CopyFiles {
+                            copies: copies?,
+                            staging: staging.as_ref(),
+                        },
                         &mut inputs,
                     )
                 }))

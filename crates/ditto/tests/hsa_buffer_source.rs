@@ -167,6 +167,26 @@ fn export(rt: &HsaRuntime, size: usize) -> Exported {
 }
 
 /// Descriptors of the pool memfd open in this process.
+/// Argument 1 (f32, after the kernel) of a dispatch: `extent` bytes at
+/// `offset` of the exported allocation, through its IPC handle.
+fn output_buffer(alloc: &Exported, offset: usize, extent: usize, fingerprint: u64) -> Buffer {
+    Buffer {
+        phase: ditto_protocol::Phase::After,
+        arg_index: 1,
+        name: None,
+        dtype: DType::F32,
+        transport: Transport::Ipc {
+            handle: alloc.handle.clone(),
+        },
+        owner_pid: std::process::id(),
+        alloc_base: alloc.ptr as u64,
+        alloc_size: alloc.size as u64,
+        offset: offset as u64,
+        extent: extent as u64,
+        fingerprint,
+    }
+}
+
 fn pool_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
@@ -239,21 +259,7 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     let baseline = pool_mappings();
     let mut tool = Tool::greet(collector.socket_path(), "ref");
     for index in 0..20 {
-        let buffer = Buffer {
-            phase: ditto_protocol::Phase::After,
-            arg_index: 1,
-            name: None,
-            dtype: DType::F32,
-            transport: Transport::Ipc {
-                handle: alloc.handle.clone(),
-            },
-            owner_pid: std::process::id(),
-            alloc_base: alloc.ptr as u64,
-            alloc_size: alloc.size as u64,
-            offset: offset as u64,
-            extent: extent as u64,
-            fingerprint: fingerprint(&expected),
-        };
+        let buffer = output_buffer(&alloc, offset, extent, fingerprint(&expected));
         let ack = tool.dispatch(dispatch(index, vec![buffer]));
         assert_eq!(ack.result, Ok(()), "dispatch {index}");
         assert_eq!(
@@ -290,21 +296,7 @@ fn a_large_buffer_goes_from_the_attachment_into_its_file_exactly_and_a_mismatch_
     }
     let (offset, extent) = (4096 + 8usize, (9 << 20) + 20usize);
     let expected = bytes[offset..offset + extent].to_vec();
-    let buffer = |fingerprint| Buffer {
-        phase: ditto_protocol::Phase::After,
-        arg_index: 1,
-        name: None,
-        dtype: DType::F32,
-        transport: Transport::Ipc {
-            handle: alloc.handle.clone(),
-        },
-        owner_pid: std::process::id(),
-        alloc_base: alloc.ptr as u64,
-        alloc_size: alloc.size as u64,
-        offset: offset as u64,
-        extent: extent as u64,
-        fingerprint,
-    };
+    let buffer = |fingerprint| output_buffer(&alloc, offset, extent, fingerprint);
     // In place (as `ditto run` reads ditto's CPU runtime), then copied
     // chunk by chunk (as it reads ROCr's device memory).
     for in_place in [true, false] {

@@ -2,14 +2,15 @@
 //! sealed memfd, handed to the collector with the Dispatch frame
 //! (SCM_RIGHTS) when the runtime cannot export the memory over IPC.
 //!
-//! Owns only the copy: memfd_create, the write, the seals. Reads the
-//! application's memory through write(2), so a range that is not readable
-//! is an error (EFAULT), never a fault in the application. Never keeps the
-//! fd: the caller sends it and closes its copy.
+//! Owns only the copy: memfd_create, the write, the seals, and the copy of
+//! application memory into a file ([`copy_from_address`], also the staging
+//! file's), which reads the memory through pwrite(2), so a range that is
+//! not readable is an error (EFAULT), never a fault in the application.
+//! Never keeps the fd: the caller sends it and closes its copy.
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Name of every copy's memfd (`/memfd:ditto-copy` in /proc/<pid>/fd and
 /// /proc/<pid>/maps), so tests can see that nobody keeps one.
@@ -38,16 +39,41 @@ pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, String> {
     }
     // SAFETY: `raw` is a new fd owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    copy_from_address(fd.as_fd(), address, len as u64, 0, "shared memory")?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on our own memfd, created with MFD_ALLOW_SEALING and never mapped.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(format!(
+            "cannot seal the shared-memory copy: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(fd)
+}
+
+/// Copies the `len` bytes at `address` of this process into `file` from
+/// its byte `at`, with pwrite(2): the kernel reads the range on our behalf,
+/// so an unreadable one is an error (EFAULT), never a fault. `into` names
+/// the file in messages.
+pub fn copy_from_address(
+    file: BorrowedFd,
+    address: u64,
+    len: u64,
+    at: u64,
+    into: &str,
+) -> Result<(), String> {
+    let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
     let mut done = 0usize;
     while done < len {
         let chunk = (len - done).min(WRITE_CHUNK);
-        // SAFETY: write(2) only reads [address+done, +chunk); an unreadable
+        // SAFETY: pwrite(2) only reads [address+done, +chunk); an unreadable
         // range makes it fail with EFAULT instead of faulting.
         let n = unsafe {
-            libc::write(
-                fd.as_raw_fd(),
+            libc::pwrite(
+                file.as_raw_fd(),
                 (address as usize + done) as *const libc::c_void,
                 chunk,
+                (at + done as u64) as libc::off_t,
             )
         };
         if n < 0 {
@@ -58,27 +84,19 @@ pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, String> {
             if e.raw_os_error() == Some(libc::EFAULT) {
                 return Err(format!(
                     "{len} bytes at 0x{address:x} are not all readable by the process \
-                     (stopped at byte {done}): check the argument's extent (--arg-sizes)"
+                     (stopped at byte {done}: {e}): check the argument's extent (--arg-sizes)"
                 ));
             }
-            return Err(format!("cannot copy {len} bytes into shared memory: {e}"));
+            return Err(format!("cannot copy {len} bytes into {into}: {e}"));
         }
         if n == 0 {
             return Err(format!(
-                "cannot copy {len} bytes into shared memory: the write stopped at byte {done}"
+                "cannot copy {len} bytes into {into}: the write stopped at byte {done}"
             ));
         }
         done += n as usize;
     }
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on our own memfd, created with MFD_ALLOW_SEALING and never mapped.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(format!(
-            "cannot seal the shared-memory copy: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    Ok(fd)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 //! Owns the file, where each copy goes in it ([`Ring`]: regions handed out
 //! in order and given back in order once the collector has finished the
 //! frames that described them, as the progress counter in the file's
-//! header says) and the copy itself: pwrite from the application's memory,
-//! so a range that is not readable (device memory the CPU cannot read) is
-//! an error, never a fault; the caller then sends the buffer another way.
+//! header says). The copy itself is `shared_memory::copy_from_address`
+//! (pwrite from the application's memory): a range that is not readable
+//! (device memory the CPU cannot read) is an error, never a fault; the
+//! caller then sends the buffer another way.
 //! Nothing here talks to the collector.
 
 use ditto_protocol::STAGING_HEADER_BYTES;
@@ -17,7 +18,7 @@ use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 
 /// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
@@ -180,34 +181,13 @@ impl StagingFile {
         let Some(at) = taken.map(|at| at + STAGING_HEADER_BYTES) else {
             return Ok(None);
         };
-        let mut done = 0u64;
-        while done < len {
-            // SAFETY: the kernel reads [address + done, address + len) on
-            // our behalf; an unmapped range is EFAULT, not a fault here.
-            let n = unsafe {
-                libc::pwrite(
-                    self.file.as_raw_fd(),
-                    (address + done) as *const libc::c_void,
-                    (len - done) as usize,
-                    (at + done) as libc::off_t,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(format!(
-                    "cannot copy {len} bytes at 0x{address:x} into the staging file: {e}"
-                ));
-            }
-            if n == 0 {
-                return Err(format!(
-                    "cannot copy {len} bytes at 0x{address:x} into the staging file: nothing written"
-                ));
-            }
-            done += n as u64;
-        }
+        crate::shared_memory::copy_from_address(
+            self.file.as_fd(),
+            address,
+            len,
+            at,
+            "the staging file",
+        )?;
         Ok(Some(at))
     }
 

@@ -5,7 +5,7 @@
 
 use super::driver::{as_fn, open_library};
 use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `CUpti_CallbackFunc`.
 pub type CallbackFunc = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
@@ -76,19 +76,7 @@ impl Cupti {
         if result == 0 {
             return Ok(());
         }
-        let mut text: *const c_char = std::ptr::null();
-        let known = self.get_result_string.is_some_and(|f| {
-            // SAFETY: out-pointer to a static string.
-            unsafe { f(result, &mut text) == 0 && !text.is_null() }
-        });
-        let name = if known {
-            // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            "unknown error".into()
-        };
+        let name = super::driver::status_name(self.get_result_string, result);
         Err(format!("{call} failed: CUPTI error {result} ({name})"))
     }
 

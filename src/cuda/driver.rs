@@ -115,19 +115,7 @@ impl Driver {
         if result == 0 {
             return Ok(());
         }
-        let mut text: *const c_char = std::ptr::null();
-        let known = self.get_error_string.is_some_and(|f| {
-            // SAFETY: out-pointer to a static string of the driver.
-            unsafe { f(result, &mut text) == 0 && !text.is_null() }
-        });
-        let name = if known {
-            // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            "unknown error".into()
-        };
+        let name = status_name(self.get_error_string, result);
         Err(format!("{call} failed: CUDA error {result} ({name})"))
     }
 
@@ -179,5 +167,27 @@ impl Driver {
         // SAFETY: dst is writable for its length; the driver checks `src`.
         let r = unsafe { (self.memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
         self.check(r, "cuMemcpyDtoH")
+    }
+}
+
+/// What a CUDA library calls status `result`, through its string entry
+/// (`cuGetErrorString`, `cuptiGetResultString`: status in, pointer to a
+/// static string out); "unknown error" when it has none or does not know it.
+pub(crate) fn status_name(
+    lookup: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
+    result: c_int,
+) -> String {
+    let mut text: *const c_char = std::ptr::null();
+    let known = lookup.is_some_and(|f| {
+        // SAFETY: out-pointer to a static string of the library.
+        unsafe { f(result, &mut text) == 0 && !text.is_null() }
+    });
+    if known {
+        // SAFETY: non-null static NUL-terminated string.
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        "unknown error".into()
     }
 }

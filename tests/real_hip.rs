@@ -90,7 +90,16 @@ fn two_processes_share_device_memory_through_hip_ipc_handles() {
 fn a_kernel_without_host_build_fails_its_dispatch_naming_it_and_where_the_runtime_looked() {
     let dir = tempfile::tempdir().unwrap();
     let lone = dir.path().join("vector_add");
-    std::fs::copy(hip_app("vector_add"), &lone).unwrap();
+    // Copied by cp(1), not std::fs::copy: a write descriptor for the copy
+    // held by this test process could be inherited by a child another test
+    // thread is forking at that moment, and until that child's exec closes
+    // it, starting the copy fails with ETXTBSY (it did in CI).
+    let copied = Command::new("cp")
+        .arg(hip_app("vector_add"))
+        .arg(&lone)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "cp vector_add to {}", lone.display());
     let mut cmd = Command::new(&lone);
     cmd.env("LD_LIBRARY_PATH", cpu_runtime_dir())
         .env_remove("DITTO_HIP_HOST_KERNELS");

@@ -15,13 +15,13 @@
 
 use super::{BufferSource, Mapping, Shared};
 use crate::store::{
-    CapturedBuffer, SnapshotWriter, StoreError, TensorSource, TensorToStore, zeroed_buffer,
+    CapturedBuffer, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
+    zeroed_buffer,
 };
 use ditto_protocol::{
     Buffer, Dispatch, Phase, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
 };
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
@@ -68,15 +68,14 @@ impl<'a> Attachment<'a> {
         offset: u64,
         extent: u64,
         expected: u64,
-        out: &mut dyn Write,
+        out: &mut dyn TensorOut,
     ) -> Result<u64, String> {
         let mapping = self.mapping.as_ref().expect("attached until detach");
         let cannot_write = |e: std::io::Error| format!("cannot write it into the snapshot: {e}");
         if let Some(bytes) = self.source.host_bytes(mapping, offset, extent) {
-            populate_for_reading(bytes);
             let seen = fingerprint(bytes);
             if seen == expected {
-                out.write_all(bytes).map_err(cannot_write)?;
+                out.put(bytes).map_err(cannot_write)?;
             }
             return Ok(seen);
         }
@@ -377,35 +376,6 @@ fn capture_buffer(
     Ok(data)
 }
 
-/// Asks the kernel to map every page of `bytes` (a fresh attachment has
-/// none mapped) in one call, before they are fingerprinted and written.
-/// Page by page, the write into the tensor file would not only fault each
-/// one: Linux's buffered write copies from user memory without taking
-/// faults, and after each short copy it halves the page-cache folio size it
-/// writes for the rest of the call, so the file would end up in 4 KiB
-/// pages. Written from mapped pages it gets folios of up to 2 MiB, which a
-/// reader's mapping maps whole (`ditto compare` of two 1 GiB snapshots
-/// read them twice as fast, issue 7). A refusal (a kernel before 5.14)
-/// changes nothing but speed.
-fn populate_for_reading(bytes: &[u8]) {
-    const PAGE: usize = 4096;
-    let start = (bytes.as_ptr() as usize) & !(PAGE - 1);
-    let end = bytes.as_ptr() as usize + bytes.len();
-    if bytes.is_empty() {
-        return;
-    }
-    // SAFETY: advice on whole pages of a live mapping that covers `bytes`
-    // (mappings are page-aligned); populating for reading changes no
-    // contents.
-    unsafe {
-        libc::madvise(
-            start as *mut libc::c_void,
-            end - start,
-            libc::MADV_POPULATE_READ,
-        )
-    };
-}
-
 /// attach → write the extent into the tensor file being written (`out`)
 /// → DETACH → verify, for one IPC buffer of at least [`STREAM_FROM_BYTES`]:
 /// the store's streamed source. Its error (a mismatch included) makes the
@@ -414,7 +384,7 @@ fn stream_buffer(
     shared: &Shared,
     d: &Dispatch,
     b: &Buffer,
-    out: &mut dyn Write,
+    out: &mut dyn TensorOut,
 ) -> Result<(), String> {
     let seen = with_attachment(shared, d, b, |attachment| {
         attachment.write_extent(b.offset, b.extent, b.fingerprint, out)
@@ -529,7 +499,7 @@ pub(super) fn capture_dispatch(
         .iter()
         .zip(&data)
         .filter(|(_, data)| data.is_none())
-        .map(|(b, _)| move |out: &mut dyn Write| stream_buffer(shared, d, b, out))
+        .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, d, b, out))
         .collect();
     let mut fills = fills.iter_mut();
     let mut tensors: Vec<TensorToStore> = before
@@ -562,58 +532,4 @@ pub(super) fn capture_dispatch(
         arrays,
         bytes,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::populate_for_reading;
-
-    /// The resident size /proc/self/smaps gives the mapping that starts at `at`, in KiB.
-    fn mapped_kib(at: usize) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("read /proc/self/smaps");
-        let head = format!("{at:x}-");
-        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
-        assert!(lines.next().is_some(), "no mapping at {head} in smaps");
-        let rss = lines
-            .find(|l| l.starts_with("Rss:"))
-            .expect("an Rss line for the mapping");
-        rss.split_whitespace().nth(1).unwrap().parse().unwrap()
-    }
-
-    #[test]
-    fn a_fresh_mapping_of_written_shared_memory_is_mapped_whole_by_one_populate() {
-        const LEN: usize = 4 << 20;
-        let file = tempfile::tempfile().expect("a temporary file");
-        file.set_len(LEN as u64).unwrap();
-        let map = |prot| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a fresh shared mapping of a file of LEN bytes.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    LEN,
-                    prot,
-                    libc::MAP_SHARED,
-                    file.as_raw_fd(),
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            p as usize
-        };
-        let writer = map(libc::PROT_READ | libc::PROT_WRITE);
-        // SAFETY: LEN writable bytes at `writer`.
-        unsafe { std::ptr::write_bytes(writer as *mut u8, 0x5a, LEN) };
-        let reader = map(libc::PROT_READ);
-        assert_eq!(mapped_kib(reader), 0, "a fresh mapping has no page mapped");
-        // SAFETY: LEN readable bytes at `reader`, alive until the munmap below.
-        let bytes = unsafe { std::slice::from_raw_parts((reader + 100) as *const u8, LEN - 200) };
-        populate_for_reading(bytes);
-        assert_eq!(mapped_kib(reader), (LEN / 1024) as u64);
-        assert!(bytes.iter().all(|&b| b == 0x5a));
-        for p in [writer, reader] {
-            // SAFETY: the mappings made above, unmapped once.
-            unsafe { libc::munmap(p as *mut libc::c_void, LEN) };
-        }
-    }
 }

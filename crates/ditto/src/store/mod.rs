@@ -22,8 +22,10 @@
 
 pub mod journal;
 pub mod missing;
+mod placement;
 mod spare_files;
 mod tensor_file;
+pub use placement::TensorOut;
 pub use tensor_file::{TensorBytes, TensorSource, zeroed_buffer};
 
 use ditto_protocol::{Buffer, DType, Dispatch, Goodbye, Hello, KernelName, Phase, Transport};
@@ -641,7 +643,7 @@ impl SnapshotWriter {
             self.spares_wanted = false;
         }
         write_replacing_with(path, false, |w| {
-            tensor_file::write_file(w, layout, parts).map_err(failed)
+            tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
         })
     }
 

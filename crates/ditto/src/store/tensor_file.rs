@@ -16,6 +16,7 @@
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::StoreError;
+use super::placement::TensorOut;
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;
 use std::io::Write;
@@ -190,7 +191,7 @@ pub enum TensorSource<'a> {
     /// byte of the tensor, in order, to the writer it is given, or refuses
     /// with a message, and then nothing is stored. It may be called again
     /// (the store starts the file over where linking an unnamed file fails).
-    Streamed(&'a mut dyn FnMut(&mut dyn Write) -> Result<(), String>),
+    Streamed(&'a mut dyn FnMut(&mut dyn TensorOut) -> Result<(), String>),
 }
 
 /// One tensor of a file to write: its name, dtype, length in bytes and
@@ -265,7 +266,7 @@ const ONE_WRITE_BYTES: usize = 1 << 20;
 /// the layout's order, exactly its `len` bytes (a streamed part that
 /// writes another number of bytes is refused).
 pub fn write_file(
-    out: &mut dyn Write,
+    out: &mut dyn TensorOut,
     layout: &Layout,
     parts: &mut [TensorPart],
 ) -> Result<(), WriteError> {
@@ -316,7 +317,7 @@ pub fn write_file(
 /// error (a streamed source reports its own failures as text; the file's
 /// are told apart by this).
 struct Counted<'w> {
-    out: &'w mut dyn Write,
+    out: &'w mut dyn TensorOut,
     written: usize,
     error: Option<std::io::Error>,
 }
@@ -344,6 +345,23 @@ impl Write for Counted<'_> {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
+    }
+}
+
+/// A run put at once (a file places a long one with several threads).
+impl TensorOut for Counted<'_> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self.out.put(bytes) {
+            Ok(()) => {
+                self.written += bytes.len();
+                Ok(())
+            }
+            Err(e) => {
+                self.error
+                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
+                Err(e)
+            }
+        }
     }
 }
 
@@ -551,6 +569,42 @@ mod tests {
     }
 
     #[test]
+    fn a_long_run_put_into_a_file_lands_between_the_header_and_the_next_tensor_exactly() {
+        let long: Vec<u8> = (0..super::super::placement::PLACE_FROM_BYTES + 4100)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let small: Vec<u8> = (0..12).collect();
+        let mut put_once = |out: &mut dyn TensorOut| -> Result<(), String> {
+            out.put(&long).map_err(|e| e.to_string())
+        };
+        let mut parts = vec![
+            TensorPart {
+                name: "arg1".into(),
+                dtype: Dtype::F32,
+                len: long.len(),
+                source: TensorSource::Streamed(&mut put_once),
+            },
+            TensorPart {
+                name: "arg0".into(),
+                dtype: Dtype::U8,
+                len: small.len(),
+                source: TensorSource::Bytes(&small),
+            },
+        ];
+        let layout = encode(&parts).unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        assert!(write_file(&mut file, &layout, &mut parts).is_ok());
+        let mut back = Vec::new();
+        use std::io::{Read, Seek};
+        file.rewind().unwrap();
+        file.read_to_end(&mut back).unwrap();
+        let read = SafeTensors::deserialize(&back).unwrap();
+        assert!(read.tensor("arg1").unwrap().data() == &long[..]);
+        assert_eq!(read.tensor("arg0").unwrap().data(), &small[..]);
+        assert_eq!(back.len(), layout.header.len() + long.len() + small.len());
+    }
+
+    #[test]
     fn a_streamed_tensor_is_written_as_its_bytes_would_be_and_a_refusal_or_short_write_fails() {
         let small: Vec<u8> = (0..12).collect();
         let big: Vec<u8> = (0..(3usize << 20)).map(|i| (i % 253) as u8).collect();
@@ -569,7 +623,7 @@ mod tests {
         let mut expected = Vec::new();
         assert!(write_file(&mut expected, &layout, &mut from_memory).is_ok());
         // In pieces, as the collector streams from a mapping.
-        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+        let mut fill = |out: &mut dyn TensorOut| -> Result<(), String> {
             for piece in big.chunks(1 << 20) {
                 out.write_all(piece).map_err(|e| e.to_string())?;
             }
@@ -583,7 +637,7 @@ mod tests {
         assert!(write_file(&mut file, &layout, &mut streamed).is_ok());
         assert!(file == expected, "a streamed file differs");
         // Refused: its message.
-        let mut refuse = |_: &mut dyn Write| -> Result<(), String> { Err("mismatch".into()) };
+        let mut refuse = |_: &mut dyn TensorOut| -> Result<(), String> { Err("mismatch".into()) };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut refuse))];
         let layout = encode(&parts).unwrap();
         match write_file(&mut Vec::new(), &layout, &mut parts) {
@@ -591,7 +645,7 @@ mod tests {
             _ => panic!("a refusal is a refusal"),
         }
         // One byte short.
-        let mut short = |out: &mut dyn Write| -> Result<(), String> {
+        let mut short = |out: &mut dyn TensorOut| -> Result<(), String> {
             out.write_all(&big[1..]).map_err(|e| e.to_string())
         };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut short))];
@@ -601,7 +655,7 @@ mod tests {
         }
         // The file's own error wins over the source's message.
         let mut full = [0u8; 100];
-        let mut fill = |out: &mut dyn Write| -> Result<(), String> {
+        let mut fill = |out: &mut dyn TensorOut| -> Result<(), String> {
             out.write_all(&big).map_err(|e| e.to_string())
         };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut fill))];

@@ -14,7 +14,11 @@
 //                              load → freeze → symbol "<mangled>.kd" →
 //                              KERNEL_OBJECT / KERNARG_SEGMENT_SIZE;
 //   - hipLaunchKernelGGL       a kernel-dispatch packet WITHOUT completion
-//                              signal, kernarg from the kernarg pool, header
+//                              signal, kernarg taken in order from one block
+//                              of the kernarg pool allocated at the first
+//                              launch and reused from its start after each
+//                              synchronisation (CLR's managed kernarg
+//                              buffer: no allocation per launch), header
 //                              stored last with release semantics, doorbell
 //                              rung with hsa_signal_store_screlease;
 //   - hipDeviceSynchronize     a barrier-AND packet (barrier bit) carrying a
@@ -132,9 +136,14 @@ struct Runtime {
   hsa_executable_t executable{};
   std::map<const void*, Kernel> kernels;  // by host function address
 
-  bool work_pending = false;            // dispatches since the last synchronisation
-  std::vector<void*> kernargs_in_flight;  // freed after the next synchronisation
+  bool work_pending = false;  // dispatches since the last synchronisation
+  void* kernarg_block = nullptr;  // kKernargBlockBytes from the kernarg pool
+  size_t kernarg_used = 0;        // bytes of it taken since the last synchronisation
 };
+
+// The kernarg block's size, and the alignment of each launch's arguments in it.
+constexpr size_t kKernargBlockBytes = 1 << 20;
+constexpr size_t kKernargAlignment = 64;
 
 inline Runtime& runtime() {
   static Runtime instance;
@@ -306,13 +315,8 @@ inline hipError_t synchronize(Runtime& rt) {
          1) {
   }
   rt.work_pending = false;
-  hipError_t result = hipSuccess;
-  for (void* kernarg : rt.kernargs_in_flight) {
-    hsa_status_t status = hsa_amd_memory_pool_free(kernarg);
-    if (status != HSA_STATUS_SUCCESS) result = fail_hsa(rt, hipErrorUnknown, "hsa_amd_memory_pool_free(kernarg)", status);
-  }
-  rt.kernargs_in_flight.clear();
-  return result;
+  rt.kernarg_used = 0;  // every dispatch that read its arguments has ended
+  return hipSuccess;
 }
 
 inline void shutdown_at_exit() {
@@ -328,6 +332,10 @@ inline void shutdown_at_exit() {
     hsa_executable_destroy(rt.executable);
     hsa_code_object_reader_destroy(rt.reader);
     rt.executable_loaded = false;
+  }
+  if (rt.kernarg_block != nullptr) {
+    hsa_amd_memory_pool_free(rt.kernarg_block);
+    rt.kernarg_block = nullptr;
   }
   hsa_signal_destroy(rt.sync_signal);
   hsa_queue_destroy(rt.queue);
@@ -428,14 +436,30 @@ inline hipError_t launch(const void* function, dim3 grid, dim3 block, uint32_t s
     return fail(rt, hipErrorInvalidValue, buffer);
   }
 
-  void* kernarg = nullptr;
   const size_t kernarg_size = kernel->kernarg_segment_size < 16 ? 16 : kernel->kernarg_segment_size;
-  hsa_status_t status = hsa_amd_memory_pool_allocate(rt.kernarg_pool, kernarg_size, 0, &kernarg);
-  if (status != HSA_STATUS_SUCCESS)
-    return fail_hsa(rt, hipErrorOutOfMemory, "hsa_amd_memory_pool_allocate(kernarg pool)", status);
+  if (kernarg_size > kKernargBlockBytes) {
+    char buffer[256];
+    snprintf(buffer, sizeof buffer, "%s: a kernarg segment of %zu bytes exceeds hiplite's kernarg block (%zu bytes)",
+             kernel->symbol.c_str(), kernarg_size, kKernargBlockBytes);
+    return fail(rt, hipErrorInvalidValue, buffer);
+  }
+  if (rt.kernarg_block == nullptr) {
+    hsa_status_t status = hsa_amd_memory_pool_allocate(rt.kernarg_pool, kKernargBlockBytes, 0, &rt.kernarg_block);
+    if (status != HSA_STATUS_SUCCESS) {
+      rt.kernarg_block = nullptr;
+      return fail_hsa(rt, hipErrorOutOfMemory, "hsa_amd_memory_pool_allocate(kernarg pool)", status);
+    }
+  }
+  size_t at = (rt.kernarg_used + kKernargAlignment - 1) & ~(kKernargAlignment - 1);
+  if (at + kernarg_size > kKernargBlockBytes) {
+    // The block is full: wait for the dispatches reading it, then start over.
+    if (hipError_t e = synchronize(rt)) return e;
+    at = 0;
+  }
+  void* kernarg = static_cast<unsigned char*>(rt.kernarg_block) + at;
+  rt.kernarg_used = at + kernarg_size;
   memset(kernarg, 0, kernarg_size);
   if (args_size > 0) memcpy(kernarg, args, args_size);
-  rt.kernargs_in_flight.push_back(kernarg);
 
   uint64_t index;
   auto* packet = static_cast<hsa_kernel_dispatch_packet_t*>(reserve_packet(rt, &index));

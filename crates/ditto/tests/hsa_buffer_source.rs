@@ -372,6 +372,41 @@ fn a_large_buffer_goes_from_the_attachment_into_its_file_exactly_and_a_mismatch_
 }
 
 #[test]
+fn a_buffer_of_64_mib_or_more_read_in_place_is_placed_into_its_file_by_threads_exactly() {
+    let _serial = serial();
+    let rt = runtime();
+    // Past the store's threshold for placing a run with several threads
+    // (64 MiB), starting off a page boundary, with an odd length.
+    let alloc = export(&rt, (65 << 20) + 3 * 4096);
+    // SAFETY: CPU-runtime device memory is host memory of this process.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i * 13 % 241) as u8;
+    }
+    let (offset, extent) = (4096 + 24usize, (65 << 20) + 4100usize);
+    let expected = bytes[offset..offset + extent].to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let snap_dir = dir.path().join("snap");
+    let collector = Collector::start(
+        Arc::new(HsaBufferSource::new(rt.clone()).reading_in_place(true)),
+        CollectorConfig::new(SnapshotLayout::Single(snap_dir.clone())),
+        SocketPlace::Private,
+    )
+    .unwrap();
+    let mut tool = Tool::greet(collector.socket_path(), "ref");
+    let buffer = output_buffer(&alloc, offset, extent, fingerprint(&expected));
+    assert_eq!(tool.dispatch(dispatch(0, vec![buffer])).result, Ok(()));
+    assert_eq!(collector.live_attachments(), 0);
+    tool.goodbye(1);
+    assert!(collector.settle(Duration::from_secs(5)));
+    collector.stop();
+    let snap = Snapshot::load(&snap_dir).unwrap();
+    let arrays = snap.load_dispatch(&snap.manifest.dispatches[0]).unwrap();
+    assert_eq!(arrays[0].1.bytes.len(), expected.len());
+    assert!(arrays[0].1.bytes == expected, "the stored bytes differ");
+}
+
+#[test]
 fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
     let _serial = serial();
     let rt = runtime();

@@ -79,19 +79,24 @@ fn threads_for(len: usize) -> usize {
 }
 
 /// Places `bytes` at `file`'s position with `threads` threads and moves
-/// the position past them: the range is allocated with `fallocate` (the
-/// file grows to cover it; a full disk is an error here, never a fault
-/// later), mapped shared (asking for huge pages, so the page cache holds
+/// the position past them: on a file system where that is safe
+/// ([`faults_cannot_fail_after_fallocate`]), the range is allocated with
+/// `fallocate` (the file grows to cover it; a full disk is an error here,
+/// never a fault later), mapped shared (asking for huge pages, so the page cache holds
 /// it in folios of up to 2 MiB, which readers map whole), each thread
 /// copies its share, and the mapping is removed. `Ok(false)` where the
 /// file system cannot allocate ahead or the range cannot be mapped: then
-/// nothing was copied, the position is unchanged and the caller writes.
+/// nothing was copied, the position is unchanged and the caller writes;
+/// so also on other file systems.
 pub fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool> {
     if bytes.is_empty() {
         return Ok(true);
     }
-    let pos = file.stream_position()?;
     let fd = file.as_raw_fd();
+    if !faults_cannot_fail_after_fallocate(fd) {
+        return Ok(false);
+    }
+    let pos = file.stream_position()?;
     // SAFETY: fallocate(2) on an open descriptor; it changes no byte
     // already written (mode 0 allocates, and grows the size over the range).
     if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, bytes.len() as libc::off_t) } != 0 {
@@ -141,6 +146,27 @@ pub fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<b
     unsafe { libc::munmap(map, map_len) };
     file.seek(SeekFrom::Start(pos + bytes.len() as u64))?;
     Ok(true)
+}
+
+/// Whether the file system of `fd` backs every page of a range once
+/// `fallocate` has allocated it, so that writing through a mapping cannot
+/// fault with SIGBUS for want of space: ext2/3/4, XFS and tmpfs. Others
+/// (copy-on-write ones such as btrfs reserve space again at each page
+/// fault) are written with `write`, whose failures are errors.
+fn faults_cannot_fail_after_fallocate(fd: std::os::fd::RawFd) -> bool {
+    let mut fs = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fstatfs(2) fills the struct for an open descriptor.
+    if unsafe { libc::fstatfs(fd, fs.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: filled by the successful call above.
+    let kind = unsafe { fs.assume_init() }.f_type as u64;
+    [
+        libc::EXT4_SUPER_MAGIC as u64,
+        libc::XFS_SUPER_MAGIC as u64,
+        libc::TMPFS_MAGIC as u64,
+    ]
+    .contains(&kind)
 }
 
 /// Copies `src` into `dst` (same length) with `threads` threads, each a
@@ -275,28 +301,56 @@ mod tests {
             .collect()
     }
 
+    /// Directories (the temporary one, /dev/shm) whose file system takes
+    /// placement; at least one must.
+    fn placeable_dirs() -> Vec<tempfile::TempDir> {
+        let dirs: Vec<_> = [std::env::temp_dir(), "/dev/shm".into()]
+            .into_iter()
+            .filter_map(|d| tempfile::tempdir_in(d).ok())
+            .filter(|d| {
+                let f = File::open(d.path()).unwrap();
+                faults_cannot_fail_after_fallocate(f.as_raw_fd())
+            })
+            .collect();
+        assert!(
+            !dirs.is_empty(),
+            "neither $TMPDIR nor /dev/shm is ext4, XFS or tmpfs"
+        );
+        dirs
+    }
+
     #[test]
     fn bytes_placed_by_several_threads_after_a_header_read_back_exactly_and_writing_goes_on_after_them()
      {
-        for threads in [2, 3, 8] {
-            let mut file = tempfile::tempfile().expect("a temporary file");
-            file.write_all(b"a header of 29 unaligned bytes"[..29].as_ref())
-                .unwrap();
-            let run = pattern((5 << 20) + 4099, threads as u64);
-            assert!(place(&mut file, &run, threads).expect("place"));
-            assert_eq!(file.stream_position().unwrap(), 29 + run.len() as u64);
-            file.write_all(b"tail").unwrap();
-            let mut back = Vec::new();
-            file.seek(SeekFrom::Start(0)).unwrap();
-            file.read_to_end(&mut back).unwrap();
-            assert_eq!(back.len(), 29 + run.len() + 4, "{threads} threads");
-            assert_eq!(&back[..29], &b"a header of 29 unaligned bytes"[..29]);
-            assert!(
-                back[29..29 + run.len()] == run[..],
-                "{threads} threads: the run differs"
-            );
-            assert_eq!(&back[29 + run.len()..], b"tail");
+        let header = b"a header of 29 unaligned byte";
+        for dir in placeable_dirs() {
+            for threads in [2, 3, 8] {
+                let mut file = tempfile::tempfile_in(dir.path()).unwrap();
+                file.write_all(header).unwrap();
+                let run = pattern((5 << 20) + 4099, threads as u64);
+                assert!(place(&mut file, &run, threads).expect("place"));
+                assert_eq!(file.stream_position().unwrap(), 29 + run.len() as u64);
+                file.write_all(b"tail").unwrap();
+                let mut back = Vec::new();
+                file.seek(SeekFrom::Start(0)).unwrap();
+                file.read_to_end(&mut back).unwrap();
+                let at = format!("{threads} threads in {}", dir.path().display());
+                assert_eq!(back.len(), 29 + run.len() + 4, "{at}");
+                assert_eq!(&back[..29], header, "{at}");
+                assert!(back[29..29 + run.len()] == run[..], "{at}: the run differs");
+                assert_eq!(&back[29 + run.len()..], b"tail", "{at}");
+            }
         }
+    }
+
+    #[test]
+    fn only_ext4_xfs_and_tmpfs_are_trusted_with_placement() {
+        // /proc is none of ext4, XFS and tmpfs.
+        let proc = File::open("/proc/self/stat").unwrap();
+        assert!(!faults_cannot_fail_after_fallocate(proc.as_raw_fd()));
+        let dev_shm_or_tmp = placeable_dirs();
+        let f = File::open(dev_shm_or_tmp[0].path()).unwrap();
+        assert!(faults_cannot_fail_after_fallocate(f.as_raw_fd()));
     }
 
     #[test]
@@ -311,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_file_that_cannot_be_written_is_an_error_and_nothing_is_placed() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = placeable_dirs().remove(0);
         let path = dir.path().join("read-only");
         std::fs::write(&path, b"x").unwrap();
         let mut file = File::open(&path).unwrap();

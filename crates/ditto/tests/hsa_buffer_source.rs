@@ -282,20 +282,32 @@ fn real_ipc_attachments_are_unmapped_before_each_ack() {
     assert_eq!(arrays[0].1.bytes, expected);
 }
 
+/// An exported allocation of `size` bytes, each byte a function of its
+/// position, and the `extent` bytes at `offset` as the tool would read them.
+fn export_pattern(
+    rt: &HsaRuntime,
+    size: usize,
+    offset: usize,
+    extent: usize,
+) -> (Exported, Vec<u8>) {
+    let alloc = export(rt, size);
+    // SAFETY: CPU-runtime device memory is host memory of this process.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    let expected = bytes[offset..offset + extent].to_vec();
+    (alloc, expected)
+}
+
 #[test]
 fn a_large_buffer_goes_from_the_attachment_into_its_file_exactly_and_a_mismatch_stores_nothing() {
     let _serial = serial();
     let rt = runtime();
     // Over a streamed copy's chunk (8 MiB): windows of the fingerprint
     // straddle chunks; the extent starts off a page boundary.
-    let alloc = export(&rt, (9 << 20) + 3 * 4096);
-    // SAFETY: CPU-runtime device memory is host memory of this process.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
-    for (i, b) in bytes.iter_mut().enumerate() {
-        *b = (i * 7 % 251) as u8;
-    }
     let (offset, extent) = (4096 + 8usize, (9 << 20) + 20usize);
-    let expected = bytes[offset..offset + extent].to_vec();
+    let (alloc, expected) = export_pattern(&rt, (9 << 20) + 3 * 4096, offset, extent);
     let buffer = |fingerprint| output_buffer(&alloc, offset, extent, fingerprint);
     // In place (as `ditto run` reads ditto's CPU runtime), then copied
     // chunk by chunk (as it reads ROCr's device memory).
@@ -377,14 +389,8 @@ fn a_buffer_of_64_mib_or_more_read_in_place_is_placed_into_its_file_by_threads_e
     let rt = runtime();
     // Past the store's threshold for placing a run with several threads
     // (64 MiB), starting off a page boundary, with an odd length.
-    let alloc = export(&rt, (65 << 20) + 3 * 4096);
-    // SAFETY: CPU-runtime device memory is host memory of this process.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(alloc.ptr, alloc.size) };
-    for (i, b) in bytes.iter_mut().enumerate() {
-        *b = (i * 13 % 241) as u8;
-    }
     let (offset, extent) = (4096 + 24usize, (65 << 20) + 4100usize);
-    let expected = bytes[offset..offset + extent].to_vec();
+    let (alloc, expected) = export_pattern(&rt, (65 << 20) + 3 * 4096, offset, extent);
     let dir = tempfile::tempdir().unwrap();
     let snap_dir = dir.path().join("snap");
     let collector = Collector::start(

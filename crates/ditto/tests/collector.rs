@@ -52,6 +52,15 @@ fn finish(s: Setup) -> (Vec<ConnectionReport>, tempfile::TempDir, Arc<FakeSource
     (reports, s.dir, s.source)
 }
 
+/// No attachment of `source` is live, and each was detached once.
+fn assert_every_attachment_detached(source: &FakeSource) {
+    assert_eq!(source.live.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        source.attaches.load(Ordering::SeqCst),
+        source.detaches.load(Ordering::SeqCst)
+    );
+}
+
 #[test]
 fn dispatch_is_stored_and_acked_only_after_every_mapping_is_detached() {
     let s = setup();
@@ -119,11 +128,7 @@ fn fingerprint_mismatch_is_an_error_ack_naming_argument_and_dispatch_and_nothing
         err.contains("dispatch 3") && err.contains("argument 1") && err.contains("fingerprint"),
         "{err}"
     );
-    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        s.source.attaches.load(Ordering::SeqCst),
-        s.source.detaches.load(Ordering::SeqCst)
-    );
+    assert_every_attachment_detached(&s.source);
     tool.goodbye(1);
     let (reports, dir, _) = finish(s);
     assert!(reports[0].failed());
@@ -285,11 +290,7 @@ fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_mi
         err.contains("dispatch 4") && err.contains("argument 1") && err.contains("fingerprint"),
         "{err}"
     );
-    assert_eq!(s.source.live.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        s.source.attaches.load(Ordering::SeqCst),
-        s.source.detaches.load(Ordering::SeqCst)
-    );
+    assert_every_attachment_detached(&s.source);
     tool.goodbye(1);
     let (reports, dir, _) = finish(s);
     assert_eq!(reports[0].dispatches_captured, 0);

@@ -502,13 +502,7 @@ pub(super) fn capture_dispatch(
         .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, d, b, out))
         .collect();
     let mut fills = fills.iter_mut();
-    let mut tensors: Vec<TensorToStore> = before
-        .iter()
-        .map(|c| TensorToStore {
-            buffer: &c.buffer,
-            source: TensorSource::Bytes(&c.data),
-        })
-        .collect();
+    let mut tensors: Vec<TensorToStore> = before.iter().map(CapturedBuffer::to_store).collect();
     for (b, data) in d.buffers.iter().zip(&data) {
         let source = match data {
             Some(bytes) => TensorSource::Bytes(bytes),

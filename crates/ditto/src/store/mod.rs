@@ -209,6 +209,16 @@ pub struct CapturedBuffer {
     pub data: Vec<u8>,
 }
 
+impl CapturedBuffer {
+    /// This buffer to store, from its bytes in memory.
+    pub fn to_store(&self) -> TensorToStore<'_> {
+        TensorToStore {
+            buffer: &self.buffer,
+            source: TensorSource::Bytes(&self.data),
+        }
+    }
+}
+
 /// One argument to store: what the tool said about it and where its
 /// bytes come from (in memory, or streamed into the file as it is written).
 pub struct TensorToStore<'a> {
@@ -490,13 +500,8 @@ impl SnapshotWriter {
         dispatch: &Dispatch,
         captured: &[CapturedBuffer],
     ) -> Result<PathBuf, StoreError> {
-        let mut tensors: Vec<TensorToStore> = captured
-            .iter()
-            .map(|c| TensorToStore {
-                buffer: &c.buffer,
-                source: TensorSource::Bytes(&c.data),
-            })
-            .collect();
+        let mut tensors: Vec<TensorToStore> =
+            captured.iter().map(CapturedBuffer::to_store).collect();
         self.add_dispatch_from(rank, pid, dispatch, &mut tensors)
     }
 

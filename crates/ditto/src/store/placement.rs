@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 /// Runs of at least this many bytes are placed with several threads.
-pub const PLACE_FROM_BYTES: usize = 64 << 20;
+pub(super) const PLACE_FROM_BYTES: usize = 64 << 20;
 
 /// At most this many threads place one run.
 const MAX_THREADS: usize = 8;
@@ -50,11 +50,8 @@ impl TensorOut for File {
     }
 }
 
-impl TensorOut for Vec<u8> {}
-impl TensorOut for &mut [u8] {}
-
 /// Any writer, putting runs with `write` ([`TensorOut`]'s default).
-pub struct Plain<'w>(pub &'w mut dyn Write);
+pub(super) struct Plain<'w>(pub &'w mut dyn Write);
 
 impl Write for Plain<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -88,7 +85,7 @@ fn threads_for(len: usize) -> usize {
 /// file system cannot allocate ahead or the range cannot be mapped: then
 /// nothing was copied, the position is unchanged and the caller writes;
 /// so also on other file systems.
-pub fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool> {
+fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool> {
     if bytes.is_empty() {
         return Ok(true);
     }
@@ -223,7 +220,7 @@ fn copy_in_shares(dst: &mut [u8], src: &[u8], threads: usize) {
 /// maps whole (`ditto compare` of two 1 GiB snapshots read them twice as
 /// fast, issue 7). A refusal (a kernel before 5.14) changes nothing but
 /// speed.
-pub fn populate_for_reading(bytes: &[u8]) {
+fn populate_for_reading(bytes: &[u8]) {
     if bytes.is_empty() {
         return;
     }

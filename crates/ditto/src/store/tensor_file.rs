@@ -289,7 +289,7 @@ pub fn write_file(
     for &i in &layout.order {
         let part = &mut parts[i];
         match &mut part.source {
-            TensorSource::Bytes(b) => out.write_all(b).map_err(WriteError::Io)?,
+            TensorSource::Bytes(b) => out.put(b).map_err(WriteError::Io)?,
             TensorSource::Streamed(fill) => {
                 let mut counted = Counted {
                     out: &mut *out,
@@ -479,6 +479,7 @@ fn read_tensors_mapping_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::placement::Plain;
     use safetensors::SafeTensors;
 
     #[test]
@@ -502,7 +503,7 @@ mod tests {
             .collect();
         let layout = encode(&parts).unwrap();
         let mut file = Vec::new();
-        assert!(write_file(&mut file, &layout, &mut parts).is_ok());
+        assert!(write_file(&mut Plain(&mut file), &layout, &mut parts).is_ok());
         assert_eq!(
             layout.header.len() + a.len() + b.len() + c.len(),
             file.len()
@@ -621,7 +622,7 @@ mod tests {
         let layout = encode(&from_memory).unwrap();
         assert_eq!(layout.order, [1, 0]);
         let mut expected = Vec::new();
-        assert!(write_file(&mut expected, &layout, &mut from_memory).is_ok());
+        assert!(write_file(&mut Plain(&mut expected), &layout, &mut from_memory).is_ok());
         // In pieces, as the collector streams from a mapping.
         let mut fill = |out: &mut dyn TensorOut| -> Result<(), String> {
             for piece in big.chunks(1 << 20) {
@@ -634,13 +635,13 @@ mod tests {
             part("arg0", small.len(), TensorSource::Bytes(&small)),
         ];
         let mut file = Vec::new();
-        assert!(write_file(&mut file, &layout, &mut streamed).is_ok());
+        assert!(write_file(&mut Plain(&mut file), &layout, &mut streamed).is_ok());
         assert!(file == expected, "a streamed file differs");
         // Refused: its message.
         let mut refuse = |_: &mut dyn TensorOut| -> Result<(), String> { Err("mismatch".into()) };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut refuse))];
         let layout = encode(&parts).unwrap();
-        match write_file(&mut Vec::new(), &layout, &mut parts) {
+        match write_file(&mut Plain(&mut Vec::new()), &layout, &mut parts) {
             Err(WriteError::Refused(m)) => assert_eq!(m, "mismatch"),
             _ => panic!("a refusal is a refusal"),
         }
@@ -649,7 +650,7 @@ mod tests {
             out.write_all(&big[1..]).map_err(|e| e.to_string())
         };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut short))];
-        match write_file(&mut Vec::new(), &layout, &mut parts) {
+        match write_file(&mut Plain(&mut Vec::new()), &layout, &mut parts) {
             Err(WriteError::Refused(m)) => assert!(m.contains("bytes written"), "{m}"),
             _ => panic!("a short tensor is refused"),
         }
@@ -659,7 +660,7 @@ mod tests {
             out.write_all(&big).map_err(|e| e.to_string())
         };
         let mut parts = vec![part("arg1", big.len(), TensorSource::Streamed(&mut fill))];
-        match write_file(&mut &mut full[..], &layout, &mut parts) {
+        match write_file(&mut Plain(&mut &mut full[..]), &layout, &mut parts) {
             Err(WriteError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::WriteZero),
             _ => panic!("a full file is an I/O error"),
         }

@@ -40,6 +40,7 @@ pub const HIP_APPS: &[(&str, &str)] = &[
     ("no_dispatch", "no_dispatch.hip"),
     ("blit_checks", "blit_checks.hip"),
     ("ipc_share", "ipc_share.hip"),
+    ("dispatch_storm", "dispatch_storm.hip"),
 ];
 
 pub struct HipBuild {

@@ -271,6 +271,40 @@ fn a_hipcc_built_application_that_never_dispatches_the_kernel_gets_the_never_dis
     );
 }
 
+/// The benchmark loop (scripts/bench item 1) on the real HIP runtime: every
+/// launch's output is right (the program checks the last one and exits 1
+/// otherwise), and under ditto, whose target is never launched, every
+/// launch passes by counted and nothing is captured.
+#[test]
+fn the_hipcc_built_dispatch_storm_runs_its_launches_and_passes_them_all_by_a_tool_aimed_elsewhere()
+{
+    let out = run_hip("dispatch_storm", &["300", "--sync-every", "100"]);
+    let printed = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{printed}{}", stderr(&out));
+    assert!(
+        printed.starts_with("dispatch_storm: dispatches=300 items=64 sync_every=100 elapsed_s="),
+        "{printed}"
+    );
+    let (out, _) = zero_configuration_run(
+        &hip_app("dispatch_storm"),
+        &["300", "--sync-every", "100"],
+        "storm_unused",
+    );
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("never dispatched a kernel matching \"storm_unused\""),
+        "{e}"
+    );
+    // 300 launches and the warm-up.
+    assert!(e.contains("storm_fill(float*, int, int) ×301"), "{e}");
+    assert!(
+        stdout(&out).starts_with("dispatch_storm: dispatches=300 "),
+        "{}",
+        stdout(&out)
+    );
+}
+
 #[test]
 fn validate_passes_scale_values_of_floats_and_doubles_against_themselves() {
     for dtype in ["float", "double"] {

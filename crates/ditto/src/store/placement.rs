@@ -21,7 +21,7 @@ use std::sync::Mutex;
 pub(super) const PLACE_FROM_BYTES: usize = 64 << 20;
 
 /// At most this many threads place one run. (On a 16-CPU machine, 16
-/// threads took a 1 GiB capture from 0.138 s to 0.116 s after the kernel's
+/// threads took a 1 GiB capture from 0.136 s to 0.118 s after the kernel's
 /// end, against 8; scripts/bench item 3.)
 const MAX_THREADS: usize = 16;
 

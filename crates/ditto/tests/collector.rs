@@ -268,6 +268,44 @@ fn a_large_buffer_is_streamed_into_its_file_in_chunks_and_reads_back_exactly() {
     );
 }
 
+/// 64 MiB or more of memory the collector cannot read in place (device
+/// memory): copied out in pieces of at most 8 MiB, each byte once, and
+/// checked against its fingerprint (a stale mapping stores nothing).
+#[test]
+fn a_device_buffer_of_64_mib_or_more_is_copied_out_once_in_pieces_and_checked() {
+    let s = setup();
+    let big = large((65 << 20) + 8192);
+    let good = s.source.allocate(big.clone());
+    let stale = s.source.allocate(big.clone());
+    s.source.stale.lock().unwrap().push(stale.clone());
+    let (offset, extent) = (4100, (64 << 20) + 4100);
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(0, vec![buffer(1, &good, &big, offset, extent)]));
+    assert_eq!(ack.result, Ok(()));
+    assert_eq!(s.source.copied.load(Ordering::SeqCst), extent as usize);
+    assert!(s.source.largest_copy.load(Ordering::SeqCst) <= 8 << 20);
+    let err = tool
+        .dispatch(dispatch(1, vec![buffer(1, &stale, &big, offset, extent)]))
+        .result
+        .unwrap_err();
+    assert!(
+        err.contains("dispatch 1") && err.contains("fingerprint"),
+        "{err}"
+    );
+    assert_every_attachment_detached(&s.source);
+    tool.goodbye(2);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports[0].dispatches_captured, 1);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert_eq!(snap.manifest.dispatches.len(), 1);
+    let arrays = snap.load_dispatch(&snap.manifest.dispatches[0]).unwrap();
+    let (offset, extent) = (offset as usize, extent as usize);
+    assert!(
+        arrays[0].1.bytes == big[offset..offset + extent],
+        "the device buffer reads back different bytes"
+    );
+}
+
 #[test]
 fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_missing() {
     let s = setup();

@@ -29,6 +29,8 @@ pub struct FakeSource {
     pub live: AtomicUsize,
     /// The most bytes one copy asked for.
     pub largest_copy: AtomicUsize,
+    /// Bytes copied, all copies together.
+    pub copied: AtomicUsize,
     pub attaches: AtomicUsize,
     pub detaches: AtomicUsize,
     mapped: Mutex<HashMap<usize, Vec<u8>>>,
@@ -86,6 +88,7 @@ impl BufferSource for FakeSource {
             panic!("simulated bug in the buffer source");
         }
         self.largest_copy.fetch_max(dst.len(), Ordering::SeqCst);
+        self.copied.fetch_add(dst.len(), Ordering::SeqCst);
         let mapped = self.mapped.lock().unwrap();
         let bytes = mapped
             .get(&mapping.address)

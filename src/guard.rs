@@ -1,7 +1,10 @@
-//! The one rule at every `extern "C"` entry: no panic crosses into the
-//! application. Owns the catch_unwind wrapper; a caught panic is logged
-//! (once per entry kind) and turned into the caller's fallback (the
-//! original, untouched behaviour).
+//! The one rule at every `extern "C"` entry and thread body: no panic
+//! crosses into the application. Owns every catch_unwind of the tool:
+//! [`ffi_guard`] (a caught panic is logged once per entry kind and turned
+//! into the caller's fallback, the original, untouched behaviour),
+//! [`quietly`] (for a fork's child handler, which must not take the stderr
+//! lock) and [`caught`] (a panic as its message, for the worker thread's
+//! own accounting).
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -28,6 +31,18 @@ pub fn ffi_guard<R>(
             fallback()
         }
     }
+}
+
+/// Runs `body` and drops a panic without a word: for code that runs where
+/// no lock may be taken (a forked child's handler).
+pub fn quietly(body: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(body));
+}
+
+/// Runs `body`; a panic comes back as its message, for the caller to
+/// account for (a held dispatch released, capture failed open).
+pub fn caught<R>(body: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(body)).map_err(|payload| panic_message(payload.as_ref()))
 }
 
 /// True the first time `entry` reports a panic (a panic in the packet
@@ -66,6 +81,13 @@ mod tests {
         assert!(first_panic_in("guard test entry a"));
         assert!(!first_panic_in("guard test entry a"));
         assert!(first_panic_in("guard test entry b"));
+    }
+
+    #[test]
+    fn caught_gives_the_panic_message_and_quietly_swallows_it() {
+        assert_eq!(caught(|| 5), Ok(5));
+        assert_eq!(caught(|| -> u8 { panic!("worker {}", 3) }), Err("worker 3".into()));
+        quietly(|| panic!("in a forked child"));
     }
 
     #[test]

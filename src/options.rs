@@ -1,9 +1,10 @@
-//! The tool's options, read once from the environment at `OnLoad` (set by
-//! `ditto run` and scripts/ditto-run). Owns their parsing and defaults;
+//! The tool's options, read once from the environment at start-up
+//! (`OnLoad` or `InitializeInjection`; set by `ditto run` and
+//! scripts/ditto-run). Owns their parsing and defaults;
 //! never reads the environment again after start-up.
 
 use crate::log::Level;
-pub use crate::staging::DEFAULT_STAGING_BYTES;
+pub use crate::capture::staging::DEFAULT_STAGING_BYTES;
 use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
 use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::PathBuf;
@@ -49,6 +50,13 @@ pub struct Options {
     /// The launcher's rank of this process: the first of [`RANK_VARIABLES`]
     /// that is set to a number.
     pub rank: Option<u32>,
+    /// `DITTO_CUDA_DRIVER`: the CUDA driver library the CUDA backend opens
+    /// (default `libcuda.so.1`, already loaded by the application).
+    pub cuda_driver: String,
+    /// `DITTO_CUPTI_LIBRARY`: libcupti to load first, if set.
+    pub cupti_library: Option<String>,
+    /// `CUDA_HOME`: where else libcupti is looked for.
+    pub cuda_home: Option<String>,
     /// Variables that were set but could not be used, as messages for the log.
     pub problems: Vec<String>,
     /// Errors that forbid capturing (a wrong argument-type list would read garbage).
@@ -156,6 +164,9 @@ impl Options {
             timeout,
             log,
             staging_bytes,
+            cuda_driver: non_empty("DITTO_CUDA_DRIVER").unwrap_or_else(|| "libcuda.so.1".into()),
+            cupti_library: non_empty("DITTO_CUPTI_LIBRARY"),
+            cuda_home: non_empty("CUDA_HOME"),
             problems,
             fatal,
         }
@@ -184,7 +195,21 @@ mod tests {
         assert_eq!(o.timeout, Duration::from_secs(30));
         assert_eq!(o.log, Level::Warn);
         assert_eq!(o.staging_bytes, 64 << 20);
+        assert_eq!(o.cuda_driver, "libcuda.so.1");
+        assert_eq!((o.cupti_library, o.cuda_home), (None, None));
         assert!(o.problems.is_empty() && o.fatal.is_none());
+    }
+
+    #[test]
+    fn the_cuda_libraries_are_read() {
+        let o = opts(&[
+            ("DITTO_CUDA_DRIVER", "/opt/fake/libcuda.so.1"),
+            ("DITTO_CUPTI_LIBRARY", "/opt/fake/libcupti.so"),
+            ("CUDA_HOME", "/usr/local/cuda"),
+        ]);
+        assert_eq!(o.cuda_driver, "/opt/fake/libcuda.so.1");
+        assert_eq!(o.cupti_library.as_deref(), Some("/opt/fake/libcupti.so"));
+        assert_eq!(o.cuda_home.as_deref(), Some("/usr/local/cuda"));
     }
 
     #[test]

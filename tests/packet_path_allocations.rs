@@ -4,14 +4,17 @@
 //! thread's allocations (this test binary only).
 //!
 //! On locks: the non-target path touches atomics only: the kernel table's
-//! snapshot load (arc-swap), the kernel's `Arc` clone and drop, its
-//! dispatch counter and the capture switch. The first lookup of a thread
-//! registers the thread with arc-swap once (a slot reused by later
-//! threads); each test does one call before it counts.
+//! per-thread cache (on a miss, its snapshot load through arc-swap), the
+//! kernel's dispatch counter and, for a target, the process's lifecycle
+//! stage; it clones no `Arc`. The first lookup of a thread registers the
+//! thread with arc-swap once (a slot reused by later threads); each test
+//! does one call before it counts.
 
+use ditto::capture::kernel_table::KernelInfo;
 use ditto::hsa::packet::on_packets;
-use ditto::hsa::tool::{HsaTool, QueueContext};
-use ditto::kernel_table::KernelInfo;
+use ditto::hsa::queues::QueueContext;
+use ditto::hsa::tool::HsaTool;
+use ditto::lifecycle::Lifecycle;
 use ditto::options::Options;
 use hsa::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -90,7 +93,7 @@ unsafe extern "C" fn fake_signal_create(
 /// The receiver keeps the job channel open.
 fn tool() -> (
     &'static QueueContext,
-    crossbeam_channel::Receiver<ditto::worker::WorkerMessage>,
+    crossbeam_channel::Receiver<ditto::hsa::worker::WorkerMessage>,
 ) {
     // SAFETY: all-zero tables are valid (every entry None).
     let mut core: CoreApiTable = unsafe { std::mem::zeroed() };
@@ -98,7 +101,8 @@ fn tool() -> (
     // SAFETY: as above.
     let amd: AmdExtTable = unsafe { std::mem::zeroed() };
     let options = Options::from_lookup(|k| (k == "DITTO_KERNEL").then(|| "scale_values".into()));
-    let (tool, jobs) = HsaTool::new(options, core, amd, 1_000_000_000);
+    let lifecycle = Box::leak(Box::new(Lifecycle::capturing()));
+    let (tool, jobs) = HsaTool::new(options, core, amd, 1_000_000_000, lifecycle);
     let tool: &'static HsaTool = Box::leak(Box::new(tool));
     let query = tool.options.kernel.as_deref();
     tool.kernels.insert(
@@ -189,7 +193,7 @@ fn a_target_dispatch_after_capture_failed_open_passes_without_allocating() {
     let (ctx, jobs) = tool();
     let mut kernarg = [0u8; 32];
     let target = [dispatch(TARGET_OBJECT, &mut kernarg)];
-    ctx.tool.switch.fail("test: the collector went away");
+    ctx.tool.lifecycle.fail("test: the collector went away");
     allocations_of_one_call(ctx, &target);
     let allocated: u64 = (0..1000)
         .map(|_| allocations_of_one_call(ctx, &target))

@@ -10,23 +10,21 @@
 //! application no HSA `OnLoad` comes, and in an HSA application no
 //! `InitializeInjection`: each backend starts only through its own entry.
 
-use super::capture::CudaTool;
 use super::cupti::{Cupti, candidates};
 use super::driver::Driver;
+use super::hold::CudaTool;
 use super::launch::{API_ENTER, API_EXIT, CallbackData, DOMAIN_DRIVER_API, launch_of};
-use crate::client::CollectorConnection;
-use crate::guard::ffi_guard;
+use crate::capture::client::CollectorConnection;
+use crate::capture::process::hello;
+use crate::guard::{ffi_guard, quietly};
+use crate::lifecycle::{Lifecycle, PROCESS};
 use crate::log::{self, log_info, log_warn};
 use crate::options::Options;
-use crate::worker::WorkerConfig;
-use ditto_protocol::{Hello, PROTOCOL_VERSION};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 static TOOL: OnceLock<CudaTool> = OnceLock::new();
-static STARTED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Set while this thread runs the callback: driver calls the capture
@@ -39,43 +37,38 @@ thread_local! {
 /// that cannot capture says why once and stays out of the way).
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjection() -> c_int {
-    if STARTED.swap(true, Ordering::AcqRel) {
+    if !PROCESS.begin() {
         return 1;
     }
-    ffi_guard(
+    let capturing = ffi_guard(
         "InitializeInjection",
         || {
             let options = Options::from_env();
             log::set_level(options.log);
-            if let Err(e) = start(options, &driver_library(), &cupti_candidates()) {
+            start(options, &PROCESS).unwrap_or_else(|e| {
                 log_warn!("{e}; nothing will be captured in this CUDA application");
-            }
+                false
+            })
         },
-        || (),
+        || false,
     );
+    if capturing {
+        PROCESS.capture();
+    } else {
+        PROCESS.stay_passive();
+    }
     1
 }
 
-/// `DITTO_CUDA_DRIVER`, else libcuda.so.1.
-fn driver_library() -> String {
-    std::env::var("DITTO_CUDA_DRIVER").unwrap_or_else(|_| "libcuda.so.1".into())
-}
-
-fn cupti_candidates() -> Vec<String> {
-    candidates(
-        std::env::var("DITTO_CUPTI_LIBRARY").ok().as_deref(),
-        std::env::var("CUDA_HOME").ok().as_deref(),
-    )
-}
-
-/// Start-up proper. `Ok` also when the tool stays passive on purpose.
-pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), String> {
+/// Start-up proper: whether the tool captures; `Ok(false)` when it stays
+/// passive on purpose.
+pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, String> {
     for problem in &options.problems {
         log_warn!("{problem}");
     }
     let Some(query) = options.kernel.clone() else {
         log_info!("DITTO_KERNEL is not set; the tool stays passive");
-        return Ok(());
+        return Ok(false);
     };
     if let Some(fatal) = &options.fatal {
         return Err(fatal.clone());
@@ -86,42 +79,22 @@ pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), Str
                 .into(),
         );
     };
-    let driver = Driver::load(driver)?;
-    let cupti = Cupti::load(cupti)?;
-    let hello = Hello {
-        version: PROTOCOL_VERSION,
-        pid: std::process::id(),
-        run: options.run_name.clone(),
-        kernel_query: query.clone(),
-        command_line: crate::hsa::registration::command_line(),
-        working_directory: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-        rank: options.rank,
-    };
-    let config = WorkerConfig {
-        socket: Some(socket.clone()),
-        hello: hello.clone(),
-        timeout: options.timeout,
-        capture: options.capture,
-        arg_sizes: options.arg_sizes.clone(),
-        dispatch: options.dispatch.clone(),
-        // The CUDA path captures on the launching thread, through its own
-        // transport: no staging file.
-        staging_bytes: 0,
-    };
-    let connection = CollectorConnection::open(&socket, &hello, options.timeout, 0)
-        .map_err(|e| e.to_string())?;
-    let tool = CudaTool::new(driver, options, config);
+    let driver = Driver::load(&options.cuda_driver)?;
+    let cupti = Cupti::load(&candidates(
+        options.cupti_library.as_deref(),
+        options.cuda_home.as_deref(),
+    ))?;
+    // The CUDA path captures on the launching thread, through its own
+    // transport: no staging file.
+    let connection =
+        CollectorConnection::open(&socket, &hello(&options, &query), options.timeout, 0)
+            .map_err(|e| e.to_string())?;
+    let tool = CudaTool::new(driver, options, lifecycle);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {
         return Err("the CUDA tool was started twice".into());
     }
-    let tool = TOOL.get().expect("set above");
-    if let Err(e) = cupti.subscribe_launches(on_callback) {
-        tool.switch.stop();
-        return Err(e);
-    }
+    cupti.subscribe_launches(on_callback)?;
     // SAFETY: plain extern "C" functions registered with the C library.
     unsafe {
         libc::pthread_atfork(None, None, Some(forked_child));
@@ -131,7 +104,7 @@ pub fn start(options: Options, driver: &str, cupti: &[String]) -> Result<(), Str
         "capturing kernel `{query}` in a CUDA application (CUPTI from {})",
         cupti.library
     );
-    Ok(())
+    Ok(true)
 }
 
 /// The CUPTI callback: every kernel launch, at its entry and at its exit.
@@ -201,17 +174,18 @@ extern "C" fn finish_at_exit() {
     );
 }
 
-/// A forked child shares the parent's connection: it captures nothing.
+/// A forked child shares the parent's connection: it captures nothing and
+/// says no Goodbye. Atomics only, and no log (no lock may be taken).
 extern "C" fn forked_child() {
-    if let Some(tool) = TOOL.get() {
-        tool.switch.stop();
-        tool.goodbye_sent.store(true, Ordering::Release);
-    }
+    quietly(|| PROCESS.forked_child());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Never started: these tests stop before anything captures.
+    static LIFECYCLE: Lifecycle = Lifecycle::new();
 
     fn options(vars: &[(&str, &str)]) -> Options {
         Options::from_lookup(|name| {
@@ -224,32 +198,33 @@ mod tests {
     #[test]
     fn without_a_kernel_the_tool_stays_passive_and_loads_nothing() {
         // A driver that does not exist is never opened.
-        assert_eq!(
-            start(options(&[]), "/nonexistent/libcuda.so.1", &[]),
-            Ok(())
-        );
+        let o = options(&[("DITTO_CUDA_DRIVER", "/nonexistent/libcuda.so.1")]);
+        assert_eq!(start(o, &LIFECYCLE), Ok(false));
     }
 
     #[test]
     fn a_missing_driver_or_libcupti_fails_open_with_a_reason() {
-        let o = || {
+        let o = |driver| {
             options(&[
                 ("DITTO_KERNEL", "reduce_sum"),
                 ("DITTO_SOCKET", "/nonexistent.sock"),
+                ("DITTO_CUDA_DRIVER", driver),
             ])
         };
-        let err = start(o(), "/nonexistent/libcuda.so.1", &[]).unwrap_err();
+        let err = start(o("/nonexistent/libcuda.so.1"), &LIFECYCLE).unwrap_err();
         assert!(
             err.contains("cannot load the CUDA driver /nonexistent/libcuda.so.1"),
             "{err}"
         );
         // libc loads but is no CUDA driver.
-        let err = start(o(), "libc.so.6", &[]).unwrap_err();
+        let err = start(o("libc.so.6"), &LIFECYCLE).unwrap_err();
         assert!(err.contains("lacks cuFuncGetParamInfo"), "{err}");
         let err = start(
-            options(&[("DITTO_KERNEL", "reduce_sum")]),
-            "/nonexistent/libcuda.so.1",
-            &[],
+            options(&[
+                ("DITTO_KERNEL", "reduce_sum"),
+                ("DITTO_CUDA_DRIVER", "/nonexistent/libcuda.so.1"),
+            ]),
+            &LIFECYCLE,
         )
         .unwrap_err();
         assert!(err.contains("DITTO_SOCKET is not"), "{err}");

@@ -7,12 +7,16 @@
 //! - `cupti`     — finding libcupti, subscribing to the launch callbacks.
 //! - `driver`    — the driver entry points the capture path calls.
 //! - `launch`    — callback and launch-parameter layouts, argument packing.
-//! - `capture`   — a target launch held inside its launch call: stream
+//! - `hold`      — a target launch held inside its launch call: stream
 //!   synchronised, buffers described and exported, Dispatch sent, Ack
-//!   awaited.
+//!   awaited;
+//! - `access`    — the driver as the capture core reads buffers through it.
+//!
+//! Options come only through [`crate::options::Options`].
 
-pub mod capture;
+pub mod access;
 pub mod cupti;
 pub mod driver;
 pub mod injection;
+pub mod hold;
 pub mod launch;

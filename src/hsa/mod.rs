@@ -1,16 +1,30 @@
 //! The HSA backend: how the tool gets into an HSA application and what it
-//! does there. `registration` (OnLoad/OnUnload, start-up state machine),
-//! `tool` (the one state object and its runtime services for the worker),
-//! `wraps` (API-table entries ditto replaces), `packet` (the intercept
-//! queue's packet callback: the held-barrier rewrite).
+//! does there:
+//! - `registration`  — `HSA_AMD_TOOL_PRIORITY`, `OnLoad`, `OnUnload`: the
+//!   order of start-up and the table checks;
+//! - `wraps`         — the API-table entries ditto replaces, one declaration
+//!   list behind one funnel;
+//! - `queues`        — queue lifecycle: intercept queues created, their
+//!   contexts freed when the application destroys them;
+//! - `packet`        — the intercept queue's packet callback: the
+//!   held-barrier rewrite of target dispatches; never waits;
+//! - `code_objects`  — the code-object tracker: readers, loaded code
+//!   objects, kernel symbols and their metadata → the kernel table;
+//! - `worker`        — the held-queue worker: wait, describe, send, release;
+//! - `tool`          — the one state object (`TOOL`) and the runtime
+//!   services the worker and the capture core need (signals, IPC export,
+//!   reads).
 //!
 //! Every runtime call goes through the ORIGINAL table entries saved at
 //! OnLoad, never through the live table, so the tool never re-enters its
 //! own wraps and needs no per-thread reentrancy flag.
 
+pub mod code_objects;
 pub mod packet;
+pub mod queues;
 pub mod registration;
 pub mod tool;
+pub mod worker;
 pub mod wraps;
 
 pub use tool::HsaTool;

@@ -29,10 +29,11 @@
 //! (no argument layout, no signals, no kernarg) is reported to the worker
 //! as missed.
 
-use super::tool::{HsaTool, QueueContext};
+use super::queues::QueueContext;
+use super::tool::HsaTool;
 use crate::guard::ffi_guard;
-use crate::kernel_table::KernelInfo;
-use crate::worker::{Device, Job, PreHold, WorkerMessage};
+use crate::capture::kernel_table::KernelInfo;
+use super::worker::{HeldSignals, Job, PreHold, WorkerMessage};
 use hsa::*;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -112,7 +113,7 @@ pub(crate) unsafe fn intercept(
         // Every matched dispatch takes its index, selected or not, so the
         // manifest keeps the real indices.
         let index = tool.next_dispatch_index();
-        if !tool.options.dispatch.selects(index) || !tool.switch.is_on() {
+        if !tool.options.dispatch.selects(index) || !tool.lifecycle.is_capturing() {
             // Not selected, or capture stopped: passes like a non-target
             // packet (with the run that follows it), no signal, no job, no
             // hold; the worker accounts for it at the end.
@@ -281,9 +282,9 @@ unsafe fn hold_dispatch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel_table::KernelInfo;
+    use crate::capture::kernel_table::KernelInfo;
+    use crate::lifecycle::Lifecycle;
     use crate::options::Options;
-    use crate::worker::WorkerMessage;
     use crossbeam_channel::Receiver;
     use std::cell::RefCell;
 
@@ -353,7 +354,8 @@ mod tests {
                 .map(|(_, v)| v.to_string()),
         });
         assert!(options.fatal.is_none());
-        let (tool, rx) = HsaTool::new(options, core, amd, 1_000_000_000);
+        let lifecycle = Box::leak(Box::new(Lifecycle::capturing()));
+        let (tool, rx) = HsaTool::new(options, core, amd, 1_000_000_000, lifecycle);
         let tool: &'static HsaTool = Box::leak(Box::new(tool));
         let query = tool.options.kernel.as_deref();
         tool.kernels.insert(
@@ -437,9 +439,7 @@ mod tests {
         let b = packets[1].as_barrier();
         let job = match rx.try_recv().expect("a job for the worker") {
             WorkerMessage::Job(job) => job,
-            WorkerMessage::Shutdown { .. } | WorkerMessage::Missed { .. } => {
-                panic!("unexpected message")
-            }
+            _ => panic!("unexpected message"),
         };
         assert_eq!(d.completion_signal.handle, job.held.done);
         let mut expected = original.as_dispatch();
@@ -529,7 +529,7 @@ mod tests {
     #[test]
     fn target_passes_untouched_once_capture_has_failed_open() {
         let (tool, rx) = fake_tool();
-        tool.switch.stop();
+        tool.lifecycle.fail("the test stopped capture");
         let mut kernarg = [0u8; 28];
         let packet = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 5);
         call(context(tool), &[packet]);
@@ -563,7 +563,7 @@ mod tests {
 
     #[test]
     fn recycled_pair_is_reused_instead_of_creating_signals() {
-        use crate::worker::{Device, HeldBarrier};
+        use crate::hsa::worker::{HeldBarrier, HeldSignals};
         let (tool, rx) = fake_tool();
         tool.recycle(HeldBarrier {
             done: 1,
@@ -668,9 +668,7 @@ mod tests {
             .try_iter()
             .map(|m| match m {
                 WorkerMessage::Job(j) => j.index,
-                WorkerMessage::Shutdown { .. } | WorkerMessage::Missed { .. } => {
-                    panic!("unexpected message")
-                }
+                _ => panic!("unexpected message"),
             })
             .collect();
         assert_eq!(indices, vec![1, 3]);

@@ -1,34 +1,27 @@
 //! How the runtime finds and starts the tool: the exported
-//! `HSA_AMD_TOOL_PRIORITY`, `OnLoad` and `OnUnload`, and the start-up state
-//! machine (uninitialised → initialising → enabled | disabled) that makes a
-//! second or late call do the safe thing. Owns the order of start-up:
-//! options, table checks, saved originals, worker, then the table writes.
+//! `HSA_AMD_TOOL_PRIORITY`, `OnLoad` and `OnUnload`. Owns the order of
+//! start-up (options, table checks, saved originals, worker, then the
+//! table writes) and moves the process's [`Lifecycle`](crate::lifecycle)
+//! through it, so a second or late call does the safe thing.
 
 use super::tool::{HsaTool, TOOL};
-use super::wraps;
-use crate::guard::{ffi_guard, panic_message};
+use super::worker::{self, HeldSignals, WorkerConfig, WorkerMessage};
+use super::wraps::{self, LiveTables};
+use crate::capture::ArgumentChoice;
+use crate::capture::process::hello;
+use crate::guard::{caught, ffi_guard, quietly};
+use crate::lifecycle::{Lifecycle, PROCESS};
 use crate::log::{self, log_error, log_info, log_warn};
 use crate::options::Options;
-use crate::worker::{self, Device, WorkerConfig, WorkerMessage};
-use ditto_protocol::{Hello, PROTOCOL_VERSION};
 use hsa::*;
 use std::ffi::{c_char, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Priority among tools the runtime discovers by this symbol.
 #[unsafe(no_mangle)]
 pub static HSA_AMD_TOOL_PRIORITY: u32 = 50;
 
-const UNINITIALISED: u8 = 0;
-const INITIALISING: u8 = 1;
-const ENABLED: u8 = 2;
-const DISABLED: u8 = 3;
-
-static STATE: AtomicU8 = AtomicU8::new(UNINITIALISED);
-
-/// The original entries ditto cannot work without, each named once:
-/// `(name, present in this saved table)`.
+/// The original entries ditto calls without wrapping them and cannot work
+/// without, each named once: `(name, present in this saved table)`.
 macro_rules! required {
     ($table:ident: $($field:ident),+ $(,)?) => {
         [$((
@@ -40,31 +33,29 @@ macro_rules! required {
 
 /// Names of the required entries absent from the saved tables: unset, or
 /// past the table's `minor_id` (an older runtime), which `copy_table` left
-/// zero.
+/// zero. The required wraps first, then the entries called plainly.
 fn missing_entries(core: &CoreApiTable, amd: &AmdExtTable) -> Vec<&'static str> {
     let core_entries = required!(core:
-        hsa_queue_create_fn,
         hsa_signal_create_fn,
         hsa_signal_store_relaxed_fn,
         hsa_signal_store_screlease_fn,
         hsa_signal_wait_scacquire_fn,
-        hsa_executable_freeze_fn,
         hsa_executable_symbol_get_info_fn,
         hsa_executable_iterate_symbols_fn,
     );
     let amd_entries = required!(amd:
-        hsa_amd_memory_pool_allocate_fn,
-        hsa_amd_memory_pool_free_fn,
         hsa_amd_ipc_memory_create_fn,
         hsa_amd_queue_intercept_create_fn,
         hsa_amd_queue_intercept_register_fn,
     );
-    core_entries
+    let plain = core_entries
         .into_iter()
         .chain(amd_entries)
         .filter(|(_, present)| !present)
-        .map(|(name, _)| name)
-        .collect()
+        .map(|(name, _)| name);
+    let mut missing = wraps::missing_required(core, amd);
+    missing.extend(plain);
+    missing
 }
 
 /// Called by the runtime inside hsa_init with its live API table.
@@ -78,15 +69,7 @@ pub unsafe extern "C" fn OnLoad(
     _failed_tool_count: u64,
     _failed_tool_names: *const *const c_char,
 ) -> bool {
-    if STATE
-        .compare_exchange(
-            UNINITIALISED,
-            INITIALISING,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .is_err()
-    {
+    if !PROCESS.begin() {
         ffi_guard(
             "OnLoad",
             || {
@@ -98,19 +81,23 @@ pub unsafe extern "C" fn OnLoad(
         );
         return true;
     }
-    let (ok, state) = ffi_guard(
+    let (ok, capturing) = ffi_guard(
         "OnLoad",
         // SAFETY: forwarded from the runtime's call.
-        || unsafe { start(table) },
-        || (true, DISABLED),
+        || unsafe { start(table, &PROCESS) },
+        || (true, false),
     );
-    STATE.store(state, Ordering::Release);
+    if capturing {
+        PROCESS.capture();
+    } else {
+        PROCESS.stay_passive();
+    }
     ok
 }
 
-/// Start-up proper. Returns (OnLoad's answer, the final state). Nothing in
-/// the table is written unless every check passed.
-unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
+/// Start-up proper. Returns (OnLoad's answer, whether the tool captures).
+/// Nothing in the table is written unless every check passed.
+unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool, bool) {
     let options = Options::from_env();
     log::set_level(options.log);
     for problem in &options.problems {
@@ -118,21 +105,21 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
     }
     let Some(query) = options.kernel.clone() else {
         log_info!("DITTO_KERNEL is not set; the tool stays passive");
-        return (true, DISABLED);
+        return (true, false);
     };
     if let Some(fatal) = &options.fatal {
         log_error!("{fatal}; nothing will be captured");
-        return (true, DISABLED);
+        return (true, false);
     }
     if options.socket.is_none() {
         log_warn!(
             "DITTO_KERNEL is set but DITTO_SOCKET is not; nothing will be captured (run through `ditto run` or scripts/ditto-run)"
         );
-        return (true, DISABLED);
+        return (true, false);
     }
     if table.is_null() {
         log_error!("OnLoad got no API table; nothing will be captured");
-        return (false, DISABLED);
+        return (false, false);
     }
     // SAFETY: the runtime passes a valid root table whose sub-tables are valid
     // for at least their `minor_id` bytes.
@@ -141,7 +128,7 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
         log_error!(
             "OnLoad's API table has no core or AMD extension table; nothing will be captured"
         );
-        return (false, DISABLED);
+        return (false, false);
     }
     // SAFETY: as above; reading the version headers.
     let (core_version, amd_version) = unsafe { ((*core).version, (*amd).version) };
@@ -158,32 +145,23 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
             core_version.minor_id,
             amd_version.minor_id
         );
-        return (false, DISABLED);
+        return (false, false);
     }
     let timestamp_hz = timestamp_frequency(&saved_core);
-    let hello = Hello {
-        version: PROTOCOL_VERSION,
-        pid: std::process::id(),
-        run: options.run_name.clone(),
-        kernel_query: query.clone(),
-        command_line: command_line(),
-        working_directory: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
-        rank: options.rank,
-    };
     let config = WorkerConfig {
         socket: options.socket.clone(),
-        hello,
+        hello: hello(&options, &query),
         timeout: options.timeout,
-        capture: options.capture,
-        arg_sizes: options.arg_sizes.clone(),
+        choice: ArgumentChoice {
+            capture: options.capture,
+            arg_sizes: options.arg_sizes.clone(),
+        },
         dispatch: options.dispatch.clone(),
         staging_bytes: options.staging_bytes,
     };
-    let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz);
+    let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz, lifecycle);
     if TOOL.set(tool).is_err() {
-        return (true, DISABLED);
+        return (true, false);
     }
     let tool: &'static HsaTool = TOOL.get().expect("set above");
     // A child forked without exec has no worker thread: it must go passive.
@@ -191,44 +169,25 @@ unsafe fn start(table: *mut HsaApiTable) -> (bool, u8) {
     let registered = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
     if registered != 0 {
         log_error!("cannot register a fork handler (error {registered}); nothing will be captured");
-        return (true, DISABLED);
+        return (true, false);
     }
     let spawned = std::thread::Builder::new()
         .name("ditto-worker".into())
         .spawn(move || run_worker(tool, jobs, config));
     if let Err(e) = spawned {
         log_error!("cannot start the worker thread: {e}; nothing will be captured");
-        return (true, DISABLED);
+        return (true, false);
     }
-    // Every check passed: overwrite the live entries.
-    // SAFETY: the fields are covered by minor_id (checked above); the runtime
-    // expects tools to write their wraps into this table during OnLoad.
-    unsafe {
-        (*core).hsa_queue_create_fn = Some(wraps::queue_create);
-        (*core).hsa_executable_freeze_fn = Some(wraps::executable_freeze);
-        (*amd).hsa_amd_memory_pool_allocate_fn = Some(wraps::memory_pool_allocate);
-        (*amd).hsa_amd_memory_pool_free_fn = Some(wraps::memory_pool_free);
-        // Optional: without them layouts come from kernel names alone. An
-        // entry present in the saved copy lies within the table's minor_id.
-        if tool
-            .core
-            .hsa_code_object_reader_create_from_memory_fn
-            .is_some()
-            && tool.core.hsa_executable_load_agent_code_object_fn.is_some()
-        {
-            (*core).hsa_code_object_reader_create_from_memory_fn =
-                Some(wraps::code_object_reader_create_from_memory);
-            (*core).hsa_executable_load_agent_code_object_fn =
-                Some(wraps::executable_load_agent_code_object);
-            if tool.core.hsa_code_object_reader_destroy_fn.is_some() {
-                (*core).hsa_code_object_reader_destroy_fn = Some(wraps::code_object_reader_destroy);
-            }
-        }
-    }
+    // Every check passed: overwrite the live entries (the optional ones
+    // where the runtime has them: an entry present in the saved copy lies
+    // within the table's minor_id).
+    // SAFETY: the live tables the runtime passed; tools write their wraps
+    // into them during OnLoad.
+    unsafe { wraps::install(&LiveTables { core, amd }, tool) };
     // SAFETY: registering a plain extern "C" function with the C library.
     unsafe { libc::atexit(finish_at_exit) };
     log_info!("capturing kernel `{query}`");
-    (true, ENABLED)
+    (true, true)
 }
 
 /// The worker thread's body. A panic that escapes the worker's own
@@ -241,18 +200,14 @@ fn run_worker(
     config: WorkerConfig,
 ) {
     let after_panic = jobs.clone();
-    let ran = catch_unwind(AssertUnwindSafe(|| {
-        worker::run(tool, jobs, config, &tool.switch)
-    }));
-    if let Err(payload) = ran {
-        tool.switch.fail(&format!(
-            "internal error in the worker thread: {}",
-            panic_message(payload.as_ref())
-        ));
+    let ran = caught(|| worker::run(tool, jobs, config, tool.lifecycle));
+    if let Err(panic) = ran {
+        tool.lifecycle
+            .fail(&format!("internal error in the worker thread: {panic}"));
         for message in after_panic.iter() {
             match message {
                 WorkerMessage::Job(job) => tool.release(&job.held),
-                WorkerMessage::Missed { .. } => {}
+                WorkerMessage::Missed { .. } | WorkerMessage::QueueDestroyed { .. } => {}
                 WorkerMessage::Shutdown { finished, .. } => {
                     let _ = finished.send(());
                     return;
@@ -271,14 +226,7 @@ fn run_worker(
 /// every dispatch passes untouched. A panic is caught without logging,
 /// which would take the stderr lock.
 extern "C" fn forked_child() {
-    let _ = catch_unwind(|| {
-        if STATE.load(Ordering::Acquire) == ENABLED {
-            STATE.store(DISABLED, Ordering::Release);
-        }
-        if let Some(tool) = TOOL.get() {
-            tool.become_passive_in_forked_child();
-        }
-    });
+    quietly(|| PROCESS.forked_child());
 }
 
 /// Copies a table's first `min(minor_id, size_of::<T>())` bytes; the rest stay zero (None).
@@ -308,23 +256,6 @@ fn timestamp_frequency(core: &CoreApiTable) -> u64 {
     if st == HSA_STATUS_SUCCESS { hz } else { 0 }
 }
 
-pub(crate) fn command_line() -> Vec<String> {
-    let args: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    if !args.is_empty() {
-        return args;
-    }
-    std::fs::read("/proc/self/cmdline")
-        .map(|raw| {
-            raw.split(|&b| b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Called by the runtime at hsa_shut_down: Goodbye, then every held
 /// dispatch released (bounded by DITTO_TIMEOUT_MS + 1 s).
 #[unsafe(no_mangle)]
@@ -332,11 +263,8 @@ pub extern "C" fn OnUnload() {
     ffi_guard(
         "OnUnload",
         || {
-            if STATE.load(Ordering::Acquire) == ENABLED {
-                if let Some(tool) = TOOL.get() {
-                    tool.finish("hsa_shut_down");
-                }
-                STATE.store(DISABLED, Ordering::Release);
+            if let Some(tool) = TOOL.get() {
+                tool.finish("hsa_shut_down");
             }
         },
         || (),
@@ -359,31 +287,19 @@ extern "C" fn finish_at_exit() {
 mod tests {
     use super::*;
 
-    unsafe extern "C" fn any_entry() {}
-
-    /// A table of `T` whose every entry is set (to a function never called).
-    fn full_table<T: Copy>(size: usize) -> T {
-        let words = size / 8;
-        let mut raw = vec![any_entry as *const () as usize; words];
-        // Version header {major_id, minor_id = size, step_id, reserved}.
-        raw[0] = 1 | (size << 32);
-        raw[1] = 0;
-        // SAFETY: `raw` holds size_of::<T>() bytes of function pointers after a
-        // valid version header; every table entry is an Option<fn> or RawFn.
-        unsafe { std::ptr::read(raw.as_ptr() as *const T) }
-    }
+    use crate::hsa::wraps::tests::full_table;
 
     #[test]
     fn full_tables_miss_nothing() {
-        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
-        let amd: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        let core: CoreApiTable = full_table();
+        let amd: AmdExtTable = full_table();
         assert_eq!(missing_entries(&core, &amd), Vec::<&str>::new());
     }
 
     #[test]
     fn an_unset_ipc_export_entry_is_missing() {
-        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
-        let mut amd: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        let core: CoreApiTable = full_table();
+        let mut amd: AmdExtTable = full_table();
         amd.hsa_amd_ipc_memory_create_fn = None;
         assert_eq!(
             missing_entries(&core, &amd),
@@ -393,14 +309,14 @@ mod tests {
 
     #[test]
     fn entries_past_an_older_tables_minor_id_are_missing() {
-        let live: AmdExtTable = full_table(std::mem::size_of::<AmdExtTable>());
+        let live: AmdExtTable = full_table();
         let mut version = live.version;
         // An AMD table that ends just before the intercept entries.
         version.minor_id =
             std::mem::offset_of!(AmdExtTable, hsa_amd_queue_intercept_create_fn) as u32;
         // SAFETY: `live` is a whole table; fewer bytes are copied.
         let saved = unsafe { copy_table(&live, version) };
-        let core: CoreApiTable = full_table(std::mem::size_of::<CoreApiTable>());
+        let core: CoreApiTable = full_table();
         assert_eq!(
             missing_entries(&core, &saved),
             vec![

@@ -1,25 +1,29 @@
 //! The HSA tool's state, in one place with one owner: options, the
 //! original API-table entries, the kernel table, the allocation map, the
-//! job channel to the worker, the free list of held-barrier signals and the
-//! IPC handle cache, and copies of the code objects the application loads
-//! (reader → bytes, executable → its code objects) until freeze. Lives for the whole process (`TOOL`); tests build
-//! their own with fake table entries. Also implements the worker's
-//! [`Device`] on top of the original HSA entries.
+//! watched queues, the code-object tracker, the job channel to the worker,
+//! the free list of held-barrier signals and the IPC handle cache, and the
+//! process's lifecycle. Lives for the whole process (`TOOL`); tests build
+//! their own with fake table entries. Implements, over the original HSA
+//! entries, the worker's [`HeldSignals`] and the capture core's
+//! [`BufferAccess`], and the allocation hooks of the pool wraps.
 
-use crate::address_hash::AddressMap;
-use crate::allocation_map::{Allocation, AllocationMap};
-use crate::kernel_table::KernelTable;
-use crate::log::{log_debug, log_info, log_warn};
+use super::code_objects::CodeObjects;
+use super::queues::Queues;
+use super::worker::{HeldBarrier, HeldSignals, PreHold, WorkerMessage};
+use crate::capture::BufferAccess;
+use crate::capture::address_hash::AddressMap;
+use crate::capture::allocation_map::{Allocation, AllocationMap};
+use crate::capture::kernel_table::KernelTable;
+use crate::lifecycle::Lifecycle;
+use crate::log::{log_debug, log_warn};
 use crate::options::Options;
-use crate::worker::{CaptureSwitch, Device, HeldBarrier, PreHold, WorkerMessage};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use ditto_kernels::{CodeObjectKernel, parse_code_object};
+use ditto_protocol::Transport;
 use hsa::*;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// The process's tool, set once by a successful OnLoad.
@@ -32,7 +36,10 @@ pub struct HsaTool {
     pub amd: AmdExtTable,
     pub kernels: KernelTable,
     pub allocations: AllocationMap,
-    pub switch: CaptureSwitch,
+    /// The process's lifecycle (tests pass their own).
+    pub lifecycle: &'static Lifecycle,
+    pub queues: Queues,
+    pub code_objects: CodeObjects,
     jobs: Sender<WorkerMessage>,
     free_pairs: (Sender<HeldBarrier>, Receiver<HeldBarrier>),
     /// allocation base → (size, handle), forgotten when the allocation is freed.
@@ -44,20 +51,7 @@ pub struct HsaTool {
     next_index: AtomicU64,
     /// HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: wait timeouts are in these ticks.
     timestamp_hz: u64,
-    goodbye_sent: AtomicBool,
     signal_failure_logged: AtomicBool,
-    /// Code-object reader handle → a copy of its bytes (ROCr keeps only the
-    /// caller's pointer, which the caller may free once the reader exists).
-    readers: Mutex<HashMap<u64, Arc<[u8]>>>,
-    /// Executable handle → the code objects loaded into it, until freeze.
-    loaded: Mutex<HashMap<u64, Vec<Arc<[u8]>>>>,
-}
-
-/// Per-queue data handed to the packet callback.
-pub struct QueueContext {
-    pub tool: &'static HsaTool,
-    /// Identity of the queue (its address), for signal recycling.
-    pub queue: u64,
 }
 
 impl HsaTool {
@@ -67,6 +61,7 @@ impl HsaTool {
         core: CoreApiTable,
         amd: AmdExtTable,
         timestamp_hz: u64,
+        lifecycle: &'static Lifecycle,
     ) -> (HsaTool, Receiver<WorkerMessage>) {
         let (jobs, rx) = unbounded();
         let tool = HsaTool {
@@ -75,7 +70,9 @@ impl HsaTool {
             amd,
             kernels: KernelTable::new(),
             allocations: AllocationMap::new(),
-            switch: CaptureSwitch::default(),
+            lifecycle,
+            queues: Queues::default(),
+            code_objects: CodeObjects::default(),
             jobs,
             free_pairs: unbounded(),
             ipc_handles: Mutex::new(AddressMap::default()),
@@ -86,10 +83,7 @@ impl HsaTool {
             } else {
                 timestamp_hz
             },
-            goodbye_sent: AtomicBool::new(false),
             signal_failure_logged: AtomicBool::new(false),
-            readers: Mutex::new(HashMap::new()),
-            loaded: Mutex::new(HashMap::new()),
         };
         (tool, rx)
     }
@@ -146,6 +140,28 @@ impl HsaTool {
         None
     }
 
+    /// After `hsa_amd_memory_pool_allocate` succeeded.
+    ///
+    /// # Safety
+    /// `ptr` is the entry's out-pointer, filled by the original.
+    pub unsafe fn allocated(
+        &self,
+        _pool: hsa_amd_memory_pool_t,
+        size: usize,
+        _flags: u32,
+        ptr: *mut *mut c_void,
+    ) {
+        if !ptr.is_null() {
+            // SAFETY: a successful allocate filled `*ptr`.
+            self.record_allocation(unsafe { *ptr } as u64, size as u64);
+        }
+    }
+
+    /// Before `hsa_amd_memory_pool_free`.
+    pub fn freeing(&self, ptr: *mut c_void) {
+        self.forget_allocation(ptr as u64);
+    }
+
     /// Records a new allocation. A handle cached for the same base belongs
     /// to an earlier allocation whose free ditto did not see: it is dropped,
     /// never exported for the new one.
@@ -178,72 +194,6 @@ impl HsaTool {
             .remove(&base);
     }
 
-    /// Keeps a copy of the code object a reader was created from. A reader
-    /// handle seen again (destroyed, then reused) gets the new bytes.
-    pub fn remember_code_object(&self, reader: u64, bytes: &[u8]) {
-        self.readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(reader, Arc::from(bytes));
-    }
-
-    /// Drops the copy of a destroyed reader's code object.
-    pub fn forget_reader(&self, reader: u64) {
-        self.readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&reader);
-    }
-
-    /// Records that `reader`'s code object was loaded into `executable`.
-    /// Readers created from a file are not copied: nothing to record.
-    pub fn code_object_loaded(&self, executable: u64, reader: u64) {
-        let Some(bytes) = self
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&reader)
-            .cloned()
-        else {
-            return;
-        };
-        self.loaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(executable)
-            .or_default()
-            .push(bytes);
-    }
-
-    /// The kernels described by the metadata of every code object loaded
-    /// into `executable`, by kernel-descriptor symbol (`<name>.kd`); the
-    /// executable's copies are dropped. Code objects without AMDGPU
-    /// metadata (the CPU runtime's host ELFs) contribute nothing; one whose
-    /// metadata is malformed is logged and skipped.
-    pub fn take_kernel_metadata(&self, executable: u64) -> HashMap<String, CodeObjectKernel> {
-        let code_objects = self
-            .loaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&executable)
-            .unwrap_or_default();
-        let mut kernels = HashMap::new();
-        for bytes in code_objects {
-            match parse_code_object(&bytes) {
-                Ok(Some(found)) => {
-                    kernels.extend(found.into_iter().map(|k| (k.symbol.clone(), k)));
-                }
-                Ok(None) => {}
-                Err(e) => log_info!(
-                    "a code object ({} bytes) has no readable kernel metadata: {e}; \
-                     its kernels are laid out from their names",
-                    bytes.len()
-                ),
-            }
-        }
-        kernels
-    }
-
     /// In a child forked without exec (the atfork child handler): capture
     /// stops without a word, so every dispatch passes untouched, and
     /// `finish` returns at once: the worker thread was not copied into the
@@ -251,15 +201,14 @@ impl HsaTool {
     /// parent's (no Goodbye). Atomics only: another thread may have held
     /// any lock at the fork.
     pub fn become_passive_in_forked_child(&self) {
-        self.switch.stop();
-        self.goodbye_sent.store(true, Ordering::Release);
+        self.lifecycle.forked_child();
     }
 
     /// Sends the Goodbye and drains the worker (every held barrier released),
     /// once per process, from OnUnload or at exit, whichever comes first.
     /// Waits at most DITTO_TIMEOUT_MS + 1 s; past that, fails open.
     pub fn finish(&self, at: &str) {
-        if self.goodbye_sent.swap(true, Ordering::AcqRel) {
+        if !self.lifecycle.claim_finish() {
             return;
         }
         let (finished, done) = bounded(1);
@@ -277,7 +226,7 @@ impl HsaTool {
         }
         let bound = self.options.timeout + Duration::from_secs(1);
         if done.recv_timeout(bound).is_err() {
-            self.switch.fail(&format!(
+            self.lifecycle.fail(&format!(
                 "the worker did not finish within {} ms at {at}",
                 bound.as_millis()
             ));
@@ -315,7 +264,7 @@ impl HsaTool {
     }
 }
 
-impl Device for HsaTool {
+impl HeldSignals for HsaTool {
     fn wait_zero(&self, signal: u64, timeout: Duration) -> bool {
         let Some(wait) = self.core.hsa_signal_wait_scacquire_fn else {
             return true;
@@ -382,6 +331,44 @@ impl Device for HsaTool {
         }
     }
 
+    /// Start and end of the dispatch as the runtime recorded them on our
+    /// `done` signal, through the ORIGINAL hsa_amd_profiling_get_dispatch_time.
+    /// ROCr fills these only on queues with profiling enabled, which
+    /// `queues::create` turns on for every intercept queue; where that
+    /// failed the times read 0 and this is `None`. NOTE(real GPU): ROCr
+    /// wants the queue's agent here; the CPU runtime ignores it.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+        let Some(get) = self.amd.hsa_amd_profiling_get_dispatch_time_fn else {
+            log_debug!(
+                "the runtime has no hsa_amd_profiling_get_dispatch_time: no kernel durations"
+            );
+            return None;
+        };
+        let mut time = hsa_amd_profiling_dispatch_time_t::default();
+        // SAFETY: original entry on our own completed `done` signal, with a
+        // valid out-pointer.
+        let st = unsafe {
+            get(
+                hsa_agent_t { handle: 0 },
+                hsa_signal_t { handle: held.done },
+                &mut time,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end < time.start {
+            log_debug!(
+                "no dispatch time on signal 0x{:x} (status 0x{st:x}, start {}, end {})",
+                held.done,
+                time.start,
+                time.end
+            );
+            return None;
+        }
+        let ticks = (time.end - time.start) as u128;
+        Some((ticks * 1_000_000_000 / self.timestamp_hz as u128) as u64)
+    }
+}
+
+impl BufferAccess for HsaTool {
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
         self.allocations
             .find(address)
@@ -391,7 +378,7 @@ impl Device for HsaTool {
     /// Handles are cached only for allocations in the allocation map, whose
     /// free ditto sees; one found through `pointer_info` is exported afresh
     /// every time, as its free (and a reuse of its address) goes unseen.
-    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+    fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
         let mut cache = self.ipc_handles.lock().unwrap_or_else(|e| e.into_inner());
         let handle = match cache.get(&allocation.base) {
             Some((size, h)) if *size == allocation.size => *h,
@@ -423,43 +410,8 @@ impl Device for HsaTool {
                 h
             }
         };
-        Ok(handle.handle.iter().flat_map(|w| w.to_le_bytes()).collect())
-    }
-
-    /// Start and end of the dispatch as the runtime recorded them on our
-    /// `done` signal, through the ORIGINAL hsa_amd_profiling_get_dispatch_time.
-    /// NOTE(real GPU): ROCr fills these only on queues with profiling enabled
-    /// (hsa_amd_profiling_set_profiler_enabled) and wants the queue's agent;
-    /// ditto enables nothing, so there the times read 0 and this is `None`.
-    /// The CPU runtime records them for every dispatch and ignores the agent.
-    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
-        let Some(get) = self.amd.hsa_amd_profiling_get_dispatch_time_fn else {
-            log_debug!(
-                "the runtime has no hsa_amd_profiling_get_dispatch_time: no kernel durations"
-            );
-            return None;
-        };
-        let mut time = hsa_amd_profiling_dispatch_time_t::default();
-        // SAFETY: original entry on our own completed `done` signal, with a
-        // valid out-pointer.
-        let st = unsafe {
-            get(
-                hsa_agent_t { handle: 0 },
-                hsa_signal_t { handle: held.done },
-                &mut time,
-            )
-        };
-        if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end < time.start {
-            log_debug!(
-                "no dispatch time on signal 0x{:x} (status 0x{st:x}, start {}, end {})",
-                held.done,
-                time.start,
-                time.end
-            );
-            return None;
-        }
-        let ticks = (time.end - time.start) as u128;
-        Some((ticks * 1_000_000_000 / self.timestamp_hz as u128) as u64)
+        let handle = handle.handle.iter().flat_map(|w| w.to_le_bytes()).collect();
+        Ok(Transport::Ipc { handle })
     }
 
     /// The copy transport, for memory the runtime would not export.
@@ -472,7 +424,7 @@ impl Device for HsaTool {
     /// and its locked memory's agent address is the host address: the copy
     /// reads the range in place.
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
-        crate::shared_memory::copy_to_sealed_memfd(address, len)
+        crate::capture::shared_memory::copy_to_sealed_memfd(address, len)
     }
 
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
@@ -517,7 +469,8 @@ mod tests {
         let mut amd: AmdExtTable = unsafe { std::mem::zeroed() };
         amd.hsa_amd_ipc_memory_create_fn = Some(counting_ipc_create);
         IPC_EXPORTS.with(|n| n.set(0));
-        HsaTool::new(Options::from_lookup(|_| None), core, amd, 0).0
+        static LIFECYCLE: Lifecycle = Lifecycle::capturing();
+        HsaTool::new(Options::from_lookup(|_| None), core, amd, 0, &LIFECYCLE).0
     }
 
     unsafe extern "C" fn ignored_store(_signal: hsa_signal_t, _value: hsa_signal_value_t) {}

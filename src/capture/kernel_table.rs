@@ -17,7 +17,7 @@
 //! pointers: one filled from a snapshot of this table is used only while
 //! that snapshot's generation is the table's current one.
 
-use crate::address_hash::AddressMap;
+use crate::capture::address_hash::AddressMap;
 use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{Goodbye, KernelName};
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_v5_target_is_laid_out_from_metadata_despite_its_hidden_argument_segment() {
-        let co = include_bytes!("../crates/kernels/tests/fixtures/templates-v5.co");
+        let co = include_bytes!("../../crates/kernels/tests/fixtures/templates-v5.co");
         let kernels = ditto_kernels::parse_code_object(co).unwrap().unwrap();
         let meta = kernels
             .iter()
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn an_extern_c_target_with_metadata_is_captured_as_bytes_with_a_warning() {
-        let co = include_bytes!("../crates/kernels/tests/fixtures/extern_c-v4.co");
+        let co = include_bytes!("../../crates/kernels/tests/fixtures/extern_c-v4.co");
         let kernels = ditto_kernels::parse_code_object(co).unwrap().unwrap();
         let (t, warning) = KernelInfo::from_code_object(
             "vector_add_c.kd",

@@ -181,7 +181,7 @@ impl StagingFile {
         let Some(at) = taken.map(|at| at + STAGING_HEADER_BYTES) else {
             return Ok(None);
         };
-        crate::shared_memory::copy_from_address(
+        crate::capture::shared_memory::copy_from_address(
             self.file.as_fd(),
             address,
             len,

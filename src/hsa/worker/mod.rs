@@ -1,12 +1,14 @@
-//! The worker thread: everything about a held dispatch that may block.
+//! The held-queue worker: the HSA backend's thread for everything about a
+//! held dispatch that may block.
 //! It waits for the dispatch to complete, resolves and exports its output
 //! buffers, sends one Dispatch to the collector, waits for the Ack and only
 //! then releases the held barrier. When inputs are captured it first waits
 //! for the `pre` barrier (all earlier work in the queue done), sends the
 //! inputs as a Dispatch of `Before` buffers, and on its Ack releases
-//! `hold_pre` so that the kernel starts. Owns the collector connection and the
-//! fail-open switch. Backend-neutral: the runtime is reached through
-//! [`Device`]. It never runs on an application thread.
+//! `hold_pre` so that the kernel starts. Owns the collector connection; the
+//! runtime is reached through [`HeldSignals`] (the hold) and
+//! [`BufferAccess`] (the buffers), capture's state through the process's
+//! [`Lifecycle`]. It never runs on an application thread.
 //!
 //! Recycling the held barrier's signals: `done` and `hold` may be reused
 //! only once the queue's packet processor is past the barrier that waits
@@ -17,7 +19,7 @@
 //! the earlier pair goes back to the free list. At most one pair per queue
 //! stays out at exit (left to the runtime's teardown). Pairs released
 //! without seeing their dispatch complete (fail-open, shutdown) are never
-//! reused.
+//! reused. A destroyed queue's pair is dropped with the queue's entry.
 //!
 //! A panic while handling one job is caught: the job is released, capture
 //! fails open, and the worker goes on releasing whatever comes next, so no
@@ -29,29 +31,21 @@
 //! (and, at shutdown, of every later one, with the Goodbye) is still sent;
 //! after a failed write nothing more is.
 
-mod accounting;
-mod describe;
 #[cfg(test)]
 mod tests;
 
-pub use describe::describe;
-
-use crate::allocation_map::Allocation;
-use crate::client::{ClientError, CollectorConnection};
-use crate::guard::panic_message;
-use crate::kernel_table::KernelInfo;
+use crate::capture::accounting::Ledger;
+use crate::capture::client::{ClientError, CollectorConnection};
+use crate::capture::kernel_table::KernelInfo;
+use crate::capture::{ArgumentChoice, BufferAccess, DispatchFacts, Snapshot, describe};
+use crate::guard::caught;
+use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
-use crate::staging::StagingFile;
-use accounting::Ledger;
 use crossbeam_channel::{Receiver, Sender};
-use ditto_kernels::ArgSizes;
-use ditto_protocol::{CaptureSet, DispatchSelection, Goodbye, Hello, MissReason, Phase};
+use ditto_protocol::{DispatchSelection, Goodbye, Hello, MissReason, Phase};
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::OwnedFd;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The two signals that hold one target dispatch: `done` (the dispatch's
@@ -90,6 +84,21 @@ pub struct Job {
     pub queue: u64,
 }
 
+impl Job {
+    /// The dispatch's facts for the describe step; `duration_ns` read from
+    /// the runtime once the kernel ran.
+    fn facts(&self, duration_ns: Option<u64>) -> DispatchFacts<'_> {
+        DispatchFacts {
+            index: self.index,
+            kernel: &self.kernel,
+            kernarg: &self.kernarg,
+            grid: self.grid,
+            block: self.block,
+            duration_ns,
+        }
+    }
+}
+
 pub enum WorkerMessage {
     Job(Job),
     /// A matched dispatch that passed uncaptured (it could not be held).
@@ -98,6 +107,8 @@ pub enum WorkerMessage {
         reason: MissReason,
         detail: String,
     },
+    /// The application destroyed this queue: its last pair is forgotten.
+    QueueDestroyed { queue: u64 },
     /// Finish the jobs before this message, account for every one of the
     /// `matched` dispatch indices, say Goodbye, acknowledge, stop.
     Shutdown {
@@ -107,8 +118,8 @@ pub enum WorkerMessage {
     },
 }
 
-/// What the worker needs from the runtime.
-pub trait Device {
+/// The hold as the worker drives it: HSA signals, opaque handles here.
+pub trait HeldSignals {
     /// Waits at most `timeout` for one of our signals (`done` or `pre`) to
     /// reach 0.
     fn wait_zero(&self, signal: u64, timeout: Duration) -> bool;
@@ -119,89 +130,18 @@ pub trait Device {
     fn release_pre(&self, pre: &PreHold);
     /// Returns a pair whose barrier is known to be consumed to the free list.
     fn recycle(&self, held: HeldBarrier);
-    /// The allocation containing `address`.
-    fn containing_allocation(&self, address: u64) -> Option<Allocation>;
-    /// IPC handle bytes of a whole allocation (cached per allocation);
-    /// `Err` when the runtime refuses to export it.
-    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String>;
-    /// The copy transport: `len` bytes at `address` copied into a fresh
-    /// memfd, sealed against change, for memory `export` refused.
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
-    /// Copies the `len` bytes at `address` into the staging file: their
-    /// offset there, `Ok(None)` when the buffer is too large or there is no
-    /// room now. By default the CPU reads the memory itself (pwrite): memory
-    /// it cannot read is an `Err`, and the buffer travels another way.
-    fn stage(
-        &self,
-        address: u64,
-        len: u64,
-        staging: &mut StagingFile,
-    ) -> Result<Option<u64>, String> {
-        staging.stage(address, len)
-    }
-    /// Fingerprint of `len` bytes at `address`, read by the tool itself.
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
-    /// How the collector reaches an allocation [`Device::export`]ed as
-    /// `handle`: an HSA IPC handle by default.
-    fn ipc_transport(&self, handle: Vec<u8>) -> ditto_protocol::Transport {
-        ditto_protocol::Transport::Ipc { handle }
-    }
     /// Execution time of the completed dispatch whose completion signal is
     /// `held.done`, in nanoseconds; `None` when the runtime reports none.
     fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64>;
-}
-
-/// Whether dispatches are being captured. Turned off once, by the first
-/// failure (logged once) or by shutdown; never turned back on.
-#[derive(Debug)]
-pub struct CaptureSwitch {
-    on: AtomicBool,
-    failed: AtomicBool,
-}
-
-impl Default for CaptureSwitch {
-    fn default() -> Self {
-        CaptureSwitch {
-            on: AtomicBool::new(true),
-            failed: AtomicBool::new(false),
-        }
-    }
-}
-
-impl CaptureSwitch {
-    pub fn is_on(&self) -> bool {
-        self.on.load(Ordering::Acquire)
-    }
-
-    /// Fails open: logs `reason` the first time only.
-    pub fn fail(&self, reason: &str) {
-        self.failed.store(true, Ordering::Release);
-        if self.on.swap(false, Ordering::AcqRel) {
-            log_warn!(
-                "{reason}; capture stops, held dispatches are released and the application runs on unchanged"
-            );
-        }
-    }
-
-    /// Whether capture stopped because something failed (not by shutdown).
-    pub fn has_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// Stops capturing without a warning (shutdown).
-    pub fn stop(&self) {
-        self.on.store(false, Ordering::Release);
-    }
 }
 
 pub struct WorkerConfig {
     pub socket: Option<PathBuf>,
     pub hello: Hello,
     pub timeout: Duration,
-    /// Which arguments are captured, before and after the kernel.
-    pub capture: CaptureSet,
-    /// Extents given by `--arg-sizes`.
-    pub arg_sizes: ArgSizes,
+    /// Which arguments are captured, before and after the kernel, and
+    /// the extents `--arg-sizes` gives.
+    pub choice: ArgumentChoice,
     /// Which dispatch indices `--dispatch` chose (the others are accounted
     /// as missed by selection).
     pub dispatch: DispatchSelection,
@@ -225,7 +165,7 @@ impl Pending {
     }
 }
 
-/// How long one wait on `done` lasts when one dispatch is held: the switch
+/// How long one wait on `done` lasts when one dispatch is held: the lifecycle
 /// and newly arrived jobs are looked at again after it.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// The same when several are held: each is looked at in turn.
@@ -245,15 +185,15 @@ const BRIEF_WAIT: Duration = Duration::from_micros(200);
 /// dispatch may need work that sits behind a later job's held barrier, and
 /// waiting for it first would hang the application. Indices were given at
 /// submission, so snapshots keep their order whatever the capture order.
-pub fn run<D: Device>(
+pub fn run<D: HeldSignals + BufferAccess>(
     device: &D,
     jobs: Receiver<WorkerMessage>,
     config: WorkerConfig,
-    switch: &CaptureSwitch,
+    lifecycle: &Lifecycle,
 ) {
     let mut connection = match &config.socket {
         None => {
-            switch.fail("DITTO_SOCKET is not set");
+            lifecycle.fail("DITTO_SOCKET is not set");
             None
         }
         Some(socket) => match CollectorConnection::open(
@@ -267,7 +207,7 @@ pub fn run<D: Device>(
                 Some(c)
             }
             Err(e) => {
-                switch.fail(&e.to_string());
+                lifecycle.fail(&e.to_string());
                 None
             }
         },
@@ -282,7 +222,7 @@ pub fn run<D: Device>(
         // while frames of released dispatches wait for room in the socket,
         // only a little at a time, sending what goes in between).
         let message = if pending.is_empty() && shutdown.is_none() {
-            send_unsent(&mut connection, switch);
+            send_unsent(&mut connection, lifecycle);
             let unsent = connection.as_ref().is_some_and(|c| c.has_unsent());
             if unsent {
                 match jobs.recv_timeout(OUTBOX_RETRY) {
@@ -313,6 +253,10 @@ pub fn run<D: Device>(
                 device.release(&late.held);
                 continue;
             }
+            Some(WorkerMessage::QueueDestroyed { queue }) => {
+                last_pair_of_queue.remove(&queue);
+                continue;
+            }
             Some(WorkerMessage::Missed {
                 index,
                 reason,
@@ -337,17 +281,17 @@ pub fn run<D: Device>(
                 // After a timeout the connection's frames are intact: the
                 // collector, if it comes back, still learns what was missed.
                 ledger.close(matched, &config.dispatch);
-                send_missed(&mut connection, &mut ledger, switch);
+                send_missed(&mut connection, &mut ledger, lifecycle);
                 if let Some(conn) = connection.as_mut().filter(|c| c.writable())
                     && let Err(e) = conn.goodbye(&goodbye)
                 {
-                    if switch.is_on() {
+                    if lifecycle.is_capturing() {
                         log_warn!("could not say goodbye to the collector: {e}");
                     } else {
                         log_debug!("could not say goodbye to the collector: {e}");
                     }
                 }
-                switch.stop();
+                lifecycle.finished();
                 for late in jobs.try_iter() {
                     if let WorkerMessage::Job(job) = late {
                         device.release(&job.held);
@@ -358,7 +302,7 @@ pub fn run<D: Device>(
             }
             continue;
         }
-        if !switch.is_on() {
+        if !lifecycle.is_capturing() {
             // Capture is off (a failure, or the shutdown bound): release
             // everything held, completed or not; such pairs are never reused.
             for p in pending.drain(..) {
@@ -379,7 +323,7 @@ pub fn run<D: Device>(
             // wait turns out to be more than brief.
             let next = pending[0].next_signal();
             if !device.wait_zero(next, BRIEF_WAIT) {
-                send_unsent(&mut connection, switch);
+                send_unsent(&mut connection, lifecycle);
                 device.wait_zero(next, slice);
             }
             continue;
@@ -388,25 +332,24 @@ pub fn run<D: Device>(
             // All earlier work is done and the kernel has not started.
             let held = pending[at].job.held;
             let index = pending[at].job.index;
-            let taken = catch_unwind(AssertUnwindSafe(|| {
+            let taken = caught(|| {
                 take_inputs(
                     device,
                     &pending[at].job,
                     &mut connection,
-                    switch,
+                    lifecycle,
                     &config,
                     &mut ledger,
                 )
-            }));
+            });
             match taken {
                 Ok(()) => pending[at].inputs_pending = false,
-                Err(payload) => {
+                Err(panic) => {
                     let reason = format!(
-                        "internal error while snapshotting the inputs of a held dispatch: {}",
-                        panic_message(payload.as_ref())
+                        "internal error while snapshotting the inputs of a held dispatch: {panic}"
                     );
                     failed(&mut ledger, index, MissReason::Error, reason.clone());
-                    switch.fail(&reason);
+                    lifecycle.fail(&reason);
                     pending.remove(at);
                     device.release(&held);
                 }
@@ -416,24 +359,21 @@ pub fn run<D: Device>(
         let job = pending.remove(at).expect("position is within pending").job;
         let held = job.held;
         let index = job.index;
-        let handled = catch_unwind(AssertUnwindSafe(|| {
+        let handled = caught(|| {
             handle_completed(
                 device,
                 job,
                 &mut connection,
-                switch,
+                lifecycle,
                 &mut last_pair_of_queue,
                 &config,
                 &mut ledger,
             )
-        }));
-        if let Err(payload) = handled {
-            let reason = format!(
-                "internal error while handling a held dispatch: {}",
-                panic_message(payload.as_ref())
-            );
+        });
+        if let Err(panic) = handled {
+            let reason = format!("internal error while handling a held dispatch: {panic}");
             failed(&mut ledger, index, MissReason::Error, reason.clone());
-            switch.fail(&reason);
+            lifecycle.fail(&reason);
             // Its state is unknown: released, never recycled.
             device.release(&held);
         }
@@ -445,7 +385,7 @@ pub fn run<D: Device>(
 /// every later packet of that queue from running, so no later job there can
 /// complete first. One check per queue, not per held job: a queue holding
 /// a thousand dispatches costs one signal check per round, not a thousand.
-fn first_completed<D: Device>(device: &D, pending: &VecDeque<Pending>) -> Option<usize> {
+fn first_completed<D: HeldSignals>(device: &D, pending: &VecDeque<Pending>) -> Option<usize> {
     let mut queues_seen: Vec<u64> = Vec::new();
     for (at, p) in pending.iter().enumerate() {
         if queues_seen.contains(&p.job.queue) {
@@ -464,11 +404,11 @@ fn first_completed<D: Device>(device: &D, pending: &VecDeque<Pending>) -> Option
 /// lets the kernel start: at once when its inputs are copies (staged or
 /// shared memory), after the collector's Ack when it reads them through IPC.
 /// Nothing is sent when no argument is selected.
-fn take_inputs<D: Device>(
+fn take_inputs<D: HeldSignals + BufferAccess>(
     device: &D,
     job: &Job,
     connection: &mut Option<CollectorConnection>,
-    switch: &CaptureSwitch,
+    lifecycle: &Lifecycle,
     config: &WorkerConfig,
     ledger: &mut Ledger,
 ) {
@@ -478,14 +418,18 @@ fn take_inputs<D: Device>(
         }
     };
     let mut released = false;
-    if switch.is_on() && connection.is_some() {
+    if lifecycle.is_capturing() && connection.is_some() {
         let staging = connection.as_mut().and_then(|c| c.staging());
-        let (before, copies, misses) = describe(device, job, Phase::Before, config, staging);
+        let Snapshot {
+            dispatch: before,
+            copies,
+            misses,
+        } = describe(device, &job.facts(None), Phase::Before, &config.choice, staging);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::Before, detail);
         }
-        send_missed(connection, ledger, switch);
-        if let Some(conn) = connection.as_mut().filter(|_| switch.is_on())
+        send_missed(connection, ledger, lifecycle);
+        if let Some(conn) = connection.as_mut().filter(|_| lifecycle.is_capturing())
             && !before.buffers.is_empty()
         {
             if !before.needs_ack() {
@@ -504,7 +448,7 @@ fn take_inputs<D: Device>(
                     job.index,
                     job.kernel.name.demangled
                 ),
-                Err(e) => fail_on(ledger, connection, switch, job.index, e),
+                Err(e) => fail_on(ledger, connection, lifecycle, job.index, e),
             }
         }
     }
@@ -516,11 +460,11 @@ fn take_inputs<D: Device>(
 /// Captures a held dispatch that has completed and releases it: at once
 /// when its buffers are copies (staged or shared memory), after the
 /// collector's Ack when it reads them through IPC.
-fn handle_completed<D: Device>(
+fn handle_completed<D: HeldSignals + BufferAccess>(
     device: &D,
     job: Job,
     connection: &mut Option<CollectorConnection>,
-    switch: &CaptureSwitch,
+    lifecycle: &Lifecycle,
     last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
     config: &WorkerConfig,
     ledger: &mut Ledger,
@@ -530,14 +474,19 @@ fn handle_completed<D: Device>(
         device.recycle(previous);
     }
     let mut released = false;
-    if switch.is_on() && connection.is_some() {
+    if lifecycle.is_capturing() && connection.is_some() {
         let staging = connection.as_mut().and_then(|c| c.staging());
-        let (dispatch, copies, misses) = describe(device, &job, Phase::After, config, staging);
+        let duration_ns = device.dispatch_duration_ns(&job.held);
+        let Snapshot {
+            dispatch,
+            copies,
+            misses,
+        } = describe(device, &job.facts(duration_ns), Phase::After, &config.choice, staging);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::After, detail);
         }
-        send_missed(connection, ledger, switch);
-        let result = match connection.as_mut().filter(|_| switch.is_on()) {
+        send_missed(connection, ledger, lifecycle);
+        let result = match connection.as_mut().filter(|_| lifecycle.is_capturing()) {
             Some(conn) => {
                 if !dispatch.needs_ack() {
                     device.release(&job.held);
@@ -565,7 +514,7 @@ fn handle_completed<D: Device>(
                 job.index,
                 job.kernel.name.demangled
             ),
-            Err(e) => fail_on(ledger, connection, switch, job.index, e),
+            Err(e) => fail_on(ledger, connection, lifecycle, job.index, e),
         }
     }
     if !released {
@@ -581,7 +530,7 @@ fn handle_completed<D: Device>(
 fn fail_on(
     ledger: &mut Ledger,
     connection: &mut Option<CollectorConnection>,
-    switch: &CaptureSwitch,
+    lifecycle: &Lifecycle,
     index: u64,
     error: ClientError,
 ) {
@@ -590,8 +539,8 @@ fn fail_on(
         _ => MissReason::Error,
     };
     failed(ledger, index, reason, error.to_string());
-    switch.fail(&error.to_string());
-    send_missed(connection, ledger, switch);
+    lifecycle.fail(&error.to_string());
+    send_missed(connection, ledger, lifecycle);
 }
 
 /// Records dispatch `index` as missed and capture as stopped for `reason`.
@@ -609,11 +558,11 @@ fn failed(ledger: &mut Ledger, index: u64, reason: MissReason, detail: String) {
 
 /// Sends what the socket takes now of the frames waiting in the outbox; a
 /// failed write fails open.
-fn send_unsent(connection: &mut Option<CollectorConnection>, switch: &CaptureSwitch) {
+fn send_unsent(connection: &mut Option<CollectorConnection>, lifecycle: &Lifecycle) {
     if let Some(conn) = connection.as_mut().filter(|c| c.has_unsent())
         && let Err(e) = conn.flush(false)
     {
-        switch.fail(&e.to_string());
+        lifecycle.fail(&e.to_string());
     }
 }
 
@@ -623,7 +572,7 @@ fn send_unsent(connection: &mut Option<CollectorConnection>, switch: &CaptureSwi
 fn send_missed(
     connection: &mut Option<CollectorConnection>,
     ledger: &mut Ledger,
-    switch: &CaptureSwitch,
+    lifecycle: &Lifecycle,
 ) {
     let queued = ledger.take_queued();
     let Some(conn) = connection.as_mut() else {
@@ -634,8 +583,8 @@ fn send_missed(
             return;
         }
         if let Err(e) = conn.missed(&missed) {
-            if switch.is_on() {
-                switch.fail(&e.to_string());
+            if lifecycle.is_capturing() {
+                lifecycle.fail(&e.to_string());
             } else {
                 log_debug!("could not report missed dispatch {}: {e}", missed.index);
             }

@@ -1,4 +1,4 @@
-//! The launch → capture path of CUDA applications, on the application's
+//! The CUDA backend's hold: the launch → capture path of CUDA applications, on the application's
 //! own thread inside the CUPTI callback. At the entry of a target launch
 //! the dispatch takes its index (and, with `--capture inputs`, the launch's
 //! stream is synchronised and the inputs snapshotted before the kernel is
@@ -12,57 +12,58 @@
 //! are never synchronised (that would invalidate the capture): not captured,
 //! said once.
 //!
-//! The same describe step as HSA ([`crate::worker::describe`]) through
-//! [`CudaDevice`]; the fingerprint is computed from device memory by
-//! copying only its windows to the host.
+//! The same describe step as HSA ([`crate::capture::describe`]) through
+//! [`CudaDevice`] (`access`), capture's state in the process's
+//! [`Lifecycle`].
 
-use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver, IPC_HANDLE_BYTES};
+use super::access::CudaDevice;
+use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
 use super::launch::Launch;
-use crate::allocation_map::Allocation;
-use crate::client::CollectorConnection;
-use crate::kernel_table::{KernelInfo, KernelTable};
+use crate::capture::client::CollectorConnection;
+use crate::capture::kernel_table::{KernelInfo, KernelTable};
+use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
+use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
-use crate::worker::{CaptureSwitch, Device, HeldBarrier, Job, PreHold, WorkerConfig, describe};
-use ditto_protocol::{
-    MissReason, Missed, Phase, Transport, fingerprint_of_windows, fingerprint_windows,
-};
+use ditto_protocol::{MissReason, Missed, Phase};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The process's CUDA capture state.
 pub struct CudaTool {
     pub driver: Driver,
     pub options: Options,
-    pub config: WorkerConfig,
-    pub switch: CaptureSwitch,
+    /// Which arguments are captured (`--capture`, `--arg-sizes`).
+    pub choice: ArgumentChoice,
+    /// The process's lifecycle.
+    pub lifecycle: &'static Lifecycle,
     /// Kernels by function handle, counted per launch (for the Goodbye).
     pub kernels: KernelTable,
     /// Parameter offsets and sizes of target kernels, by function handle.
     layouts: Mutex<HashMap<usize, Vec<(u64, u64)>>>,
     next_index: AtomicU64,
     pub connection: Mutex<Option<CollectorConnection>>,
-    pub goodbye_sent: AtomicBool,
     /// Kernels whose launch into a capturing stream was already reported.
     graph_noted: Mutex<HashSet<String>>,
 }
 
 impl CudaTool {
-    pub fn new(driver: Driver, options: Options, config: WorkerConfig) -> CudaTool {
+    pub fn new(driver: Driver, options: Options, lifecycle: &'static Lifecycle) -> CudaTool {
+        let choice = ArgumentChoice {
+            capture: options.capture,
+            arg_sizes: options.arg_sizes.clone(),
+        };
         CudaTool {
             driver,
             options,
-            config,
-            switch: CaptureSwitch::default(),
+            choice,
+            lifecycle,
             kernels: KernelTable::new(),
             layouts: Mutex::new(HashMap::new()),
             next_index: AtomicU64::new(0),
             connection: Mutex::new(None),
-            goodbye_sent: AtomicBool::new(false),
             graph_noted: Mutex::new(HashSet::new()),
         }
     }
@@ -133,7 +134,7 @@ impl CudaTool {
     pub fn on_enter(&self, launch: &Launch, symbol: *const c_char) -> Option<u64> {
         let kernel = self.kernel(launch, symbol)?;
         kernel.count_dispatch();
-        if !kernel.is_target || kernel.signature.is_none() || !self.switch.is_on() {
+        if !kernel.is_target || kernel.signature.is_none() || !self.lifecycle.is_capturing() {
             return None;
         }
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
@@ -141,7 +142,7 @@ impl CudaTool {
             self.missed(index, MissReason::Selection, String::new());
             return None;
         }
-        if self.config.capture.takes_inputs() {
+        if self.choice.capture.takes_inputs() {
             self.snapshot(launch, &kernel, index, Phase::Before);
         }
         Some(index)
@@ -170,7 +171,7 @@ impl CudaTool {
     /// Synchronises the launch's stream, then sends one snapshot and waits
     /// for its Ack.
     fn snapshot(&self, launch: &Launch, kernel: &Arc<KernelInfo>, index: u64, phase: Phase) {
-        if !self.switch.is_on() {
+        if !self.lifecycle.is_capturing() {
             return;
         }
         let stream = launch.stream as CuStream;
@@ -234,28 +235,28 @@ impl CudaTool {
                 return;
             }
         };
-        let job = Job {
+        let facts = DispatchFacts {
             index,
-            kernel: kernel.clone(),
+            kernel,
+            kernarg: &kernarg,
             grid: launch.grid,
             block: launch.block,
-            kernarg,
-            held: HeldBarrier {
-                done: 0,
-                hold: 0,
-                pre: None,
-            },
-            queue: launch.stream as u64,
+            // CUDA launches are not timed (no CUPTI activity records).
+            duration_ns: None,
         };
         let device = CudaDevice {
             driver: &self.driver,
         };
-        let (dispatch, copies, misses) = describe(&device, &job, phase, &self.config, None);
+        let Snapshot {
+            dispatch,
+            copies,
+            misses,
+        } = describe(&device, &facts, phase, &self.choice, None);
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let Some(conn) = connection.as_mut() else {
             return;
         };
-        if !self.switch.is_on() {
+        if !self.lifecycle.is_capturing() {
             return;
         }
         // Buffers the tool could not take are accounted for in the snapshot.
@@ -269,7 +270,7 @@ impl CudaTool {
                 detail,
             };
             if let Err(e) = conn.missed(&missed) {
-                self.switch.fail(&e.to_string());
+                self.lifecycle.fail(&e.to_string());
                 return;
             }
         }
@@ -285,14 +286,14 @@ impl CudaTool {
                 "collector could not capture dispatch {index} of `{}`: {reason}",
                 kernel.name.demangled
             ),
-            Err(e) => self.switch.fail(&e.to_string()),
+            Err(e) => self.lifecycle.fail(&e.to_string()),
         }
     }
 
     /// Tells the collector dispatch `index` is not captured, and why.
     fn missed(&self, index: u64, reason: MissReason, detail: String) {
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        let (Some(conn), true) = (connection.as_mut(), self.switch.is_on()) else {
+        let (Some(conn), true) = (connection.as_mut(), self.lifecycle.is_capturing()) else {
             return;
         };
         let missed = Missed {
@@ -304,89 +305,22 @@ impl CudaTool {
             detail,
         };
         if let Err(e) = conn.missed(&missed) {
-            self.switch.fail(&e.to_string());
+            self.lifecycle.fail(&e.to_string());
         }
     }
 
     /// Says Goodbye once (at exit); later calls return at once.
     pub fn finish(&self) {
-        if self.goodbye_sent.swap(true, Ordering::AcqRel) {
+        if !self.lifecycle.claim_finish() {
             return;
         }
         let goodbye = self.kernels.goodbye();
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(conn), true) = (connection.as_mut(), self.switch.is_on())
+        if let (Some(conn), true) = (connection.as_mut(), self.lifecycle.is_capturing())
             && let Err(e) = conn.goodbye(&goodbye)
         {
             log_warn!("could not say goodbye to the collector: {e}");
         }
-        self.switch.stop();
-    }
-}
-
-/// The CUDA driver as the describe step reads it. Called only on the
-/// launching thread, whose current context is the launch's.
-pub struct CudaDevice<'a> {
-    pub driver: &'a Driver,
-}
-
-/// Largest host staging copy made at once for a shared-memory copy.
-const STAGING_LIMIT: u64 = 16 << 30;
-
-impl Device for CudaDevice<'_> {
-    // The worker loop's signal operations do not apply: a CUDA launch is
-    // held on its own thread inside the launch call.
-    fn wait_zero(&self, _signal: u64, _timeout: Duration) -> bool {
-        true
-    }
-    fn release(&self, _held: &HeldBarrier) {}
-    fn release_pre(&self, _pre: &PreHold) {}
-    fn recycle(&self, _held: HeldBarrier) {}
-
-    fn containing_allocation(&self, address: u64) -> Option<Allocation> {
-        let (base, size) = self.driver.address_range(address).ok()?;
-        Some(Allocation { base, size })
-    }
-
-    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
-        let mut handle = [0u8; IPC_HANDLE_BYTES];
-        // SAFETY: out-pointer to 64 bytes; the driver checks the address.
-        let r = unsafe { (self.driver.ipc_get_mem_handle)(&mut handle, allocation.base) };
-        self.driver.check(r, "cuIpcGetMemHandle")?;
-        Ok(handle.to_vec())
-    }
-
-    fn ipc_transport(&self, handle: Vec<u8>) -> Transport {
-        Transport::CudaIpc { handle }
-    }
-
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
-        if len > STAGING_LIMIT {
-            return Err(format!(
-                "{len} bytes are too many for a shared-memory copy (at most {STAGING_LIMIT})"
-            ));
-        }
-        let mut staging = Vec::new();
-        staging
-            .try_reserve_exact(len as usize)
-            .map_err(|_| format!("cannot allocate {len} host bytes for a shared-memory copy"))?;
-        staging.resize(len as usize, 0);
-        self.driver.copy_to_host(address, &mut staging)?;
-        crate::shared_memory::copy_to_sealed_memfd(staging.as_ptr() as u64, len)
-    }
-
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
-        let windows = fingerprint_windows(len);
-        let mut bytes = Vec::with_capacity(windows.len());
-        for (start, n) in windows {
-            let mut w = vec![0u8; n as usize];
-            self.driver.copy_to_host(address + start, &mut w)?;
-            bytes.push(w);
-        }
-        Ok(fingerprint_of_windows(len, bytes.iter().map(Vec::as_slice)))
-    }
-
-    fn dispatch_duration_ns(&self, _held: &HeldBarrier) -> Option<u64> {
-        None
+        self.lifecycle.finished();
     }
 }

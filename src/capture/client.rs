@@ -14,7 +14,7 @@
 //! never by a hook.
 
 use crate::log::log_info;
-use crate::staging::StagingFile;
+use crate::capture::staging::StagingFile;
 use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
     ToolMessage, read_frame, write_frame_with_fds,

@@ -1,11 +1,11 @@
-//! The worker's ledger of matched dispatches: which indices have had their
+//! The ledger of a connection's matched dispatches: which indices have had their
 //! fate reported to the collector (a Dispatch sent, or a Missed), the
 //! misses waiting to be sent (consecutive ones with the same reason merged
 //! into one run), and why capture stopped, if it did. At shutdown it turns
 //! every index never reported into a Missed: `selection` when `--dispatch`
 //! did not choose it, else the reason capture stopped. Memory stays
 //! constant while dispatches are reported in order (one run of indices).
-//! Owns no connection: the worker sends what [`Ledger::take_queued`] gives.
+//! Owns no connection: the backend sends what [`Ledger::take_queued`] gives.
 
 use ditto_protocol::{DispatchSelection, MissReason, Missed, Phase};
 use std::collections::BTreeMap;

@@ -2,8 +2,11 @@
 //! Unix socket.
 
 use super::*;
-use crate::allocation_map::AllocationMap;
-use crate::kernel_table::KernelInfo;
+use crate::capture::allocation_map::{Allocation, AllocationMap};
+use crate::capture::kernel_table::KernelInfo;
+use ditto_kernels::ArgSizes;
+use ditto_protocol::CaptureSet;
+use std::os::fd::OwnedFd;
 use crossbeam_channel::unbounded;
 use ditto_protocol::{
     Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
@@ -39,7 +42,7 @@ impl FakeDevice {
     }
 }
 
-impl Device for FakeDevice {
+impl HeldSignals for FakeDevice {
     fn wait_zero(&self, signal: u64, _timeout: Duration) -> bool {
         self.log(format!("wait {signal}"));
         match self.completes_after_release.get(&signal) {
@@ -61,22 +64,27 @@ impl Device for FakeDevice {
     fn recycle(&self, held: HeldBarrier) {
         self.log(format!("recycle {}", held.done));
     }
+    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+        Some(1000 + held.done)
+    }
+}
+
+impl BufferAccess for FakeDevice {
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
         self.allocations.find(address)
     }
-    fn export(&self, allocation: &Allocation) -> Result<Vec<u8>, String> {
+    fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
         assert!(!self.panic_on_export, "export exploded");
         if self.export_refused.contains(&allocation.base) {
             return Err("status 0x1001 (invalid argument)".into());
         }
-        Ok(allocation.base.to_le_bytes().repeat(4))
+        Ok(Transport::Ipc {
+            handle: allocation.base.to_le_bytes().repeat(4),
+        })
     }
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
         self.log(format!("copy {len}"));
-        crate::shared_memory::copy_to_sealed_memfd(address, len)
-    }
-    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
-        Some(1000 + held.done)
+        crate::capture::shared_memory::copy_to_sealed_memfd(address, len)
     }
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
         // SAFETY: tests only pass ranges of live Vecs they own.
@@ -145,7 +153,7 @@ fn run_worker(
     socket: Option<PathBuf>,
     timeout: Duration,
     jobs: Vec<Job>,
-) -> (CaptureSwitch, Goodbye) {
+) -> (Lifecycle, Goodbye) {
     run_worker_capturing(device, socket, timeout, jobs, CaptureSet::default())
 }
 
@@ -155,7 +163,7 @@ fn run_worker_capturing(
     timeout: Duration,
     jobs: Vec<Job>,
     capture: CaptureSet,
-) -> (CaptureSwitch, Goodbye) {
+) -> (Lifecycle, Goodbye) {
     run_worker_with(device, socket, timeout, jobs, capture, ArgSizes::default())
 }
 
@@ -166,7 +174,7 @@ fn run_worker_with(
     jobs: Vec<Job>,
     capture: CaptureSet,
     arg_sizes: ArgSizes,
-) -> (CaptureSwitch, Goodbye) {
+) -> (Lifecycle, Goodbye) {
     run_worker_staging(device, socket, timeout, jobs, capture, arg_sizes, 0)
 }
 
@@ -178,7 +186,7 @@ fn run_worker_staging(
     capture: CaptureSet,
     arg_sizes: ArgSizes,
     staging_bytes: u64,
-) -> (CaptureSwitch, Goodbye) {
+) -> (Lifecycle, Goodbye) {
     let (tx, rx) = unbounded();
     let matched = jobs.iter().map(|j| j.index + 1).max().unwrap_or(0);
     for j in jobs {
@@ -194,7 +202,7 @@ fn run_worker_staging(
         finished,
     })
     .unwrap();
-    let switch = CaptureSwitch::default();
+    let lifecycle = Lifecycle::capturing();
     run(
         device,
         rx,
@@ -202,15 +210,14 @@ fn run_worker_staging(
             socket,
             hello: hello(),
             timeout,
-            capture,
-            arg_sizes,
+            choice: ArgumentChoice { capture, arg_sizes },
             dispatch: ditto_protocol::DispatchSelection::All,
             staging_bytes,
         },
-        &switch,
+        &lifecycle,
     );
     done.try_recv().expect("shutdown acknowledged");
-    (switch, goodbye)
+    (lifecycle, goodbye)
 }
 
 /// `job` with its inputs held too: `pre` 200 + 2i, `hold_pre` 201 + 2i.
@@ -253,7 +260,7 @@ fn inputs_are_sent_before_the_kernel_may_start_and_outputs_after_it_ran() {
         }
     });
     let capture = CaptureSet::parse("inputs,outputs").unwrap();
-    let (switch, _) = run_worker_capturing(
+    let (lifecycle, _) = run_worker_capturing(
         &device,
         Some(socket),
         Duration::from_secs(5),
@@ -261,7 +268,7 @@ fn inputs_are_sent_before_the_kernel_may_start_and_outputs_after_it_ran() {
         capture,
     );
     let got = collector.join().unwrap();
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     // `release` stores 0 to `hold_pre` again (idempotent): every release
     // path frees both barriers, whatever stage the job reached.
     assert_eq!(
@@ -313,7 +320,7 @@ fn an_unanswered_inputs_snapshot_times_out_and_releases_both_barriers() {
     let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
     device.allocations.insert(input.as_ptr() as u64, 16);
     let started = std::time::Instant::now();
-    let (switch, _) = run_worker_capturing(
+    let (lifecycle, _) = run_worker_capturing(
         &device,
         Some(socket),
         Duration::from_millis(300),
@@ -321,7 +328,7 @@ fn an_unanswered_inputs_snapshot_times_out_and_releases_both_barriers() {
         CaptureSet::parse("inputs,outputs").unwrap(),
     );
     assert!(started.elapsed() < Duration::from_secs(3));
-    assert!(switch.has_failed());
+    assert!(lifecycle.has_failed());
     let ToolMessage::Dispatch(sent) = collector.join().unwrap() else {
         panic!("expected the inputs Dispatch")
     };
@@ -499,14 +506,14 @@ fn a_job_holding_inputs_is_released_entirely_when_capture_fails_open() {
     let dir = tempfile::tempdir().unwrap();
     let device = FakeDevice::default();
     let (input, output) = (vec![1.0f32; 4], vec![0.0f32; 4]);
-    let (switch, _) = run_worker_capturing(
+    let (lifecycle, _) = run_worker_capturing(
         &device,
         Some(dir.path().join("no-collector.sock")),
         Duration::from_millis(200),
         vec![job_with_inputs(0, &input, &output)],
         CaptureSet::parse("all").unwrap(),
     );
-    assert!(switch.has_failed());
+    assert!(lifecycle.has_failed());
     assert_eq!(
         device.events(),
         vec!["release 201", "release 101"],
@@ -519,13 +526,13 @@ fn without_a_collector_every_job_is_released_and_capture_stops() {
     let dir = tempfile::tempdir().unwrap();
     let device = FakeDevice::default();
     let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
-    let (switch, _) = run_worker(
+    let (lifecycle, _) = run_worker(
         &device,
         Some(dir.path().join("no-collector.sock")),
         Duration::from_millis(200),
         vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
     );
-    assert!(switch.has_failed());
+    assert!(lifecycle.has_failed());
     assert_eq!(
         device.events(),
         vec!["release 101", "release 103"],
@@ -567,7 +574,7 @@ fn release_waits_for_the_collectors_ack_and_buffers_describe_the_output_allocati
         };
         (h, d, released_before_ack, g)
     });
-    let (switch, goodbye) = run_worker(
+    let (lifecycle, goodbye) = run_worker(
         &device,
         Some(socket),
         Duration::from_secs(5),
@@ -576,7 +583,7 @@ fn release_waits_for_the_collectors_ack_and_buffers_describe_the_output_allocati
     let (h, d, released_before_ack, g) = collector.join().unwrap();
 
     assert_eq!(h.kernel_query, "reduce_sum");
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     assert!(
         !released_before_ack,
         "the barrier was released before the ack"
@@ -656,7 +663,7 @@ fn a_dispatch_waiting_on_a_later_held_dispatch_is_captured_after_it_without_dead
         }
     });
     let (first_hold, second_hold) = (first.held.hold, second.held.hold);
-    let (switch, _) = run_worker(
+    let (lifecycle, _) = run_worker(
         &device,
         Some(socket),
         Duration::from_secs(5),
@@ -664,7 +671,7 @@ fn a_dispatch_waiting_on_a_later_held_dispatch_is_captured_after_it_without_dead
     );
     let captured = collector.join().unwrap();
 
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     assert_eq!(
         captured,
         vec![1, 0],
@@ -692,14 +699,14 @@ fn ack_timeout_fails_open_and_later_jobs_are_released_without_waiting() {
     let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
     device.allocations.insert(output.as_ptr() as u64, 16);
     let started = std::time::Instant::now();
-    let (switch, _) = run_worker(
+    let (lifecycle, _) = run_worker(
         &device,
         Some(socket),
         Duration::from_millis(300),
         vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
     );
     assert!(started.elapsed() < Duration::from_secs(3));
-    assert!(switch.has_failed());
+    assert!(lifecycle.has_failed());
     assert_eq!(
         device.events(),
         vec!["wait 100", "release 101", "release 103"]
@@ -739,9 +746,9 @@ fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
         job(1, 2, &input, &output),
         job(2, 1, &input, &output),
     ];
-    let (switch, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
+    let (lifecycle, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
     collector.join().unwrap();
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     assert_eq!(
         device.events(),
         vec![
@@ -776,13 +783,13 @@ fn a_panic_while_handling_a_job_releases_it_and_fails_open() {
     };
     let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
     device.allocations.insert(output.as_ptr() as u64, 16);
-    let (switch, _) = run_worker(
+    let (lifecycle, _) = run_worker(
         &device,
         Some(socket),
         Duration::from_secs(5),
         vec![job(0, 1, &input, &output), job(1, 1, &input, &output)],
     );
-    assert!(switch.has_failed());
+    assert!(lifecycle.has_failed());
     assert_eq!(
         device.events(),
         vec!["wait 100", "release 101", "release 103"],
@@ -855,9 +862,9 @@ fn only_the_oldest_held_dispatch_of_each_queue_is_waited_on() {
     device
         .completes_after_release
         .insert(jobs[0].held.done, jobs[3].held.hold);
-    let (switch, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
+    let (lifecycle, _) = run_worker(&device, Some(socket), Duration::from_secs(5), jobs);
     let captured = collector.join().unwrap();
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     assert_eq!(captured, vec![3, 0, 1, 2]);
     assert_eq!(
         device.events(),
@@ -921,7 +928,7 @@ fn small_buffers_are_staged_and_their_dispatches_released_without_waiting_for_th
     device.allocations.insert(first.as_ptr() as u64, 16);
     device.allocations.insert(second.as_ptr() as u64, 20);
     // The collector never acks: waiting for an Ack would time out.
-    let (switch, _) = run_worker_staging(
+    let (lifecycle, _) = run_worker_staging(
         &device,
         Some(socket),
         Duration::from_millis(1500),
@@ -930,7 +937,7 @@ fn small_buffers_are_staged_and_their_dispatches_released_without_waiting_for_th
         ArgSizes::default(),
         1 << 16,
     );
-    assert!(!switch.has_failed(), "nothing waited for an Ack");
+    assert!(!lifecycle.has_failed(), "nothing waited for an Ack");
     assert_eq!(
         device.events(),
         vec![
@@ -969,7 +976,7 @@ fn without_a_staging_file_small_buffers_travel_by_ipc_and_wait_for_the_ack() {
     let (input, output) = (vec![1.0f32; 4], vec![0.0f32, 0.0, 5.0, 6.0]);
     let device = FakeDevice::default();
     device.allocations.insert(output.as_ptr() as u64, 16);
-    let (switch, _) = run_worker_staging(
+    let (lifecycle, _) = run_worker_staging(
         &device,
         Some(socket),
         Duration::from_secs(5),
@@ -978,7 +985,7 @@ fn without_a_staging_file_small_buffers_travel_by_ipc_and_wait_for_the_ack() {
         ArgSizes::default(),
         0,
     );
-    assert!(!switch.has_failed());
+    assert!(!lifecycle.has_failed());
     let buffers = collector.join().unwrap();
     assert!(
         matches!(buffers[0].transport, Transport::Ipc { .. }),

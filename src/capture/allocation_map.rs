@@ -14,7 +14,7 @@
 //! until something is captured. A pointer that is an allocation's base is
 //! found without the index.
 
-use crate::address_hash::AddressMap;
+use crate::capture::address_hash::AddressMap;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 

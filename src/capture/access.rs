@@ -1,0 +1,37 @@
+//! The one thing the neutral capture core needs from a backend: access to
+//! the buffers of a completed dispatch. Each backend implements
+//! [`BufferAccess`] over its runtime (the HSA tool over the original table
+//! entries, the CUDA backend over the driver); the describe step reads
+//! memory only through it. Holding and releasing a dispatch is not here:
+//! each backend owns its hold.
+
+use super::allocation_map::Allocation;
+use super::staging::StagingFile;
+use ditto_protocol::Transport;
+use std::os::fd::OwnedFd;
+
+pub trait BufferAccess {
+    /// The allocation containing `address`, if the runtime knows one.
+    fn containing_allocation(&self, address: u64) -> Option<Allocation>;
+    /// How the collector reaches a whole allocation: an IPC handle of the
+    /// runtime's kind (cached per allocation where the backend can);
+    /// `Err` when the runtime refuses to export it.
+    fn export(&self, allocation: &Allocation) -> Result<Transport, String>;
+    /// The copy transport: `len` bytes at `address` copied into a fresh
+    /// memfd, sealed against change, for memory `export` refused.
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
+    /// Copies the `len` bytes at `address` into the staging file: their
+    /// offset there, `Ok(None)` when the buffer is too large or there is no
+    /// room now. By default the CPU reads the memory itself (pwrite):
+    /// memory it cannot read is an `Err`, and the buffer travels another way.
+    fn stage(
+        &self,
+        address: u64,
+        len: u64,
+        staging: &mut StagingFile,
+    ) -> Result<Option<u64>, String> {
+        staging.stage(address, len)
+    }
+    /// Fingerprint of `len` bytes at `address`, read by the tool itself.
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+}

@@ -1,0 +1,287 @@
+//! One snapshot of a dispatch as a protocol message, from the dispatch's
+//! facts alone (index, kernel, kernarg bytes, grid, block, duration): which
+//! pointer arguments are captured, their containing allocations, extents,
+//! transport (a copy in the staging file, an IPC handle or a shared-memory
+//! copy) and fingerprints. Reads memory only through [`BufferAccess`];
+//! never talks to the collector and knows nothing of how the dispatch is
+//! held.
+
+use super::access::BufferAccess;
+use super::allocation_map::Allocation;
+use super::kernel_table::KernelInfo;
+use super::staging::StagingFile;
+use crate::log::{log_debug, log_info, log_warn};
+use ditto_kernels::{ArgSizes, KernelSignature, Param, ParamKind};
+use ditto_protocol::{Buffer, CaptureSet, DType, Dispatch, MAX_FDS_PER_FRAME, Phase, Transport};
+use std::os::fd::OwnedFd;
+
+/// What is known of a dispatch when it is described.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchFacts<'a> {
+    /// Index among this process's matched dispatches, from 0.
+    pub index: u64,
+    pub kernel: &'a KernelInfo,
+    /// The kernel's argument bytes, copied at submission.
+    pub kernarg: &'a [u8],
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Kernel execution time; `None` before it ran or when the runtime
+    /// reports none.
+    pub duration_ns: Option<u64>,
+}
+
+/// Which arguments are captured: `--capture` and `--arg-sizes`.
+#[derive(Debug, Clone, Default)]
+pub struct ArgumentChoice {
+    pub capture: CaptureSet,
+    pub arg_sizes: ArgSizes,
+}
+
+/// One snapshot, ready to send.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub dispatch: Dispatch,
+    /// The shared-memory copies that go with it, in buffer order.
+    pub copies: Vec<OwnedFd>,
+    /// Selected arguments left out: (argument index, why), for the
+    /// manifest's accounting.
+    pub misses: Vec<(u32, String)>,
+}
+
+/// The protocol message for one snapshot of a dispatch: every pointer
+/// argument `choice` selects for `phase` (by default the non-const ones,
+/// after the kernel), each exported as its whole containing allocation, and
+/// the shared-memory copies that go with it.
+///
+/// Transport per buffer: a copy in `staging` (the connection's staging
+/// file) when it is small and there is room; else IPC when the runtime
+/// exports the allocation; when it refuses (locked host memory,
+/// fine-grained system memory, virtual-memory allocations), the tool copies
+/// the extent into a sealed memfd sent with the message. Memory the
+/// runtime does not know at all (plain malloc) is captured only when
+/// `--arg-sizes` gives its extent: the user vouches for the range, which is
+/// copied from the pointer on (an unreadable range is an error, never a
+/// fault); without it, it is not captured (warning). The fingerprint is
+/// always the tool's own read of the same bytes.
+pub fn describe(
+    access: &impl BufferAccess,
+    facts: &DispatchFacts<'_>,
+    phase: Phase,
+    choice: &ArgumentChoice,
+    mut staging: Option<&mut StagingFile>,
+) -> Snapshot {
+    let mut buffers = Vec::new();
+    let mut copies = Vec::new();
+    let mut misses = Vec::new();
+    if let Some(sig) = &facts.kernel.signature {
+        for param in &sig.params {
+            let ParamKind::Pointer { dtype, is_const } = param.kind else {
+                continue;
+            };
+            if !choice.capture.captures(phase, is_const) {
+                continue;
+            }
+            let Some(address) = param.read_pointer(facts.kernarg).filter(|&a| a != 0) else {
+                continue;
+            };
+            let argument = Argument {
+                facts,
+                sig,
+                param,
+                dtype,
+                address,
+                phase,
+            };
+            let room_for_copy = copies.len() < MAX_FDS_PER_FRAME;
+            match argument.take(access, choice, staging.as_deref_mut(), room_for_copy) {
+                Ok((buffer, copy)) => {
+                    buffers.push(buffer);
+                    copies.extend(copy);
+                }
+                Err(detail) => {
+                    log_warn!("{detail}");
+                    misses.push((param.index, detail));
+                }
+            }
+        }
+    }
+    let dispatch = Dispatch {
+        index: facts.index,
+        kernel: facts.kernel.name.clone(),
+        grid: facts.grid,
+        block: facts.block,
+        duration_ns: match phase {
+            Phase::Before => None,
+            Phase::After => facts.duration_ns,
+        },
+        buffers,
+    };
+    Snapshot {
+        dispatch,
+        copies,
+        misses,
+    }
+}
+
+/// One selected, non-null pointer argument of a dispatch.
+struct Argument<'a> {
+    facts: &'a DispatchFacts<'a>,
+    sig: &'a KernelSignature,
+    param: &'a Param,
+    dtype: DType,
+    address: u64,
+    phase: Phase,
+}
+
+impl Argument<'_> {
+    /// "dispatch N of `kernel`: argument I", the start of every message.
+    fn what(&self) -> String {
+        format!(
+            "dispatch {} of `{}`: argument {}",
+            self.facts.index, self.facts.kernel.name.demangled, self.param.index
+        )
+    }
+
+    /// `elements` of this argument's type in bytes, if that fits.
+    fn bytes_of(&self, elements: u64) -> Result<u64, String> {
+        elements
+            .checked_mul(self.dtype.size() as u64)
+            .ok_or_else(|| {
+                format!(
+                    "{}: --arg-sizes gives {elements} elements of {}, too many bytes; not captured",
+                    self.what(),
+                    self.dtype.name()
+                )
+            })
+    }
+
+    /// The buffer and its shared-memory copy, if it has one; `Err` is why
+    /// it is not captured (the caller logs and accounts for it).
+    fn take(
+        &self,
+        access: &impl BufferAccess,
+        choice: &ArgumentChoice,
+        staging: Option<&mut StagingFile>,
+        room_for_copy: bool,
+    ) -> Result<(Buffer, Option<OwnedFd>), String> {
+        let address = self.address;
+        let sized = choice
+            .arg_sizes
+            .elements(self.param.index, &self.sig.params, self.facts.kernarg)
+            .map_err(|e| format!("{}: {e}; not captured", self.what()));
+        let (alloc, known) = match (access.containing_allocation(address), &sized) {
+            (Some(alloc), _) => (alloc, true),
+            (None, Ok(Some(elements))) => {
+                let bytes = self.bytes_of(*elements)?;
+                log_info!(
+                    "{} (0x{address:x}) is in no allocation the runtime knows; \
+                     --arg-sizes gives {bytes} bytes: copied into shared memory",
+                    self.what()
+                );
+                let alloc = Allocation {
+                    base: address,
+                    size: bytes,
+                };
+                (alloc, false)
+            }
+            (None, _) => {
+                return Err(format!(
+                    "{} (0x{address:x}) is in no allocation the runtime knows; not captured \
+                     (give its size with --arg-sizes to capture it by copy)",
+                    self.what()
+                ));
+            }
+        };
+        let offset = address - alloc.base;
+        let rest = alloc.size - offset;
+        // A slice of a larger allocation (a caching allocator's) covers
+        // what --arg-sizes says; without it, the rest of the allocation.
+        let extent = match sized? {
+            None => rest,
+            Some(elements) => match self.bytes_of(elements)? {
+                bytes if bytes <= rest => bytes,
+                _ => {
+                    return Err(format!(
+                        "{}: --arg-sizes gives {elements} elements of {}, but only {rest} bytes \
+                         remain in its allocation (0x{:x}, {} bytes); not captured",
+                        self.what(),
+                        self.dtype.name(),
+                        alloc.base,
+                        alloc.size
+                    ));
+                }
+            },
+        };
+        let (transport, copy) =
+            self.transport(access, &alloc, known, extent, staging, room_for_copy)?;
+        let fingerprint = access
+            .fingerprint(address, extent)
+            .map_err(|e| format!("{}: {e}; not captured", self.what()))?;
+        let buffer = Buffer {
+            phase: self.phase,
+            arg_index: self.param.index,
+            // From the code object's metadata (-fhip-kernel-arg-name);
+            // demangled names carry none.
+            name: self.sig.arg_name(self.param.index).map(str::to_string),
+            dtype: self.dtype,
+            transport,
+            owner_pid: std::process::id(),
+            alloc_base: alloc.base,
+            alloc_size: alloc.size,
+            offset,
+            extent,
+            fingerprint,
+        };
+        Ok((buffer, copy))
+    }
+
+    /// How the `extent` bytes travel: staged when small and there is room
+    /// (the dispatch is then released without waiting for the collector),
+    /// else IPC when the runtime exports the allocation, else a
+    /// shared-memory copy.
+    fn transport(
+        &self,
+        access: &impl BufferAccess,
+        alloc: &Allocation,
+        known: bool,
+        extent: u64,
+        staging: Option<&mut StagingFile>,
+        room_for_copy: bool,
+    ) -> Result<(Transport, Option<OwnedFd>), String> {
+        let staged = match staging {
+            Some(file) => access
+                .stage(self.address, extent, file)
+                .unwrap_or_else(|e| {
+                    log_debug!("{}: {e}; sent another way", self.what());
+                    None
+                }),
+            None => None,
+        };
+        if let Some(at) = staged {
+            return Ok((Transport::Staged { at }, None));
+        }
+        if known {
+            match access.export(alloc) {
+                Ok(transport) => return Ok((transport, None)),
+                Err(e) => log_info!(
+                    "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
+                     its {extent} bytes are copied into shared memory",
+                    self.what(),
+                    alloc.base,
+                    alloc.size
+                ),
+            }
+        }
+        if !room_for_copy {
+            return Err(format!(
+                "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
+                 shared-memory copy; not captured",
+                self.what()
+            ));
+        }
+        let fd = access
+            .copy_to_shared_memory(self.address, extent)
+            .map_err(|e| format!("{}: {e}; not captured", self.what()))?;
+        Ok((Transport::SharedMemory, Some(fd)))
+    }
+}

@@ -1,0 +1,173 @@
+//! Queue lifecycle under the tool: every queue the application creates
+//! becomes an intercept queue (created with the original amd_ext
+//! `queue_intercept_create`) with ditto's packet callback registered on it
+//! and profiling enabled (kernel durations); its [`QueueContext`], the
+//! callback's data, lives in [`Queues`] until the application destroys the
+//! queue, then it is freed and the worker forgets the queue.
+
+use super::packet::on_packets;
+use super::tool::HsaTool;
+use super::worker::WorkerMessage;
+use crate::guard::ffi_guard;
+use crate::log::{log_debug, log_warn};
+use hsa::*;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Per-queue data handed to the packet callback.
+pub struct QueueContext {
+    pub tool: &'static HsaTool,
+    /// Identity of the queue (its address), for signal recycling.
+    pub queue: u64,
+}
+
+/// The contexts of the live intercept queues, by queue address. A context
+/// is boxed: its address, registered with the runtime, never moves.
+#[derive(Default)]
+pub struct Queues {
+    live: Mutex<HashMap<u64, Box<QueueContext>>>,
+}
+
+impl Queues {
+    /// Keeps `context` while its queue lives; the address to register.
+    pub fn keep(&self, context: QueueContext) -> *const QueueContext {
+        let boxed = Box::new(context);
+        let at: *const QueueContext = &*boxed;
+        self.lock().insert(boxed.queue, boxed);
+        at
+    }
+
+    /// Frees the context of a destroyed queue; false when it had none.
+    pub fn forget(&self, queue: u64) -> bool {
+        self.lock().remove(&queue).is_some()
+    }
+
+    /// How many queues are watched now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Box<QueueContext>>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Instead of `hsa_queue_create`: an intercept queue with ditto's packet
+/// callback; the plain original when the runtime cannot make one.
+///
+/// # Safety
+/// `original` is the saved `hsa_queue_create`; the arguments are the
+/// caller's, under that function's contract.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn create(
+    tool: &'static HsaTool,
+    original: HsaQueueCreateFn,
+    agent: hsa_agent_t,
+    size: u32,
+    type_: hsa_queue_type32_t,
+    callback: QueueErrorCallback,
+    data: *mut c_void,
+    private_segment_size: u32,
+    group_segment_size: u32,
+    queue: *mut *mut hsa_queue_t,
+) -> hsa_status_t {
+    // SAFETY: the original entry with the caller's own arguments.
+    let plain = || unsafe {
+        original(
+            agent,
+            size,
+            type_,
+            callback,
+            data,
+            private_segment_size,
+            group_segment_size,
+            queue,
+        )
+    };
+    let (Some(intercept_create), Some(register)) = (
+        tool.amd.hsa_amd_queue_intercept_create_fn,
+        tool.amd.hsa_amd_queue_intercept_register_fn,
+    ) else {
+        return plain();
+    };
+    // Once the intercept queue exists, a panic must not create a second queue.
+    let created = AtomicBool::new(false);
+    ffi_guard(
+        "hsa_queue_create",
+        || {
+            // SAFETY: the original intercept-create entry takes hsa_queue_create's arguments.
+            let st = unsafe {
+                intercept_create(
+                    agent,
+                    size,
+                    type_,
+                    callback,
+                    data,
+                    private_segment_size,
+                    group_segment_size,
+                    queue,
+                )
+            };
+            if st != HSA_STATUS_SUCCESS || queue.is_null() {
+                log_warn!(
+                    "cannot create an intercept queue (status 0x{st:x}); this queue is not watched"
+                );
+                return plain();
+            }
+            created.store(true, Ordering::Relaxed);
+            // SAFETY: `queue` was just filled by a successful create.
+            let q = unsafe { *queue };
+            let context = tool.queues.keep(QueueContext {
+                tool,
+                queue: q as u64,
+            });
+            // SAFETY: registering our handler on our intercept queue; the
+            // context lives in `tool.queues` until the queue is destroyed.
+            let st = unsafe { register(q, Some(on_packets), context as *mut c_void) };
+            if st != HSA_STATUS_SUCCESS {
+                log_warn!(
+                    "cannot register the packet callback (status 0x{st:x}); this queue is not watched"
+                );
+            } else {
+                log_debug!("queue {q:p} intercepted");
+            }
+            // Dispatch times on our `done` signals (the manifest's
+            // duration_ns) are recorded only on queues with profiling on, in
+            // ROCr as in the CPU runtime. It changes no result; a failure
+            // only leaves durations out.
+            if let Some(enable) = tool.amd.hsa_amd_profiling_set_profiler_enabled_fn {
+                // SAFETY: original entry on the queue just created.
+                let st = unsafe { enable(q, 1) };
+                if st != HSA_STATUS_SUCCESS {
+                    log_debug!(
+                        "cannot enable profiling on queue {q:p} (status 0x{st:x}); no kernel durations"
+                    );
+                }
+            }
+            HSA_STATUS_SUCCESS
+        },
+        || {
+            if created.load(Ordering::Relaxed) {
+                HSA_STATUS_SUCCESS
+            } else {
+                plain()
+            }
+        },
+    )
+}
+
+/// After `hsa_queue_destroy` succeeded: no callback of the queue can come
+/// any more, so its context is freed, and the worker forgets the queue.
+pub fn destroyed(tool: &HsaTool, queue: *mut hsa_queue_t) {
+    if tool.queues.forget(queue as u64) {
+        tool.submit(WorkerMessage::QueueDestroyed {
+            queue: queue as u64,
+        });
+    }
+}

@@ -658,6 +658,56 @@ mod tests {
     }
 
     #[test]
+    fn dtypes_and_kernel_names_keep_their_wire_encoding() {
+        use DType::*;
+        let indices = [
+            (F16, 0u8),
+            (BF16, 1),
+            (F32, 2),
+            (F64, 3),
+            (I8, 4),
+            (I16, 5),
+            (I32, 6),
+            (I64, 7),
+            (U8, 8),
+            (U16, 9),
+            (U32, 10),
+            (U64, 11),
+            (Bool, 12),
+            (Bytes, 13),
+        ];
+        for (d, i) in indices {
+            assert_eq!(postcard::to_stdvec(&d).unwrap(), [i], "{d:?}");
+        }
+        let name = KernelName {
+            mangled: "_Z1fv".into(),
+            demangled: "f()".into(),
+        };
+        assert_eq!(postcard::to_stdvec(&name).unwrap(), b"\x05_Z1fv\x03f()");
+    }
+
+    #[test]
+    fn a_dispatch_frame_keeps_its_bytes() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &ToolMessage::Dispatch(sample_dispatch())).unwrap();
+        let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
+        // Pinned: a tool and a collector built from different commits of
+        // one PROTOCOL_VERSION must understand each other, so moving or
+        // refactoring message types must not change a byte.
+        assert_eq!(
+            hex,
+            concat!(
+                "b100000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
+                "5f53305f6934766f6964207363616c655f76616c7565733c666c6f61743e2866",
+                "6c6f61742a2c20666c6f61742a2c20666c6f61742c20696e7429800801018002",
+                "010101dc0b02010001066f757470757402002007070707070707070707070707",
+                "0707070707070707070707070707070707070792218080808080e01f80200080",
+                "20b42402010008019221808080a805640a5af8ac01",
+            )
+        );
+    }
+
+    #[test]
     fn dtype_names_round_trip() {
         for d in ALL_DTYPES {
             assert_eq!(DType::from_name(d.name()), Some(d));

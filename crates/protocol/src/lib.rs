@@ -4,7 +4,9 @@
 //!
 //! Owns the message types, their postcard encoding, length-prefixed framing
 //! and the buffer fingerprint both sides compute. It never does I/O policy
-//! (timeouts, retries): callers own their sockets.
+//! (timeouts, retries): callers own their sockets. The vocabulary inside
+//! the messages ([`DType`], [`KernelName`]) is `ditto-types`', re-exported
+//! here.
 //!
 //! A connection carries one application process:
 //! tool → `Hello`; collector → `Welcome` (or `Reject`);
@@ -30,6 +32,9 @@ pub mod fd_passing;
 pub mod selection;
 pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
 pub use selection::{CaptureSet, DispatchSelection};
+// Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
+// users of the wire types keep one import.
+pub use ditto_types::{ALL_DTYPES, DType, KernelName};
 
 /// Bytes at the start of a staging file that belong to the collector's
 /// progress counter ([`ToolMessage::Staging`]).
@@ -102,15 +107,6 @@ pub struct Hello {
     pub rank: Option<u32>,
 }
 
-/// Identity of a kernel as loaded by the runtime.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KernelName {
-    /// Symbol name without the `.kd` suffix (e.g. `_Z10reduce_sumPKfPfi`).
-    pub mangled: String,
-    /// Demangled signature (e.g. `reduce_sum(float const*, float*, int)`).
-    pub demangled: String,
-}
-
 /// One captured dispatch of the target kernel, sent after it completed and
 /// while it is still held: nothing after it in its queue has run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -140,80 +136,6 @@ impl Dispatch {
                 .any(|b| !matches!(b.transport, Transport::Staged { .. }))
     }
 }
-
-/// Element type of a captured buffer.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    F16,
-    BF16,
-    F32,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    U16,
-    U32,
-    U64,
-    Bool,
-    /// Unknown element type: raw bytes.
-    Bytes,
-}
-
-impl DType {
-    /// Size of one element in bytes.
-    pub fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 | DType::Bool | DType::Bytes => 1,
-            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
-        }
-    }
-
-    /// Name as safetensors and numpy users know it.
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F16 => "float16",
-            DType::BF16 => "bfloat16",
-            DType::F32 => "float32",
-            DType::F64 => "float64",
-            DType::I8 => "int8",
-            DType::I16 => "int16",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::U8 => "uint8",
-            DType::U16 => "uint16",
-            DType::U32 => "uint32",
-            DType::U64 => "uint64",
-            DType::Bool => "bool",
-            DType::Bytes => "bytes",
-        }
-    }
-
-    /// Inverse of [`DType::name`].
-    pub fn from_name(name: &str) -> Option<DType> {
-        ALL_DTYPES.iter().copied().find(|d| d.name() == name)
-    }
-}
-
-pub const ALL_DTYPES: [DType; 14] = [
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::Bool,
-    DType::Bytes,
-];
 
 /// Which snapshot of a dispatch a buffer belongs to.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -705,14 +627,5 @@ mod tests {
                 "20b42402010008019221808080a805640a5af8ac01",
             )
         );
-    }
-
-    #[test]
-    fn dtype_names_round_trip() {
-        for d in ALL_DTYPES {
-            assert_eq!(DType::from_name(d.name()), Some(d));
-        }
-        assert_eq!(DType::F64.size(), 8);
-        assert_eq!(DType::BF16.size(), 2);
     }
 }

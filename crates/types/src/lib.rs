@@ -1,6 +1,6 @@
 //! The vocabulary every part of ditto speaks: what a captured buffer's
-//! elements are ([`DType`]) and which kernel a dispatch ran
-//! ([`KernelName`]).
+//! elements are ([`DType`]), which kernel a dispatch ran ([`KernelName`]),
+//! and what a caught panic said ([`panic_message`]).
 //!
 //! A leaf: it depends on nothing of ditto's, so that argument layout
 //! (`ditto-kernels`), the wire format (`ditto-protocol`), the tool library
@@ -11,6 +11,8 @@
 
 pub mod dtype;
 pub mod kernel_name;
+pub mod panic;
 
 pub use dtype::{ALL_DTYPES, DType};
 pub use kernel_name::KernelName;
+pub use panic::panic_message;

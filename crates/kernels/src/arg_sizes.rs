@@ -142,7 +142,7 @@ fn integer_param(params: &[Param], k: u32) -> Result<&Param, String> {
         .iter()
         .find(|p| p.index == k)
         .ok_or_else(|| format!("arg-sizes: the kernel has no argument arg{k}"))?;
-    use ditto_protocol::DType::{I8, I16, I32, I64, U8, U16, U32, U64};
+    use ditto_types::DType::{I8, I16, I32, I64, U8, U16, U32, U64};
     match p.kind {
         ParamKind::Scalar {
             dtype: I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64,
@@ -168,10 +168,10 @@ fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, String>
     wide[..size].copy_from_slice(bytes);
     let signed = matches!(
         dtype,
-        ditto_protocol::DType::I8
-            | ditto_protocol::DType::I16
-            | ditto_protocol::DType::I32
-            | ditto_protocol::DType::I64
+        ditto_types::DType::I8
+            | ditto_types::DType::I16
+            | ditto_types::DType::I32
+            | ditto_types::DType::I64
     );
     if signed && bytes[size - 1] & 0x80 != 0 {
         return Err(format!("arg-sizes: arg{k} is negative in this dispatch"));
@@ -182,7 +182,7 @@ fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ditto_protocol::DType;
+    use ditto_types::DType;
 
     /// vector_add-like: (const float*, const float*, float*, int n, unsigned long m)
     fn params() -> Vec<Param> {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use ditto_protocol::DType;
+use ditto_types::DType;
 use gimli::{AttributeValue, EndianSlice, LittleEndian, UnitOffset, constants as dw};
 use object::read::elf::ElfFile64;
 use object::{CompressionFormat, Endianness, Object, ObjectSection};

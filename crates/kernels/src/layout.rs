@@ -4,7 +4,7 @@
 //! never guesses a size it does not know.
 
 use crate::param_type::ParamType;
-use ditto_protocol::DType;
+use ditto_types::DType;
 
 /// What an argument is, once laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

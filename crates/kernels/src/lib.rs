@@ -28,7 +28,7 @@ pub use names::{KernelNames, demangle};
 pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
 
-use ditto_protocol::{DType, KernelName};
+use ditto_types::{DType, KernelName};
 
 /// A kernel with its arguments laid out: everything the tool needs to read
 /// a dispatch's kernarg bytes.

@@ -2,7 +2,7 @@
 //! parameter or from the user's `--arg-types` list. Owns the mapping of
 //! type spellings to element types; never computes offsets (`layout` does).
 
-use ditto_protocol::DType;
+use ditto_types::DType;
 
 /// Type of one kernel parameter as far as ditto needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use ditto_kernels::{
     CodeObjectKernel, KernelError, KernelSignature, ParamKind, parse_arg_types, parse_code_object,
 };
-use ditto_protocol::DType;
+use ditto_types::DType;
 
 const TEMPLATES_V4: &[u8] = include_bytes!("fixtures/templates-v4.co");
 const TEMPLATES_V5: &[u8] = include_bytes!("fixtures/templates-v5.co");

@@ -4,7 +4,9 @@
 //!
 //! Owns the message types, their postcard encoding, length-prefixed framing
 //! and the buffer fingerprint both sides compute. It never does I/O policy
-//! (timeouts, retries): callers own their sockets.
+//! (timeouts, retries): callers own their sockets. The vocabulary inside
+//! the messages ([`DType`], [`KernelName`]) is `ditto-types`', re-exported
+//! here.
 //!
 //! A connection carries one application process:
 //! tool → `Hello`; collector → `Welcome` (or `Reject`);
@@ -30,6 +32,9 @@ pub mod fd_passing;
 pub mod selection;
 pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
 pub use selection::{CaptureSet, DispatchSelection};
+// Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
+// users of the wire types keep one import.
+pub use ditto_types::{ALL_DTYPES, DType, KernelName};
 
 /// Bytes at the start of a staging file that belong to the collector's
 /// progress counter ([`ToolMessage::Staging`]).
@@ -102,15 +107,6 @@ pub struct Hello {
     pub rank: Option<u32>,
 }
 
-/// Identity of a kernel as loaded by the runtime.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KernelName {
-    /// Symbol name without the `.kd` suffix (e.g. `_Z10reduce_sumPKfPfi`).
-    pub mangled: String,
-    /// Demangled signature (e.g. `reduce_sum(float const*, float*, int)`).
-    pub demangled: String,
-}
-
 /// One captured dispatch of the target kernel, sent after it completed and
 /// while it is still held: nothing after it in its queue has run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -140,80 +136,6 @@ impl Dispatch {
                 .any(|b| !matches!(b.transport, Transport::Staged { .. }))
     }
 }
-
-/// Element type of a captured buffer.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    F16,
-    BF16,
-    F32,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    U16,
-    U32,
-    U64,
-    Bool,
-    /// Unknown element type: raw bytes.
-    Bytes,
-}
-
-impl DType {
-    /// Size of one element in bytes.
-    pub fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 | DType::Bool | DType::Bytes => 1,
-            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
-        }
-    }
-
-    /// Name as safetensors and numpy users know it.
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F16 => "float16",
-            DType::BF16 => "bfloat16",
-            DType::F32 => "float32",
-            DType::F64 => "float64",
-            DType::I8 => "int8",
-            DType::I16 => "int16",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::U8 => "uint8",
-            DType::U16 => "uint16",
-            DType::U32 => "uint32",
-            DType::U64 => "uint64",
-            DType::Bool => "bool",
-            DType::Bytes => "bytes",
-        }
-    }
-
-    /// Inverse of [`DType::name`].
-    pub fn from_name(name: &str) -> Option<DType> {
-        ALL_DTYPES.iter().copied().find(|d| d.name() == name)
-    }
-}
-
-pub const ALL_DTYPES: [DType; 14] = [
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::Bool,
-    DType::Bytes,
-];
 
 /// Which snapshot of a dispatch a buffer belongs to.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -658,11 +580,52 @@ mod tests {
     }
 
     #[test]
-    fn dtype_names_round_trip() {
-        for d in ALL_DTYPES {
-            assert_eq!(DType::from_name(d.name()), Some(d));
+    fn dtypes_and_kernel_names_keep_their_wire_encoding() {
+        use DType::*;
+        let indices = [
+            (F16, 0u8),
+            (BF16, 1),
+            (F32, 2),
+            (F64, 3),
+            (I8, 4),
+            (I16, 5),
+            (I32, 6),
+            (I64, 7),
+            (U8, 8),
+            (U16, 9),
+            (U32, 10),
+            (U64, 11),
+            (Bool, 12),
+            (Bytes, 13),
+        ];
+        for (d, i) in indices {
+            assert_eq!(postcard::to_stdvec(&d).unwrap(), [i], "{d:?}");
         }
-        assert_eq!(DType::F64.size(), 8);
-        assert_eq!(DType::BF16.size(), 2);
+        let name = KernelName {
+            mangled: "_Z1fv".into(),
+            demangled: "f()".into(),
+        };
+        assert_eq!(postcard::to_stdvec(&name).unwrap(), b"\x05_Z1fv\x03f()");
+    }
+
+    #[test]
+    fn a_dispatch_frame_keeps_its_bytes() {
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &ToolMessage::Dispatch(sample_dispatch())).unwrap();
+        let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
+        // Pinned: a tool and a collector built from different commits of
+        // one PROTOCOL_VERSION must understand each other, so moving or
+        // refactoring message types must not change a byte.
+        assert_eq!(
+            hex,
+            concat!(
+                "b100000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
+                "5f53305f6934766f6964207363616c655f76616c7565733c666c6f61743e2866",
+                "6c6f61742a2c20666c6f61742a2c20666c6f61742c20696e7429800801018002",
+                "010101dc0b02010001066f757470757402002007070707070707070707070707",
+                "0707070707070707070707070707070707070792218080808080e01f80200080",
+                "20b42402010008019221808080a805640a5af8ac01",
+            )
+        );
     }
 }

@@ -6,9 +6,10 @@
 //! lock) and [`caught`] (a panic as its message, for the worker thread's
 //! own accounting).
 
-use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+
+pub use ditto_types::panic_message;
 
 /// Entries whose panic has been logged already.
 static REPORTED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
@@ -56,15 +57,6 @@ fn first_panic_in(entry: &'static str) -> bool {
     true
 }
 
-/// The text a panic was raised with.
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,13 +80,5 @@ mod tests {
         assert_eq!(caught(|| 5), Ok(5));
         assert_eq!(caught(|| -> u8 { panic!("worker {}", 3) }), Err("worker 3".into()));
         quietly(|| panic!("in a forked child"));
-    }
-
-    #[test]
-    fn panic_message_reads_str_and_string_payloads() {
-        let p = catch_unwind(|| panic!("static")).unwrap_err();
-        assert_eq!(panic_message(p.as_ref()), "static");
-        let p = catch_unwind(|| panic!("formatted {}", 7)).unwrap_err();
-        assert_eq!(panic_message(p.as_ref()), "formatted 7");
     }
 }

@@ -38,6 +38,7 @@ const APPS: &[(&str, &str)] = &[
     ("address_reuse", "address_reuse.cpp"),
     ("spawns_children", "spawns_children.cpp"),
     ("large_output", "large_output.cpp"),
+    ("queue_churn", "queue_churn.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

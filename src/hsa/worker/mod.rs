@@ -19,7 +19,9 @@
 //! the earlier pair goes back to the free list. At most one pair per queue
 //! stays out at exit (left to the runtime's teardown). Pairs released
 //! without seeing their dispatch complete (fail-open, shutdown) are never
-//! reused. A destroyed queue's pair is dropped with the queue's entry.
+//! reused. Nothing of a destroyed queue is processed any more, so when the
+//! application destroys a queue its last pair goes back to the free list
+//! and its entry is dropped.
 //!
 //! A panic while handling one job is caught: the job is released, capture
 //! fails open, and the worker goes on releasing whatever comes next, so no
@@ -107,7 +109,8 @@ pub enum WorkerMessage {
         reason: MissReason,
         detail: String,
     },
-    /// The application destroyed this queue: its last pair is forgotten.
+    /// The application destroyed this queue: its last pair is recycled and
+    /// the queue forgotten.
     QueueDestroyed { queue: u64 },
     /// Finish the jobs before this message, account for every one of the
     /// `matched` dispatch indices, say Goodbye, acknowledge, stop.
@@ -254,7 +257,12 @@ pub fn run<D: HeldSignals + BufferAccess>(
                 continue;
             }
             Some(WorkerMessage::QueueDestroyed { queue }) => {
-                last_pair_of_queue.remove(&queue);
+                // Nothing of a destroyed queue is processed any more (a
+                // packet not processed by then is left undefined, as
+                // hsa_queue_destroy says): no packet refers to its last pair.
+                if let Some(pair) = last_pair_of_queue.remove(&queue) {
+                    device.recycle(pair);
+                }
                 continue;
             }
             Some(WorkerMessage::Missed {

@@ -1,0 +1,129 @@
+// queue_churn: creates and destroys queues one after another, as HIP and
+// PyTorch do with their streams. Each of C cycles creates a queue,
+// dispatches fill_tag(unsigned* out, unsigned tag, int n) on it into one
+// reused buffer (out[i] = (cycle << 8) | i), waits for it with a barrier,
+// checks the words and destroys the queue. After the first W cycles (the
+// warm-up: caches of the runtime and the tool filled) and after the last,
+// it prints the bytes malloc holds in use (mallinfo2's uordblks):
+//
+//   queue_churn [CYCLES [WARMUP]]      (default 1000 and 100)
+//   -> "warm <bytes>\nend <bytes>\nwrong 0\n"
+//
+// Exits 0 when every word was right.
+#include "hiplite.hpp"
+
+__global__ void fill_tag(unsigned int* out, unsigned int tag, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tag | static_cast<unsigned int>(i);
+}
+DITTO_KERNEL(fill_tag)
+
+#ifndef DITTO_DEVICE_PASS
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+constexpr int kElements = 64;
+
+struct FillTagArgs {
+  unsigned int* out;
+  unsigned int tag;
+  int n;
+};
+
+void check(hsa_status_t status, const char* what) {
+  if (status != HSA_STATUS_SUCCESS) {
+    fprintf(stderr, "queue_churn: %s failed (0x%x)\n", what, static_cast<unsigned>(status));
+    exit(1);
+  }
+}
+
+int count_arg(int argc, char** argv, int at, int fallback) {
+  if (argc <= at) return fallback;
+  char* end = nullptr;
+  const long value = strtol(argv[at], &end, 10);
+  if (end == argv[at] || *end != '\0' || value < 1 || value > 1000000) {
+    fprintf(stderr, "queue_churn: argument %d wants a number from 1 to 1000000, got \"%s\"\n", at, argv[at]);
+    exit(2);
+  }
+  return static_cast<int>(value);
+}
+
+// Writes one packet at the queue's next slot and rings the doorbell.
+void submit(hsa_queue_t* q, const void* body, uint16_t header, uint16_t rest) {
+  const uint64_t index = hsa_queue_add_write_index_screlease(q, 1);
+  while (index - hsa_queue_load_read_index_scacquire(q) >= q->size) sched_yield();
+  void* slot = static_cast<char*>(q->base_address) + (index & (q->size - 1)) * 64;
+  memcpy(static_cast<char*>(slot) + 4, static_cast<const char*>(body) + 4, 60);
+  __atomic_store_n(static_cast<uint32_t*>(slot), static_cast<uint32_t>(header) | (static_cast<uint32_t>(rest) << 16),
+                   __ATOMIC_RELEASE);
+  hsa_signal_store_screlease(q->doorbell_signal, static_cast<hsa_signal_value_t>(index));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int cycles = count_arg(argc, argv, 1, 1000);
+  const int warmup = count_arg(argc, argv, 2, 100);
+  if (warmup >= cycles) {
+    fprintf(stderr, "queue_churn: the warm-up (%d) must be shorter than the run (%d cycles)\n", warmup, cycles);
+    return 2;
+  }
+  hiplite::Runtime& rt = hiplite::runtime();
+  hiplite::Kernel kernel;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    const hiplite::Kernel* found = nullptr;
+    if (hiplite::ensure_initialized(rt) || hiplite::ensure_executable(rt) ||
+        hiplite::find_kernel(rt, reinterpret_cast<const void*>(fill_tag), &found)) {
+      fprintf(stderr, "queue_churn: cannot set up the kernel: %s\n", rt.detail.c_str());
+      return 1;
+    }
+    kernel = *found;
+  }
+  unsigned int* out = nullptr;
+  HIP_CHECK(hipMalloc(&out, kElements * sizeof(unsigned int)));
+  void* kernarg = nullptr;
+  check(hsa_amd_memory_pool_allocate(rt.kernarg_pool, kernel.kernarg_segment_size, 0, &kernarg),
+        "hsa_amd_memory_pool_allocate(kernarg pool)");
+  hsa_signal_t signal;
+  check(hsa_signal_create(1, 0, nullptr, &signal), "hsa_signal_create");
+  long wrong = 0;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    hsa_queue_t* q = nullptr;
+    check(hsa_queue_create(rt.gpu, 64, HSA_QUEUE_TYPE_MULTI, nullptr, nullptr, UINT32_MAX, UINT32_MAX, &q),
+          "hsa_queue_create");
+    const unsigned tag = static_cast<unsigned>(cycle) << 8;
+    memset(kernarg, 0, kernel.kernarg_segment_size);
+    const FillTagArgs args{out, tag, kElements};
+    memcpy(kernarg, &args, sizeof args);
+    hsa_kernel_dispatch_packet_t p{};
+    p.workgroup_size_x = kElements;
+    p.workgroup_size_y = 1;
+    p.workgroup_size_z = 1;
+    p.grid_size_x = kElements;
+    p.grid_size_y = 1;
+    p.grid_size_z = 1;
+    p.private_segment_size = kernel.private_segment_size;
+    p.group_segment_size = kernel.group_segment_size;
+    p.kernel_object = kernel.kernel_object;
+    p.kernarg_address = kernarg;
+    submit(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+           static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
+    hsa_signal_store_relaxed(signal, 1);
+    hsa_barrier_and_packet_t b{};
+    b.completion_signal = signal;
+    submit(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
+    while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
+    }
+    for (int i = 0; i < kElements; ++i) wrong += out[i] != (tag | static_cast<unsigned>(i));
+    check(hsa_queue_destroy(q), "hsa_queue_destroy");
+    if (cycle + 1 == warmup) printf("warm %zu\n", mallinfo2().uordblks);
+  }
+  printf("end %zu\nwrong %ld\n", mallinfo2().uordblks, wrong);
+  return wrong == 0 ? 0 : 1;
+}
+#endif

@@ -142,7 +142,7 @@ impl InterceptQueue {
             }
             let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
-                crate::trace::interceptor_call();
+                crate::trace::interceptor_call(signals::on_async_thread);
                 let frame = Frame {
                     queue: self,
                     chain,

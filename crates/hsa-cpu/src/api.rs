@@ -247,8 +247,8 @@ type Q = *const hsa_queue_t;
 
 hsa_api! {
     // --- runtime, system, agents ---
-    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => runtime::init();
-    export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down();
+    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => runtime::init(root_table());
+    export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down(restore_tables);
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         => agents::system_get_info(attribute, value);
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t

@@ -287,7 +287,7 @@ hsa_api! {
         => memory::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
     export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => memory::memory_unlock(host_ptr);
     export amd.hsa_amd_pointer_info_fn: fn hsa_amd_pointer_info(ptr: *const c_void, info: *mut hsa_amd_pointer_info_t, alloc: AllocCallback, num_agents_accessible: *mut u32, accessible: *mut *mut hsa_agent_t) -> hsa_status_t
-        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible);
+        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, ipc::attachment_containing);
 
     // --- IPC ---
     export amd.hsa_amd_ipc_memory_create_fn: fn hsa_amd_ipc_memory_create(ptr: *mut c_void, len: usize, handle: *mut hsa_amd_ipc_memory_t) -> hsa_status_t

@@ -24,10 +24,15 @@
 //! GPU-type agent reports `agents::QUEUE_MIN_SIZE` (4), so tests can fill a
 //! ring with a handful of packets (the intercept overflow path). HIP never
 //! queries the minimum and asks for 4096 slots, so nothing it does changes.
+//!
+//! `intercept` builds intercept queues from the rings and hardware queues
+//! here; this module never uses `intercept`: the registry holds an
+//! intercept queue as a `ProxyQueue`.
 
 use crate::signals::{self, Order, Rmw, Signal};
-use crate::{agents, dispatch, intercept};
+use crate::{agents, dispatch};
 use hsa::*;
+use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -318,18 +323,29 @@ impl HwQueue {
     }
 }
 
+/// A queue whose ring the application writes is not the ring a processor
+/// runs (an intercept queue, `intercept::InterceptQueue`, the only kind):
+/// what the registry needs of it. Its owner gets its own type back by
+/// downcasting (`Arc<dyn Any>`).
+pub trait ProxyQueue: Any + Send + Sync {
+    /// The ring the application sees.
+    fn proxy(&self) -> &Arc<Ring>;
+    /// Stops the queue (hsa_queue_destroy).
+    fn shut_down(&self);
+}
+
 /// What a public `hsa_queue_t*` names.
 #[derive(Clone)]
 pub enum QueueRecord {
     Hardware(Arc<HwQueue>),
-    Intercept(Arc<intercept::InterceptQueue>),
+    Intercept(Arc<dyn ProxyQueue>),
 }
 
 impl QueueRecord {
     pub fn ring(&self) -> &Arc<Ring> {
         match self {
             QueueRecord::Hardware(q) => &q.ring,
-            QueueRecord::Intercept(q) => &q.proxy,
+            QueueRecord::Intercept(q) => q.proxy(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! hardware queue, woken by stores on the doorbell signal (never polling).
 //!
 //! The processor takes packets in order at the read index: kernel dispatch
-//! (through `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
+//! (KERNEL_OBJECT looked up in `executables`' registry of live kernels,
+//! then run by `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
 //! barrier bit holds trivially. After each packet it records timestamps (for
 //! dispatches, into the completion signal the packet carries), sets the header back to INVALID, advances the read index
 //! and then decrements the completion signal by 1. The processor sleeps
@@ -30,7 +31,7 @@
 //! intercept queue as a `ProxyQueue`.
 
 use crate::signals::{self, Order, Rmw, Signal};
-use crate::{agents, dispatch};
+use crate::{agents, dispatch, executables};
 use hsa::*;
 use std::any::Any;
 use std::collections::HashMap;
@@ -260,7 +261,11 @@ impl HwQueue {
                 HSA_PACKET_TYPE_KERNEL_DISPATCH => {
                     let d = pkt.as_dispatch();
                     let start = agents::timestamp_ns();
-                    let status = dispatch::run(&d);
+                    // Only a live kernel descriptor is ever run.
+                    let status = match executables::lookup_kernel(d.kernel_object) {
+                        Some(kernel) => dispatch::run(&d, kernel),
+                        None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
+                    };
                     let end = agents::timestamp_ns();
                     if status != HSA_STATUS_SUCCESS {
                         self.report(status);

@@ -28,6 +28,15 @@
 //! - `pool`         group workers shared by all queues (DITTO_HSA_CPU_THREADS)
 //! - `trace`        DITTO_HSA_CPU_TRACE: packets and signal calls, for tests
 //!
+//! Modules use each other in one direction only (tests/module_graph.rs
+//! fails on a circle): `api` over everything it routes to; `loader` over
+//! `executables` over `amdgpu` over `host_kernels`; the packet processor
+//! (`queues`) over the registry of live kernels (`executables`) and kernel
+//! execution (`dispatch`); `intercept` over `queues`; `ipc` over `memory`.
+//! A lower module that needs something of a higher one is handed it (a
+//! parameter, a trait object), never imports it. `trace`, `agents`,
+//! `tools`, `pool`, `blit` and `cpu_code_object` use no other module.
+//!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
 //! against a registry; KERNEL_OBJECT is the address of a runtime-owned

@@ -247,8 +247,8 @@ type Q = *const hsa_queue_t;
 
 hsa_api! {
     // --- runtime, system, agents ---
-    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => runtime::init();
-    export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down();
+    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => runtime::init(root_table());
+    export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down(restore_tables);
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         => agents::system_get_info(attribute, value);
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t
@@ -287,7 +287,7 @@ hsa_api! {
         => memory::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
     export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => memory::memory_unlock(host_ptr);
     export amd.hsa_amd_pointer_info_fn: fn hsa_amd_pointer_info(ptr: *const c_void, info: *mut hsa_amd_pointer_info_t, alloc: AllocCallback, num_agents_accessible: *mut u32, accessible: *mut *mut hsa_agent_t) -> hsa_status_t
-        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible);
+        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, ipc::attachment_containing);
 
     // --- IPC ---
     export amd.hsa_amd_ipc_memory_create_fn: fn hsa_amd_ipc_memory_create(ptr: *mut c_void, len: usize, handle: *mut hsa_amd_ipc_memory_t) -> hsa_status_t

@@ -3,18 +3,20 @@
 //! kernel of an AMDGPU code object, its host build's entry), one per
 //! chunk of work-groups, run in parallel by `pool`; returns only when every
 //! chunk has returned. A CLR blit kernel runs as one call of `blit`; a
-//! kernel that cannot run fails with its message on stderr. Owns the C ABI of that call and the code-object ABI
-//! check. Never jumps to an address that is not the entry of a live kernel
-//! descriptor (`executables` keeps the registry).
+//! kernel that cannot run fails with its message on stderr. Owns how a
+//! live kernel runs (`KernelRun`, the record `executables` registers per
+//! kernel descriptor); the C ABI of the entry call is `cpu_code_object`'s.
+//! Runs only the record it is handed (the packet processor looks
+//! KERNEL_OBJECT up in `executables`' registry of live kernel descriptors),
+//! so it never jumps to an address that is not the entry of a live kernel,
+//! and never uses `executables` or `queues` itself.
 
-use crate::{executables, pool};
+use crate::blit::Blit;
+use crate::cpu_code_object::{CpuDispatch, KernelEntry, Library};
+use crate::pool;
 use hsa::*;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
-
-/// `DITTO_CPU_CODE_OBJECT_ABI`: the only code-object ABI this runtime runs.
-pub const CODE_OBJECT_ABI: u32 = 2;
 
 /// Chunks per group-running thread: enough to even out groups of unequal
 /// cost, few enough that per-call costs stay small (each entry call takes a
@@ -22,61 +24,24 @@ pub const CODE_OBJECT_ABI: u32 = 2;
 /// groups' fibers; include/ditto_hip_cpu.hpp, "Fibers").
 const CHUNKS_PER_THREAD: u64 = 4;
 
-/// `ditto_cpu_dispatch_t`.
-#[repr(C)]
-#[derive(Debug)]
-pub struct CpuDispatch {
-    pub grid_size: [u32; 3],
-    pub workgroup_size: [u16; 3],
-    pub dimensions: u16,
-    pub group_segment_size: u32,
-    pub private_segment_size: u32,
-    pub kernarg: *const c_void,
-    /// Linear id (x fastest) of the first group this call runs.
-    pub first_group: u64,
-    /// Groups this call runs from `first_group`.
-    pub group_count: u64,
+/// How a live kernel runs.
+pub enum KernelRun {
+    /// A CPU code object's entry (ditto_hsa_cpu.h), also a host build's
+    /// entry for a kernel of an AMDGPU code object.
+    Entry {
+        entry: KernelEntry,
+        _library: Arc<Library>,
+    },
+    /// One of CLR's blit kernels, run natively.
+    Blit(Blit),
+    /// A kernel of an AMDGPU code object that cannot run here: the message
+    /// printed when it is dispatched.
+    Missing(String),
 }
 
-/// `ditto_cpu_kernel_entry_t`.
-pub type KernelEntry = unsafe extern "C" fn(*const CpuDispatch) -> i32;
-
-/// `ditto_cpu_kernel_t`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct CpuKernel {
-    pub name: *const std::ffi::c_char,
-    pub kernarg_segment_size: u32,
-    pub kernarg_segment_alignment: u32,
-    pub group_segment_size: u32,
-    pub reserved: u32,
-    pub entry: Option<KernelEntry>,
-}
-
-const _: () = {
-    assert!(std::mem::size_of::<CpuDispatch>() == 56);
-    assert!(std::mem::offset_of!(CpuDispatch, kernarg) == 32);
-    assert!(std::mem::offset_of!(CpuDispatch, first_group) == 40);
-    assert!(std::mem::offset_of!(CpuDispatch, group_count) == 48);
-    assert!(std::mem::size_of::<CpuKernel>() == 32);
-};
-
-/// Checks a code object's `ditto_cpu_code_object_abi` word (None: the code
-/// object does not export it). Err: the message to print, naming both ABIs.
-pub(crate) fn check_code_object_abi(abi: Option<u32>) -> Result<(), String> {
-    match abi {
-        Some(CODE_OBJECT_ABI) => Ok(()),
-        Some(other) => Err(format!(
-            "hsa-cpu: refusing a code object of ditto CPU code-object ABI {other}: this runtime runs \
-             ABI {CODE_OBJECT_ABI} (DITTO_CPU_CODE_OBJECT_ABI in include/ditto_hsa_cpu.h); rebuild the \
-             code object with the current include/ditto_hip_cpu.hpp"
-        )),
-        None => Err(format!(
-            "hsa-cpu: refusing a code object that exports ditto_cpu_code_object_kernels but no \
-             ditto_cpu_code_object_abi: this runtime runs ABI {CODE_OBJECT_ABI} \
-             (include/ditto_hsa_cpu.h); rebuild the code object with the current headers"
-        )),
-    }
+/// A live kernel, as `executables` registers it under its descriptor.
+pub struct KernelRecord {
+    pub run: KernelRun,
 }
 
 /// Work-groups of the packet's grid (gridDim per dimension multiplied,
@@ -105,7 +70,7 @@ fn total_groups(d: &hsa_kernel_dispatch_packet_t) -> Result<u64, ()> {
 /// the kernel record that keeps its code object loaded.
 struct SharedDispatch {
     args: CpuDispatch,
-    _kernel: Arc<executables::KernelRecord>,
+    _kernel: Arc<KernelRecord>,
 }
 // SAFETY: the kernarg pointer is only read by entry calls, which all return
 // before `run` does (and the packet, with its kernarg, completes).
@@ -121,17 +86,15 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
     (per_chunk, groups.div_ceil(per_chunk))
 }
 
-/// Runs the dispatch: every group, on the calling thread alone when there
+/// Runs the dispatch of `kernel`, the live kernel the packet's
+/// KERNEL_OBJECT names: every group, on the calling thread alone when there
 /// is one group or one thread, else in chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
 /// packet still completes); it is returned only after every chunk returned.
-pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
-    let Some(kernel) = executables::lookup_kernel(d.kernel_object) else {
-        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
-    };
+pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t, kernel: Arc<KernelRecord>) -> hsa_status_t {
     let entry = match &kernel.run {
-        executables::KernelRun::Entry { entry, .. } => *entry,
-        executables::KernelRun::Blit(blit) => {
+        KernelRun::Entry { entry, .. } => *entry,
+        KernelRun::Blit(blit) => {
             // SAFETY: the packet's kernarg holds the blit's arguments, as
             // CLR wrote them (layout checked at load).
             return match unsafe { blit.run(d.kernarg_address as *const u8) } {
@@ -142,7 +105,7 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
                 }
             };
         }
-        executables::KernelRun::Missing(message) => {
+        KernelRun::Missing(message) => {
             eprintln!("{message}");
             return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
         }
@@ -206,18 +169,6 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t) -> hsa_status_t {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_current_code_object_abi_is_accepted_and_refusals_name_both() {
-        assert_eq!(check_code_object_abi(Some(CODE_OBJECT_ABI)), Ok(()));
-        let old = check_code_object_abi(Some(1)).unwrap_err();
-        assert!(old.contains("ABI 1") && old.contains("ABI 2"), "{old}");
-        let missing = check_code_object_abi(None).unwrap_err();
-        assert!(
-            missing.contains("no ditto_cpu_code_object_abi"),
-            "{missing}"
-        );
-    }
 
     #[test]
     fn chunks_cover_every_group_once_in_about_four_per_thread() {

@@ -1,54 +1,23 @@
 //! Code objects and executables. Owns code-object readers (the ELF bytes,
-//! copied into a memfd), executables, their symbols, the dlopen handles of
-//! loaded CPU code objects, and the registry of live kernel descriptors that
-//! the packet processor trusts. Never dlopens anything that is not an x86-64
-//! shared object.
+//! copied into a memfd), executables, their symbols, the loading of CPU
+//! code objects (each dlopen'ed into a `cpu_code_object::Library`, kept by
+//! the kernels that use it) and of AMDGPU ones (through `amdgpu`), and the
+//! registry of live kernel descriptors (each a `dispatch::KernelRecord`)
+//! that the packet processor looks KERNEL_OBJECT up in. Never dlopens
+//! anything that is not an x86-64 shared object.
 //!
 //! Difference from ROCr: ROCr's reader keeps only a pointer to the caller's
 //! bytes until load; we copy them into a memfd at reader creation, because
 //! the loader must dlopen a file ("/proc/self/fd/N").
 
 use crate::agents;
-use crate::dispatch::{CpuKernel, KernelEntry};
+use crate::cpu_code_object::{KernelListError, Library};
+use crate::dispatch::{KernelRecord, KernelRun};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
-
-/// A dlopen'ed CPU code object; dlclosed when the last kernel using it goes.
-///
-/// glibc recognises an already-loaded object by its path string before it
-/// compares inodes, so "/proc/self/fd/N" must never name two code objects:
-/// the library keeps its own descriptor N open until after dlclose, so N
-/// cannot be reused for another code object while this one is loaded.
-pub struct Library {
-    handle: usize,
-    /// -1 for a library opened by path (a host build).
-    fd: i32,
-}
-
-impl Library {
-    /// A library dlopen'ed by path.
-    pub(crate) fn from_handle(handle: *mut c_void) -> Library {
-        Library {
-            handle: handle as usize,
-            fd: -1,
-        }
-    }
-}
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from dlopen and fd from dup; each closed once.
-        unsafe {
-            libc::dlclose(self.handle as *mut c_void);
-            if self.fd >= 0 {
-                libc::close(self.fd);
-            }
-        }
-    }
-}
 
 /// The runtime-owned kernel descriptor; KERNEL_OBJECT is its address. Its
 /// first 12 bytes follow AMD's kernel descriptor (group, private and kernarg
@@ -73,25 +42,6 @@ impl KernelDescriptor {
             reserved,
         })
     }
-}
-
-/// How a live kernel runs.
-pub enum KernelRun {
-    /// A CPU code object's entry (ditto_hsa_cpu.h), also a host build's
-    /// entry for a kernel of an AMDGPU code object.
-    Entry {
-        entry: KernelEntry,
-        _library: Arc<Library>,
-    },
-    /// One of CLR's blit kernels, run natively.
-    Blit(crate::blit::Blit),
-    /// A kernel of an AMDGPU code object that cannot run here: the message
-    /// printed when it is dispatched.
-    Missing(String),
-}
-
-pub struct KernelRecord {
-    pub run: KernelRun,
 }
 
 struct Symbol {
@@ -319,10 +269,7 @@ fn open_library(fd: i32) -> Result<Arc<Library>, hsa_status_t> {
         unsafe { libc::close(own) };
         return Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
     }
-    Ok(Arc::new(Library {
-        handle: handle as usize,
-        fd: own,
-    }))
+    Ok(Arc::new(Library::from_handle_and_fd(handle, own)))
 }
 
 pub(crate) fn load_agent_code_object(
@@ -357,37 +304,17 @@ pub(crate) fn load_agent_code_object(
             Err(status) => return status,
         },
     };
-    let handle = library.handle as *mut c_void;
+    let handle = library.handle();
     if let Some(r) = state().readers.get_mut(&reader.handle) {
         r.library = Arc::downgrade(&library);
     }
-    // SAFETY: looking up symbols in a live handle.
-    let (kernels_fn, abi) = unsafe {
-        (
-            libc::dlsym(handle, c"ditto_cpu_code_object_kernels".as_ptr()),
-            libc::dlsym(handle, c"ditto_cpu_code_object_abi".as_ptr()) as *const u32,
-        )
-    };
-    if kernels_fn.is_null() {
-        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
-    }
-    // SAFETY: if present, the ABI word is a uint32_t exported by the code object.
-    let abi = (!abi.is_null()).then(|| unsafe { *abi });
-    if let Err(message) = crate::dispatch::check_code_object_abi(abi) {
-        eprintln!("{message}");
-        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
-    }
-    // SAFETY: the symbol has the documented signature.
-    let kernels_fn: unsafe extern "C" fn(*mut u32) -> *const CpuKernel =
-        unsafe { std::mem::transmute(kernels_fn) };
-    let mut count = 0u32;
-    // SAFETY: calling the code object's exported function as documented.
-    let list = unsafe { kernels_fn(&mut count) };
-    let kernels: &[CpuKernel] = if list.is_null() || count == 0 {
-        &[]
-    } else {
-        // SAFETY: the code object returns `count` kernels valid while loaded.
-        unsafe { std::slice::from_raw_parts(list, count as usize) }
+    let kernels = match library.kernels() {
+        Ok(kernels) => kernels,
+        Err(KernelListError::NoKernelList) => return HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
+        Err(KernelListError::Abi(message)) => {
+            eprintln!("{message}");
+            return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+        }
     };
     let mut st = state();
     let Some(_) = st.executables.get(&executable.handle) else {

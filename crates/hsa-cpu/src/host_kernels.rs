@@ -17,10 +17,9 @@
 //! kernels that are never dispatched); `find` says where it looked, and
 //! the dispatch fails with that message.
 
-use crate::dispatch::{CpuKernel, KernelEntry};
-use crate::executables::Library;
+use crate::cpu_code_object::{KernelEntry, KernelListError, Library};
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -87,39 +86,23 @@ fn open(path: &Path) -> Loaded {
         return Err(why);
     }
     let library = Arc::new(Library::from_handle(handle));
-    // SAFETY: looking up symbols in a live handle.
-    let (kernels_fn, abi) = unsafe {
-        (
-            libc::dlsym(handle, c"ditto_cpu_code_object_kernels".as_ptr()),
-            libc::dlsym(handle, c"ditto_cpu_code_object_abi".as_ptr()) as *const u32,
-        )
-    };
-    if kernels_fn.is_null() {
-        return Err("it exports no ditto_cpu_code_object_kernels (not a host build)".into());
-    }
-    // SAFETY: if present, the ABI word is a uint32_t exported by the library.
-    let abi = (!abi.is_null()).then(|| unsafe { *abi });
-    crate::dispatch::check_code_object_abi(abi)?;
-    // SAFETY: the symbol has the documented signature.
-    let kernels_fn: unsafe extern "C" fn(*mut u32) -> *const CpuKernel =
-        unsafe { std::mem::transmute::<*mut c_void, _>(kernels_fn) };
-    let mut count = 0u32;
-    // SAFETY: calling the library's exported function as documented.
-    let list = unsafe { kernels_fn(&mut count) };
-    let mut kernels = HashMap::new();
-    if !list.is_null() {
-        // SAFETY: the library returns `count` kernels valid while loaded.
-        for k in unsafe { std::slice::from_raw_parts(list, count as usize) } {
-            let Some(entry) = k.entry else { continue };
-            if k.name.is_null() {
-                continue;
-            }
-            // SAFETY: a NUL-terminated name in the library.
-            let name = unsafe { CStr::from_ptr(k.name) }
-                .to_string_lossy()
-                .into_owned();
-            kernels.insert(name, (entry, k.kernarg_segment_size));
+    let list = library.kernels().map_err(|e| match e {
+        KernelListError::NoKernelList => {
+            "it exports no ditto_cpu_code_object_kernels (not a host build)".to_string()
         }
+        KernelListError::Abi(message) => message,
+    })?;
+    let mut kernels = HashMap::new();
+    for k in list {
+        let Some(entry) = k.entry else { continue };
+        if k.name.is_null() {
+            continue;
+        }
+        // SAFETY: a NUL-terminated name in the library.
+        let name = unsafe { CStr::from_ptr(k.name) }
+            .to_string_lossy()
+            .into_owned();
+        kernels.insert(name, (entry, k.kernarg_segment_size));
     }
     Ok(Arc::new(HostLibrary { library, kernels }))
 }

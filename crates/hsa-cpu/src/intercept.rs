@@ -9,6 +9,8 @@
 //! registered, a packet costs the queue lock and no other lock: the chain
 //! snapshot is kept under the queue lock and taken again only when a
 //! registration changed it, and an empty overflow buffer is seen by a flag.
+//! Built on `queues` (the proxy and hardware rings, the registry, which
+//! holds an intercept queue as a `queues::ProxyQueue`).
 //!
 //! - A store on the proxy doorbell runs, on the storing thread and under the
 //!   queue's non-recursive lock, the outermost interceptor (the LAST
@@ -38,9 +40,10 @@
 //! whole; it is split into ring-sized batches, in order (ROCr would wait
 //! forever).
 
-use crate::queues::{self, HwQueue, QueueRecord, Ring};
+use crate::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
 use crate::signals::{self, AsyncCallback, Order, Signal};
 use hsa::*;
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -142,7 +145,7 @@ impl InterceptQueue {
             }
             let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
-                crate::trace::interceptor_call();
+                crate::trace::interceptor_call(signals::on_async_thread);
                 let frame = Frame {
                     queue: self,
                     chain,
@@ -257,8 +260,14 @@ impl InterceptQueue {
             self.drain(&mut state, frames);
         })
     }
+}
 
-    pub fn shut_down(&self) {
+impl ProxyQueue for InterceptQueue {
+    fn proxy(&self) -> &Arc<Ring> {
+        &self.proxy
+    }
+
+    fn shut_down(&self) {
         self.active.store(false, Ordering::SeqCst);
         self.hardware.shut_down();
         self.overflow
@@ -427,6 +436,9 @@ pub(crate) fn register(
     user_data: *mut c_void,
 ) -> hsa_status_t {
     let Some(QueueRecord::Intercept(q)) = queues::lookup(queue) else {
+        return HSA_STATUS_ERROR_INVALID_QUEUE;
+    };
+    let Ok(q) = (q as Arc<dyn Any + Send + Sync>).downcast::<InterceptQueue>() else {
         return HSA_STATUS_ERROR_INVALID_QUEUE;
     };
     let Some(handler) = callback else {

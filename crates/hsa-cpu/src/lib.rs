@@ -14,16 +14,28 @@
 //! - `queues`       AQL rings, index operations, one packet processor per queue
 //! - `intercept`    intercept queues (proxy ring, interceptor chain, overflow,
 //!   the runtime's async thread)
-//! - `executables`  code-object readers, executables, symbols, kernel descriptors
+//! - `executables`  code-object readers, executables, symbols, kernel descriptors,
+//!   the registry of live kernels
 //! - `amdgpu`       real AMDGPU code objects (hipcc's, CLR's): kernels, descriptors,
 //!   how each kernel runs
 //! - `blit`         CLR's blit kernels, run natively
 //! - `host_kernels` host builds of HIP applications, found by kernel name
 //! - `loader`       the AMD loader extension: what was loaded where
-//! - `dispatch`     running one kernel-dispatch packet on the host
-//!   (include/ditto_hsa_cpu.h)
+//! - `dispatch`     how a live kernel runs; running one kernel-dispatch packet
+//!   on the host
+//! - `cpu_code_object` the CPU code object's C ABI (include/ditto_hsa_cpu.h),
+//!   its ABI check, a dlopen'ed code object and its kernel list
 //! - `pool`         group workers shared by all queues (DITTO_HSA_CPU_THREADS)
 //! - `trace`        DITTO_HSA_CPU_TRACE: packets and signal calls, for tests
+//!
+//! Modules use each other in one direction only (tests/module_graph.rs
+//! fails on a circle): `api` over everything it routes to; `loader` over
+//! `executables` over `amdgpu` over `host_kernels`; the packet processor
+//! (`queues`) over the registry of live kernels (`executables`) and kernel
+//! execution (`dispatch`); `intercept` over `queues`; `ipc` over `memory`.
+//! A lower module that needs something of a higher one is handed it (a
+//! parameter, a trait object), never imports it. `trace`, `agents`,
+//! `tools`, `pool`, `blit` and `cpu_code_object` use no other module.
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
@@ -34,6 +46,7 @@ pub mod agents;
 pub mod amdgpu;
 pub mod api;
 pub mod blit;
+pub mod cpu_code_object;
 pub mod dispatch;
 pub mod executables;
 pub mod host_kernels;

@@ -10,6 +10,9 @@
 //! the live allocation that starts there (0: none). Allocation serials count
 //! up from 1 per process and are never reused, so an importer can tell a
 //! freed fragment (whose 2 MiB block lives on) from a live one.
+//!
+//! `ipc` builds on this module (exports, the memfd layout); this module
+//! never uses `ipc`: pointer info is handed the lookup of IPC attachments.
 
 use crate::agents;
 use crate::signals::{self, Order, Rmw};
@@ -480,6 +483,8 @@ pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
 }
 
 /// Writes the first `info->size` bytes of the description of `ptr`.
+/// `ipc_attachment_containing` gives base and size of the IPC attachment
+/// holding an address (`ipc` owns attachments; memory never reaches into it).
 ///
 /// # Safety
 /// `info` must be valid for `info->size` bytes; `accessible`/`num` may be null.
@@ -489,6 +494,7 @@ pub(crate) unsafe fn pointer_info(
     alloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
     num_agents_accessible: *mut u32,
     accessible: *mut *mut hsa_agent_t,
+    ipc_attachment_containing: impl FnOnce(usize) -> Option<(usize, usize)>,
 ) -> hsa_status_t {
     if info.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -522,7 +528,7 @@ pub(crate) unsafe fn pointer_info(
             out.agentOwner = agents::CPU_AGENT;
             out.global_flags = HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
             agents_list = &agents::AGENTS;
-        } else if let Some((b, s)) = crate::ipc::attachment_containing(p) {
+        } else if let Some((b, s)) = ipc_attachment_containing(p) {
             out.type_ = HSA_EXT_POINTER_TYPE_IPC;
             out.agentBaseAddress = b as *mut c_void;
             out.hostBaseAddress = b as *mut c_void;

@@ -4,7 +4,8 @@
 //! hardware queue, woken by stores on the doorbell signal (never polling).
 //!
 //! The processor takes packets in order at the read index: kernel dispatch
-//! (through `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
+//! (KERNEL_OBJECT looked up in `executables`' registry of live kernels,
+//! then run by `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
 //! barrier bit holds trivially. After each packet it records timestamps (for
 //! dispatches, into the completion signal the packet carries), sets the header back to INVALID, advances the read index
 //! and then decrements the completion signal by 1. The processor sleeps
@@ -24,10 +25,15 @@
 //! GPU-type agent reports `agents::QUEUE_MIN_SIZE` (4), so tests can fill a
 //! ring with a handful of packets (the intercept overflow path). HIP never
 //! queries the minimum and asks for 4096 slots, so nothing it does changes.
+//!
+//! `intercept` builds intercept queues from the rings and hardware queues
+//! here; this module never uses `intercept`: the registry holds an
+//! intercept queue as a `ProxyQueue`.
 
 use crate::signals::{self, Order, Rmw, Signal};
-use crate::{agents, dispatch, intercept};
+use crate::{agents, dispatch, executables};
 use hsa::*;
+use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -255,7 +261,11 @@ impl HwQueue {
                 HSA_PACKET_TYPE_KERNEL_DISPATCH => {
                     let d = pkt.as_dispatch();
                     let start = agents::timestamp_ns();
-                    let status = dispatch::run(&d);
+                    // Only a live kernel descriptor is ever run.
+                    let status = match executables::lookup_kernel(d.kernel_object) {
+                        Some(kernel) => dispatch::run(&d, kernel),
+                        None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
+                    };
                     let end = agents::timestamp_ns();
                     if status != HSA_STATUS_SUCCESS {
                         self.report(status);
@@ -318,18 +328,29 @@ impl HwQueue {
     }
 }
 
+/// A queue whose ring the application writes is not the ring a processor
+/// runs (an intercept queue, `intercept::InterceptQueue`, the only kind):
+/// what the registry needs of it. Its owner gets its own type back by
+/// downcasting (`Arc<dyn Any>`).
+pub trait ProxyQueue: Any + Send + Sync {
+    /// The ring the application sees.
+    fn proxy(&self) -> &Arc<Ring>;
+    /// Stops the queue (hsa_queue_destroy).
+    fn shut_down(&self);
+}
+
 /// What a public `hsa_queue_t*` names.
 #[derive(Clone)]
 pub enum QueueRecord {
     Hardware(Arc<HwQueue>),
-    Intercept(Arc<intercept::InterceptQueue>),
+    Intercept(Arc<dyn ProxyQueue>),
 }
 
 impl QueueRecord {
     pub fn ring(&self) -> &Arc<Ring> {
         match self {
             QueueRecord::Hardware(q) => &q.ring,
-            QueueRecord::Intercept(q) => &q.proxy,
+            QueueRecord::Intercept(q) => q.proxy(),
         }
     }
 }

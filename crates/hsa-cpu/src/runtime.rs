@@ -11,8 +11,12 @@
 //! the count (the runtime is usable: agents exist) and returns SUCCESS; other
 //! threads calling hsa_init meanwhile block until loading is done, as in ROCr.
 //! Objects (signals, queues, memory) are not torn down at the last shut-down.
+//!
+//! The API table is `api`'s: the caller passes the root table tools get and
+//! the function that puts our own entries back (this module never reaches
+//! up into `api`).
 
-use crate::{api, tools};
+use crate::tools;
 use hsa::*;
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -50,7 +54,8 @@ impl Drop for LoadingTools {
     }
 }
 
-pub fn init() -> hsa_status_t {
+/// `hsa_init`; the first call hands `root_table` to the tools it loads.
+pub fn init(root_table: *mut HsaApiTable) -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         return HSA_STATUS_SUCCESS;
@@ -63,7 +68,7 @@ pub fn init() -> hsa_status_t {
     if life.count == 1 {
         let loaded = {
             let _loading = LoadingTools::enter();
-            tools::load(api::root_table())
+            tools::load(root_table)
         };
         life.tools = loaded;
         let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));
@@ -72,7 +77,9 @@ pub fn init() -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
-pub fn shut_down() -> hsa_status_t {
+/// `hsa_shut_down`; the last call runs `restore_tables` between the tools'
+/// OnUnload and their dlclose.
+pub fn shut_down(restore_tables: impl FnOnce()) -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
         return HSA_STATUS_SUCCESS;
@@ -85,7 +92,7 @@ pub fn shut_down() -> hsa_status_t {
     if life.count == 0 {
         let loaded = std::mem::take(&mut life.tools);
         tools::run_on_unload(&loaded);
-        api::restore_tables();
+        restore_tables();
         tools::close(loaded);
     }
     HSA_STATUS_SUCCESS

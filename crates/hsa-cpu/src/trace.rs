@@ -12,7 +12,8 @@
 //! may share one file.
 //!
 //! Tracing never changes what the runtime does; a file that cannot be opened
-//! disables it with one message.
+//! disables it with one message. It uses no other module of the crate
+//! (callers pass what it needs to know), so every module may trace.
 
 use hsa::AqlPacket;
 use std::fs::File;
@@ -88,10 +89,11 @@ pub(crate) fn event(name: &str) {
 }
 
 /// Records `intercept-async` when an interceptor is about to be called on
-/// the runtime's async thread (looked up only while tracing).
+/// the runtime's async thread; `on_async_thread` (the caller's check,
+/// `signals` owns that thread) is asked only while tracing.
 #[inline]
-pub(crate) fn interceptor_call() {
-    if file().is_some() && crate::signals::on_async_thread() {
+pub(crate) fn interceptor_call(on_async_thread: impl FnOnce() -> bool) {
+    if file().is_some() && on_async_thread() {
         line("intercept-async\n");
     }
 }

@@ -78,7 +78,10 @@ mod tests {
     #[test]
     fn caught_gives_the_panic_message_and_quietly_swallows_it() {
         assert_eq!(caught(|| 5), Ok(5));
-        assert_eq!(caught(|| -> u8 { panic!("worker {}", 3) }), Err("worker 3".into()));
+        assert_eq!(
+            caught(|| -> u8 { panic!("worker {}", 3) }),
+            Err("worker 3".into())
+        );
         quietly(|| panic!("in a forked child"));
     }
 }

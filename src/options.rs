@@ -3,8 +3,8 @@
 //! scripts/ditto-run). Owns their parsing and defaults;
 //! never reads the environment again after start-up.
 
-use crate::log::Level;
 pub use crate::capture::staging::DEFAULT_STAGING_BYTES;
+use crate::log::Level;
 use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
 use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::PathBuf;

@@ -157,7 +157,8 @@ fn copies_held(pid: u32) -> (usize, usize) {
 fn no_process_keeps_a_copy_or_a_mapping_after_the_ack() {
     // The probe sees a copy where one exists.
     let probe = [1u8; 64];
-    let copy = ditto::capture::shared_memory::copy_to_sealed_memfd(probe.as_ptr() as u64, 64).unwrap();
+    let copy =
+        ditto::capture::shared_memory::copy_to_sealed_memfd(probe.as_ptr() as u64, 64).unwrap();
     assert_eq!(copies_held(std::process::id()), (1, 0));
     drop(copy);
 

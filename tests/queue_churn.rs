@@ -1,57 +1,51 @@
 //! Queues created and destroyed under the tool, as HIP and PyTorch create
 //! and destroy their streams' queues: tests/apps/queue_churn.cpp runs 2,000
 //! cycles of create, one target dispatch, wait, destroy. Every dispatch is
-//! captured with its own values, and the bytes malloc holds in the process
-//! (the application's, the runtime's and the tool's) grow no more from the
-//! 200th cycle to the last under the tool than without it: the tool frees
-//! each destroyed queue's context and recycles its held-barrier signals.
+//! captured with its own values, and the tool's own record (its debug log)
+//! says after every destroy that it watches one queue (the runtime
+//! library's own, destroyed last) and none at the end: each destroyed
+//! queue's context is freed. (The worker's side, a destroyed queue's held-barrier pair
+//! recycled and forgotten, is pinned by the worker's unit tests. The bytes
+//! malloc holds are not asserted on: the connection's outbox grows with
+//! how far a busy collector lags, by up to hundreds of KiB in a run.)
 
 mod common;
 use common::*;
 
 const CYCLES: &str = "2000";
 const WARMUP: &str = "200";
-/// Far less than what one queue's context and signals per cycle would add
-/// over 1,800 cycles (at least 32 bytes each: 57 KiB); more than the
-/// run-to-run scatter of the tool's own buffers (about 10 KiB seen).
-const GROWTH_LIMIT: i64 = 32 << 10;
-
-/// "warm N" and "end N" of queue_churn's output: bytes in use after the
-/// warm-up and at the end.
-fn heap_growth(out: &std::process::Output) -> i64 {
-    let text = stdout(out);
-    let value = |key: &str| -> i64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no `{key}` line in queue_churn's output:\n{text}"))
-    };
-    assert!(text.contains("wrong 0"), "{text}");
-    value("end ") - value("warm ")
-}
 
 #[test]
-fn a_thousand_queues_created_and_destroyed_leave_the_tool_no_bigger() {
-    let plain = run_plain(&app("queue_churn"), &[CYCLES, WARMUP]);
-    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
-    let plain_growth = heap_growth(&plain);
-
+fn two_thousand_queues_created_and_destroyed_leave_no_context_behind() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("socket");
     let snaps = dir.path().join("snaps");
     let collector = Collector::start(&socket, &snaps);
     let out = ditto_run(&socket, "fill_tag", "churn", &app("queue_churn"))
         .args([CYCLES, WARMUP])
+        .env("DITTO_LOG", "debug")
         .output()
         .unwrap();
     drop(collector);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let tool_growth = heap_growth(&out);
+    assert!(stdout(&out).contains("wrong 0"), "{}", stdout(&out));
+
+    let log = stderr(&out);
+    let watched: Vec<&str> = log
+        .lines()
+        .filter_map(|l| {
+            l.split_once(" destroyed; queues still watched: ")
+                .map(|(_, n)| n)
+        })
+        .collect();
+    // 2,000 churned queues, then the runtime library's own at its shut-down.
+    assert_eq!(watched.len(), 2001, "one line per destroyed queue:\n{log}");
     assert!(
-        tool_growth - plain_growth <= GROWTH_LIMIT,
-        "the heap grew by {tool_growth} bytes under the tool and {plain_growth} without it \
-         over the last 1,800 cycles"
+        watched[..2000].iter().all(|n| *n == "1"),
+        "a destroyed queue's context was kept: {:?}",
+        watched.iter().find(|n| **n != "1")
     );
+    assert_eq!(watched[2000], "0", "nothing is watched at the end");
 
     let m = snapshot_manifest(&snaps.join("churn"));
     let dispatches = m["dispatches"].as_array().unwrap();

@@ -13,8 +13,8 @@
 //! file's progress counter. Used only by the worker thread (it blocks),
 //! never by a hook.
 
-use crate::log::log_info;
 use crate::capture::staging::StagingFile;
+use crate::log::log_info;
 use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
     ToolMessage, read_frame, write_frame_with_fds,

@@ -53,7 +53,10 @@ mod tests {
         let h = hello(&options, "reduce_sum");
         assert_eq!(h.version, PROTOCOL_VERSION);
         assert_eq!(h.pid, std::process::id());
-        assert_eq!((h.run.as_str(), h.kernel_query.as_str()), ("ref", "reduce_sum"));
+        assert_eq!(
+            (h.run.as_str(), h.kernel_query.as_str()),
+            ("ref", "reduce_sum")
+        );
         assert_eq!(h.rank, Some(3));
         assert_eq!(h.command_line, std::env::args().collect::<Vec<_>>());
         assert_eq!(

@@ -17,6 +17,6 @@
 pub mod access;
 pub mod cupti;
 pub mod driver;
-pub mod injection;
 pub mod hold;
+pub mod injection;
 pub mod launch;

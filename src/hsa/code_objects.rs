@@ -43,7 +43,10 @@ impl CodeObjects {
         let Some(bytes) = lock(&self.readers).get(&reader).cloned() else {
             return;
         };
-        lock(&self.loaded).entry(executable).or_default().push(bytes);
+        lock(&self.loaded)
+            .entry(executable)
+            .or_default()
+            .push(bytes);
     }
 
     /// The kernels described by the metadata of every code object loaded
@@ -94,7 +97,8 @@ pub unsafe fn reader_created(
     // caller must keep valid until this call returns at least.
     let bytes = unsafe { std::slice::from_raw_parts(code_object as *const u8, size) };
     // SAFETY: a successful create filled `*reader`.
-    tool.code_objects.remember(unsafe { (*reader).handle }, bytes);
+    tool.code_objects
+        .remember(unsafe { (*reader).handle }, bytes);
 }
 
 /// After `hsa_code_object_reader_destroy` succeeded.
@@ -303,7 +307,11 @@ mod tests {
             .collect();
         assert_eq!(offsets, vec![(0, 8), (8, 8), (16, 8), (24, 4)]);
         // Taken once: a second freeze of the same handle finds nothing.
-        assert!(tool.code_objects.take_kernel_metadata(executable.handle).is_empty());
+        assert!(
+            tool.code_objects
+                .take_kernel_metadata(executable.handle)
+                .is_empty()
+        );
     }
 
     #[test]

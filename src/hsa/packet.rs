@@ -31,9 +31,9 @@
 
 use super::queues::QueueContext;
 use super::tool::HsaTool;
-use crate::guard::ffi_guard;
-use crate::capture::kernel_table::KernelInfo;
 use super::worker::{HeldSignals, Job, PreHold, WorkerMessage};
+use crate::capture::kernel_table::KernelInfo;
+use crate::guard::ffi_guard;
 use hsa::*;
 use std::cell::Cell;
 use std::ffi::c_void;

@@ -169,5 +169,9 @@ pub fn destroyed(tool: &HsaTool, queue: *mut hsa_queue_t) {
         tool.submit(WorkerMessage::QueueDestroyed {
             queue: queue as u64,
         });
+        log_debug!(
+            "queue {queue:p} destroyed; queues still watched: {}",
+            tool.queues.len()
+        );
     }
 }

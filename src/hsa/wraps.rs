@@ -208,17 +208,26 @@ pub(crate) mod tests {
         STATUS.with(|s| s.set(HSA_STATUS_ERROR_OUT_OF_RESOURCES));
         // SAFETY: a valid out-pointer.
         let st = unsafe { memory_pool_allocate::through(tool, pool, 64, 0, &mut ptr) };
-        assert_eq!(st, HSA_STATUS_ERROR_OUT_OF_RESOURCES, "the original's status");
+        assert_eq!(
+            st, HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+            "the original's status"
+        );
         assert!(tool.allocations.is_empty());
         STATUS.with(|s| s.set(HSA_STATUS_SUCCESS));
         // SAFETY: as above.
         let st = unsafe { memory_pool_allocate::through(tool, pool, 64, 0, &mut ptr) };
         assert_eq!(st, HSA_STATUS_SUCCESS);
-        assert_eq!(tool.allocations.find(0x40_0040 + 63).map(|a| a.size), Some(64));
+        assert_eq!(
+            tool.allocations.find(0x40_0040 + 63).map(|a| a.size),
+            Some(64)
+        );
         // SAFETY: any pointer; the fake free ignores it.
         let st = unsafe { memory_pool_free::through(tool, ptr) };
         assert_eq!(st, HSA_STATUS_SUCCESS);
-        assert!(tool.allocations.is_empty(), "forgotten before the original ran");
+        assert!(
+            tool.allocations.is_empty(),
+            "forgotten before the original ran"
+        );
         assert_eq!(ORIGINAL_CALLS.with(Cell::get), 3);
     }
 

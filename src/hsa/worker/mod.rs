@@ -111,7 +111,9 @@ pub enum WorkerMessage {
     },
     /// The application destroyed this queue: its last pair is recycled and
     /// the queue forgotten.
-    QueueDestroyed { queue: u64 },
+    QueueDestroyed {
+        queue: u64,
+    },
     /// Finish the jobs before this message, account for every one of the
     /// `matched` dispatch indices, say Goodbye, acknowledge, stop.
     Shutdown {
@@ -432,7 +434,13 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
             dispatch: before,
             copies,
             misses,
-        } = describe(device, &job.facts(None), Phase::Before, &config.choice, staging);
+        } = describe(
+            device,
+            &job.facts(None),
+            Phase::Before,
+            &config.choice,
+            staging,
+        );
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::Before, detail);
         }
@@ -489,7 +497,13 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
             dispatch,
             copies,
             misses,
-        } = describe(device, &job.facts(duration_ns), Phase::After, &config.choice, staging);
+        } = describe(
+            device,
+            &job.facts(duration_ns),
+            Phase::After,
+            &config.choice,
+            staging,
+        );
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::After, detail);
         }

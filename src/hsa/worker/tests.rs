@@ -4,15 +4,15 @@
 use super::*;
 use crate::capture::allocation_map::{Allocation, AllocationMap};
 use crate::capture::kernel_table::KernelInfo;
+use crossbeam_channel::unbounded;
 use ditto_kernels::ArgSizes;
 use ditto_protocol::CaptureSet;
-use std::os::fd::OwnedFd;
-use crossbeam_channel::unbounded;
 use ditto_protocol::{
     Ack, CollectorMessage, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
 };
 use ditto_protocol::{Buffer, Dispatch, Transport};
 use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
 use std::sync::Mutex;
 use std::thread;
@@ -714,12 +714,9 @@ fn ack_timeout_fails_open_and_later_jobs_are_released_without_waiting() {
     collector.join().unwrap();
 }
 
-#[test]
-fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("collector.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    let collector = thread::spawn(move || {
+/// A collector that acknowledges every Dispatch of one tool until it hangs up.
+fn ack_every_dispatch(listener: UnixListener) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
         let (mut s, _) = accept_and_welcome(&listener);
         loop {
             let d = match read_frame::<_, ToolMessage>(&mut s) {
@@ -737,7 +734,15 @@ fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
             )
             .unwrap();
         }
-    });
+    })
+}
+
+#[test]
+fn a_pair_is_recycled_only_after_a_later_dispatch_on_its_queue_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let collector = ack_every_dispatch(listener);
     let device = FakeDevice::default();
     let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
     // Jobs 0 and 2 on queue 1, job 1 on queue 2.
@@ -992,4 +997,67 @@ fn without_a_staging_file_small_buffers_travel_by_ipc_and_wait_for_the_ack() {
         "{:?}",
         buffers[0].transport
     );
+}
+
+#[test]
+fn a_destroyed_queues_last_pair_is_recycled_at_once_and_never_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let collector = ack_every_dispatch(UnixListener::bind(&socket).unwrap());
+    let device = FakeDevice::default();
+    let (input, output) = (vec![1.0f32; 16], vec![0.0f32; 4]);
+    let (tx, rx) = unbounded();
+    let lifecycle = Lifecycle::capturing();
+    // Waits (bounded) until the device has seen `event`.
+    let seen = |event: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !device.events().iter().any(|e| e == event) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no `{event}`: {:?}",
+                device.events()
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+    };
+    thread::scope(|s| {
+        s.spawn(|| {
+            let config = WorkerConfig {
+                socket: Some(socket.clone()),
+                hello: hello(),
+                timeout: Duration::from_secs(5),
+                choice: ArgumentChoice::default(),
+                dispatch: ditto_protocol::DispatchSelection::All,
+                staging_bytes: 0,
+            };
+            run(&device, rx, config, &lifecycle)
+        });
+        // Job 0 on queue 7 is captured and released...
+        tx.send(WorkerMessage::Job(job(0, 7, &input, &output)))
+            .unwrap();
+        seen("release 101");
+        // ...then the application destroys queue 7 and creates a new queue
+        // at the same address, with job 1 on it.
+        tx.send(WorkerMessage::QueueDestroyed { queue: 7 }).unwrap();
+        tx.send(WorkerMessage::Job(job(1, 7, &input, &output)))
+            .unwrap();
+        seen("release 103");
+        let (finished, done) = crossbeam_channel::bounded(1);
+        let goodbye = Goodbye { dispatched: vec![] };
+        tx.send(WorkerMessage::Shutdown {
+            goodbye,
+            matched: 2,
+            finished,
+        })
+        .unwrap();
+        done.recv_timeout(Duration::from_secs(10))
+            .expect("shutdown acknowledged");
+    });
+    collector.join().unwrap();
+    assert!(!lifecycle.has_failed());
+    let events = device.events();
+    let recycled: Vec<&String> = events.iter().filter(|e| e.starts_with("recycle")).collect();
+    assert_eq!(recycled, ["recycle 100"], "{events:?}");
+    let at = |e: &str| events.iter().position(|x| x == e).unwrap();
+    assert!(at("recycle 100") < at("release 103"), "{events:?}");
 }

@@ -1036,17 +1036,21 @@ fn a_destroyed_queues_last_pair_is_recycled_at_once_and_never_again() {
         tx.send(WorkerMessage::Job(job(0, 7, &input, &output)))
             .unwrap();
         seen("release 101");
-        // ...then the application destroys queue 7 and creates a new queue
-        // at the same address, with job 1 on it.
+        // ...then the application destroys queue 7: its pair comes back
+        // at once, before job 1 on another queue is released...
         tx.send(WorkerMessage::QueueDestroyed { queue: 7 }).unwrap();
-        tx.send(WorkerMessage::Job(job(1, 7, &input, &output)))
+        tx.send(WorkerMessage::Job(job(1, 8, &input, &output)))
             .unwrap();
         seen("release 103");
+        // ...and a new queue at the same address does not give it back twice.
+        tx.send(WorkerMessage::Job(job(2, 7, &input, &output)))
+            .unwrap();
+        seen("release 105");
         let (finished, done) = crossbeam_channel::bounded(1);
         let goodbye = Goodbye { dispatched: vec![] };
         tx.send(WorkerMessage::Shutdown {
             goodbye,
-            matched: 2,
+            matched: 3,
             finished,
         })
         .unwrap();

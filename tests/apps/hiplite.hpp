@@ -300,6 +300,20 @@ constexpr uint16_t header_for(hsa_packet_type_t type) {
                                (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE));
 }
 
+// Writes one packet into the next slot of `q` as several threads of an
+// application may at once (as CLR does): slot reserved with
+// add_write_index, body written, header stored last with release, doorbell
+// rung with the slot's index. Waits while the ring is full.
+inline void submit_to(hsa_queue_t* q, const void* body, uint16_t header, uint16_t rest) {
+  const uint64_t index = hsa_queue_add_write_index_screlease(q, 1);
+  while (index - hsa_queue_load_read_index_scacquire(q) >= q->size) sched_yield();
+  void* slot = static_cast<char*>(q->base_address) + (index & (q->size - 1)) * 64;
+  memcpy(static_cast<char*>(slot) + 4, static_cast<const char*>(body) + 4, 60);
+  __atomic_store_n(static_cast<uint32_t*>(slot), static_cast<uint32_t>(header) | (static_cast<uint32_t>(rest) << 16),
+                   __ATOMIC_RELEASE);
+  hsa_signal_store_screlease(q->doorbell_signal, static_cast<hsa_signal_value_t>(index));
+}
+
 // Barrier-AND packet with a completion signal, then wait for it (caller holds the mutex).
 inline hipError_t synchronize(Runtime& rt) {
   if (!rt.initialized) return hipSuccess;

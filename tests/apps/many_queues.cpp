@@ -71,18 +71,6 @@ unsigned tag_of(int thread, int queue, int iteration) {
          (static_cast<unsigned>(iteration) << 8);
 }
 
-// Reserves a slot, writes `body` (64 bytes, header left 0), then publishes
-// the header with release and rings the doorbell, as CLR does.
-void submit(hsa_queue_t* q, const void* body, uint16_t header, uint16_t rest) {
-  const uint64_t index = hsa_queue_add_write_index_screlease(q, 1);
-  while (index - hsa_queue_load_read_index_scacquire(q) >= q->size) sched_yield();
-  void* slot = static_cast<char*>(q->base_address) + (index & (q->size - 1)) * 64;
-  memcpy(static_cast<char*>(slot) + 4, static_cast<const char*>(body) + 4, 60);
-  __atomic_store_n(static_cast<uint32_t*>(slot), static_cast<uint32_t>(header) | (static_cast<uint32_t>(rest) << 16),
-                   __ATOMIC_RELEASE);
-  hsa_signal_store_screlease(q->doorbell_signal, static_cast<hsa_signal_value_t>(index));
-}
-
 void dispatch(hsa_queue_t* q, const hiplite::Kernel& kernel, void* kernarg) {
   hsa_kernel_dispatch_packet_t p{};
   p.workgroup_size_x = kElements;
@@ -96,7 +84,7 @@ void dispatch(hsa_queue_t* q, const hiplite::Kernel& kernel, void* kernarg) {
   p.kernel_object = kernel.kernel_object;
   p.kernarg_address = kernarg;
   p.completion_signal.handle = 0;
-  submit(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+  hiplite::submit_to(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
          static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
 }
 
@@ -105,7 +93,7 @@ void drain(hsa_queue_t* q, hsa_signal_t signal) {
   hsa_signal_store_relaxed(signal, 1);
   hsa_barrier_and_packet_t b{};
   b.completion_signal = signal;
-  submit(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
+  hiplite::submit_to(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
   while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
   }
 }

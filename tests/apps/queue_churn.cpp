@@ -52,17 +52,6 @@ int count_arg(int argc, char** argv, int at, int fallback) {
   return static_cast<int>(value);
 }
 
-// Writes one packet at the queue's next slot and rings the doorbell.
-void submit(hsa_queue_t* q, const void* body, uint16_t header, uint16_t rest) {
-  const uint64_t index = hsa_queue_add_write_index_screlease(q, 1);
-  while (index - hsa_queue_load_read_index_scacquire(q) >= q->size) sched_yield();
-  void* slot = static_cast<char*>(q->base_address) + (index & (q->size - 1)) * 64;
-  memcpy(static_cast<char*>(slot) + 4, static_cast<const char*>(body) + 4, 60);
-  __atomic_store_n(static_cast<uint32_t*>(slot), static_cast<uint32_t>(header) | (static_cast<uint32_t>(rest) << 16),
-                   __ATOMIC_RELEASE);
-  hsa_signal_store_screlease(q->doorbell_signal, static_cast<hsa_signal_value_t>(index));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,12 +100,12 @@ int main(int argc, char** argv) {
     p.group_segment_size = kernel.group_segment_size;
     p.kernel_object = kernel.kernel_object;
     p.kernarg_address = kernarg;
-    submit(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+    hiplite::submit_to(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
            static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
     hsa_signal_store_relaxed(signal, 1);
     hsa_barrier_and_packet_t b{};
     b.completion_signal = signal;
-    submit(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
+    hiplite::submit_to(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
     while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
     }
     for (int i = 0; i < kElements; ++i) wrong += out[i] != (tag | static_cast<unsigned>(i));

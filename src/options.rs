@@ -3,7 +3,6 @@
 //! scripts/ditto-run). Owns their parsing and defaults;
 //! never reads the environment again after start-up.
 
-pub use crate::capture::staging::DEFAULT_STAGING_BYTES;
 use crate::log::Level;
 use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
 use ditto_protocol::{CaptureSet, DispatchSelection};
@@ -11,6 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+/// Default size of a connection's staging file (`DITTO_STAGING_MIB`). Its
+/// pages are allocated as they are first written.
+pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
 /// Largest `DITTO_STAGING_MIB` (the file's pages are allocated only as
 /// they are used, but one connection should not claim more).
 pub const MAX_STAGING_MIB: u64 = 4096;

@@ -11,8 +11,8 @@
 //! does one call before it counts.
 
 use ditto::capture::kernel_table::KernelInfo;
+use ditto::hsa::packet::QueueContext;
 use ditto::hsa::packet::on_packets;
-use ditto::hsa::queues::QueueContext;
 use ditto::hsa::tool::HsaTool;
 use ditto::lifecycle::Lifecycle;
 use ditto::options::Options;

@@ -24,9 +24,6 @@ use std::os::unix::fs::FileExt;
 /// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
 pub const STAGING_MEMFD_NAME: &CStr = c"ditto-staging";
 
-/// Default size of a connection's staging file (`DITTO_STAGING_MIB`). Its
-/// pages are allocated as they are first written.
-pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
 
 /// Largest buffer that is staged; larger ones travel by IPC (the collector
 /// reads them where they are, without a second copy in the application).

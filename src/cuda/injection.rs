@@ -114,18 +114,23 @@ unsafe extern "C" fn on_callback(
     cbid: u32,
     data: *const c_void,
 ) {
-    if domain != DOMAIN_DRIVER_API || data.is_null() || IN_CALLBACK.with(Cell::get) {
+    // A thread whose thread-locals are being torn down counts as inside:
+    // it launches nothing ditto captures.
+    if domain != DOMAIN_DRIVER_API
+        || data.is_null()
+        || IN_CALLBACK.try_with(Cell::get).unwrap_or(true)
+    {
         return;
     }
     let Some(tool) = TOOL.get() else { return };
-    IN_CALLBACK.with(|c| c.set(true));
+    let _ = IN_CALLBACK.try_with(|c| c.set(true));
     ffi_guard(
         "the CUPTI launch callback",
         // SAFETY: CUPTI passes a CUpti_CallbackData for driver-API callbacks.
         || unsafe { on_launch(tool, cbid, &*(data as *const CallbackData)) },
         || (),
     );
-    IN_CALLBACK.with(|c| c.set(false));
+    let _ = IN_CALLBACK.try_with(|c| c.set(false));
 }
 
 /// # Safety

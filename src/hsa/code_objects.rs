@@ -4,28 +4,53 @@
 //! objects each executable holds until it is frozen, and, at freeze, the
 //! executable's kernel symbols (name, kernel object, kernarg size) with
 //! the AMDGPU metadata of its code objects, fed into the kernel table.
-//! The table wraps call in here after the original entry succeeded.
+//! The table wraps call its hooks after the original entry succeeded. It
+//! holds what it needs itself (the original symbol entries, the kernel
+//! query and `--arg-types`, the kernel table it feeds), so it depends on
+//! no other part of the backend.
 
-use super::tool::HsaTool;
-use crate::capture::kernel_table::KernelInfo;
+use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::guard::ffi_guard;
 use crate::log::{log_info, log_warn};
-use ditto_kernels::{CodeObjectKernel, parse_code_object};
+use crate::options::Options;
+use ditto_kernels::{CodeObjectKernel, ParamType, parse_code_object};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
-/// Code objects between reader creation and executable freeze.
-#[derive(Default)]
+/// Code objects between reader creation and executable freeze, and the
+/// kernels of frozen executables.
 pub struct CodeObjects {
     /// Code-object reader handle → a copy of its bytes.
     readers: Mutex<HashMap<u64, Arc<[u8]>>>,
     /// Executable handle → the code objects loaded into it, until freeze.
     loaded: Mutex<HashMap<u64, Vec<Arc<[u8]>>>>,
+    /// The original entries that read a frozen executable's symbols.
+    iterate_symbols: Option<HsaExecutableIterateSymbolsFn>,
+    symbol_get_info: Option<HsaExecutableSymbolGetInfoFn>,
+    /// `DITTO_KERNEL` and `DITTO_ARG_TYPES`.
+    query: Option<String>,
+    arg_types: Option<Vec<ParamType>>,
+    /// Where the kernels of frozen executables go.
+    kernels: Arc<KernelTable>,
 }
 
 impl CodeObjects {
+    /// A tracker reading symbols through the original entries of `core`,
+    /// feeding `kernels`.
+    pub fn new(core: &CoreApiTable, options: &Options, kernels: Arc<KernelTable>) -> CodeObjects {
+        CodeObjects {
+            readers: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(HashMap::new()),
+            iterate_symbols: core.hsa_executable_iterate_symbols_fn,
+            symbol_get_info: core.hsa_executable_symbol_get_info_fn,
+            query: options.kernel.clone(),
+            arg_types: options.arg_types.clone(),
+            kernels,
+        }
+    }
+
     /// Keeps a copy of the code object a reader was created from. A reader
     /// handle seen again (destroyed, then reused) gets the new bytes.
     pub fn remember(&self, reader: u64, bytes: &[u8]) {
@@ -74,84 +99,166 @@ impl CodeObjects {
     }
 }
 
+/// The hooks of the table wraps, after the original entry succeeded.
+impl CodeObjects {
+    /// After `hsa_code_object_reader_create_from_memory`: a copy of the
+    /// `size` bytes at `code_object` kept under the new reader.
+    ///
+    /// # Safety
+    /// The entry's contract: `code_object` readable for `size` bytes,
+    /// `reader` the out-pointer the original just filled.
+    pub unsafe fn reader_created(
+        &self,
+        code_object: *const c_void,
+        size: usize,
+        reader: *mut hsa_code_object_reader_t,
+    ) {
+        if code_object.is_null() || reader.is_null() {
+            return;
+        }
+        // SAFETY: the runtime accepted `size` bytes at `code_object`, which
+        // the caller must keep valid until this call returns at least.
+        let bytes = unsafe { std::slice::from_raw_parts(code_object as *const u8, size) };
+        // SAFETY: a successful create filled `*reader`.
+        self.remember(unsafe { (*reader).handle }, bytes);
+    }
+
+    /// After `hsa_code_object_reader_destroy`.
+    pub fn reader_destroyed(&self, reader: hsa_code_object_reader_t) {
+        self.forget_reader(reader.handle);
+    }
+
+    /// After `hsa_executable_load_agent_code_object`: `reader`'s code
+    /// object is part of `executable`.
+    pub fn code_object_loaded(
+        &self,
+        executable: hsa_executable_t,
+        _agent: hsa_agent_t,
+        reader: hsa_code_object_reader_t,
+        _options: *const c_char,
+        _loaded_code_object: *mut hsa_loaded_code_object_t,
+    ) {
+        self.loaded(executable.handle, reader.handle);
+    }
+
+    /// After `hsa_executable_freeze`: every kernel of the executable into
+    /// the kernel table (one new snapshot per executable), laid out from
+    /// its code object's metadata where it has one.
+    pub fn executable_frozen(&self, executable: hsa_executable_t, _options: *const c_char) {
+        let Some(iterate) = self.iterate_symbols else {
+            return;
+        };
+        let mut symbols: Vec<hsa_executable_symbol_t> = Vec::new();
+        // SAFETY: original entry; the callback only pushes into `symbols`.
+        let st = unsafe {
+            iterate(
+                executable,
+                Some(collect_symbol),
+                &mut symbols as *mut _ as *mut c_void,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS {
+            log_warn!(
+                "cannot list the kernels of a frozen executable (status 0x{st:x}); its dispatches are not seen"
+            );
+            return;
+        }
+        let metadata = self.take_kernel_metadata(executable.handle);
+        let loaded: Vec<_> = symbols
+            .into_iter()
+            .filter_map(|symbol| self.kernel_of(symbol, &metadata))
+            .collect();
+        self.kernels.insert_all(loaded);
+    }
+}
+
+/// Reading a frozen executable's symbols.
+impl CodeObjects {
+    /// A kernel symbol's (kernel object, what ditto knows of it), logged as
+    /// the target or as a match that cannot be captured; `None` for other
+    /// symbols and unreadable ones.
+    fn kernel_of(
+        &self,
+        symbol: hsa_executable_symbol_t,
+        metadata: &HashMap<String, CodeObjectKernel>,
+    ) -> Option<(u64, KernelInfo)> {
+        let kind: u32 = self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE)?;
+        if kind != HSA_SYMBOL_KIND_KERNEL {
+            return None;
+        }
+        let name = self.symbol_name(symbol)?;
+        let kernel_object: u64 =
+            self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT)?;
+        let kernarg_size: u32 = self.symbol_info(
+            symbol,
+            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
+        )?;
+        let (kernel, problem) = KernelInfo::from_code_object(
+            &name,
+            kernarg_size,
+            self.query.as_deref(),
+            self.arg_types.as_deref(),
+            metadata.get(&name),
+        );
+        if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
+            log_warn!("{warning}");
+        } else if let Some(problem) = problem {
+            log_warn!(
+                "`{}` matches DITTO_KERNEL but cannot be captured: {problem}",
+                kernel.name.demangled
+            );
+        } else if kernel.is_target {
+            log_info!(
+                "target kernel `{}` loaded (kernel object 0x{kernel_object:x})",
+                kernel.name.demangled
+            );
+        }
+        Some((kernel_object, kernel))
+    }
+
+    /// Reads one fixed-size symbol attribute.
+    fn symbol_info<T: Default>(
+        &self,
+        symbol: hsa_executable_symbol_t,
+        attribute: u32,
+    ) -> Option<T> {
+        let get = self.symbol_get_info?;
+        let mut value = T::default();
+        // SAFETY: original entry; `value` has the attribute's size (u32 or
+        // u64 as documented).
+        let st = unsafe { get(symbol, attribute, &mut value as *mut T as *mut c_void) };
+        (st == HSA_STATUS_SUCCESS).then_some(value)
+    }
+
+    fn symbol_name(&self, symbol: hsa_executable_symbol_t) -> Option<String> {
+        let len: u32 = self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH)?;
+        let get = self.symbol_get_info?;
+        // One spare byte: some runtimes write a terminating NUL.
+        let mut buf = vec![0u8; len as usize + 1];
+        // SAFETY: original entry; NAME writes NAME_LENGTH bytes into `buf`.
+        let st = unsafe {
+            get(
+                symbol,
+                HSA_EXECUTABLE_SYMBOL_INFO_NAME,
+                buf.as_mut_ptr() as *mut c_void,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS {
+            return None;
+        }
+        buf.truncate(len as usize);
+        if let Some(nul) = buf.iter().position(|&b| b == 0) {
+            buf.truncate(nul);
+        }
+        String::from_utf8(buf).ok()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// After `hsa_code_object_reader_create_from_memory` succeeded: a copy of
-/// the `size` bytes at `code_object` kept under the new reader.
-///
-/// # Safety
-/// The entry's contract: `code_object` readable for `size` bytes, `reader`
-/// the out-pointer the original just filled.
-pub unsafe fn reader_created(
-    tool: &HsaTool,
-    code_object: *const c_void,
-    size: usize,
-    reader: *mut hsa_code_object_reader_t,
-) {
-    if code_object.is_null() || reader.is_null() {
-        return;
-    }
-    // SAFETY: the runtime accepted `size` bytes at `code_object`, which the
-    // caller must keep valid until this call returns at least.
-    let bytes = unsafe { std::slice::from_raw_parts(code_object as *const u8, size) };
-    // SAFETY: a successful create filled `*reader`.
-    tool.code_objects
-        .remember(unsafe { (*reader).handle }, bytes);
-}
-
-/// After `hsa_code_object_reader_destroy` succeeded.
-pub fn reader_destroyed(tool: &HsaTool, reader: hsa_code_object_reader_t) {
-    tool.code_objects.forget_reader(reader.handle);
-}
-
-/// After `hsa_executable_load_agent_code_object` succeeded: `reader`'s code
-/// object is part of `executable`.
-pub fn code_object_loaded(
-    tool: &HsaTool,
-    executable: hsa_executable_t,
-    _agent: hsa_agent_t,
-    reader: hsa_code_object_reader_t,
-    _options: *const c_char,
-    _loaded_code_object: *mut hsa_loaded_code_object_t,
-) {
-    tool.code_objects.loaded(executable.handle, reader.handle);
-}
-
-/// After `hsa_executable_freeze` succeeded: every kernel of the executable
-/// into the kernel table, laid out from its code object's metadata where
-/// it has one.
-pub fn executable_frozen(tool: &HsaTool, executable: hsa_executable_t, _options: *const c_char) {
-    let Some(iterate) = tool.core.hsa_executable_iterate_symbols_fn else {
-        return;
-    };
-    let mut symbols: Vec<hsa_executable_symbol_t> = Vec::new();
-    // SAFETY: original entry; the callback only pushes into `symbols`.
-    let st = unsafe {
-        iterate(
-            executable,
-            Some(collect_symbol),
-            &mut symbols as *mut _ as *mut c_void,
-        )
-    };
-    if st != HSA_STATUS_SUCCESS {
-        log_warn!(
-            "cannot list the kernels of a frozen executable (status 0x{st:x}); its dispatches are not seen"
-        );
-        return;
-    }
-    let metadata = tool.code_objects.take_kernel_metadata(executable.handle);
-    let mut loaded = Vec::with_capacity(symbols.len());
-    for symbol in symbols {
-        if let Some(kernel) = kernel_of(tool, symbol, &metadata) {
-            loaded.push(kernel);
-        }
-    }
-    // One new snapshot of the kernel table per executable.
-    tool.kernels.insert_all(loaded);
-}
-
+/// Collects each symbol of a frozen executable into the Vec at `data`.
 unsafe extern "C" fn collect_symbol(
     _executable: hsa_executable_t,
     symbol: hsa_executable_symbol_t,
@@ -163,130 +270,42 @@ unsafe extern "C" fn collect_symbol(
     HSA_STATUS_SUCCESS
 }
 
-/// A kernel symbol's (kernel object, what ditto knows of it), logged as
-/// the target or as a match that cannot be captured; `None` for other
-/// symbols and unreadable ones.
-fn kernel_of(
-    tool: &HsaTool,
-    symbol: hsa_executable_symbol_t,
-    metadata: &HashMap<String, CodeObjectKernel>,
-) -> Option<(u64, KernelInfo)> {
-    let kind: u32 = symbol_info(tool, symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE)?;
-    if kind != HSA_SYMBOL_KIND_KERNEL {
-        return None;
-    }
-    let name = symbol_name(tool, symbol)?;
-    let kernel_object: u64 = symbol_info(tool, symbol, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT)?;
-    let kernarg_size: u32 = symbol_info(
-        tool,
-        symbol,
-        HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
-    )?;
-    let (kernel, problem) = KernelInfo::from_code_object(
-        &name,
-        kernarg_size,
-        tool.options.kernel.as_deref(),
-        tool.options.arg_types.as_deref(),
-        metadata.get(&name),
-    );
-    if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
-        log_warn!("{warning}");
-    } else if let Some(problem) = problem {
-        log_warn!(
-            "`{}` matches DITTO_KERNEL but cannot be captured: {problem}",
-            kernel.name.demangled
-        );
-    } else if kernel.is_target {
-        log_info!(
-            "target kernel `{}` loaded (kernel object 0x{kernel_object:x})",
-            kernel.name.demangled
-        );
-    }
-    Some((kernel_object, kernel))
-}
-
-/// Reads one fixed-size symbol attribute.
-fn symbol_info<T: Default>(
-    tool: &HsaTool,
-    symbol: hsa_executable_symbol_t,
-    attribute: u32,
-) -> Option<T> {
-    let get = tool.core.hsa_executable_symbol_get_info_fn?;
-    let mut value = T::default();
-    // SAFETY: original entry; `value` has the attribute's size (u32 or u64 as documented).
-    let st = unsafe { get(symbol, attribute, &mut value as *mut T as *mut c_void) };
-    (st == HSA_STATUS_SUCCESS).then_some(value)
-}
-
-fn symbol_name(tool: &HsaTool, symbol: hsa_executable_symbol_t) -> Option<String> {
-    let len: u32 = symbol_info(tool, symbol, HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH)?;
-    let get = tool.core.hsa_executable_symbol_get_info_fn?;
-    // One spare byte: some runtimes write a terminating NUL.
-    let mut buf = vec![0u8; len as usize + 1];
-    // SAFETY: original entry; NAME writes NAME_LENGTH bytes into `buf`.
-    let st = unsafe {
-        get(
-            symbol,
-            HSA_EXECUTABLE_SYMBOL_INFO_NAME,
-            buf.as_mut_ptr() as *mut c_void,
-        )
-    };
-    if st != HSA_STATUS_SUCCESS {
-        return None;
-    }
-    buf.truncate(len as usize);
-    if let Some(nul) = buf.iter().position(|&b| b == 0) {
-        buf.truncate(nul);
-    }
-    String::from_utf8(buf).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::Lifecycle;
-    use crate::options::Options;
 
     const TEMPLATES_V5: &[u8] =
         include_bytes!("../../crates/kernels/tests/fixtures/templates-v5.co");
 
-    fn tool() -> HsaTool {
-        // SAFETY: all-zero tables are valid (every entry None).
+    fn tracker() -> CodeObjects {
+        // SAFETY: an all-zero table is valid (every entry None).
         let core: CoreApiTable = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let amd: AmdExtTable = unsafe { std::mem::zeroed() };
-        static LIFECYCLE: Lifecycle = Lifecycle::capturing();
-        HsaTool::new(Options::from_lookup(|_| None), core, amd, 0, &LIFECYCLE).0
+        let options = Options::from_lookup(|_| None);
+        CodeObjects::new(&core, &options, Arc::new(KernelTable::new()))
     }
 
     #[test]
     fn a_reader_copy_survives_the_caller_freeing_its_buffer() {
-        let tool = tool();
+        let tracker = tracker();
         let mut buffer = TEMPLATES_V5.to_vec();
         // Like ROCr: the runtime handed out a reader and kept only the pointer.
         let mut reader = hsa_code_object_reader_t { handle: 0x5eed };
         // SAFETY: `buffer` is readable for its length; `reader` is valid.
         unsafe {
-            reader_created(
-                &tool,
-                buffer.as_ptr() as *const c_void,
-                buffer.len(),
-                &mut reader,
-            )
+            tracker.reader_created(buffer.as_ptr() as *const c_void, buffer.len(), &mut reader)
         };
         // The application overwrites and frees its copy, as CLR may.
         buffer.fill(0);
         drop(buffer);
         let executable = hsa_executable_t { handle: 0xe0 };
-        code_object_loaded(
-            &tool,
+        tracker.code_object_loaded(
             executable,
             hsa_agent_t { handle: 1 },
             reader,
             std::ptr::null(),
             std::ptr::null_mut(),
         );
-        let metadata = tool.code_objects.take_kernel_metadata(executable.handle);
+        let metadata = tracker.take_kernel_metadata(executable.handle);
         let symbol = "_Z12scale_valuesIdEvPT_S1_S0_i.kd";
         let kernel = metadata.get(symbol).expect("metadata of the freed buffer");
         assert_eq!(kernel.kernarg_segment_size, 288);
@@ -307,31 +326,27 @@ mod tests {
             .collect();
         assert_eq!(offsets, vec![(0, 8), (8, 8), (16, 8), (24, 4)]);
         // Taken once: a second freeze of the same handle finds nothing.
-        assert!(
-            tool.code_objects
-                .take_kernel_metadata(executable.handle)
-                .is_empty()
-        );
+        assert!(tracker.take_kernel_metadata(executable.handle).is_empty());
     }
 
     #[test]
     fn a_code_object_loaded_from_an_unknown_reader_adds_no_metadata() {
-        let tool = tool();
-        tool.code_objects.loaded(0xe1, 0x1234);
-        assert!(tool.code_objects.take_kernel_metadata(0xe1).is_empty());
+        let tracker = tracker();
+        tracker.loaded(0xe1, 0x1234);
+        assert!(tracker.take_kernel_metadata(0xe1).is_empty());
         // A host ELF (the CPU runtime's code objects) has no AMDGPU metadata.
         let host = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        tool.code_objects.remember(0x99, &host);
-        tool.code_objects.loaded(0xe2, 0x99);
-        assert!(tool.code_objects.take_kernel_metadata(0xe2).is_empty());
+        tracker.remember(0x99, &host);
+        tracker.loaded(0xe2, 0x99);
+        assert!(tracker.take_kernel_metadata(0xe2).is_empty());
     }
 
     #[test]
     fn a_destroyed_reader_is_forgotten() {
-        let tool = tool();
-        tool.code_objects.remember(0x77, TEMPLATES_V5);
-        reader_destroyed(&tool, hsa_code_object_reader_t { handle: 0x77 });
-        tool.code_objects.loaded(0xe3, 0x77);
-        assert!(tool.code_objects.take_kernel_metadata(0xe3).is_empty());
+        let tracker = tracker();
+        tracker.remember(0x77, TEMPLATES_V5);
+        tracker.reader_destroyed(hsa_code_object_reader_t { handle: 0x77 });
+        tracker.loaded(0xe3, 0x77);
+        assert!(tracker.take_kernel_metadata(0xe3).is_empty());
     }
 }

@@ -29,7 +29,6 @@
 //! (no argument layout, no signals, no kernarg) is reported to the worker
 //! as missed.
 
-use super::queues::QueueContext;
 use super::tool::HsaTool;
 use super::worker::{HeldSignals, Job, PreHold, WorkerMessage};
 use crate::capture::kernel_table::KernelInfo;
@@ -40,6 +39,14 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 type Writer = unsafe extern "C" fn(pkts: *const c_void, pkt_count: u64);
+
+/// Per-queue data handed to the packet callback (its `data`), kept by
+/// `queues` while the queue lives.
+pub struct QueueContext {
+    pub tool: &'static HsaTool,
+    /// Identity of the queue (its address), for signal recycling.
+    pub queue: u64,
+}
 
 /// `hsa_amd_queue_intercept_handler` registered on every queue; `data` is
 /// the queue's [`QueueContext`].
@@ -60,7 +67,7 @@ pub unsafe extern "C" fn on_packets(
         unsafe { write(pkts, count) };
         return;
     }
-    // SAFETY: `data` is the QueueContext leaked for this queue at creation.
+    // SAFETY: `data` is the queue's QueueContext, kept until it is destroyed.
     let ctx = unsafe { &*(data as *const QueueContext) };
     let forwarded = Cell::new(0u64);
     ffi_guard(

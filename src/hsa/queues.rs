@@ -2,10 +2,11 @@
 //! becomes an intercept queue (created with the original amd_ext
 //! `queue_intercept_create`) with ditto's packet callback registered on it
 //! and profiling enabled (kernel durations); its [`QueueContext`], the
-//! callback's data, lives in [`Queues`] until the application destroys the
-//! queue, then it is freed and the worker forgets the queue.
+//! callback's data, is kept (process-wide, as the queues are) until the
+//! application destroys the queue, then it is freed and the worker forgets
+//! the queue.
 
-use super::packet::on_packets;
+use super::packet::{QueueContext, on_packets};
 use super::tool::HsaTool;
 use super::worker::WorkerMessage;
 use crate::guard::ffi_guard;
@@ -16,46 +17,32 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Per-queue data handed to the packet callback.
-pub struct QueueContext {
-    pub tool: &'static HsaTool,
-    /// Identity of the queue (its address), for signal recycling.
-    pub queue: u64,
-}
-
 /// The contexts of the live intercept queues, by queue address. A context
 /// is boxed: its address, registered with the runtime, never moves.
-#[derive(Default)]
-pub struct Queues {
-    live: Mutex<HashMap<u64, Box<QueueContext>>>,
+static LIVE: Mutex<Option<HashMap<u64, Box<QueueContext>>>> = Mutex::new(None);
+
+fn live() -> std::sync::MutexGuard<'static, Option<HashMap<u64, Box<QueueContext>>>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Queues {
-    /// Keeps `context` while its queue lives; the address to register.
-    pub fn keep(&self, context: QueueContext) -> *const QueueContext {
-        let boxed = Box::new(context);
-        let at: *const QueueContext = &*boxed;
-        self.lock().insert(boxed.queue, boxed);
-        at
-    }
+/// Keeps `context` while its queue lives; the address to register.
+fn keep(context: QueueContext) -> *const QueueContext {
+    let boxed = Box::new(context);
+    let at: *const QueueContext = &*boxed;
+    live()
+        .get_or_insert_with(HashMap::new)
+        .insert(boxed.queue, boxed);
+    at
+}
 
-    /// Frees the context of a destroyed queue; false when it had none.
-    pub fn forget(&self, queue: u64) -> bool {
-        self.lock().remove(&queue).is_some()
-    }
+/// Frees the context of a destroyed queue; false when it had none.
+fn forget(queue: u64) -> bool {
+    live().as_mut().is_some_and(|m| m.remove(&queue).is_some())
+}
 
-    /// How many queues are watched now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Box<QueueContext>>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
+/// How many queues are watched now.
+pub fn watched() -> usize {
+    live().as_ref().map_or(0, HashMap::len)
 }
 
 /// Instead of `hsa_queue_create`: an intercept queue with ditto's packet
@@ -123,12 +110,12 @@ pub unsafe fn create(
             created.store(true, Ordering::Relaxed);
             // SAFETY: `queue` was just filled by a successful create.
             let q = unsafe { *queue };
-            let context = tool.queues.keep(QueueContext {
+            let context = keep(QueueContext {
                 tool,
                 queue: q as u64,
             });
             // SAFETY: registering our handler on our intercept queue; the
-            // context lives in `tool.queues` until the queue is destroyed.
+            // context is kept until the queue is destroyed.
             let st = unsafe { register(q, Some(on_packets), context as *mut c_void) };
             if st != HSA_STATUS_SUCCESS {
                 log_warn!(
@@ -165,13 +152,13 @@ pub unsafe fn create(
 /// After `hsa_queue_destroy` succeeded: no callback of the queue can come
 /// any more, so its context is freed, and the worker forgets the queue.
 pub fn destroyed(tool: &HsaTool, queue: *mut hsa_queue_t) {
-    if tool.queues.forget(queue as u64) {
+    if forget(queue as u64) {
         tool.submit(WorkerMessage::QueueDestroyed {
             queue: queue as u64,
         });
         log_debug!(
             "queue {queue:p} destroyed; queues still watched: {}",
-            tool.queues.len()
+            watched()
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The HSA tool's state, in one place with one owner: options, the
 //! original API-table entries, the kernel table, the allocation map, the
-//! watched queues, the code-object tracker, the job channel to the worker,
+//! code-object tracker, the job channel to the worker,
 //! the free list of held-barrier signals and the IPC handle cache, and the
 //! process's lifecycle. Lives for the whole process (`TOOL`); tests build
 //! their own with fake table entries. Implements, over the original HSA
@@ -8,7 +8,6 @@
 //! [`BufferAccess`], and the allocation hooks of the pool wraps.
 
 use super::code_objects::CodeObjects;
-use super::queues::Queues;
 use super::worker::{HeldBarrier, HeldSignals, PreHold, WorkerMessage};
 use crate::capture::BufferAccess;
 use crate::capture::address_hash::AddressMap;
@@ -23,7 +22,7 @@ use hsa::*;
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The process's tool, set once by a successful OnLoad.
@@ -34,11 +33,11 @@ pub struct HsaTool {
     /// Original entries, saved before ditto overwrote any of them.
     pub core: CoreApiTable,
     pub amd: AmdExtTable,
-    pub kernels: KernelTable,
+    /// Fed by `code_objects`, read on every dispatch.
+    pub kernels: Arc<KernelTable>,
     pub allocations: AllocationMap,
     /// The process's lifecycle (tests pass their own).
     pub lifecycle: &'static Lifecycle,
-    pub queues: Queues,
     pub code_objects: CodeObjects,
     jobs: Sender<WorkerMessage>,
     free_pairs: (Sender<HeldBarrier>, Receiver<HeldBarrier>),
@@ -64,15 +63,16 @@ impl HsaTool {
         lifecycle: &'static Lifecycle,
     ) -> (HsaTool, Receiver<WorkerMessage>) {
         let (jobs, rx) = unbounded();
+        let kernels = Arc::new(KernelTable::new());
+        let code_objects = CodeObjects::new(&core, &options, kernels.clone());
         let tool = HsaTool {
             options,
             core,
             amd,
-            kernels: KernelTable::new(),
+            kernels,
             allocations: AllocationMap::new(),
             lifecycle,
-            queues: Queues::default(),
-            code_objects: CodeObjects::default(),
+            code_objects,
             jobs,
             free_pairs: unbounded(),
             ipc_handles: Mutex::new(AddressMap::default()),

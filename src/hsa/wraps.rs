@@ -7,14 +7,16 @@
 //! - `instead`: ditto's handler gets the original and calls it itself
 //!   (queue creation: the queue becomes an intercept queue).
 //!
+//! A hook is written `[.field.method]` (a method of the tool's state) or
+//! `[path]` (a function taking the tool first).
+//!
 //! From the list come, per line, a module with `entry` (the extern "C"
 //! function written into the table) and `through` (the same with the tool
 //! passed in, for tests), and [`install`] and [`missing_required`]: adding a
 //! wrap is one line. Every hook lives with the state it changes:
-//! `queues` (queue create/destroy), `tool` (allocations), `code_objects`
-//! (readers, loads, freeze).
+//! `queues` (queue create/destroy), `tool` (allocations), the code-object
+//! tracker (readers, loads, freeze).
 
-use super::code_objects;
 use super::queues;
 use super::tool::{HsaTool, TOOL};
 use crate::guard::ffi_guard;
@@ -30,7 +32,7 @@ pub struct LiveTables {
 macro_rules! wraps {
     ($(
         $table:ident . $slot:ident => $name:ident ( $($arg:ident : $ty:ty),* $(,)? )
-            $need:ident $how:ident $hook:path;
+            $need:ident $how:ident [$($hook:tt)+];
     )*) => {
         $(
             #[doc = concat!("The wrap of `", stringify!($slot), "`.")]
@@ -59,7 +61,7 @@ macro_rules! wraps {
                     let Some(original) = tool.$table.$slot else {
                         return HSA_STATUS_ERROR;
                     };
-                    wraps!(@$how stringify!($slot), tool, original, $hook, $($arg),*)
+                    wraps!(@$how stringify!($slot), tool, original, [$($hook)+], $($arg),*)
                 }
             }
         )*
@@ -96,25 +98,33 @@ macro_rules! wraps {
     (@optional) => { false };
     (@slot $tables:ident, core) => { $tables.0 };
     (@slot $tables:ident, amd) => { $tables.1 };
-    (@after $entry:expr, $tool:ident, $original:ident, $hook:path, $($arg:ident),*) => {{
+    (@after $entry:expr, $tool:ident, $original:ident, $hook:tt, $($arg:ident),*) => {{
         // SAFETY: the original entry with the caller's arguments.
         let st = unsafe { $original($($arg),*) };
         if st == HSA_STATUS_SUCCESS {
             // SAFETY: the hook's contract is the entry's, after it succeeded.
-            ffi_guard($entry, || unsafe { $hook($tool, $($arg),*) }, || ());
+            ffi_guard($entry, || unsafe { wraps!(@hook $hook $tool ($($arg),*)) }, || ());
         }
         st
     }};
-    (@before $entry:expr, $tool:ident, $original:ident, $hook:path, $($arg:ident),*) => {{
+    (@before $entry:expr, $tool:ident, $original:ident, $hook:tt, $($arg:ident),*) => {{
         // SAFETY: the hook's contract is the entry's, before it runs.
-        ffi_guard($entry, || unsafe { $hook($tool, $($arg),*) }, || ());
+        ffi_guard($entry, || unsafe { wraps!(@hook $hook $tool ($($arg),*)) }, || ());
         // SAFETY: the original entry with the caller's arguments.
         unsafe { $original($($arg),*) }
     }};
-    (@instead $entry:expr, $tool:ident, $original:ident, $hook:path, $($arg:ident),*) => {{
+    (@instead $entry:expr, $tool:ident, $original:ident, [$hook:path], $($arg:ident),*) => {{
         // SAFETY: the handler calls the original under the entry's contract.
         unsafe { $hook($tool, $original, $($arg),*) }
     }};
+    // A hook is a method of the tool (`[.field.method]`) or a function
+    // taking the tool first (`[path]`).
+    (@hook [. $($segment:ident).+] $tool:ident ($($arg:ident),*)) => {
+        $tool.$($segment).+($($arg),*)
+    };
+    (@hook [$hook:path] $tool:ident ($($arg:ident),*)) => {
+        $hook($tool, $($arg),*)
+    };
 }
 
 wraps! {
@@ -122,28 +132,28 @@ wraps! {
         agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback,
         data: *mut c_void, private_segment_size: u32, group_segment_size: u32,
         queue: *mut *mut hsa_queue_t,
-    ) required instead queues::create;
+    ) required instead [queues::create];
     core.hsa_queue_destroy_fn => queue_destroy(queue: *mut hsa_queue_t)
-        optional after queues::destroyed;
+        optional after [queues::destroyed];
     amd.hsa_amd_memory_pool_allocate_fn => memory_pool_allocate(
         pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void,
-    ) required after HsaTool::allocated;
+    ) required after [.allocated];
     // Forgotten first: no handle of a freed range may be exported.
     amd.hsa_amd_memory_pool_free_fn => memory_pool_free(ptr: *mut c_void)
-        required before HsaTool::freeing;
+        required before [.freeing];
     core.hsa_code_object_reader_create_from_memory_fn => code_object_reader_create_from_memory(
         code_object: *const c_void, size: usize, reader: *mut hsa_code_object_reader_t,
-    ) optional after code_objects::reader_created;
+    ) optional after [.code_objects.reader_created];
     core.hsa_code_object_reader_destroy_fn => code_object_reader_destroy(
         reader: hsa_code_object_reader_t,
-    ) optional after code_objects::reader_destroyed;
+    ) optional after [.code_objects.reader_destroyed];
     core.hsa_executable_load_agent_code_object_fn => executable_load_agent_code_object(
         executable: hsa_executable_t, agent: hsa_agent_t, reader: hsa_code_object_reader_t,
         options: *const c_char, loaded_code_object: *mut hsa_loaded_code_object_t,
-    ) optional after code_objects::code_object_loaded;
+    ) optional after [.code_objects.code_object_loaded];
     core.hsa_executable_freeze_fn => executable_freeze(
         executable: hsa_executable_t, options: *const c_char,
-    ) required after code_objects::executable_frozen;
+    ) required after [.code_objects.executable_frozen];
 }
 
 #[cfg(test)]

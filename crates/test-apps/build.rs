@@ -38,6 +38,7 @@ const APPS: &[(&str, &str)] = &[
     ("address_reuse", "address_reuse.cpp"),
     ("spawns_children", "spawns_children.cpp"),
     ("large_output", "large_output.cpp"),
+    ("large_output_ranks", "large_output_ranks.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

@@ -7,7 +7,9 @@
 //! of at least [`STREAM_FROM_BYTES`] is not copied into the collector's
 //! memory: it is written from the attachment into its tensor file while
 //! the file is written (attach → write → DETACH → verify; a mismatch
-//! leaves no file), [`stream_buffer`]. Owns the RAII
+//! leaves no file), [`stream_buffer`], without the run's writer lock
+//! ([`SnapshotWriter::add_dispatch_shared`]: the large buffers of the
+//! run's connections are copied at the same time). Owns the RAII
 //! attachment guard and the live attachment count; never returns (or
 //! stores) bytes whose fingerprint differs from the tool's, and never
 //! leaves a mapping or an fd behind on any path: every fd of a dispatch is
@@ -563,11 +565,10 @@ pub(super) fn capture_dispatch(
         };
         tensors.push(TensorToStore { buffer: b, source });
     }
-    origin
-        .writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add_dispatch_from(origin.rank, origin.pid, d, &mut tensors)
+    // The run's writer is locked only to reserve the file and to record
+    // the dispatch: the large buffers of other connections of this run are
+    // attached and written meanwhile.
+    SnapshotWriter::add_dispatch_shared(origin.writer, origin.rank, origin.pid, d, &mut tensors)
         .map_err(|e| match e {
             StoreError::Refused(reason) => reason,
             e => format!(

@@ -29,7 +29,9 @@ use super::spare_files::{self, SpareFiles};
 use super::tensor_file::{self, TensorSource};
 use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello, Transport};
 use std::collections::HashSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How stale `manifest.json` may grow while dispatches arrive (the journal
@@ -70,8 +72,39 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The manifest record of buffer `b`, stored as `elements` elements.
+fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
+    BufferRecord {
+        arg: b.arg_index,
+        name: b.name.clone(),
+        shape: vec![elements],
+        tensor: tensor_name(b.arg_index, b.phase),
+        phase: b.phase,
+        dtype: b.dtype.name().to_string(),
+        elements,
+        owner_pid: b.owner_pid,
+        alloc_base: b.alloc_base,
+        alloc_size: b.alloc_size,
+        offset: b.offset,
+        extent: b.extent,
+        fingerprint: b.fingerprint,
+        transport: match b.transport {
+            Transport::Ipc { .. } => TransportKind::Ipc,
+            Transport::SharedMemory => TransportKind::SharedMemory,
+            Transport::CudaIpc { .. } => TransportKind::CudaIpc,
+            Transport::Staged { .. } => TransportKind::Staged,
+        },
+        handle: match &b.transport {
+            Transport::Ipc { handle } | Transport::CudaIpc { handle } => Some(hex(handle)),
+            Transport::SharedMemory | Transport::Staged { .. } => None,
+        },
+    }
+}
+
 /// Writes one snapshot directory as dispatches arrive. Shared by every
-/// connection of one run (callers hold it behind a mutex).
+/// connection of one run behind a mutex, which
+/// [`SnapshotWriter::add_dispatch_shared`] holds only to reserve a
+/// dispatch's file and to record it.
 #[derive(Debug)]
 pub struct SnapshotWriter {
     dir: PathBuf,
@@ -87,6 +120,9 @@ pub struct SnapshotWriter {
     spares_wanted: bool,
     /// (rank, index) of every stored dispatch.
     stored: HashSet<(u32, u64)>,
+    /// (rank, index) of the dispatches whose tensor files are being
+    /// written now ([`SnapshotWriter::add_dispatch_shared`]).
+    writing: HashSet<(u32, u64)>,
     /// When `manifest.json` was last written, and whether it lacks
     /// dispatches the journal has.
     manifest_written: Instant,
@@ -140,6 +176,7 @@ impl SnapshotWriter {
             spares: SpareFiles::start(dir),
             spares_wanted: true,
             stored: HashSet::new(),
+            writing: HashSet::new(),
             manifest_written: Instant::now(),
             manifest_write_time: Duration::ZERO,
             manifest_stale: false,
@@ -234,96 +271,101 @@ impl SnapshotWriter {
         dispatch: &Dispatch,
         tensors: &mut [TensorToStore],
     ) -> Result<PathBuf, StoreError> {
-        if self.stored.contains(&(rank, dispatch.index)) {
+        let slot = self.reserve(rank, dispatch.index)?;
+        match slot.write(pid, dispatch, tensors) {
+            Ok(written) => self.record(written),
+            Err(e) => {
+                self.abandon(rank, dispatch.index);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::add_dispatch_from`] into the writer that the connections of
+    /// one run share, holding its lock only to reserve the dispatch's file
+    /// name and to record the dispatch (journal line, manifest): the tensor
+    /// file itself, a large buffer streamed from its attachment included,
+    /// is written without it, so the dispatches of different connections
+    /// are written at the same time. Returns once the dispatch is recorded
+    /// (or refused: then nothing of it is stored).
+    pub fn add_dispatch_shared(
+        writer: &Mutex<SnapshotWriter>,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<PathBuf, StoreError> {
+        let lock = || writer.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = lock().reserve(rank, dispatch.index)?;
+        // Gives the reservation back on every path but a recorded one (a
+        // panic while streaming included).
+        let mut reservation = Reservation {
+            writer,
+            key: Some((rank, dispatch.index)),
+        };
+        let written = slot.write(pid, dispatch, tensors)?;
+        reservation.key = None;
+        lock().record(written)
+    }
+
+    /// Reserves the tensor file of dispatch `index` of `rank`: refused when
+    /// that dispatch is stored or being written already. File names are
+    /// (rank, index) and a rank is one process's in a snapshot
+    /// ([`Self::add_run`]), so two writers at once never share a name.
+    fn reserve(&mut self, rank: u32, index: u64) -> Result<DispatchSlot, StoreError> {
+        if self.stored.contains(&(rank, index)) || self.writing.contains(&(rank, index)) {
             return Err(StoreError::Invalid(format!(
-                "dispatch {} of rank {rank} was already stored in {}",
-                dispatch.index,
+                "dispatch {index} of rank {rank} was already stored in {}",
                 self.dir.display()
             )));
         }
-        let file = dispatch_file_name(rank, dispatch.index);
-        let path = self.dir.join(&file);
-        let mut records = Vec::with_capacity(tensors.len());
-        let mut parts = Vec::with_capacity(tensors.len());
-        for t in tensors.iter_mut() {
-            let b = t.buffer;
-            let size = b.dtype.size();
-            let len = match &t.source {
-                TensorSource::Bytes(data) => data.len() as u64,
-                TensorSource::Streamed(_) => b.extent,
-            };
-            if len != b.extent || len % size as u64 != 0 {
-                return Err(StoreError::Invalid(format!(
-                    "dispatch {}, argument {}: {len} bytes captured for an extent of {} bytes of {}",
-                    dispatch.index,
-                    b.arg_index,
-                    b.extent,
-                    b.dtype.name()
-                )));
-            }
-            let len = usize::try_from(len).map_err(|_| {
-                StoreError::Invalid(format!(
-                    "dispatch {}, argument {}: {len} bytes do not fit in this machine's memory \
-                     addresses",
-                    dispatch.index, b.arg_index
-                ))
-            })?;
-            let elements = len / size;
-            let source = std::mem::replace(&mut t.source, TensorSource::Bytes(&[]));
-            parts.push(tensor_file::TensorPart {
-                name: tensor_name(b.arg_index, b.phase),
-                dtype: safetensors_dtype(b.dtype),
-                len,
-                source,
-            });
-            records.push(BufferRecord {
-                arg: b.arg_index,
-                name: b.name.clone(),
-                shape: vec![elements as u64],
-                tensor: tensor_name(b.arg_index, b.phase),
-                phase: b.phase,
-                dtype: b.dtype.name().to_string(),
-                elements: elements as u64,
-                owner_pid: b.owner_pid,
-                alloc_base: b.alloc_base,
-                alloc_size: b.alloc_size,
-                offset: b.offset,
-                extent: b.extent,
-                fingerprint: b.fingerprint,
-                transport: match b.transport {
-                    Transport::Ipc { .. } => TransportKind::Ipc,
-                    Transport::SharedMemory => TransportKind::SharedMemory,
-                    Transport::CudaIpc { .. } => TransportKind::CudaIpc,
-                    Transport::Staged { .. } => TransportKind::Staged,
-                },
-                handle: match &b.transport {
-                    Transport::Ipc { handle } | Transport::CudaIpc { handle } => Some(hex(handle)),
-                    Transport::SharedMemory | Transport::Staged { .. } => None,
-                },
-            });
+        if self.spares.is_none() && self.spares_wanted {
+            self.spares = SpareFiles::start(&self.dir);
         }
-        let layout = tensor_file::encode(&parts).map_err(|reason| StoreError::BadTensorFile {
-            path: path.clone(),
-            reason,
-        })?;
-        self.write_tensor_file(&path, &layout, &mut parts)?;
-        if self.manifest.kernel.is_none() {
-            self.manifest.kernel = Some(dispatch.kernel.clone());
-        }
-        let record = DispatchRecord {
-            rank,
-            index: dispatch.index,
-            pid,
-            kernel: Some(dispatch.kernel.clone()),
-            grid: dispatch.grid,
-            block: dispatch.block,
-            duration_ns: dispatch.duration_ns,
-            file,
-            buffers: records,
+        self.spares_wanted = self.spares.is_some();
+        let spare = match &self.spares {
+            Some(spares) => Some(spares.take().map_err(io_err(&self.dir))?),
+            None => None,
         };
-        self.journal.append(&record)?;
+        self.writing.insert((rank, index));
+        let file = dispatch_file_name(rank, index);
+        Ok(DispatchSlot {
+            rank,
+            path: self.dir.join(&file),
+            file,
+            spare,
+        })
+    }
+
+    /// Gives back a reservation whose file was not written.
+    fn abandon(&mut self, rank: u32, index: u64) {
+        self.writing.remove(&(rank, index));
+    }
+
+    /// Records a dispatch whose tensor file is in place: one journal line
+    /// (the file is removed again when that fails: the dispatch is not
+    /// stored), then the manifest when it is due.
+    fn record(&mut self, written: WrittenDispatch) -> Result<PathBuf, StoreError> {
+        let WrittenDispatch {
+            record,
+            path,
+            spares_failed,
+        } = written;
+        let key = (record.rank, record.index);
+        self.writing.remove(&key);
+        if spares_failed {
+            self.spares = None;
+            self.spares_wanted = false;
+        }
+        if let Err(e) = self.journal.append(&record) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        if self.manifest.kernel.is_none() {
+            self.manifest.kernel = record.kernel.clone();
+        }
         self.manifest.dispatches.push(record);
-        self.stored.insert((rank, dispatch.index));
+        self.stored.insert(key);
         self.manifest_stale = true;
         if self.manifest_written.elapsed()
             >= MANIFEST_INTERVAL.max(self.manifest_write_time * MANIFEST_TIME_FACTOR)
@@ -331,43 +373,6 @@ impl SnapshotWriter {
             self.write_manifest()?;
         }
         Ok(path)
-    }
-
-    /// Puts a whole tensor file at `path` (not synced): a spare unnamed
-    /// file written then linked into place, else a named temporary file
-    /// renamed into place (also from then on if linking fails here). Small
-    /// files go out in one write, large ones part by part (no copy). A
-    /// refused or failed write leaves nothing: the unnamed file is never
-    /// linked, the temporary file is removed.
-    fn write_tensor_file(
-        &mut self,
-        path: &Path,
-        layout: &tensor_file::Layout,
-        parts: &mut [tensor_file::TensorPart],
-    ) -> Result<(), StoreError> {
-        let failed = |e: tensor_file::WriteError| match e {
-            tensor_file::WriteError::Io(source) => StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            },
-            tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
-        };
-        if self.spares.is_none() && self.spares_wanted {
-            self.spares = SpareFiles::start(&self.dir);
-        }
-        self.spares_wanted = self.spares.is_some();
-        if let Some(spares) = &self.spares {
-            let mut file = spares.take().map_err(io_err(&self.dir))?;
-            tensor_file::write_file(&mut file, layout, parts).map_err(failed)?;
-            if spare_files::link_into_place(&file, path).is_ok() {
-                return Ok(());
-            }
-            self.spares = None;
-            self.spares_wanted = false;
-        }
-        write_replacing_with(path, false, |w| {
-            tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
-        })
     }
 
     /// Closes the tensor files made ahead (ending their thread) and the
@@ -441,6 +446,139 @@ impl SnapshotWriter {
         self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
         Ok(())
+    }
+}
+
+/// A reservation of [`SnapshotWriter::add_dispatch_shared`], given back
+/// when dropped still holding its key.
+struct Reservation<'a> {
+    writer: &'a Mutex<SnapshotWriter>,
+    key: Option<(u32, u64)>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some((rank, index)) = self.key.take() {
+            self.writer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .abandon(rank, index);
+        }
+    }
+}
+
+/// The tensor file of one reserved dispatch, written without the writer:
+/// its name and path, and the unnamed file made ahead to write it in
+/// (`None`: through a named temporary file).
+struct DispatchSlot {
+    rank: u32,
+    file: String,
+    path: PathBuf,
+    spare: Option<File>,
+}
+
+/// A dispatch whose tensor file is in place, waiting to be recorded.
+struct WrittenDispatch {
+    record: DispatchRecord,
+    path: PathBuf,
+    /// Linking the unnamed file failed here: use none from now on.
+    spares_failed: bool,
+}
+
+impl DispatchSlot {
+    /// Writes the dispatch's tensor file and gives its manifest record.
+    fn write(
+        mut self,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<WrittenDispatch, StoreError> {
+        let mut records = Vec::with_capacity(tensors.len());
+        let mut parts = Vec::with_capacity(tensors.len());
+        for t in tensors.iter_mut() {
+            let b = t.buffer;
+            let size = b.dtype.size();
+            let len = match &t.source {
+                TensorSource::Bytes(data) => data.len() as u64,
+                TensorSource::Streamed(_) => b.extent,
+            };
+            if len != b.extent || len % size as u64 != 0 {
+                return Err(StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {len} bytes captured for an extent of {} bytes of {}",
+                    dispatch.index,
+                    b.arg_index,
+                    b.extent,
+                    b.dtype.name()
+                )));
+            }
+            let len = usize::try_from(len).map_err(|_| {
+                StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {len} bytes do not fit in this machine's memory \
+                     addresses",
+                    dispatch.index, b.arg_index
+                ))
+            })?;
+            let elements = len / size;
+            let source = std::mem::replace(&mut t.source, TensorSource::Bytes(&[]));
+            parts.push(tensor_file::TensorPart {
+                name: tensor_name(b.arg_index, b.phase),
+                dtype: safetensors_dtype(b.dtype),
+                len,
+                source,
+            });
+            records.push(buffer_record(b, elements as u64));
+        }
+        let layout = tensor_file::encode(&parts).map_err(|reason| StoreError::BadTensorFile {
+            path: self.path.clone(),
+            reason,
+        })?;
+        let spares_failed = self.write_file(&layout, &mut parts)?;
+        Ok(WrittenDispatch {
+            record: DispatchRecord {
+                rank: self.rank,
+                index: dispatch.index,
+                pid,
+                kernel: Some(dispatch.kernel.clone()),
+                grid: dispatch.grid,
+                block: dispatch.block,
+                duration_ns: dispatch.duration_ns,
+                file: self.file,
+                buffers: records,
+            },
+            path: self.path,
+            spares_failed,
+        })
+    }
+
+    /// Puts the whole tensor file in place (not synced): the spare unnamed
+    /// file written then linked into place, else a named temporary file
+    /// renamed into place (also when linking fails here; returns whether
+    /// it did). Small files go out in one write, large ones part by part
+    /// (no copy). A refused or failed write leaves nothing: the unnamed
+    /// file is never linked, the temporary file is removed.
+    fn write_file(
+        &mut self,
+        layout: &tensor_file::Layout,
+        parts: &mut [tensor_file::TensorPart],
+    ) -> Result<bool, StoreError> {
+        let path = &self.path;
+        let failed = |e: tensor_file::WriteError| match e {
+            tensor_file::WriteError::Io(source) => StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
+        };
+        if let Some(file) = &mut self.spare {
+            tensor_file::write_file(file, layout, parts).map_err(failed)?;
+            if spare_files::link_into_place(file, path).is_ok() {
+                return Ok(false);
+            }
+        }
+        write_replacing_with(path, false, |w| {
+            tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
+        })?;
+        Ok(self.spare.is_some())
     }
 }
 
@@ -641,6 +779,111 @@ mod tests {
                 "connection order"
             ]
         );
+    }
+
+    /// A streamed source that writes `bytes` and, while it does, runs `meanwhile`.
+    fn streaming<'a>(
+        bytes: &'a [u8],
+        mut meanwhile: impl FnMut() + 'a,
+    ) -> impl FnMut(&mut dyn super::super::TensorOut) -> Result<(), String> + 'a {
+        move |out| {
+            meanwhile();
+            out.write_all(bytes).map_err(|e| e.to_string())
+        }
+    }
+
+    #[test]
+    fn a_shared_writer_is_not_locked_while_a_tensor_file_is_written_and_a_dispatch_in_flight_is_not_written_twice()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
+        let large = captured(0, DType::U8, vec![7; 4096]);
+        let mut seen = Vec::new();
+        let mut fill = streaming(&large.data, || {
+            // Another connection's dispatch is stored meanwhile, and the
+            // same dispatch again is refused while this one is written.
+            let other = captured(0, DType::U8, vec![1; 8]);
+            let stored = writer
+                .try_lock()
+                .map(|mut w| w.add_dispatch(1, 78, &dispatch(0), &[other]))
+                .expect("the writer is not locked while a tensor file is written");
+            seen.push(stored.map(|p| p.file_name().unwrap().to_owned()));
+            let again = captured(0, DType::U8, vec![2; 8]);
+            seen.push(
+                writer
+                    .lock()
+                    .unwrap()
+                    .add_dispatch(0, 77, &dispatch(0), &[again])
+                    .map(|p| p.file_name().unwrap().to_owned()),
+            );
+        });
+        let mut tensors = [TensorToStore {
+            buffer: &large.buffer,
+            source: TensorSource::Streamed(&mut fill),
+        }];
+        let path = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(0), &mut tensors)
+            .unwrap();
+        drop(tensors);
+        drop(fill);
+        assert_eq!(path, dir.path().join("dispatch-0-00000.safetensors"));
+        assert_eq!(
+            seen[0].as_ref().unwrap(),
+            "dispatch-1-00000.safetensors",
+            "{seen:?}"
+        );
+        let refused = seen[1].as_ref().unwrap_err().to_string();
+        assert!(refused.contains("already stored"), "{refused}");
+        drop(writer);
+        let s = Snapshot::load(dir.path()).unwrap();
+        let stored: Vec<(u32, u64)> = s
+            .manifest
+            .dispatches
+            .iter()
+            .map(|d| (d.rank, d.index))
+            .collect();
+        assert_eq!(stored, [(1, 0), (0, 0)]);
+        let arrays = s.load_dispatch(&s.manifest.dispatches[1]).unwrap();
+        assert_eq!(
+            arrays[0].1.bytes,
+            vec![7u8; 4096],
+            "the streamed bytes, not the refused ones"
+        );
+    }
+
+    #[test]
+    fn a_refused_stream_into_a_shared_writer_stores_nothing_and_gives_its_dispatch_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
+        let large = captured(0, DType::U8, vec![7; 4096]);
+        let mut refuse =
+            |_: &mut dyn super::super::TensorOut| Err("fingerprint mismatch".to_string());
+        let mut tensors = [TensorToStore {
+            buffer: &large.buffer,
+            source: TensorSource::Streamed(&mut refuse),
+        }];
+        let err = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(3), &mut tensors)
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Refused(ref r) if r == "fingerprint mismatch"),
+            "{err}"
+        );
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+        // The dispatch is not held reserved: its next copy is stored.
+        let path = writer
+            .lock()
+            .unwrap()
+            .add_dispatch(0, 77, &dispatch(3), std::slice::from_ref(&large))
+            .unwrap();
+        assert_eq!(path, dir.path().join("dispatch-0-00003.safetensors"));
+        assert_eq!(writer.lock().unwrap().manifest().dispatches.len(), 1);
     }
 
     #[test]

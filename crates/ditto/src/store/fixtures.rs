@@ -1,5 +1,6 @@
 //! What the store's tests write: a process's Hello, a captured buffer of
-//! given bytes and a dispatch of scale_values<float>. Tests only.
+//! given bytes and a dispatch of scale_values<float>; and the names of a
+//! directory's entries. Tests only.
 
 use super::CapturedBuffer;
 use ditto_protocol::{Buffer, DType, Dispatch, Hello, KernelName, Transport};
@@ -49,4 +50,14 @@ pub fn dispatch(index: u64) -> Dispatch {
         duration_ns: None,
         buffers: vec![],
     }
+}
+
+/// The names of the entries of `dir`, sorted.
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }

@@ -591,7 +591,7 @@ impl Drop for SnapshotWriter {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{captured, dispatch, hello};
+    use super::super::fixtures::{captured, dispatch, file_names as names, hello};
     use super::super::{Array, Snapshot};
     use super::*;
     use ditto_protocol::{DType, Hello};
@@ -720,14 +720,6 @@ mod tests {
 
     #[test]
     fn temporary_files_of_a_killed_writer_are_removed_when_the_directory_is_next_written() {
-        let names = |d: &Path| -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        };
         // Killed mid-capture: a manifest, and a tensor file never renamed.
         let dir = tempfile::tempdir().unwrap();
         drop(SnapshotWriter::create(dir.path(), "k").unwrap());
@@ -867,14 +859,6 @@ mod tests {
             matches!(err, StoreError::Refused(ref r) if r == "fingerprint mismatch"),
             "{err}"
         );
-        let names = |d: &Path| -> Vec<String> {
-            let mut v: Vec<String> = std::fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        };
         assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
         // The dispatch is not held reserved: its next copy is stored.
         let path = writer

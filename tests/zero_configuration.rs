@@ -135,6 +135,15 @@ const CASES: &[Case] = &[
         // The warm-up is another kernel.
         dispatches: 1,
     },
+    Case {
+        app: "large_output_ranks",
+        // One rank: the barrier (the fresh working directory) is passed at once.
+        args: &["--barrier", ".", "--ranks", "1", "--mib", "4"],
+        kernel: "ranks_mark",
+        captured: &[(0, "float32")],
+        // The fill is another kernel.
+        dispatches: 1,
+    },
 ];
 
 /// Applications that never dispatch the kernel they are run with.
@@ -284,6 +293,11 @@ fn dispatch_storm_needs_only_the_kernel_name() {
 #[test]
 fn large_output_needs_only_the_kernel_name() {
     check(case("large_output", Some("--mib")));
+}
+
+#[test]
+fn large_output_ranks_needs_only_the_kernel_name() {
+    check(case("large_output_ranks", Some("--barrier")));
 }
 
 #[test]

@@ -815,7 +815,6 @@ mod tests {
         }];
         let path = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(0), &mut tensors)
             .unwrap();
-        drop(tensors);
         drop(fill);
         assert_eq!(path, dir.path().join("dispatch-0-00000.safetensors"));
         assert_eq!(

@@ -113,6 +113,13 @@ const CASES: &[Case] = &[
         dispatches: 8,
     },
     Case {
+        app: "queue_churn",
+        args: &["5", "2"],
+        kernel: "fill_tag",
+        captured: &[(0, "uint32")],
+        dispatches: 5,
+    },
+    Case {
         app: "address_reuse",
         args: &[],
         kernel: "stamp",
@@ -133,6 +140,15 @@ const CASES: &[Case] = &[
         kernel: "large_fill",
         captured: &[(0, "float32")],
         // The warm-up is another kernel.
+        dispatches: 1,
+    },
+    Case {
+        app: "large_output_ranks",
+        // Alone: no barrier to wait at.
+        args: &["--mib", "4"],
+        kernel: "ranks_mark",
+        captured: &[(0, "float32")],
+        // The fill is another kernel.
         dispatches: 1,
     },
 ];
@@ -287,8 +303,18 @@ fn large_output_needs_only_the_kernel_name() {
 }
 
 #[test]
+fn large_output_ranks_needs_only_the_kernel_name() {
+    check(case("large_output_ranks", Some("--mib")));
+}
+
+#[test]
 fn many_queues_needs_only_the_kernel_name() {
     check(case("many_queues", Some("--threads")));
+}
+
+#[test]
+fn queue_churn_needs_only_the_kernel_name() {
+    check(case("queue_churn", Some("5")));
 }
 
 #[test]

@@ -39,6 +39,7 @@ const APPS: &[(&str, &str)] = &[
     ("spawns_children", "spawns_children.cpp"),
     ("large_output", "large_output.cpp"),
     ("queue_churn", "queue_churn.cpp"),
+    ("large_output_ranks", "large_output_ranks.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

@@ -97,14 +97,30 @@ pub struct Collector {
 
 impl Collector {
     pub fn start(socket: &Path, out: &Path) -> Collector {
-        let child = Command::new(ditto_bin())
-            .args(["collect", "--hsa-runtime", "cpu", "--socket"])
+        Self::start_with(socket, out, |c| c.stderr(Stdio::inherit()))
+    }
+
+    /// [`Collector::start`] with `DITTO_LOG=debug`, its standard error
+    /// written into the file `log`.
+    pub fn start_logging(socket: &Path, out: &Path, log: &Path) -> Collector {
+        let file = std::fs::File::create(log)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        Self::start_with(socket, out, |c| c.env("DITTO_LOG", "debug").stderr(file))
+    }
+
+    fn start_with(
+        socket: &Path,
+        out: &Path,
+        configure: impl FnOnce(&mut Command) -> &mut Command,
+    ) -> Collector {
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args(["collect", "--hsa-runtime", "cpu", "--socket"])
             .arg(socket)
             .arg("--out")
             .arg(out)
             .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stdout(Stdio::null());
+        let child = configure(&mut cmd)
             .spawn()
             .expect("start ditto collect");
         wait_for(socket, "ditto collect's socket");

@@ -16,6 +16,7 @@ use crate::log;
 use crate::report;
 use crate::runtime::{self, HsaBufferSource, HsaRuntime, ResolvedRuntime, RuntimeChoice};
 use crate::store::{Manifest, Snapshot};
+use crate::units::{human_bytes, plural};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,19 +68,6 @@ fn start_collector(
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
     let source = Arc::new(HsaBufferSource::new(Arc::new(hsa)).reading_in_place(host_mapped));
     Ok(Collector::start(source, config, place)?)
-}
-
-pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-pub fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} bytes"),
-    }
 }
 
 /// "reduce_sum(float const*, float*, int)" or the query when nothing ran.

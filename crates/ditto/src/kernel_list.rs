@@ -217,7 +217,7 @@ pub fn render(file: &str, kernels: &[ListedKernel]) -> String {
     let _ = writeln!(
         out,
         "{file}: {}{}",
-        crate::commands::plural(kernels.len() as u64, "kernel", "kernels"),
+        crate::units::plural(kernels.len() as u64, "kernel", "kernels"),
         if targets.is_empty() {
             String::new()
         } else {

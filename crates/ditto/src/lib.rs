@@ -17,6 +17,7 @@ pub mod progress;
 pub mod report;
 pub mod runtime;
 pub mod store;
+pub mod units;
 
 use std::path::PathBuf;
 

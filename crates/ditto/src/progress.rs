@@ -5,6 +5,7 @@
 //! drawing only; the counts come from the collector.
 
 use crate::collector::Collector;
+use crate::units::{human_bytes, plural};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,8 +23,8 @@ pub fn wanted() -> bool {
 pub fn line(dispatches: u64, bytes: u64) -> String {
     format!(
         "ditto: captured {} ({})",
-        crate::commands::plural(dispatches, "dispatch", "dispatches"),
-        crate::commands::human_bytes(bytes)
+        plural(dispatches, "dispatch", "dispatches"),
+        human_bytes(bytes)
     )
 }
 

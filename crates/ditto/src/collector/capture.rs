@@ -7,7 +7,9 @@
 //! of at least [`STREAM_FROM_BYTES`] is not copied into the collector's
 //! memory: it is written from the attachment into its tensor file while
 //! the file is written (attach → write → DETACH → verify; a mismatch
-//! leaves no file), [`stream_buffer`]. Owns the RAII
+//! leaves no file), [`stream_buffer`], without the run's writer lock
+//! ([`SnapshotWriter::add_dispatch_shared`]: the large buffers of the
+//! run's connections are copied at the same time). Owns the RAII
 //! attachment guard and the live attachment count; never returns (or
 //! stores) bytes whose fingerprint differs from the tool's, and never
 //! leaves a mapping or an fd behind on any path: every fd of a dispatch is
@@ -26,6 +28,48 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// The connection a dispatch came on, as capturing it needs it: where it is
+/// stored and who sent it.
+pub(super) struct Origin<'a> {
+    pub(super) writer: &'a Mutex<SnapshotWriter>,
+    /// The collector's number for the connection (its log lines name it).
+    pub(super) connection: u64,
+    pub(super) rank: u32,
+    pub(super) pid: u32,
+}
+
+/// What the debug log says of one attachment: "attach at T µs: ..." when
+/// it is mapped and "detach at T µs: ..." when it is unmapped, T counted
+/// from the collector's start (a monotonic clock), so the attachments of
+/// different connections can be set side by side.
+struct AttachmentLog {
+    started: Instant,
+    /// "connection 3 (pid 1234), dispatch 0, argument 1"
+    what: String,
+}
+
+impl AttachmentLog {
+    /// `None` unless the log shows debug lines (nothing is formatted then).
+    fn new(started: Instant, origin: &Origin, d: &Dispatch, b: &Buffer) -> Option<AttachmentLog> {
+        crate::log::enabled(crate::log::Level::Debug).then(|| AttachmentLog {
+            started,
+            what: format!(
+                "connection {} (pid {}), dispatch {}, argument {}",
+                origin.connection, origin.pid, d.index, b.arg_index
+            ),
+        })
+    }
+
+    fn say(&self, event: &str, detail: &str) {
+        crate::log::debug(&format!(
+            "{event} at {} µs: {}{detail}",
+            self.started.elapsed().as_micros(),
+            self.what
+        ));
+    }
+}
 
 /// An attachment that is detached exactly once: explicitly through
 /// [`Attachment::detach`] (to see its error) or on drop (every other path).
@@ -33,6 +77,7 @@ struct Attachment<'a> {
     source: &'a dyn BufferSource,
     live: &'a AtomicUsize,
     mapping: Option<Mapping>,
+    log: Option<AttachmentLog>,
 }
 
 impl<'a> Attachment<'a> {
@@ -41,13 +86,18 @@ impl<'a> Attachment<'a> {
         live: &'a AtomicUsize,
         handle: &[u8],
         size: u64,
+        log: Option<AttachmentLog>,
     ) -> Result<Self, String> {
         let mapping = source.attach(handle, size)?;
         live.fetch_add(1, Ordering::SeqCst);
+        if let Some(log) = &log {
+            log.say("attach", &format!(", {size} bytes mapped"));
+        }
         Ok(Attachment {
             source,
             live,
             mapping: Some(mapping),
+            log,
         })
     }
 
@@ -116,6 +166,9 @@ impl<'a> Attachment<'a> {
             Some(m) => {
                 let r = self.source.detach(m);
                 self.live.fetch_sub(1, Ordering::SeqCst);
+                if let Some(log) = &self.log {
+                    log.say("detach", "");
+                }
                 r
             }
             None => Ok(()),
@@ -260,6 +313,7 @@ fn check_extent(d: &Dispatch, b: &Buffer) -> Result<(), String> {
 /// `f` succeeded (its error is the result), by the guard otherwise.
 fn with_attachment<T>(
     shared: &Shared,
+    origin: &Origin,
     d: &Dispatch,
     b: &Buffer,
     f: impl FnOnce(&Attachment) -> Result<T, String>,
@@ -279,8 +333,9 @@ fn with_attachment<T>(
             ));
         }
     };
+    let log = AttachmentLog::new(shared.started, origin, d, b);
     let attachment =
-        Attachment::attach(source, &shared.live, handle, b.alloc_size).map_err(|e| {
+        Attachment::attach(source, &shared.live, handle, b.alloc_size, log).map_err(|e| {
             format!(
                 "{}: {opening} of pid {} (0x{:x}, {} bytes): {e}",
                 what(),
@@ -317,6 +372,7 @@ fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> String {
 /// buffer, read its `copy` (closed on return) → verify.
 fn capture_buffer(
     shared: &Shared,
+    origin: &Origin,
     d: &Dispatch,
     b: &Buffer,
     copy: Option<OwnedFd>,
@@ -339,7 +395,7 @@ fn capture_buffer(
     };
     match (&b.transport, copy) {
         (Transport::Ipc { .. } | Transport::CudaIpc { .. }, _) => {
-            with_attachment(shared, d, b, |attachment| {
+            with_attachment(shared, origin, d, b, |attachment| {
                 attachment.copy(b.offset, &mut data)
             })?
         }
@@ -382,11 +438,12 @@ fn capture_buffer(
 /// store drop the file: nothing is stored.
 fn stream_buffer(
     shared: &Shared,
+    origin: &Origin,
     d: &Dispatch,
     b: &Buffer,
     out: &mut dyn TensorOut,
 ) -> Result<(), String> {
-    let seen = with_attachment(shared, d, b, |attachment| {
+    let seen = with_attachment(shared, origin, d, b, |attachment| {
         attachment.write_extent(b.offset, b.extent, b.fingerprint, out)
     })?;
     if seen != b.fingerprint {
@@ -434,9 +491,7 @@ fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
 /// this returns, whatever the outcome.
 pub(super) fn capture_dispatch(
     shared: &Shared,
-    writer: &Mutex<SnapshotWriter>,
-    rank: u32,
-    pid: u32,
+    origin: &Origin,
     d: &Dispatch,
     files: CopyFiles<'_>,
     inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
@@ -471,7 +526,7 @@ pub(super) fn capture_dispatch(
             check_extent(d, b)?;
             data.push(None);
         } else {
-            data.push(Some(capture_buffer(shared, d, b, copy, staging)?));
+            data.push(Some(capture_buffer(shared, origin, d, b, copy, staging)?));
         }
     }
     let bytes: u64 = d.buffers.iter().map(|b| b.extent).sum();
@@ -499,7 +554,7 @@ pub(super) fn capture_dispatch(
         .iter()
         .zip(&data)
         .filter(|(_, data)| data.is_none())
-        .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, d, b, out))
+        .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, origin, d, b, out))
         .collect();
     let mut fills = fills.iter_mut();
     let mut tensors: Vec<TensorToStore> = before.iter().map(CapturedBuffer::to_store).collect();
@@ -510,10 +565,10 @@ pub(super) fn capture_dispatch(
         };
         tensors.push(TensorToStore { buffer: b, source });
     }
-    writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add_dispatch_from(rank, pid, d, &mut tensors)
+    // The run's writer is locked only to reserve the file and to record
+    // the dispatch: the large buffers of other connections of this run are
+    // attached and written meanwhile.
+    SnapshotWriter::add_dispatch_shared(origin.writer, origin.rank, origin.pid, d, &mut tensors)
         .map_err(|e| match e {
             StoreError::Refused(reason) => reason,
             e => format!(

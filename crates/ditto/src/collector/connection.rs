@@ -4,7 +4,7 @@
 //! before its capture (and every detach) is finished; a panic while serving
 //! becomes an error ack or a failed connection, never a missing report.
 
-use super::capture::{CopyFiles, StagingFile, capture_dispatch};
+use super::capture::{CopyFiles, Origin, StagingFile, capture_dispatch};
 use super::{
     ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
     check_peer, check_run_name, peer_uid,
@@ -262,6 +262,12 @@ fn run_connection(
             reason: format!("cannot send Welcome: {e}"),
         };
     }
+    let origin = Origin {
+        writer: &writer,
+        connection: live.id,
+        rank,
+        pid: hello.pid,
+    };
     let mut last_dispatch: Option<u64> = None;
     // The first dispatch whose Ack could not be sent, and why.
     let mut unacked: Option<(u64, String)> = None;
@@ -312,9 +318,7 @@ fn run_connection(
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
                     capture_dispatch(
                         shared,
-                        &writer,
-                        rank,
-                        hello.pid,
+                        &origin,
                         &d,
                         CopyFiles {
                             copies: copies?,

@@ -285,6 +285,8 @@ impl std::fmt::Display for LiveConnection {
 }
 
 struct Shared {
+    /// When the collector started: its log lines give instants from here.
+    started: Instant,
     live_connections: Mutex<HashMap<u64, LiveConnection>>,
     next_connection: AtomicU64,
     source: Arc<dyn BufferSource>,
@@ -360,6 +362,7 @@ impl Collector {
                 source,
             })?;
         let shared = Arc::new(Shared {
+            started: Instant::now(),
             live_connections: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
             source,

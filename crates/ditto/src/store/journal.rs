@@ -10,8 +10,9 @@
 //! Owns the journal's format and its append/read; never decides when the
 //! manifest is written.
 
+use super::error::{StoreError, io_err};
+use super::manifest::DispatchRecord;
 use super::missing::MissingRecord;
-use super::{DispatchRecord, StoreError, io_err};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;

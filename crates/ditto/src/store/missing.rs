@@ -13,7 +13,7 @@
 //!   (the tool's `timeout` after the collector's own `error` for the late
 //!   copy says why better).
 
-use super::{DispatchRecord, Manifest};
+use super::manifest::{DispatchRecord, Manifest};
 use ditto_protocol::{MissReason, Phase};
 use serde::{Deserialize, Serialize};
 

@@ -15,7 +15,7 @@
 //! data need not be aligned to its element size in the file (nor in the
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
-use super::StoreError;
+use super::error::StoreError;
 use super::placement::TensorOut;
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;

@@ -1,0 +1,35 @@
+//! Why a snapshot could not be written or read: [`StoreError`], one
+//! variant per kind of failure, each naming the file it concerns. Owns the
+//! error type only.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a ditto snapshot manifest: {reason}")]
+    BadManifest { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    BadTensorFile { path: PathBuf, reason: String },
+    #[error(
+        "{0} exists and is not a ditto snapshot directory (no manifest.json) and is not empty; \
+         choose another directory or remove it"
+    )]
+    ForeignDirectory(PathBuf),
+    #[error("{0}")]
+    Invalid(String),
+    /// A streamed tensor's source refused (its message): nothing was stored.
+    #[error("{0}")]
+    Refused(String),
+}
+
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,272 @@
+//! The manifest schema: `manifest.json` (the "Snapshot directories"
+//! contract between the collector and every reader) and the names the
+//! records give to files and tensors: `dispatch-<rank>-<index:05>.safetensors`,
+//! tensors `arg<N>` and `arg<N>.before`, and the safetensors dtype of each
+//! [`DType`]. Owns the serialised form and its defaults for older
+//! manifests; never touches a file.
+
+use super::StoreError;
+use super::missing::MissingRecord;
+use ditto_protocol::{DType, KernelName, Phase};
+use safetensors::tensor::Dtype as StDtype;
+use serde::{Deserialize, Serialize};
+
+/// Version of the snapshot format (`manifest.json` "format").
+pub const SNAPSHOT_FORMAT: u32 = 1;
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// `manifest.json`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub format: u32,
+    pub ditto_version: String,
+    pub kernel_query: String,
+    pub runs: Vec<RunRecord>,
+    /// The kernel of the first captured dispatch; null when none was captured.
+    pub kernel: Option<KernelName>,
+    pub dispatches: Vec<DispatchRecord>,
+    pub dispatched_kernels: Vec<DispatchedKernel>,
+    /// Matched dispatches (or buffers) not captured, with why ([`missing`]);
+    /// absent in older manifests.
+    #[serde(default)]
+    pub missing: Vec<MissingRecord>,
+}
+
+/// One application process that connected. Its rank is the launcher's
+/// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) when the tool found one,
+/// else the lowest rank not yet taken in this snapshot (connection order).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub rank: u32,
+    /// `"launcher"` or `"connection order"`.
+    #[serde(default = "connection_order")]
+    pub rank_source: String,
+    pub pid: u32,
+    pub run: String,
+    pub command_line: Vec<String>,
+    pub working_directory: String,
+}
+
+pub(super) fn connection_order() -> String {
+    "connection order".into()
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DispatchRecord {
+    pub rank: u32,
+    pub index: u64,
+    pub pid: u32,
+    /// The kernel this dispatch ran (a bare-name query can match several
+    /// instantiations); null only in snapshots of older ditto versions.
+    #[serde(default)]
+    pub kernel: Option<KernelName>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Kernel execution time in nanoseconds; null when the runtime gave none.
+    #[serde(default)]
+    pub duration_ns: Option<u64>,
+    /// File name inside the snapshot directory.
+    pub file: String,
+    pub buffers: Vec<BufferRecord>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BufferRecord {
+    pub arg: u32,
+    /// The parameter's name when known (null: demangled names carry none).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Tensor name inside `file` (`arg<N>`, `arg<N>.before` for inputs).
+    pub tensor: String,
+    /// `before` (taken before the kernel ran) or `after`; absent in older
+    /// manifests, which hold only `after`.
+    #[serde(default)]
+    pub phase: Phase,
+    /// [`DType::name`].
+    pub dtype: String,
+    /// Shape of the tensor in the dispatch file (`[elements]`: buffers are 1-D).
+    #[serde(default)]
+    pub shape: Vec<u64>,
+    pub elements: u64,
+    pub owner_pid: u32,
+    pub alloc_base: u64,
+    pub alloc_size: u64,
+    pub offset: u64,
+    pub extent: u64,
+    pub fingerprint: u64,
+    /// How the collector read the bytes; absent in older manifests (IPC).
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// IPC handle bytes, lowercase hex; only for the `ipc` and `cuda-ipc` transports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+}
+
+/// `"ipc"`: mapped through the runtime's IPC handle of the allocation;
+/// `"shared-memory"`: copied by the tool into shared memory passed over the
+/// socket (memory the runtime would not export); `"cuda-ipc"`: opened
+/// through a CUDA IPC memory handle and copied to the host; `"staged"`: a
+/// small buffer the tool copied into its connection's staging file.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    #[default]
+    Ipc,
+    SharedMemory,
+    CudaIpc,
+    Staged,
+}
+
+impl BufferRecord {
+    pub fn dtype(&self) -> Result<DType, StoreError> {
+        DType::from_name(&self.dtype).ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "argument {}: unknown dtype {:?}",
+                self.arg, self.dtype
+            ))
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DispatchedKernel {
+    pub mangled: String,
+    pub demangled: String,
+    pub count: u64,
+}
+
+pub fn safetensors_dtype(d: DType) -> StDtype {
+    match d {
+        DType::F16 => StDtype::F16,
+        DType::BF16 => StDtype::BF16,
+        DType::F32 => StDtype::F32,
+        DType::F64 => StDtype::F64,
+        DType::I8 => StDtype::I8,
+        DType::I16 => StDtype::I16,
+        DType::I32 => StDtype::I32,
+        DType::I64 => StDtype::I64,
+        DType::U8 | DType::Bytes => StDtype::U8,
+        DType::U16 => StDtype::U16,
+        DType::U32 => StDtype::U32,
+        DType::U64 => StDtype::U64,
+        DType::Bool => StDtype::BOOL,
+    }
+}
+
+pub fn dispatch_file_name(rank: u32, index: u64) -> String {
+    format!("dispatch-{rank}-{index:05}.safetensors")
+}
+
+/// `arg<N>` for a buffer taken after the kernel ran, `arg<N>.before` for
+/// one taken before it (`--capture inputs`).
+pub fn tensor_name(arg: u32, phase: Phase) -> String {
+    if phase == Phase::Before {
+        return format!("arg{arg}.before");
+    }
+    format!("arg{arg}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{captured, dispatch, hello};
+    use super::super::{Snapshot, SnapshotWriter};
+    use super::*;
+    use ditto_protocol::Transport;
+
+    #[test]
+    fn manifest_has_the_contract_field_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_run(&hello("r")).unwrap();
+        w.add_dispatch(0, 77, &dispatch(4), &[captured(0, DType::I32, vec![0; 8])])
+            .unwrap();
+        w.flush().unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(v["format"], 1);
+        assert_eq!(v["dispatches"][0]["file"], "dispatch-0-00004.safetensors");
+        assert_eq!(v["dispatches"][0]["grid"], serde_json::json!([16, 1, 1]));
+        let b = &v["dispatches"][0]["buffers"][0];
+        for key in [
+            "arg",
+            "tensor",
+            "dtype",
+            "elements",
+            "owner_pid",
+            "alloc_base",
+            "alloc_size",
+            "offset",
+            "extent",
+            "fingerprint",
+            "transport",
+            "handle",
+        ] {
+            assert!(!b[key].is_null(), "missing {key}");
+        }
+        assert_eq!(b["transport"], "ipc");
+        assert_eq!(b["shape"], serde_json::json!([2]));
+        assert!(b["name"].is_null(), "unknown parameter names are null");
+        assert!(v["dispatches"][0]["duration_ns"].is_null());
+        assert_eq!(
+            v["dispatches"][0]["kernel"]["mangled"],
+            "_Z12scale_valuesIfEvPT_S1_S0_i"
+        );
+        assert_eq!(v["runs"][0]["rank"], 0);
+        assert_eq!(v["runs"][0]["rank_source"], "connection order");
+        assert_eq!(
+            v["runs"][0]["command_line"],
+            serde_json::json!(["app", "float"])
+        );
+        assert_eq!(v["runs"][0]["working_directory"], "/tmp");
+        assert!(!v["ditto_version"].as_str().unwrap().is_empty());
+        assert_eq!(
+            v["kernel"]["demangled"],
+            "void scale_values<float>(float*, float*, float, int)"
+        );
+    }
+
+    #[test]
+    fn a_shared_memory_buffer_says_so_and_has_no_handle_and_old_manifests_read_as_ipc() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_run(&hello("r")).unwrap();
+        let mut copied = captured(1, DType::U8, vec![5; 4]);
+        copied.buffer.transport = Transport::SharedMemory;
+        w.add_dispatch(
+            0,
+            77,
+            &dispatch(0),
+            &[captured(0, DType::U8, vec![1; 4]), copied],
+        )
+        .unwrap();
+        w.flush().unwrap();
+        let path = dir.path().join(MANIFEST_FILE);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let buffers = &v["dispatches"][0]["buffers"];
+        assert_eq!(buffers[0]["transport"], "ipc");
+        assert_eq!(buffers[0]["handle"], "ab".repeat(32));
+        assert_eq!(buffers[1]["transport"], "shared-memory");
+        assert!(
+            buffers[1].get("handle").is_none(),
+            "no handle for a copy: {}",
+            buffers[1]
+        );
+        let s = Snapshot::load(dir.path()).unwrap();
+        assert_eq!(
+            s.manifest.dispatches[0].buffers[1].transport,
+            TransportKind::SharedMemory
+        );
+        // A manifest written before the copy transport existed.
+        v["dispatches"][0]["buffers"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("transport");
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        let old = Snapshot::load(dir.path()).unwrap();
+        assert_eq!(
+            old.manifest.dispatches[0].buffers[1].transport,
+            TransportKind::Ipc
+        );
+    }
+}

@@ -1,0 +1,897 @@
+//! The snapshot writer: one snapshot directory written as dispatches
+//! arrive, shared by every connection of one run. Per dispatch its tensor
+//! file (an unnamed file made ahead, written, then linked into place,
+//! [`super::spare_files`]; else a named temporary file renamed into place;
+//! not synced: atomic against a crash of the collector or the application,
+//! not against losing power) and one journal line. The manifest, which
+//! grows with every dispatch, is rewritten (and synced) at most every
+//! [`MANIFEST_INTERVAL`] (less often as it grows), when a process says
+//! Goodbye, and when the writer is dropped; [`super::Snapshot::load`] adds
+//! what only the journal holds.
+//!
+//! Owns the order of those steps and the writer's record of what is
+//! stored; never talks to a socket or an HSA runtime, and never judges
+//! values.
+
+use super::atomic::{
+    TEMPORARY_PREFIX, only_leftovers_of_a_killed_writer, remove_leftovers, write_replacing_with,
+};
+use super::error::{StoreError, io_err};
+use super::journal::{self, Journal};
+use super::manifest::{
+    BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
+    SNAPSHOT_FORMAT, TransportKind, connection_order, dispatch_file_name, safetensors_dtype,
+    tensor_name,
+};
+use super::missing::{self, MissingRecord};
+use super::placement;
+use super::spare_files::{self, SpareFiles};
+use super::tensor_file::{self, TensorSource};
+use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello, Transport};
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How stale `manifest.json` may grow while dispatches arrive (the journal
+/// always has them all).
+pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(1);
+/// The manifest grows with every dispatch, and so does the time to rewrite
+/// it: while dispatches arrive it is rewritten only once this many times
+/// its last rewrite's duration has passed (at most 1/20 of the collector's
+/// time goes to it, however long the capture), and never more often than
+/// [`MANIFEST_INTERVAL`].
+const MANIFEST_TIME_FACTOR: u32 = 20;
+
+/// One captured argument: what the tool said about it and the bytes read.
+#[derive(Debug, Clone)]
+pub struct CapturedBuffer {
+    pub buffer: Buffer,
+    pub data: Vec<u8>,
+}
+
+impl CapturedBuffer {
+    /// This buffer to store, from its bytes in memory.
+    pub fn to_store(&self) -> TensorToStore<'_> {
+        TensorToStore {
+            buffer: &self.buffer,
+            source: TensorSource::Bytes(&self.data),
+        }
+    }
+}
+
+/// One argument to store: what the tool said about it and where its
+/// bytes come from (in memory, or streamed into the file as it is written).
+pub struct TensorToStore<'a> {
+    pub buffer: &'a Buffer,
+    pub source: TensorSource<'a>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The manifest record of buffer `b`, stored as `elements` elements.
+fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
+    BufferRecord {
+        arg: b.arg_index,
+        name: b.name.clone(),
+        shape: vec![elements],
+        tensor: tensor_name(b.arg_index, b.phase),
+        phase: b.phase,
+        dtype: b.dtype.name().to_string(),
+        elements,
+        owner_pid: b.owner_pid,
+        alloc_base: b.alloc_base,
+        alloc_size: b.alloc_size,
+        offset: b.offset,
+        extent: b.extent,
+        fingerprint: b.fingerprint,
+        transport: match b.transport {
+            Transport::Ipc { .. } => TransportKind::Ipc,
+            Transport::SharedMemory => TransportKind::SharedMemory,
+            Transport::CudaIpc { .. } => TransportKind::CudaIpc,
+            Transport::Staged { .. } => TransportKind::Staged,
+        },
+        handle: match &b.transport {
+            Transport::Ipc { handle } | Transport::CudaIpc { handle } => Some(hex(handle)),
+            Transport::SharedMemory | Transport::Staged { .. } => None,
+        },
+    }
+}
+
+/// Writes one snapshot directory as dispatches arrive. Shared by every
+/// connection of one run behind a mutex, which
+/// [`SnapshotWriter::add_dispatch_shared`] holds only to reserve a
+/// dispatch's file and to record it.
+#[derive(Debug)]
+pub struct SnapshotWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    /// Whether an older snapshot was found in `dir` and replaced.
+    replaced_previous: bool,
+    journal: Journal,
+    /// Unnamed tensor files made ahead; `None` where the file system has
+    /// none (tensor files then go through a named temporary file).
+    spares: Option<SpareFiles>,
+    /// Whether spares work here: released ones ([`Self::release_spares`])
+    /// start again at the next tensor file.
+    spares_wanted: bool,
+    /// (rank, index) of every stored dispatch.
+    stored: HashSet<(u32, u64)>,
+    /// (rank, index) of the dispatches whose tensor files are being
+    /// written now ([`SnapshotWriter::add_dispatch_shared`]).
+    writing: HashSet<(u32, u64)>,
+    /// When `manifest.json` was last written, and whether it lacks
+    /// dispatches the journal has.
+    manifest_written: Instant,
+    /// How long that last write took.
+    manifest_write_time: Duration,
+    manifest_stale: bool,
+}
+
+impl SnapshotWriter {
+    /// Starts a snapshot in `dir` (created if missing). An older ditto
+    /// snapshot there is replaced (its manifest and dispatch files removed);
+    /// any other non-empty directory is refused.
+    ///
+    /// A collector killed while writing leaves `.ditto-tmp-*` files (never
+    /// renamed into place, so never read: readers go by the manifest and
+    /// journal only). They are removed here, when the directory is next
+    /// written; a directory holding nothing but such leftovers and a
+    /// journal (killed before its first manifest) counts as empty.
+    pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut replaced_previous = false;
+        let manifest = dir.join(MANIFEST_FILE);
+        if !manifest.exists() && only_leftovers_of_a_killed_writer(dir)? {
+            remove_leftovers(dir)?;
+        }
+        if manifest.exists() {
+            replaced_previous = true;
+            // Dispatch files first, the manifest last: an interrupted
+            // replacement still leaves a directory recognised as a snapshot.
+            for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+                let entry = entry.map_err(io_err(dir))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
+                    || name == journal::JOURNAL_FILE
+                    || name.starts_with(TEMPORARY_PREFIX)
+                {
+                    let p = entry.path();
+                    std::fs::remove_file(&p).map_err(io_err(&p))?;
+                }
+            }
+            std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
+        } else if std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .next()
+            .is_some()
+        {
+            return Err(StoreError::ForeignDirectory(dir.to_path_buf()));
+        }
+        let mut writer = SnapshotWriter {
+            journal: Journal::create(dir)?,
+            spares: SpareFiles::start(dir),
+            spares_wanted: true,
+            stored: HashSet::new(),
+            writing: HashSet::new(),
+            manifest_written: Instant::now(),
+            manifest_write_time: Duration::ZERO,
+            manifest_stale: false,
+            dir: dir.to_path_buf(),
+            manifest: Manifest {
+                format: SNAPSHOT_FORMAT,
+                ditto_version: env!("CARGO_PKG_VERSION").to_string(),
+                kernel_query: kernel_query.to_string(),
+                runs: Vec::new(),
+                kernel: None,
+                dispatches: Vec::new(),
+                dispatched_kernels: Vec::new(),
+                missing: Vec::new(),
+            },
+            replaced_previous,
+        };
+        writer.write_manifest()?;
+        Ok(writer)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn replaced_previous(&self) -> bool {
+        self.replaced_previous
+    }
+
+    /// Records a connecting process; returns its rank: the launcher's
+    /// (refused when another process of this snapshot already has it), else
+    /// the lowest one not taken.
+    pub fn add_run(&mut self, hello: &Hello) -> Result<u32, StoreError> {
+        let taken = |r: u32| self.manifest.runs.iter().any(|run| run.rank == r);
+        let (rank, rank_source) = match hello.rank {
+            Some(r) if taken(r) => {
+                let other = self
+                    .manifest
+                    .runs
+                    .iter()
+                    .find(|run| run.rank == r)
+                    .expect("taken");
+                return Err(StoreError::Invalid(format!(
+                    "pid {} says it is rank {r}, but pid {} (run '{}') already is: give each \
+                     process its own OMPI_COMM_WORLD_RANK/PMI_RANK/SLURM_PROCID, or a different \
+                     run name (--run)",
+                    hello.pid, other.pid, other.run
+                )));
+            }
+            Some(r) => (r, "launcher".to_string()),
+            None => (
+                (0..).find(|r| !taken(*r)).expect("a free rank"),
+                connection_order(),
+            ),
+        };
+        self.manifest.runs.push(RunRecord {
+            rank,
+            rank_source,
+            pid: hello.pid,
+            run: hello.run.clone(),
+            command_line: hello.command_line.clone(),
+            working_directory: hello.working_directory.clone(),
+        });
+        self.write_manifest()?;
+        Ok(rank)
+    }
+
+    /// Writes the dispatch's tensor file, then the manifest naming it.
+    pub fn add_dispatch(
+        &mut self,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        captured: &[CapturedBuffer],
+    ) -> Result<PathBuf, StoreError> {
+        let mut tensors: Vec<TensorToStore> =
+            captured.iter().map(CapturedBuffer::to_store).collect();
+        self.add_dispatch_from(rank, pid, dispatch, &mut tensors)
+    }
+
+    /// [`Self::add_dispatch`] of tensors in memory or streamed into the
+    /// file as it is written. A streamed source that refuses stores nothing
+    /// (no file appears, the manifest and journal do not name the dispatch):
+    /// [`StoreError::Refused`] with its message.
+    pub fn add_dispatch_from(
+        &mut self,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<PathBuf, StoreError> {
+        let slot = self.reserve(rank, dispatch.index)?;
+        match slot.write(pid, dispatch, tensors) {
+            Ok(written) => self.record(written),
+            Err(e) => {
+                self.abandon(rank, dispatch.index);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::add_dispatch_from`] into the writer that the connections of
+    /// one run share, holding its lock only to reserve the dispatch's file
+    /// name and to record the dispatch (journal line, manifest): the tensor
+    /// file itself, a large buffer streamed from its attachment included,
+    /// is written without it, so the dispatches of different connections
+    /// are written at the same time. Returns once the dispatch is recorded
+    /// (or refused: then nothing of it is stored).
+    pub fn add_dispatch_shared(
+        writer: &Mutex<SnapshotWriter>,
+        rank: u32,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<PathBuf, StoreError> {
+        let lock = || writer.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = lock().reserve(rank, dispatch.index)?;
+        // Gives the reservation back on every path but a recorded one (a
+        // panic while streaming included).
+        let mut reservation = Reservation {
+            writer,
+            key: Some((rank, dispatch.index)),
+        };
+        let written = slot.write(pid, dispatch, tensors)?;
+        reservation.key = None;
+        lock().record(written)
+    }
+
+    /// Reserves the tensor file of dispatch `index` of `rank`: refused when
+    /// that dispatch is stored or being written already. File names are
+    /// (rank, index) and a rank is one process's in a snapshot
+    /// ([`Self::add_run`]), so two writers at once never share a name.
+    fn reserve(&mut self, rank: u32, index: u64) -> Result<DispatchSlot, StoreError> {
+        if self.stored.contains(&(rank, index)) || self.writing.contains(&(rank, index)) {
+            return Err(StoreError::Invalid(format!(
+                "dispatch {index} of rank {rank} was already stored in {}",
+                self.dir.display()
+            )));
+        }
+        if self.spares.is_none() && self.spares_wanted {
+            self.spares = SpareFiles::start(&self.dir);
+        }
+        self.spares_wanted = self.spares.is_some();
+        let spare = match &self.spares {
+            Some(spares) => Some(spares.take().map_err(io_err(&self.dir))?),
+            None => None,
+        };
+        self.writing.insert((rank, index));
+        let file = dispatch_file_name(rank, index);
+        Ok(DispatchSlot {
+            rank,
+            path: self.dir.join(&file),
+            file,
+            spare,
+        })
+    }
+
+    /// Gives back a reservation whose file was not written.
+    fn abandon(&mut self, rank: u32, index: u64) {
+        self.writing.remove(&(rank, index));
+    }
+
+    /// Records a dispatch whose tensor file is in place: one journal line
+    /// (the file is removed again when that fails: the dispatch is not
+    /// stored), then the manifest when it is due.
+    fn record(&mut self, written: WrittenDispatch) -> Result<PathBuf, StoreError> {
+        let WrittenDispatch {
+            record,
+            path,
+            spares_failed,
+        } = written;
+        let key = (record.rank, record.index);
+        self.writing.remove(&key);
+        if spares_failed {
+            self.spares = None;
+            self.spares_wanted = false;
+        }
+        if let Err(e) = self.journal.append(&record) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        if self.manifest.kernel.is_none() {
+            self.manifest.kernel = record.kernel.clone();
+        }
+        self.manifest.dispatches.push(record);
+        self.stored.insert(key);
+        self.manifest_stale = true;
+        if self.manifest_written.elapsed()
+            >= MANIFEST_INTERVAL.max(self.manifest_write_time * MANIFEST_TIME_FACTOR)
+        {
+            self.write_manifest()?;
+        }
+        Ok(path)
+    }
+
+    /// Closes the tensor files made ahead (ending their thread) and the
+    /// journal, for while no process writes here: a collector serving many
+    /// runs would otherwise keep a thread and nine fds per run. The next
+    /// dispatch starts and reopens them.
+    pub fn release_idle_resources(&mut self) {
+        self.spares = None;
+        self.journal.close();
+    }
+
+    /// Records dispatches (or a buffer) of rank `rank` not captured. A
+    /// stored dispatch it covers is dropped, its file removed ([`missing`]).
+    pub fn add_missing(&mut self, record: MissingRecord) -> Result<(), StoreError> {
+        self.journal.append_missing(&record)?;
+        for dropped in missing::merge(&mut self.manifest, record) {
+            self.stored.remove(&(dropped.rank, dropped.index));
+            let path = self.dir.join(&dropped.file);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&path)(e)),
+            }
+        }
+        self.manifest_stale = true;
+        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+            self.write_manifest()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `manifest.json` whole if it lacks stored dispatches.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.manifest_stale {
+            self.write_manifest()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a process's dispatched kernels (counts summed over processes).
+    pub fn add_goodbye(&mut self, goodbye: &Goodbye) -> Result<(), StoreError> {
+        for (name, count) in &goodbye.dispatched {
+            match self
+                .manifest
+                .dispatched_kernels
+                .iter_mut()
+                .find(|k| k.mangled == name.mangled)
+            {
+                Some(k) => k.count += count,
+                None => self.manifest.dispatched_kernels.push(DispatchedKernel {
+                    mangled: name.mangled.clone(),
+                    demangled: name.demangled.clone(),
+                    count: *count,
+                }),
+            }
+        }
+        self.write_manifest()
+    }
+
+    fn write_manifest(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let manifest = &self.manifest;
+        let path = self.dir.join(MANIFEST_FILE);
+        write_replacing_with(&path, true, |w| {
+            serde_json::to_writer_pretty(&mut *w, manifest)
+                .map_err(std::io::Error::other)
+                .and_then(|()| w.write_all(b"\n"))
+                .map_err(io_err(&path))
+        })?;
+        self.manifest_written = Instant::now();
+        self.manifest_write_time = self.manifest_written - started;
+        self.manifest_stale = false;
+        Ok(())
+    }
+}
+
+/// A reservation of [`SnapshotWriter::add_dispatch_shared`], given back
+/// when dropped still holding its key.
+struct Reservation<'a> {
+    writer: &'a Mutex<SnapshotWriter>,
+    key: Option<(u32, u64)>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some((rank, index)) = self.key.take() {
+            self.writer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .abandon(rank, index);
+        }
+    }
+}
+
+/// The tensor file of one reserved dispatch, written without the writer:
+/// its name and path, and the unnamed file made ahead to write it in
+/// (`None`: through a named temporary file).
+struct DispatchSlot {
+    rank: u32,
+    file: String,
+    path: PathBuf,
+    spare: Option<File>,
+}
+
+/// A dispatch whose tensor file is in place, waiting to be recorded.
+struct WrittenDispatch {
+    record: DispatchRecord,
+    path: PathBuf,
+    /// Linking the unnamed file failed here: use none from now on.
+    spares_failed: bool,
+}
+
+impl DispatchSlot {
+    /// Writes the dispatch's tensor file and gives its manifest record.
+    fn write(
+        mut self,
+        pid: u32,
+        dispatch: &Dispatch,
+        tensors: &mut [TensorToStore],
+    ) -> Result<WrittenDispatch, StoreError> {
+        let mut records = Vec::with_capacity(tensors.len());
+        let mut parts = Vec::with_capacity(tensors.len());
+        for t in tensors.iter_mut() {
+            let b = t.buffer;
+            let size = b.dtype.size();
+            let len = match &t.source {
+                TensorSource::Bytes(data) => data.len() as u64,
+                TensorSource::Streamed(_) => b.extent,
+            };
+            if len != b.extent || len % size as u64 != 0 {
+                return Err(StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {len} bytes captured for an extent of {} bytes of {}",
+                    dispatch.index,
+                    b.arg_index,
+                    b.extent,
+                    b.dtype.name()
+                )));
+            }
+            let len = usize::try_from(len).map_err(|_| {
+                StoreError::Invalid(format!(
+                    "dispatch {}, argument {}: {len} bytes do not fit in this machine's memory \
+                     addresses",
+                    dispatch.index, b.arg_index
+                ))
+            })?;
+            let elements = len / size;
+            let source = std::mem::replace(&mut t.source, TensorSource::Bytes(&[]));
+            parts.push(tensor_file::TensorPart {
+                name: tensor_name(b.arg_index, b.phase),
+                dtype: safetensors_dtype(b.dtype),
+                len,
+                source,
+            });
+            records.push(buffer_record(b, elements as u64));
+        }
+        let layout = tensor_file::encode(&parts).map_err(|reason| StoreError::BadTensorFile {
+            path: self.path.clone(),
+            reason,
+        })?;
+        let spares_failed = self.write_file(&layout, &mut parts)?;
+        Ok(WrittenDispatch {
+            record: DispatchRecord {
+                rank: self.rank,
+                index: dispatch.index,
+                pid,
+                kernel: Some(dispatch.kernel.clone()),
+                grid: dispatch.grid,
+                block: dispatch.block,
+                duration_ns: dispatch.duration_ns,
+                file: self.file,
+                buffers: records,
+            },
+            path: self.path,
+            spares_failed,
+        })
+    }
+
+    /// Puts the whole tensor file in place (not synced): the spare unnamed
+    /// file written then linked into place, else a named temporary file
+    /// renamed into place (also when linking fails here; returns whether
+    /// it did). Small files go out in one write, large ones part by part
+    /// (no copy). A refused or failed write leaves nothing: the unnamed
+    /// file is never linked, the temporary file is removed.
+    fn write_file(
+        &mut self,
+        layout: &tensor_file::Layout,
+        parts: &mut [tensor_file::TensorPart],
+    ) -> Result<bool, StoreError> {
+        let path = &self.path;
+        let failed = |e: tensor_file::WriteError| match e {
+            tensor_file::WriteError::Io(source) => StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+            tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
+        };
+        if let Some(file) = &mut self.spare {
+            tensor_file::write_file(file, layout, parts).map_err(failed)?;
+            if spare_files::link_into_place(file, path).is_ok() {
+                return Ok(false);
+            }
+        }
+        write_replacing_with(path, false, |w| {
+            tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
+        })?;
+        Ok(self.spare.is_some())
+    }
+}
+
+impl Drop for SnapshotWriter {
+    /// The whole manifest at the end (the journal has it all anyway).
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{captured, dispatch, file_names as names, hello};
+    use super::super::{Array, Snapshot};
+    use super::*;
+    use ditto_protocol::{DType, Hello};
+
+    #[test]
+    fn a_timeout_wins_over_the_late_copy_of_its_dispatch_in_the_writer_and_from_the_journal() {
+        use ditto_protocol::MissReason;
+        use missing::MissingRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        w.flush().unwrap();
+        let before = std::fs::read(snap.join(MANIFEST_FILE)).unwrap();
+        for i in 0..2 {
+            w.add_dispatch(rank, 77, &dispatch(i), &[captured(1, DType::U8, vec![1])])
+                .unwrap();
+        }
+        let record = |reason, detail: &str| MissingRecord {
+            rank,
+            pid: 77,
+            index: 1,
+            count: 1,
+            arg: None,
+            phase: None,
+            reason,
+            detail: detail.into(),
+        };
+        // The collector's own error for the late copy, then the tool's timeout.
+        w.add_missing(record(MissReason::Error, "fingerprint mismatch"))
+            .unwrap();
+        w.add_missing(record(MissReason::Timeout, "no Ack within 300 ms"))
+            .unwrap();
+        assert!(
+            !snap.join(dispatch_file_name(rank, 1)).exists(),
+            "the late copy's file is removed"
+        );
+        drop(w);
+        let expect = |s: &Snapshot| {
+            let indices: Vec<u64> = s.manifest.dispatches.iter().map(|d| d.index).collect();
+            assert_eq!(indices, vec![0]);
+            assert_eq!(
+                s.manifest.missing,
+                vec![record(MissReason::Timeout, "no Ack within 300 ms")],
+                "the later record for the dispatch replaces the earlier"
+            );
+        };
+        expect(&Snapshot::load(&snap).unwrap());
+        // Killed before the manifest was rewritten: the journal says the same.
+        std::fs::write(snap.join(MANIFEST_FILE), &before).unwrap();
+        expect(&Snapshot::load(&snap).unwrap());
+    }
+
+    #[test]
+    fn written_dispatch_loads_back_with_values_and_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "scale_values").unwrap();
+        let rank = w.add_run(&hello("ref")).unwrap();
+        let floats: Vec<u8> = [1.0f32, 2.5, -3.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        let raw = vec![9u8, 8, 7];
+        let path = w
+            .add_dispatch(
+                rank,
+                77,
+                &dispatch(0),
+                &[
+                    captured(1, DType::F32, floats.clone()),
+                    captured(3, DType::Bytes, raw.clone()),
+                ],
+            )
+            .unwrap();
+        assert_eq!(path, snap.join("dispatch-0-00000.safetensors"));
+        w.add_goodbye(&Goodbye {
+            dispatched: vec![(dispatch(0).kernel, 1)],
+        })
+        .unwrap();
+
+        let s = Snapshot::load(&snap).unwrap();
+        assert_eq!(s.manifest.runs[0].run, "ref");
+        assert_eq!(
+            s.manifest.kernel.as_ref().unwrap().mangled,
+            "_Z12scale_valuesIfEvPT_S1_S0_i"
+        );
+        assert_eq!(s.manifest.dispatched_kernels[0].count, 1);
+        let d = &s.manifest.dispatches[0];
+        assert_eq!(d.buffers[0].elements, 3);
+        assert_eq!(d.buffers[0].handle, Some("ab".repeat(32)));
+        assert_eq!(d.buffers[0].transport, TransportKind::Ipc);
+        assert_eq!(d.buffers[1].dtype, "bytes");
+        let arrays = s.load_dispatch(d).unwrap();
+        assert_eq!(
+            arrays[0],
+            (
+                1,
+                Array {
+                    dtype: DType::F32,
+                    bytes: floats.into()
+                }
+            )
+        );
+        assert_eq!(
+            arrays[1],
+            (
+                3,
+                Array {
+                    dtype: DType::Bytes,
+                    bytes: raw.into()
+                }
+            )
+        );
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(&snap)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with(".ditto-tmp")),
+            "{names:?}"
+        );
+        assert_eq!(names.len(), 3, "manifest, journal, one dispatch: {names:?}");
+    }
+
+    #[test]
+    fn temporary_files_of_a_killed_writer_are_removed_when_the_directory_is_next_written() {
+        // Killed mid-capture: a manifest, and a tensor file never renamed.
+        let dir = tempfile::tempdir().unwrap();
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        std::fs::write(dir.path().join(".ditto-tmp-cut"), b"half a tensor").unwrap();
+        assert_eq!(
+            Snapshot::load(dir.path())
+                .unwrap()
+                .manifest
+                .dispatches
+                .len(),
+            0
+        );
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+        // Killed before its first manifest: only the journal and a leftover.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".ditto-tmp-manifest"), b"{").unwrap();
+        std::fs::write(dir.path().join(journal::JOURNAL_FILE), b"").unwrap();
+        drop(SnapshotWriter::create(dir.path(), "k").unwrap());
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+    }
+
+    #[test]
+    fn launcher_ranks_are_kept_and_unranked_processes_take_the_lowest_free_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        let ranked = |r: u32| Hello {
+            rank: Some(r),
+            ..hello("mpi")
+        };
+        assert_eq!(w.add_run(&ranked(2)).unwrap(), 2);
+        assert_eq!(w.add_run(&ranked(0)).unwrap(), 0);
+        assert_eq!(w.add_run(&hello("mpi")).unwrap(), 1);
+        assert_eq!(w.add_run(&hello("mpi")).unwrap(), 3);
+        let err = w.add_run(&ranked(2)).unwrap_err().to_string();
+        assert!(err.contains("rank 2") && err.contains("already"), "{err}");
+        let sources: Vec<&str> = w
+            .manifest()
+            .runs
+            .iter()
+            .map(|r| r.rank_source.as_str())
+            .collect();
+        assert_eq!(
+            sources,
+            [
+                "launcher",
+                "launcher",
+                "connection order",
+                "connection order"
+            ]
+        );
+    }
+
+    /// A streamed source that writes `bytes` and, while it does, runs `meanwhile`.
+    fn streaming<'a>(
+        bytes: &'a [u8],
+        mut meanwhile: impl FnMut() + 'a,
+    ) -> impl FnMut(&mut dyn super::super::TensorOut) -> Result<(), String> + 'a {
+        move |out| {
+            meanwhile();
+            out.write_all(bytes).map_err(|e| e.to_string())
+        }
+    }
+
+    #[test]
+    fn a_shared_writer_is_not_locked_while_a_tensor_file_is_written_and_a_dispatch_in_flight_is_not_written_twice()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
+        let large = captured(0, DType::U8, vec![7; 4096]);
+        let mut seen = Vec::new();
+        let mut fill = streaming(&large.data, || {
+            // Another connection's dispatch is stored meanwhile, and the
+            // same dispatch again is refused while this one is written.
+            let other = captured(0, DType::U8, vec![1; 8]);
+            let stored = writer
+                .try_lock()
+                .map(|mut w| w.add_dispatch(1, 78, &dispatch(0), &[other]))
+                .expect("the writer is not locked while a tensor file is written");
+            seen.push(stored.map(|p| p.file_name().unwrap().to_owned()));
+            let again = captured(0, DType::U8, vec![2; 8]);
+            seen.push(
+                writer
+                    .lock()
+                    .unwrap()
+                    .add_dispatch(0, 77, &dispatch(0), &[again])
+                    .map(|p| p.file_name().unwrap().to_owned()),
+            );
+        });
+        let mut tensors = [TensorToStore {
+            buffer: &large.buffer,
+            source: TensorSource::Streamed(&mut fill),
+        }];
+        let path = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(0), &mut tensors)
+            .unwrap();
+        drop(fill);
+        assert_eq!(path, dir.path().join("dispatch-0-00000.safetensors"));
+        assert_eq!(
+            seen[0].as_ref().unwrap(),
+            "dispatch-1-00000.safetensors",
+            "{seen:?}"
+        );
+        let refused = seen[1].as_ref().unwrap_err().to_string();
+        assert!(refused.contains("already stored"), "{refused}");
+        drop(writer);
+        let s = Snapshot::load(dir.path()).unwrap();
+        let stored: Vec<(u32, u64)> = s
+            .manifest
+            .dispatches
+            .iter()
+            .map(|d| (d.rank, d.index))
+            .collect();
+        assert_eq!(stored, [(1, 0), (0, 0)]);
+        let arrays = s.load_dispatch(&s.manifest.dispatches[1]).unwrap();
+        assert_eq!(
+            arrays[0].1.bytes,
+            vec![7u8; 4096],
+            "the streamed bytes, not the refused ones"
+        );
+    }
+
+    #[test]
+    fn a_refused_stream_into_a_shared_writer_stores_nothing_and_gives_its_dispatch_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
+        let large = captured(0, DType::U8, vec![7; 4096]);
+        let mut refuse =
+            |_: &mut dyn super::super::TensorOut| Err("fingerprint mismatch".to_string());
+        let mut tensors = [TensorToStore {
+            buffer: &large.buffer,
+            source: TensorSource::Streamed(&mut refuse),
+        }];
+        let err = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(3), &mut tensors)
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Refused(ref r) if r == "fingerprint mismatch"),
+            "{err}"
+        );
+        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+        // The dispatch is not held reserved: its next copy is stored.
+        let path = writer
+            .lock()
+            .unwrap()
+            .add_dispatch(0, 77, &dispatch(3), std::slice::from_ref(&large))
+            .unwrap();
+        assert_eq!(path, dir.path().join("dispatch-0-00003.safetensors"));
+        assert_eq!(writer.lock().unwrap().manifest().dispatches.len(), 1);
+    }
+
+    #[test]
+    fn a_second_dispatch_with_the_same_rank_and_index_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_dispatch(0, 1, &dispatch(2), &[]).unwrap();
+        assert!(w.add_dispatch(0, 1, &dispatch(2), &[]).is_err());
+        assert_eq!(w.manifest().dispatches.len(), 1);
+    }
+
+    #[test]
+    fn an_older_snapshot_is_replaced_and_a_foreign_directory_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        w.add_dispatch(0, 1, &dispatch(0), &[captured(0, DType::U8, vec![1])])
+            .unwrap();
+        drop(w);
+        let w2 = SnapshotWriter::create(dir.path(), "k").unwrap();
+        assert!(w2.replaced_previous());
+        assert!(!dir.path().join("dispatch-0-00000.safetensors").exists());
+
+        let foreign = tempfile::tempdir().unwrap();
+        std::fs::write(foreign.path().join("notes.txt"), "mine").unwrap();
+        let err = SnapshotWriter::create(foreign.path(), "k").unwrap_err();
+        assert!(matches!(err, StoreError::ForeignDirectory(_)));
+    }
+}

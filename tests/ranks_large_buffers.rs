@@ -53,7 +53,10 @@ fn attachments(log: &str) -> BTreeMap<u64, Interval> {
         } else {
             &mut interval.detach_us
         };
-        assert!(slot.is_none(), "connection {connection}: a second {event}: {line}");
+        assert!(
+            slot.is_none(),
+            "connection {connection}: a second {event}: {line}"
+        );
         *slot = Some(us);
     }
     by_connection
@@ -124,7 +127,11 @@ fn large_buffers_of_four_ranks_are_attached_and_copied_at_the_same_time() {
     let log = std::fs::read_to_string(&log_file).unwrap();
     let by_connection = attachments(&log);
     eprintln!("attachments, µs since the collector started: {by_connection:?}");
-    assert_eq!(by_connection.len() as u64, RANKS, "{by_connection:?}\n{log}");
+    assert_eq!(
+        by_connection.len() as u64,
+        RANKS,
+        "{by_connection:?}\n{log}"
+    );
     let mut last_attach = 0;
     let mut first_detach = u64::MAX;
     for (connection, interval) in &by_connection {

@@ -24,7 +24,6 @@ use std::os::unix::fs::FileExt;
 /// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
 pub const STAGING_MEMFD_NAME: &CStr = c"ditto-staging";
 
-
 /// Largest buffer that is staged; larger ones travel by IPC (the collector
 /// reads them where they are, without a second copy in the application).
 pub const MAX_STAGED_BUFFER: u64 = 1 << 20;

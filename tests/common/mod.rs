@@ -120,9 +120,7 @@ impl Collector {
             .arg(out)
             .env("DITTO_CPU_RUNTIME_DIR", cpu_runtime_dir())
             .stdout(Stdio::null());
-        let child = configure(&mut cmd)
-            .spawn()
-            .expect("start ditto collect");
+        let child = configure(&mut cmd).spawn().expect("start ditto collect");
         wait_for(socket, "ditto collect's socket");
         Collector { child }
     }

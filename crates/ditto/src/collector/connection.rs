@@ -16,6 +16,7 @@ use ditto_protocol::{
     Ack, CollectorMessage, FrameError, Hello, MissReason, PROTOCOL_VERSION, Phase, ToolMessage,
     read_frame, write_frame,
 };
+use ditto_types::panic_message;
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::panic::{self, AssertUnwindSafe};
@@ -441,15 +442,6 @@ fn run_connection(
             }
         }
     }
-}
-
-/// The text of a caught panic.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".to_string())
 }
 
 fn message_kind(m: &ToolMessage) -> &'static str {

@@ -3,7 +3,7 @@
 //! into elements, and the statistics of one array pair. Knows nothing of
 //! snapshots, dispatches or files.
 
-use crate::store::{Array, StoreError};
+use crate::store::StoreError;
 use ditto_protocol::DType;
 use half::{bf16, f16};
 use std::path::PathBuf;
@@ -300,36 +300,4 @@ pub fn ulp_distance(dtype: DType, a: f64, b: f64) -> Option<u64> {
         _ => return None,
     };
     Some((oa - ob).unsigned_abs() as u64)
-}
-
-/// Compares element by element; `b` is the reference.
-pub fn compare_arrays(
-    reference: &Array,
-    optimized: &Array,
-    options: &CompareOptions,
-    location: &str,
-) -> Result<ArrayStats, CompareError> {
-    if reference.dtype != optimized.dtype {
-        return Err(CompareError::DtypeDiffers {
-            location: location.to_string(),
-            reference: reference.dtype.name(),
-            optimized: optimized.dtype.name(),
-        });
-    }
-    if reference.elements() != optimized.elements() {
-        return Err(CompareError::LengthDiffers {
-            location: location.to_string(),
-            dtype: reference.dtype.name(),
-            reference: reference.elements(),
-            optimized: optimized.elements(),
-        });
-    }
-    let dtype = reference.dtype;
-    Ok(super::scan::scan(
-        dtype,
-        options.tolerance_for(dtype),
-        options,
-        &reference.bytes,
-        &optimized.bytes,
-    ))
 }

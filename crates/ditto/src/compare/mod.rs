@@ -24,6 +24,7 @@ mod scan;
 mod tests;
 
 pub use closeness::*;
+pub use scan::compare_arrays;
 
 use crate::store::missing::{self, MissingRecord};
 use crate::store::{DispatchRecord, Manifest, Snapshot};

@@ -13,9 +13,10 @@
 //! ULP distance) are `closeness`'s.
 
 use super::closeness::{
-    ArrayStats, CompareOptions, Element, NonFiniteCounts, Tolerance, WORST_ELEMENTS, WorstElement,
-    ulp_distance,
+    ArrayStats, CompareError, CompareOptions, Element, NonFiniteCounts, Tolerance, WORST_ELEMENTS,
+    WorstElement, ulp_distance,
 };
+use crate::store::Array;
 use ditto_protocol::DType;
 use half::{bf16, f16};
 use rayon::prelude::*;
@@ -444,4 +445,36 @@ pub(super) fn scan_with(
         nonfinite: partial.nonfinite,
         worst: partial.worst,
     }
+}
+
+/// Compares element by element; `b` is the reference.
+pub fn compare_arrays(
+    reference: &Array,
+    optimized: &Array,
+    options: &CompareOptions,
+    location: &str,
+) -> Result<ArrayStats, CompareError> {
+    if reference.dtype != optimized.dtype {
+        return Err(CompareError::DtypeDiffers {
+            location: location.to_string(),
+            reference: reference.dtype.name(),
+            optimized: optimized.dtype.name(),
+        });
+    }
+    if reference.elements() != optimized.elements() {
+        return Err(CompareError::LengthDiffers {
+            location: location.to_string(),
+            dtype: reference.dtype.name(),
+            reference: reference.elements(),
+            optimized: optimized.elements(),
+        });
+    }
+    let dtype = reference.dtype;
+    Ok(scan(
+        dtype,
+        options.tolerance_for(dtype),
+        options,
+        &reference.bytes,
+        &optimized.bytes,
+    ))
 }

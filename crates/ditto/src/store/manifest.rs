@@ -6,8 +6,7 @@
 //! manifests; never touches a file.
 
 use super::StoreError;
-use super::missing::MissingRecord;
-use ditto_protocol::{DType, KernelName, Phase};
+use ditto_protocol::{DType, KernelName, MissReason, Phase};
 use safetensors::tensor::Dtype as StDtype;
 use serde::{Deserialize, Serialize};
 
@@ -163,6 +162,44 @@ pub fn tensor_name(arg: u32, phase: Phase) -> String {
         return format!("arg{arg}.before");
     }
     format!("arg{arg}")
+}
+
+/// One record of "missing": a run of dispatches (or one buffer) not
+/// captured, and why; the rules that merge them are `missing`'s.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MissingRecord {
+    pub rank: u32,
+    pub pid: u32,
+    /// First dispatch index of the run.
+    pub index: u64,
+    /// Number of consecutive dispatches from `index`.
+    pub count: u64,
+    /// Null: the whole dispatches are missing; else only this argument of
+    /// dispatch `index` (in `phase`), the rest of which was captured.
+    #[serde(default)]
+    pub arg: Option<u32>,
+    #[serde(default)]
+    pub phase: Option<Phase>,
+    pub reason: MissReason,
+    pub detail: String,
+}
+
+impl MissingRecord {
+    /// Whether this record says the whole dispatch (rank, index) is missing.
+    pub fn covers(&self, rank: u32, index: u64) -> bool {
+        self.arg.is_none()
+            && self.rank == rank
+            && index >= self.index
+            && index - self.index < self.count
+    }
+
+    /// The record's dispatch indices, as people read them.
+    pub fn indices(&self) -> String {
+        match self.count {
+            1 => format!("{}", self.index),
+            n => format!("{}..{}", self.index, self.index + n - 1),
+        }
+    }
 }
 
 #[cfg(test)]

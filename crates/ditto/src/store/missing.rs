@@ -3,8 +3,8 @@
 //! dispatch indices of one process (or per buffer of one dispatch), with
 //! the reason (`selection`, `timeout`, `error`) and its detail.
 //!
-//! Owns the record and the rules that merge records into a manifest, the
-//! same for the writer and for every reader of the journal:
+//! Owns the rules that merge records (their schema is the manifest's) into
+//! a manifest, the same for the writer and for every reader of the journal:
 //! - a missing record for whole dispatches wins over a stored dispatch with
 //!   the same (rank, index): the tool released that dispatch before the
 //!   collector's copy was acknowledged (a timeout), so the stored bytes may
@@ -13,45 +13,9 @@
 //!   (the tool's `timeout` after the collector's own `error` for the late
 //!   copy says why better).
 
+pub use super::manifest::MissingRecord;
 use super::manifest::{DispatchRecord, Manifest};
-use ditto_protocol::{MissReason, Phase};
-use serde::{Deserialize, Serialize};
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-pub struct MissingRecord {
-    pub rank: u32,
-    pub pid: u32,
-    /// First dispatch index of the run.
-    pub index: u64,
-    /// Number of consecutive dispatches from `index`.
-    pub count: u64,
-    /// Null: the whole dispatches are missing; else only this argument of
-    /// dispatch `index` (in `phase`), the rest of which was captured.
-    #[serde(default)]
-    pub arg: Option<u32>,
-    #[serde(default)]
-    pub phase: Option<Phase>,
-    pub reason: MissReason,
-    pub detail: String,
-}
-
-impl MissingRecord {
-    /// Whether this record says the whole dispatch (rank, index) is missing.
-    pub fn covers(&self, rank: u32, index: u64) -> bool {
-        self.arg.is_none()
-            && self.rank == rank
-            && index >= self.index
-            && index - self.index < self.count
-    }
-
-    /// The record's dispatch indices, as people read them.
-    pub fn indices(&self) -> String {
-        match self.count {
-            1 => format!("{}", self.index),
-            n => format!("{}..{}", self.index, self.index + n - 1),
-        }
-    }
-}
+use ditto_protocol::MissReason;
 
 /// Adds `record` to `manifest` by the rules above, keeping the records in
 /// (rank, index, argument) order whatever order they were replayed in;

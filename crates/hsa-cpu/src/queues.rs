@@ -445,8 +445,15 @@ pub(crate) fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     }
 }
 
+/// `f` on the ring of `queue`, under the registry's read lock (no record
+/// is cloned: the index operations of every dispatch come here).
+#[inline]
 fn with_ring<T: Default>(queue: *const hsa_queue_t, f: impl FnOnce(&Ring) -> T) -> T {
-    lookup(queue).map_or_else(T::default, |r| f(r.ring()))
+    REGISTRY
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(queue as usize))
+        .map_or_else(T::default, |r| f(r.ring()))
 }
 
 pub(crate) fn load_read_index(q: *const hsa_queue_t, o: Ordering) -> u64 {

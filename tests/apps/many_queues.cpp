@@ -17,13 +17,7 @@
 // --queue-size (the runtime's minimum is 4) keeps many packets waiting for
 // room. Prints the totals and the number of wrong words (nothing that
 // changes from run to run); exits 0 when every word is right.
-#include "hiplite.hpp"
-
-__global__ void fill_tag(unsigned int* out, unsigned int tag, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = tag | static_cast<unsigned int>(i);
-}
-DITTO_KERNEL(fill_tag)
+#include "fill_tag.hpp"
 
 #ifndef DITTO_DEVICE_PASS
 #include <stdio.h>
@@ -36,20 +30,14 @@ DITTO_KERNEL(fill_tag)
 
 namespace {
 
-constexpr int kElements = 64;
+using fill_tag_app::FillTagArgs;
+using fill_tag_app::kElements;
 
 struct Config {
   int threads = 8;
   int queues = 4;
   int per_queue = 50;
   unsigned queue_size = 4096;
-};
-
-// fill_tag's kernarg segment: natural alignment, declaration order.
-struct FillTagArgs {
-  unsigned int* out;
-  unsigned int tag;
-  int n;
 };
 
 void queue_error(hsa_status_t status, hsa_queue_t* queue, void*) {
@@ -69,33 +57,6 @@ void check(hsa_status_t status, const char* what) {
 unsigned tag_of(int thread, int queue, int iteration) {
   return (static_cast<unsigned>(thread) << 24) | (static_cast<unsigned>(queue) << 16) |
          (static_cast<unsigned>(iteration) << 8);
-}
-
-void dispatch(hsa_queue_t* q, const hiplite::Kernel& kernel, void* kernarg) {
-  hsa_kernel_dispatch_packet_t p{};
-  p.workgroup_size_x = kElements;
-  p.workgroup_size_y = 1;
-  p.workgroup_size_z = 1;
-  p.grid_size_x = kElements;
-  p.grid_size_y = 1;
-  p.grid_size_z = 1;
-  p.private_segment_size = kernel.private_segment_size;
-  p.group_segment_size = kernel.group_segment_size;
-  p.kernel_object = kernel.kernel_object;
-  p.kernarg_address = kernarg;
-  p.completion_signal.handle = 0;
-  hiplite::submit_to(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
-         static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
-}
-
-// Waits until everything this thread put in `q` before has completed.
-void drain(hsa_queue_t* q, hsa_signal_t signal) {
-  hsa_signal_store_relaxed(signal, 1);
-  hsa_barrier_and_packet_t b{};
-  b.completion_signal = signal;
-  hiplite::submit_to(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
-  while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
-  }
 }
 
 int parse_count(const char* flag, const char* text, int low, int high) {
@@ -186,10 +147,10 @@ int main(int argc, char** argv) {
           const FillTagArgs args{outputs[t][q * config.per_queue + it], tag_of(t, q, it), kElements};
           memcpy(kernarg, &args, sizeof args);
           kernargs.push_back(kernarg);
-          dispatch(queues[q], kernel, kernarg);
+          fill_tag_app::dispatch(queues[q], kernel, kernarg);
         }
       }
-      for (hsa_queue_t* q : queues) drain(q, signal);
+      for (hsa_queue_t* q : queues) fill_tag_app::drain(q, signal);
       for (void* kernarg : kernargs) check(hsa_amd_memory_pool_free(kernarg), "hsa_amd_memory_pool_free(kernarg)");
       hsa_signal_destroy(signal);
     });

@@ -10,13 +10,7 @@
 //   -> "warm <bytes>\nend <bytes>\nwrong 0\n"
 //
 // Exits 0 when every word was right.
-#include "hiplite.hpp"
-
-__global__ void fill_tag(unsigned int* out, unsigned int tag, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = tag | static_cast<unsigned int>(i);
-}
-DITTO_KERNEL(fill_tag)
+#include "fill_tag.hpp"
 
 #ifndef DITTO_DEVICE_PASS
 #include <malloc.h>
@@ -26,13 +20,8 @@ DITTO_KERNEL(fill_tag)
 
 namespace {
 
-constexpr int kElements = 64;
-
-struct FillTagArgs {
-  unsigned int* out;
-  unsigned int tag;
-  int n;
-};
+using fill_tag_app::FillTagArgs;
+using fill_tag_app::kElements;
 
 void check(hsa_status_t status, const char* what) {
   if (status != HSA_STATUS_SUCCESS) {
@@ -89,25 +78,8 @@ int main(int argc, char** argv) {
     memset(kernarg, 0, kernel.kernarg_segment_size);
     const FillTagArgs args{out, tag, kElements};
     memcpy(kernarg, &args, sizeof args);
-    hsa_kernel_dispatch_packet_t p{};
-    p.workgroup_size_x = kElements;
-    p.workgroup_size_y = 1;
-    p.workgroup_size_z = 1;
-    p.grid_size_x = kElements;
-    p.grid_size_y = 1;
-    p.grid_size_z = 1;
-    p.private_segment_size = kernel.private_segment_size;
-    p.group_segment_size = kernel.group_segment_size;
-    p.kernel_object = kernel.kernel_object;
-    p.kernarg_address = kernarg;
-    hiplite::submit_to(q, &p, hiplite::header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
-           static_cast<uint16_t>(1 << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
-    hsa_signal_store_relaxed(signal, 1);
-    hsa_barrier_and_packet_t b{};
-    b.completion_signal = signal;
-    hiplite::submit_to(q, &b, hiplite::header_for(HSA_PACKET_TYPE_BARRIER_AND), 0);
-    while (hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED) >= 1) {
-    }
+    fill_tag_app::dispatch(q, kernel, kernarg);
+    fill_tag_app::drain(q, signal);
     for (int i = 0; i < kElements; ++i) wrong += out[i] != (tag | static_cast<unsigned>(i));
     check(hsa_queue_destroy(q), "hsa_queue_destroy");
     if (cycle + 1 == warmup) printf("warm %zu\n", mallinfo2().uordblks);

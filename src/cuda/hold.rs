@@ -13,19 +13,21 @@
 //! said once.
 //!
 //! The same describe step as HSA ([`crate::capture::describe`]) through
-//! [`CudaDevice`] (`access`), capture's state in the process's
-//! [`Lifecycle`].
+//! [`CudaDevice`] (`access`), the same accounting ([`Ledger`]: at exit
+//! every matched dispatch never reported is sent as missed, with why),
+//! capture's state in the process's [`Lifecycle`].
 
 use super::access::CudaDevice;
 use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
 use super::launch::Launch;
-use crate::capture::client::CollectorConnection;
+use crate::capture::accounting::Ledger;
+use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
 use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
-use ditto_protocol::{MissReason, Missed, Phase};
+use ditto_protocol::{MissReason, Phase};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +46,10 @@ pub struct CudaTool {
     /// Parameter offsets and sizes of target kernels, by function handle.
     layouts: Mutex<HashMap<usize, Vec<(u64, u64)>>>,
     next_index: AtomicU64,
+    /// The connection and the ledger of what it was told, locked together
+    /// (connection first).
     pub connection: Mutex<Option<CollectorConnection>>,
+    ledger: Mutex<Ledger>,
     /// Kernels whose launch into a capturing stream was already reported.
     graph_noted: Mutex<HashSet<String>>,
 }
@@ -64,6 +69,7 @@ impl CudaTool {
             layouts: Mutex::new(HashMap::new()),
             next_index: AtomicU64::new(0),
             connection: Mutex::new(None),
+            ledger: Mutex::new(Ledger::default()),
             graph_noted: Mutex::new(HashSet::new()),
         }
     }
@@ -253,31 +259,27 @@ impl CudaTool {
             misses,
         } = describe(&device, &facts, phase, &self.choice, None);
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(conn) = connection.as_mut() else {
-            return;
-        };
-        if !self.lifecycle.is_capturing() {
-            return;
-        }
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         // Buffers the tool could not take are accounted for in the snapshot.
         for (arg, detail) in misses {
-            let missed = Missed {
-                index,
-                count: 1,
-                arg: Some(arg),
-                phase,
-                reason: MissReason::Error,
-                detail,
-            };
-            if let Err(e) = conn.missed(&missed) {
-                self.lifecycle.fail(&e.to_string());
-                return;
-            }
+            ledger.missed_buffer(index, arg, phase, detail);
         }
+        self.send_missed(&mut connection, &mut ledger);
+        let Some(conn) = connection
+            .as_mut()
+            .filter(|_| self.lifecycle.is_capturing())
+        else {
+            return;
+        };
         if phase == Phase::Before && dispatch.buffers.is_empty() {
             return;
         }
-        match conn.dispatch(dispatch, copies) {
+        let result = conn.dispatch(dispatch, copies);
+        if result.is_ok() && phase == Phase::After {
+            // Sent, and answered: the collector stores it or says why not.
+            ledger.sent(index);
+        }
+        match result {
             Ok(Ok(())) => log_debug!(
                 "dispatch {index} of `{}` captured ({phase:?})",
                 kernel.name.demangled
@@ -286,40 +288,80 @@ impl CudaTool {
                 "collector could not capture dispatch {index} of `{}`: {reason}",
                 kernel.name.demangled
             ),
-            Err(e) => self.lifecycle.fail(&e.to_string()),
+            Err(e) => {
+                let reason = match e {
+                    ClientError::Timeout { .. } => MissReason::Timeout,
+                    _ => MissReason::Error,
+                };
+                let detail = e.to_string();
+                ledger.missed(
+                    index,
+                    reason,
+                    format!("{detail}; the launch ran on uncaptured"),
+                );
+                ledger.stopped(
+                    reason,
+                    format!("capture stopped at dispatch {index}: {detail}"),
+                );
+                self.lifecycle.fail(&detail);
+                self.send_missed(&mut connection, &mut ledger);
+            }
         }
     }
 
     /// Tells the collector dispatch `index` is not captured, and why.
     fn missed(&self, index: u64, reason: MissReason, detail: String) {
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        let (Some(conn), true) = (connection.as_mut(), self.lifecycle.is_capturing()) else {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.missed(index, reason, detail);
+        self.send_missed(&mut connection, &mut ledger);
+    }
+
+    /// Sends the ledger's queued misses while the connection can carry
+    /// them (best effort once capture has stopped); a failed write while
+    /// capturing fails open.
+    fn send_missed(&self, connection: &mut Option<CollectorConnection>, ledger: &mut Ledger) {
+        let queued = ledger.take_queued();
+        let Some(conn) = connection.as_mut() else {
             return;
         };
-        let missed = Missed {
-            index,
-            count: 1,
-            arg: None,
-            phase: Phase::After,
-            reason,
-            detail,
-        };
-        if let Err(e) = conn.missed(&missed) {
-            self.lifecycle.fail(&e.to_string());
+        for missed in queued {
+            if !conn.writable() {
+                return;
+            }
+            if let Err(e) = conn.missed(&missed) {
+                if self.lifecycle.is_capturing() {
+                    ledger.stopped(MissReason::Error, e.to_string());
+                    self.lifecycle.fail(&e.to_string());
+                } else {
+                    log_debug!("could not report missed dispatch {}: {e}", missed.index);
+                }
+            }
         }
     }
 
-    /// Says Goodbye once (at exit); later calls return at once.
+    /// Says Goodbye once (at exit), after accounting for every matched
+    /// dispatch never reported; later calls return at once.
     pub fn finish(&self) {
         if !self.lifecycle.claim_finish() {
             return;
         }
         let goodbye = self.kernels.goodbye();
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(conn), true) = (connection.as_mut(), self.lifecycle.is_capturing())
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.close(
+            self.next_index.load(Ordering::Relaxed),
+            &self.options.dispatch,
+        );
+        self.send_missed(&mut connection, &mut ledger);
+        if let Some(conn) = connection.as_mut().filter(|c| c.writable())
             && let Err(e) = conn.goodbye(&goodbye)
         {
-            log_warn!("could not say goodbye to the collector: {e}");
+            if self.lifecycle.is_capturing() {
+                log_warn!("could not say goodbye to the collector: {e}");
+            } else {
+                log_debug!("could not say goodbye to the collector: {e}");
+            }
         }
         self.lifecycle.finished();
     }

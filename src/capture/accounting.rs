@@ -5,8 +5,12 @@
 //! every index never reported into a Missed: `selection` when `--dispatch`
 //! did not choose it, else the reason capture stopped. Memory stays
 //! constant while dispatches are reported in order (one run of indices).
-//! Owns no connection: the backend sends what [`Ledger::take_queued`] gives.
+//! Owns no connection: [`send_queued`] sends what the ledger queued over
+//! the backend's.
 
+use super::client::CollectorConnection;
+use crate::lifecycle::Lifecycle;
+use crate::log::log_debug;
 use ditto_protocol::{DispatchSelection, MissReason, Missed, Phase};
 use std::collections::BTreeMap;
 
@@ -149,6 +153,33 @@ impl Ledger {
                 self.queue(index, 1, reason, detail);
             }
             self.reported.insert(start, end);
+        }
+    }
+}
+
+/// Sends the ledger's queued misses, oldest first, while the connection
+/// can carry them (best effort once capture has stopped). A failed write
+/// while capturing fails open, and is why capture stopped.
+pub fn send_queued(
+    connection: &mut Option<CollectorConnection>,
+    ledger: &mut Ledger,
+    lifecycle: &Lifecycle,
+) {
+    let queued = ledger.take_queued();
+    let Some(conn) = connection.as_mut() else {
+        return;
+    };
+    for missed in queued {
+        if !conn.writable() {
+            return;
+        }
+        if let Err(e) = conn.missed(&missed) {
+            if lifecycle.is_capturing() {
+                ledger.stopped(MissReason::Error, e.to_string());
+                lifecycle.fail(&e.to_string());
+            } else {
+                log_debug!("could not report missed dispatch {}: {e}", missed.index);
+            }
         }
     }
 }

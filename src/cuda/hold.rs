@@ -20,7 +20,7 @@
 use super::access::CudaDevice;
 use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
 use super::launch::Launch;
-use crate::capture::accounting::Ledger;
+use crate::capture::accounting::{Ledger, send_queued};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
@@ -264,7 +264,7 @@ impl CudaTool {
         for (arg, detail) in misses {
             ledger.missed_buffer(index, arg, phase, detail);
         }
-        self.send_missed(&mut connection, &mut ledger);
+        send_queued(&mut connection, &mut ledger, self.lifecycle);
         let Some(conn) = connection
             .as_mut()
             .filter(|_| self.lifecycle.is_capturing())
@@ -304,7 +304,7 @@ impl CudaTool {
                     format!("capture stopped at dispatch {index}: {detail}"),
                 );
                 self.lifecycle.fail(&detail);
-                self.send_missed(&mut connection, &mut ledger);
+                send_queued(&mut connection, &mut ledger, self.lifecycle);
             }
         }
     }
@@ -314,30 +314,7 @@ impl CudaTool {
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         ledger.missed(index, reason, detail);
-        self.send_missed(&mut connection, &mut ledger);
-    }
-
-    /// Sends the ledger's queued misses while the connection can carry
-    /// them (best effort once capture has stopped); a failed write while
-    /// capturing fails open.
-    fn send_missed(&self, connection: &mut Option<CollectorConnection>, ledger: &mut Ledger) {
-        let queued = ledger.take_queued();
-        let Some(conn) = connection.as_mut() else {
-            return;
-        };
-        for missed in queued {
-            if !conn.writable() {
-                return;
-            }
-            if let Err(e) = conn.missed(&missed) {
-                if self.lifecycle.is_capturing() {
-                    ledger.stopped(MissReason::Error, e.to_string());
-                    self.lifecycle.fail(&e.to_string());
-                } else {
-                    log_debug!("could not report missed dispatch {}: {e}", missed.index);
-                }
-            }
-        }
+        send_queued(&mut connection, &mut ledger, self.lifecycle);
     }
 
     /// Says Goodbye once (at exit), after accounting for every matched
@@ -353,7 +330,7 @@ impl CudaTool {
             self.next_index.load(Ordering::Relaxed),
             &self.options.dispatch,
         );
-        self.send_missed(&mut connection, &mut ledger);
+        send_queued(&mut connection, &mut ledger, self.lifecycle);
         if let Some(conn) = connection.as_mut().filter(|c| c.writable())
             && let Err(e) = conn.goodbye(&goodbye)
         {

@@ -1,6 +1,7 @@
 // fill_tag.hpp: the kernel of the applications that write packets into
 // their own queues (many_queues, queue_churn), and the host side they
-// share: its argument block, one dispatch of it, and a wait for a queue.
+// share: setting it up, its argument block, one dispatch of it, and a wait
+// for a queue.
 //
 // fill_tag(unsigned* out, unsigned tag, int n): out[i] = tag | i, so every
 // output word says which dispatch wrote it.
@@ -14,6 +15,9 @@ __global__ void fill_tag(unsigned int* out, unsigned int tag, int n) {
 DITTO_KERNEL(fill_tag)
 
 #ifndef DITTO_DEVICE_PASS
+#include <stdio.h>
+#include <stdlib.h>
+
 namespace fill_tag_app {
 
 // Words per output buffer, and work-items per dispatch.
@@ -25,6 +29,20 @@ struct FillTagArgs {
   unsigned int tag;
   int n;
 };
+
+// fill_tag as loaded by the runtime; `app` names the application in the
+// message printed before it exits when the kernel cannot be set up.
+inline hiplite::Kernel set_up(const char* app) {
+  hiplite::Runtime& rt = hiplite::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  const hiplite::Kernel* found = nullptr;
+  if (hiplite::ensure_initialized(rt) || hiplite::ensure_executable(rt) ||
+      hiplite::find_kernel(rt, reinterpret_cast<const void*>(fill_tag), &found)) {
+    fprintf(stderr, "%s: cannot set up the kernel: %s\n", app, rt.detail.c_str());
+    exit(1);
+  }
+  return *found;
+}
 
 // One dispatch of fill_tag over kElements work-items into `q`, with no
 // completion signal.

@@ -97,17 +97,7 @@ Config parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const Config config = parse(argc, argv);
   hiplite::Runtime& rt = hiplite::runtime();
-  hiplite::Kernel kernel;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    const hiplite::Kernel* found = nullptr;
-    if (hiplite::ensure_initialized(rt) || hiplite::ensure_executable(rt) ||
-        hiplite::find_kernel(rt, reinterpret_cast<const void*>(fill_tag), &found)) {
-      fprintf(stderr, "many_queues: cannot set up the kernel: %s\n", rt.detail.c_str());
-      return 1;
-    }
-    kernel = *found;
-  }
+  const hiplite::Kernel kernel = fill_tag_app::set_up("many_queues");
   if (kernel.kernarg_segment_size < sizeof(FillTagArgs)) {
     fprintf(stderr, "many_queues: fill_tag's kernarg segment is %u bytes, expected at least %zu\n",
             kernel.kernarg_segment_size, sizeof(FillTagArgs));

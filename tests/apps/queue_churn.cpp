@@ -51,17 +51,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   hiplite::Runtime& rt = hiplite::runtime();
-  hiplite::Kernel kernel;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    const hiplite::Kernel* found = nullptr;
-    if (hiplite::ensure_initialized(rt) || hiplite::ensure_executable(rt) ||
-        hiplite::find_kernel(rt, reinterpret_cast<const void*>(fill_tag), &found)) {
-      fprintf(stderr, "queue_churn: cannot set up the kernel: %s\n", rt.detail.c_str());
-      return 1;
-    }
-    kernel = *found;
-  }
+  const hiplite::Kernel kernel = fill_tag_app::set_up("queue_churn");
   unsigned int* out = nullptr;
   HIP_CHECK(hipMalloc(&out, kElements * sizeof(unsigned int)));
   void* kernarg = nullptr;

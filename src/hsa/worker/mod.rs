@@ -36,7 +36,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::capture::accounting::Ledger;
+use crate::capture::accounting::{Ledger, send_queued};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::KernelInfo;
 use crate::capture::{ArgumentChoice, BufferAccess, DispatchFacts, Snapshot, describe};
@@ -291,7 +291,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
                 // After a timeout the connection's frames are intact: the
                 // collector, if it comes back, still learns what was missed.
                 ledger.close(matched, &config.dispatch);
-                send_missed(&mut connection, &mut ledger, lifecycle);
+                send_queued(&mut connection, &mut ledger, lifecycle);
                 if let Some(conn) = connection.as_mut().filter(|c| c.writable())
                     && let Err(e) = conn.goodbye(&goodbye)
                 {
@@ -444,7 +444,7 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::Before, detail);
         }
-        send_missed(connection, ledger, lifecycle);
+        send_queued(connection, ledger, lifecycle);
         if let Some(conn) = connection.as_mut().filter(|_| lifecycle.is_capturing())
             && !before.buffers.is_empty()
         {
@@ -507,7 +507,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::After, detail);
         }
-        send_missed(connection, ledger, lifecycle);
+        send_queued(connection, ledger, lifecycle);
         let result = match connection.as_mut().filter(|_| lifecycle.is_capturing()) {
             Some(conn) => {
                 if !dispatch.needs_ack() {
@@ -562,7 +562,7 @@ fn fail_on(
     };
     failed(ledger, index, reason, error.to_string());
     lifecycle.fail(&error.to_string());
-    send_missed(connection, ledger, lifecycle);
+    send_queued(connection, ledger, lifecycle);
 }
 
 /// Records dispatch `index` as missed and capture as stopped for `reason`.
@@ -585,31 +585,5 @@ fn send_unsent(connection: &mut Option<CollectorConnection>, lifecycle: &Lifecyc
         && let Err(e) = conn.flush(false)
     {
         lifecycle.fail(&e.to_string());
-    }
-}
-
-/// Sends the ledger's queued misses while the connection can carry them
-/// (best effort once capture has stopped). A failed write while capturing
-/// fails open, as any connection failure does.
-fn send_missed(
-    connection: &mut Option<CollectorConnection>,
-    ledger: &mut Ledger,
-    lifecycle: &Lifecycle,
-) {
-    let queued = ledger.take_queued();
-    let Some(conn) = connection.as_mut() else {
-        return;
-    };
-    for missed in queued {
-        if !conn.writable() {
-            return;
-        }
-        if let Err(e) = conn.missed(&missed) {
-            if lifecycle.is_capturing() {
-                lifecycle.fail(&e.to_string());
-            } else {
-                log_debug!("could not report missed dispatch {}: {e}", missed.index);
-            }
-        }
     }
 }

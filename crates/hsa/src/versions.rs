@@ -1,0 +1,350 @@
+//! Reading and writing the runtime's API tables by their version. ROCr's
+//! `AmdExtTable` changed its layout in the middle twice while its major_id
+//! stayed 1 (ROCm 5.5 and 5.6 inserted entries; only minor_id, the table's
+//! size, tells them apart); from major_id 2 (ROCm 6.0) tables only grow at
+//! the end. The Rust structs of this crate ([`CoreApiTable`],
+//! [`AmdExtTable`]) are ROCm 5.2's layout, the *canonical* one: a tool
+//! copies the live table into it entry by entry, each found BY NAME in the
+//! layout its version picks ([`crate::layouts`], generated from measured
+//! data), and writes its wraps back the same way. No entry is read or
+//! written at an offset the table's version does not define; a version no
+//! measured layout has is refused.
+
+use crate::layouts::{AMD_EXT_TABLE_LAYOUTS, CORE_API_TABLE_LAYOUTS};
+use crate::table::{
+    AMD_EXT_TABLE_ENTRIES, AmdExtTable, ApiTableVersion, CORE_API_TABLE_ENTRIES, CoreApiTable,
+};
+
+/// Bytes of a table's version header; entries follow, 8 bytes each.
+const HEADER_BYTES: usize = 16;
+const ENTRY_BYTES: u32 = 8;
+
+/// One layout of an API table.
+#[derive(Debug)]
+pub struct TableLayout {
+    /// The measured releases that use it (keys of the measured data).
+    pub releases: &'static [&'static str],
+    pub major_id: u32,
+    /// The table sizes (minor_id) measured for it.
+    pub measured_minor_ids: &'static [u32],
+    /// Whether later releases only append entries: any minor_id from the
+    /// smallest measured one on is read, each entry only where the table
+    /// holds it.
+    pub grows: bool,
+    /// Every entry with its byte offset, in offset order.
+    pub entries: &'static [(&'static str, u32)],
+}
+
+impl TableLayout {
+    /// Where entry `name` is in a table of `minor_id` bytes, if it holds it.
+    pub fn offset(&self, name: &str, minor_id: u32) -> Option<usize> {
+        self.entries
+            .iter()
+            .find(|(n, _)| *n == name)
+            .filter(|(_, at)| at + ENTRY_BYTES <= minor_id)
+            .map(|(_, at)| *at as usize)
+    }
+
+    /// Whether a table of this version is laid out so.
+    fn fits(&self, version: ApiTableVersion) -> bool {
+        if version.major_id != self.major_id {
+            return false;
+        }
+        if self.grows {
+            self.measured_minor_ids
+                .iter()
+                .min()
+                .is_some_and(|&smallest| version.minor_id >= smallest)
+        } else {
+            self.measured_minor_ids.contains(&version.minor_id)
+        }
+    }
+
+    /// "1/400 (5.2.3, 5.3.0, 5.4.3)", for messages.
+    fn describe(&self) -> String {
+        let sizes: Vec<String> = self.measured_minor_ids.iter().map(u32::to_string).collect();
+        let sizes = if self.grows {
+            format!("{} or more", sizes[0])
+        } else {
+            sizes.join("|")
+        };
+        format!("{}/{sizes} ({})", self.major_id, self.releases.join(", "))
+    }
+}
+
+/// Which API table a version belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    Core,
+    AmdExt,
+}
+
+impl Table {
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Core => "core",
+            Table::AmdExt => "AMD extension",
+        }
+    }
+
+    fn layouts(self) -> &'static [TableLayout] {
+        match self {
+            Table::Core => CORE_API_TABLE_LAYOUTS,
+            Table::AmdExt => AMD_EXT_TABLE_LAYOUTS,
+        }
+    }
+
+    /// The entries of the canonical struct, in order.
+    pub fn canonical_entries(self) -> &'static [&'static str] {
+        match self {
+            Table::Core => CORE_API_TABLE_ENTRIES,
+            Table::AmdExt => AMD_EXT_TABLE_ENTRIES,
+        }
+    }
+}
+
+/// The layout of a `table` of `version`; `Err` names the version and the
+/// versions known.
+pub fn layout_of(table: Table, version: ApiTableVersion) -> Result<&'static TableLayout, String> {
+    table
+        .layouts()
+        .iter()
+        .find(|l| l.fits(version))
+        .ok_or_else(|| {
+            let known: Vec<String> = table.layouts().iter().map(TableLayout::describe).collect();
+            format!(
+                "the runtime's {} table is version {}/{} (major_id/minor_id, step {}), which no \
+                 ROCm release ditto knows has; known: {}",
+                table.name(),
+                version.major_id,
+                version.minor_id,
+                version.step_id,
+                known.join("; ")
+            )
+        })
+}
+
+/// A live table of the runtime, with the layout its version picked.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveTable {
+    base: *mut u8,
+    version: ApiTableVersion,
+    layout: &'static TableLayout,
+}
+
+impl LiveTable {
+    /// The live table at `base`, laid out as its version header says.
+    ///
+    /// # Safety
+    /// `base` points at a table of `table`'s kind, valid for its
+    /// `minor_id` bytes.
+    pub unsafe fn new(table: Table, base: *mut u8) -> Result<LiveTable, String> {
+        // SAFETY: every table begins with its version header.
+        let version = unsafe { *(base as *const ApiTableVersion) };
+        Ok(LiveTable {
+            base,
+            version,
+            layout: layout_of(table, version)?,
+        })
+    }
+
+    pub fn version(&self) -> ApiTableVersion {
+        self.version
+    }
+
+    pub fn layout(&self) -> &'static TableLayout {
+        self.layout
+    }
+
+    /// The entry called `name`, as a raw word (0: unset); `None` when this
+    /// version has no such entry.
+    ///
+    /// # Safety
+    /// The table is still valid (see [`LiveTable::new`]).
+    pub unsafe fn read(&self, name: &str) -> Option<usize> {
+        let at = self.layout.offset(name, self.version.minor_id)?;
+        // SAFETY: `at + 8 <= minor_id`: inside the table.
+        Some(unsafe { std::ptr::read_unaligned(self.base.add(at) as *const usize) })
+    }
+
+    /// Writes `value` into the entry called `name`; false when this version
+    /// has no such entry (nothing written).
+    ///
+    /// # Safety
+    /// As [`LiveTable::read`]; the runtime expects tools to write their
+    /// wraps into its table while it loads them.
+    pub unsafe fn write(&self, name: &str, value: usize) -> bool {
+        let Some(at) = self.layout.offset(name, self.version.minor_id) else {
+            return false;
+        };
+        // SAFETY: `at + 8 <= minor_id`: inside the table.
+        unsafe { std::ptr::write_unaligned(self.base.add(at) as *mut usize, value) };
+        true
+    }
+
+    /// The table copied into its canonical struct `T` (of `table`'s kind),
+    /// entry by entry by name; entries this version lacks stay unset.
+    ///
+    /// # Safety
+    /// As [`LiveTable::read`]; `T` is `table`'s canonical struct.
+    unsafe fn canonical<T: Copy>(&self, table: Table) -> T {
+        // SAFETY: every table struct is Copy and all-zero is valid (None
+        // entries, a zero version).
+        let mut copy: T = unsafe { std::mem::zeroed() };
+        let out = &mut copy as *mut T as *mut u8;
+        // SAFETY: the header is the first 16 bytes of both.
+        unsafe { std::ptr::write_unaligned(out as *mut ApiTableVersion, self.version) };
+        for (i, name) in table.canonical_entries().iter().enumerate() {
+            // SAFETY: as above.
+            if let Some(word) = unsafe { self.read(name) } {
+                let slot = HEADER_BYTES + i * ENTRY_BYTES as usize;
+                debug_assert!(slot + 8 <= std::mem::size_of::<T>());
+                // SAFETY: entry i of the canonical struct lies at 16 + 8i.
+                unsafe { std::ptr::write_unaligned(out.add(slot) as *mut usize, word) };
+            }
+        }
+        copy
+    }
+
+    /// The core table in the canonical layout.
+    ///
+    /// # Safety
+    /// As [`LiveTable::read`]; this is a core table.
+    pub unsafe fn core(&self) -> CoreApiTable {
+        // SAFETY: the caller's contract.
+        unsafe { self.canonical(Table::Core) }
+    }
+
+    /// The AMD extension table in the canonical layout.
+    ///
+    /// # Safety
+    /// As [`LiveTable::read`]; this is an AMD extension table.
+    pub unsafe fn amd_ext(&self) -> AmdExtTable {
+        // SAFETY: the caller's contract.
+        unsafe { self.canonical(Table::AmdExt) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(major_id: u32, minor_id: u32) -> ApiTableVersion {
+        ApiTableVersion {
+            major_id,
+            minor_id,
+            step_id: 0,
+            reserved: 0,
+        }
+    }
+
+    #[test]
+    fn the_canonical_structs_are_rocm_5_2s_layout() {
+        for (table, size) in [
+            (Table::Core, std::mem::size_of::<CoreApiTable>()),
+            (Table::AmdExt, std::mem::size_of::<AmdExtTable>()),
+        ] {
+            let layout = layout_of(table, version(1, size as u32)).unwrap();
+            assert!(layout.releases.contains(&"5.2.3"), "{layout:?}");
+            let canonical: Vec<(&str, u32)> = table
+                .canonical_entries()
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (*n, (HEADER_BYTES + i * 8) as u32))
+                .collect();
+            assert_eq!(canonical, layout.entries, "{}", table.name());
+            assert_eq!(HEADER_BYTES + canonical.len() * 8, size);
+        }
+    }
+
+    #[test]
+    fn the_amd_tables_of_rocm_5_pick_by_size_and_6_on_grow() {
+        let pick =
+            |major, minor| layout_of(Table::AmdExt, version(major, minor)).map(|l| l.releases[0]);
+        assert_eq!(pick(1, 400), Ok("5.2.3"));
+        assert_eq!(pick(1, 424), Ok("5.5.0"));
+        assert_eq!(pick(1, 456), Ok("5.6.0"));
+        assert_eq!(pick(2, 552), Ok("6.0.0"));
+        assert_eq!(pick(2, 624), Ok("6.0.0"));
+        // A later 6.x/7.x table that grew again is read up to what is known.
+        assert_eq!(pick(2, 640), Ok("6.0.0"));
+        // A size no 5.x release had, a smaller 6.x table, a newer major.
+        for (major, minor) in [(1, 432), (2, 544), (3, 640)] {
+            let e = pick(major, minor).unwrap_err();
+            assert!(e.contains(&format!("version {major}/{minor}")), "{e}");
+            assert!(e.contains("1/400 (5.2.3, 5.3.0, 5.4.3)"), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_entry_is_found_only_where_the_version_holds_it() {
+        let l = layout_of(Table::AmdExt, version(2, 552)).unwrap();
+        // ROCm 6.4.3's intercept entries (compiled probe: 312 and 320).
+        assert_eq!(
+            l.offset("hsa_amd_queue_intercept_create_fn", 592),
+            Some(312)
+        );
+        assert_eq!(
+            l.offset("hsa_amd_queue_intercept_register_fn", 592),
+            Some(320)
+        );
+        // 7.2.4's last entry is past a 6.0 table's end.
+        let (last, at) = *l.entries.last().unwrap();
+        assert_eq!(l.offset(last, 624), Some(at as usize));
+        assert_eq!(l.offset(last, 552), None);
+        assert_eq!(l.offset("no_such_entry_fn", 624), None);
+        let five_two = layout_of(Table::AmdExt, version(1, 400)).unwrap();
+        assert_eq!(
+            five_two.offset("hsa_amd_queue_intercept_create_fn", 400),
+            Some(296)
+        );
+        assert_eq!(
+            five_two.offset("hsa_amd_memory_async_copy_on_engine_fn", 400),
+            None
+        );
+    }
+
+    /// A live table of `layout`'s version whose entry at each offset holds
+    /// the offset itself.
+    fn numbered_table(layout: &TableLayout, minor_id: u32) -> Vec<u64> {
+        let mut words = vec![0u64; minor_id as usize / 8];
+        words[0] = layout.major_id as u64 | ((minor_id as u64) << 32);
+        for (_, at) in layout.entries {
+            if at + 8 <= minor_id {
+                words[*at as usize / 8] = *at as u64;
+            }
+        }
+        words
+    }
+
+    #[test]
+    fn a_rocm_6_4_table_is_read_into_the_canonical_layout_by_name() {
+        let layout = layout_of(Table::AmdExt, version(2, 592)).unwrap();
+        let mut words = numbered_table(layout, 592);
+        // SAFETY: `words` is a whole table of 592 bytes.
+        let live = unsafe { LiveTable::new(Table::AmdExt, words.as_mut_ptr() as *mut u8) }.unwrap();
+        // SAFETY: as above.
+        let amd = unsafe { live.amd_ext() };
+        // SAFETY: the canonical struct read back as its words.
+        let canonical = unsafe {
+            std::slice::from_raw_parts(&amd as *const AmdExtTable as *const u64, 400 / 8)
+        };
+        assert_eq!(
+            canonical[296 / 8],
+            312,
+            "read from 6.4.3's offset, not 5.2's 296"
+        );
+        assert_eq!((amd.version.major_id, amd.version.minor_id), (2, 592));
+        // Every canonical entry holds the word of its own name in 6.4.3.
+        for (i, name) in AMD_EXT_TABLE_ENTRIES.iter().enumerate() {
+            let expected = layout.offset(name, 592).unwrap_or(0) as u64;
+            assert_eq!(canonical[2 + i], expected, "{name}");
+        }
+        // A write lands at the version's offset.
+        // SAFETY: as above.
+        assert!(unsafe { live.write("hsa_amd_queue_intercept_register_fn", 0xabc) });
+        assert_eq!(words[320 / 8], 0xabc);
+        // SAFETY: as above.
+        assert!(!unsafe { live.write("no_such_entry_fn", 1) });
+    }
+}

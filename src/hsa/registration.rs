@@ -13,6 +13,7 @@ use crate::guard::{caught, ffi_guard, quietly};
 use crate::lifecycle::{Lifecycle, PROCESS};
 use crate::log::{self, log_error, log_info, log_warn};
 use crate::options::Options;
+use hsa::versions::{LiveTable, Table};
 use hsa::*;
 use std::ffi::{c_char, c_void};
 
@@ -32,8 +33,7 @@ macro_rules! required {
 }
 
 /// Names of the required entries absent from the saved tables: unset, or
-/// past the table's `minor_id` (an older runtime), which `copy_table` left
-/// zero. The required wraps first, then the entries called plainly.
+/// not in the table's version (which the copy left unset). The required wraps first, then the entries called plainly.
 fn missing_entries(core: &CoreApiTable, amd: &AmdExtTable) -> Vec<&'static str> {
     let core_entries = required!(core:
         hsa_signal_create_fn,
@@ -130,20 +130,31 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
         );
         return (false, false);
     }
-    // SAFETY: as above; reading the version headers.
-    let (core_version, amd_version) = unsafe { ((*core).version, (*amd).version) };
-    // Save the originals: a copy of each table as it is now. Entries past a
-    // table's minor_id are zeroed, never read from the runtime.
-    // SAFETY: copying min(minor_id, size_of) bytes of each valid table.
-    let (saved_core, saved_amd) =
-        unsafe { (copy_table(core, core_version), copy_table(amd, amd_version)) };
+    // Each table laid out as its version says; one no measured ROCm
+    // release has is refused before anything is read from it.
+    // SAFETY: as above.
+    let live = match unsafe { live_tables(core, amd) } {
+        Ok(live) => live,
+        Err(e) => {
+            log_warn!("{e}; nothing will be captured and the application runs on unchanged");
+            return (true, false);
+        }
+    };
+    // Save the originals: a copy of each table as it is now, entry by entry
+    // by name into the canonical (ROCm 5.2) layout; entries its version
+    // lacks stay unset, never read from the runtime.
+    // SAFETY: the tables are valid for their minor_id bytes.
+    let (saved_core, saved_amd) = unsafe { (live.core.core(), live.amd.amd_ext()) };
     let missing = missing_entries(&saved_core, &saved_amd);
     if !missing.is_empty() {
+        let (c, a) = (live.core.version(), live.amd.version());
         log_error!(
-            "the runtime's API table has no {} (core minor_id {}, AMD minor_id {}); nothing will be captured",
+            "the runtime's API table has no {} (core table version {}/{}, AMD {}/{}); nothing will be captured",
             missing.join(", "),
-            core_version.minor_id,
-            amd_version.minor_id
+            c.major_id,
+            c.minor_id,
+            a.major_id,
+            a.minor_id
         );
         return (false, false);
     }
@@ -179,11 +190,10 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
         return (true, false);
     }
     // Every check passed: overwrite the live entries (the optional ones
-    // where the runtime has them: an entry present in the saved copy lies
-    // within the table's minor_id).
+    // where the runtime has them), each at its version's offset.
     // SAFETY: the live tables the runtime passed; tools write their wraps
     // into them during OnLoad.
-    unsafe { wraps::install(&LiveTables { core, amd }, tool) };
+    unsafe { wraps::install(&live, tool) };
     // SAFETY: registering a plain extern "C" function with the C library.
     unsafe { libc::atexit(finish_at_exit) };
     log_info!("capturing kernel `{query}`");
@@ -229,16 +239,22 @@ extern "C" fn forked_child() {
     quietly(|| PROCESS.forked_child());
 }
 
-/// Copies a table's first `min(minor_id, size_of::<T>())` bytes; the rest stay zero (None).
-unsafe fn copy_table<T: Copy>(table: *const T, version: ApiTableVersion) -> T {
-    let len = (version.minor_id as usize).min(std::mem::size_of::<T>());
-    // SAFETY: every table type is Copy and all-zero is valid (None entries, zero versions).
-    let mut copy: T = unsafe { std::mem::zeroed() };
-    // SAFETY: `table` is valid for `minor_id` bytes; `copy` for size_of::<T>().
+/// The live core and AMD extension tables, each with the layout its
+/// version picks.
+///
+/// # Safety
+/// Both point at the runtime's tables, valid for their `minor_id` bytes.
+unsafe fn live_tables(
+    core: *mut CoreApiTable,
+    amd: *mut AmdExtTable,
+) -> Result<LiveTables, String> {
+    // SAFETY: the caller's contract.
     unsafe {
-        std::ptr::copy_nonoverlapping(table as *const u8, &mut copy as *mut T as *mut u8, len)
-    };
-    copy
+        Ok(LiveTables {
+            core: LiveTable::new(Table::Core, core as *mut u8)?,
+            amd: LiveTable::new(Table::AmdExt, amd as *mut u8)?,
+        })
+    }
 }
 
 fn timestamp_frequency(core: &CoreApiTable) -> u64 {
@@ -308,21 +324,63 @@ mod tests {
     }
 
     #[test]
-    fn entries_past_an_older_tables_minor_id_are_missing() {
-        let live: AmdExtTable = full_table();
-        let mut version = live.version;
-        // An AMD table that ends just before the intercept entries.
-        version.minor_id =
-            std::mem::offset_of!(AmdExtTable, hsa_amd_queue_intercept_create_fn) as u32;
-        // SAFETY: `live` is a whole table; fewer bytes are copied.
-        let saved = unsafe { copy_table(&live, version) };
-        let core: CoreApiTable = full_table();
-        assert_eq!(
-            missing_entries(&core, &saved),
-            vec![
-                "hsa_amd_queue_intercept_create",
-                "hsa_amd_queue_intercept_register"
-            ]
-        );
+    fn a_table_version_no_release_has_is_refused_before_anything_is_read() {
+        let mut core: CoreApiTable = full_table();
+        let mut amd: AmdExtTable = full_table();
+        // SAFETY: both are whole tables of this process.
+        assert!(unsafe { live_tables(&mut core, &mut amd) }.is_ok());
+        // A newer major, and a 5.x size no release had.
+        for (major_id, minor_id) in [(3, 640), (1, 432)] {
+            amd.version.major_id = major_id;
+            amd.version.minor_id = minor_id;
+            // SAFETY: as above (the version is only read).
+            let e = unsafe { live_tables(&mut core, &mut amd) }.unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "AMD extension table is version {major_id}/{minor_id}"
+                )),
+                "{e}"
+            );
+        }
     }
+
+    #[test]
+    fn a_rocm_6_4_table_gives_the_entries_at_its_own_offsets() {
+        let layout =
+            hsa::versions::layout_of(Table::AmdExt, version(2, 592)).expect("6.4.3's layout");
+        // A 592-byte table whose every entry holds a function of ours at
+        // the 6.4.3 offset, and the 5.2 offsets in between hold others.
+        let mut words = vec![any_entry as *const () as usize; 592 / 8];
+        words[0] = 2 | (592 << 32);
+        words[1] = 5;
+        let at = layout
+            .offset("hsa_amd_queue_intercept_create_fn", 592)
+            .unwrap();
+        words[at / 8] = other_entry as *const () as usize;
+        let mut core: CoreApiTable = full_table();
+        // SAFETY: `words` is a whole 592-byte table; `core` a whole table.
+        let live = unsafe { live_tables(&mut core, words.as_mut_ptr() as *mut AmdExtTable) }
+            .expect("6.4.3 is known");
+        // SAFETY: as above.
+        let saved = unsafe { live.amd.amd_ext() };
+        assert_eq!(
+            saved.hsa_amd_queue_intercept_create_fn.map(|f| f as usize),
+            Some(other_entry as *const () as usize),
+            "read from offset {at}, not 5.2's"
+        );
+        assert_eq!(missing_entries(&core, &saved), Vec::<&str>::new());
+    }
+
+    unsafe extern "C" fn other_entry() {}
+
+    fn version(major_id: u32, minor_id: u32) -> ApiTableVersion {
+        ApiTableVersion {
+            major_id,
+            minor_id,
+            step_id: 0,
+            reserved: 0,
+        }
+    }
+
+    unsafe extern "C" fn any_entry() {}
 }

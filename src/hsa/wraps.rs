@@ -20,13 +20,16 @@
 use super::queues;
 use super::tool::{HsaTool, TOOL};
 use crate::guard::ffi_guard;
+use hsa::versions::LiveTable;
 use hsa::*;
 use std::ffi::{c_char, c_void};
 
-/// The live tables ditto writes its wraps into.
+/// The live tables ditto writes its wraps into, each with its version's
+/// layout.
+#[derive(Debug)]
 pub struct LiveTables {
-    pub core: *mut CoreApiTable,
-    pub amd: *mut AmdExtTable,
+    pub core: LiveTable,
+    pub amd: LiveTable,
 }
 
 macro_rules! wraps {
@@ -67,17 +70,20 @@ macro_rules! wraps {
         )*
 
         /// Writes every wrap whose original entry the runtime has into the
-        /// live tables.
+        /// live tables, each at the offset of the table's version (an
+        /// entry the saved copy has is one that version defines).
         ///
         /// # Safety
-        /// `live` points at the runtime's live tables, valid for every slot
-        /// `tool`'s saved copies have (those lie within their `minor_id`).
+        /// `live` holds the runtime's live tables, valid for their
+        /// `minor_id` bytes.
         pub unsafe fn install(live: &LiveTables, tool: &HsaTool) {
             $(
                 if tool.$table.$slot.is_some() {
                     // SAFETY: the caller's contract; tools write their wraps
                     // into this table during OnLoad.
-                    unsafe { (*live.$table).$slot = Some($name::entry) };
+                    unsafe {
+                        live.$table.write(stringify!($slot), $name::entry as *const () as usize)
+                    };
                 }
             )*
         }
@@ -161,6 +167,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::lifecycle::Lifecycle;
     use crate::options::Options;
+    use hsa::versions::Table;
     use std::cell::Cell;
 
     unsafe extern "C" fn any_entry() {}
@@ -257,9 +264,12 @@ pub(crate) mod tests {
         static LIFECYCLE: Lifecycle = Lifecycle::capturing();
         let saved = HsaTool::new(Options::from_lookup(|_| None), core, amd, 0, &LIFECYCLE).0;
         let (mut live_core, mut live_amd) = (core, amd);
-        let live = LiveTables {
-            core: &mut live_core,
-            amd: &mut live_amd,
+        // SAFETY: both are whole tables of this process, of 5.2's versions.
+        let live = unsafe {
+            LiveTables {
+                core: LiveTable::new(Table::Core, &mut live_core as *mut _ as *mut u8).unwrap(),
+                amd: LiveTable::new(Table::AmdExt, &mut live_amd as *mut _ as *mut u8).unwrap(),
+            }
         };
         // SAFETY: both live tables are whole tables of this process.
         unsafe { install(&live, &saved) };
@@ -280,6 +290,49 @@ pub(crate) mod tests {
             live_core.hsa_signal_create_fn.map(|f| f as usize),
             Some(any_entry as *const () as usize)
         );
+    }
+
+    #[test]
+    fn wraps_are_written_at_the_offsets_of_the_tables_version() {
+        let version = ApiTableVersion {
+            major_id: 2,
+            minor_id: 592,
+            step_id: 5,
+            reserved: 0,
+        };
+        let layout = hsa::versions::layout_of(Table::AmdExt, version).unwrap();
+        let theirs = any_entry as *const () as usize;
+        // A ROCm 6.4.3 AMD table, every entry set.
+        let mut words = vec![theirs; 592 / 8];
+        words[0] = 2 | (592 << 32);
+        words[1] = 5;
+        let mut core: CoreApiTable = full_table();
+        // SAFETY: whole tables of this process.
+        let live = unsafe {
+            LiveTables {
+                core: LiveTable::new(Table::Core, &mut core as *mut _ as *mut u8).unwrap(),
+                amd: LiveTable::new(Table::AmdExt, words.as_mut_ptr() as *mut u8).unwrap(),
+            }
+        };
+        // SAFETY: as above.
+        let amd = unsafe { live.amd.amd_ext() };
+        static LIFECYCLE: Lifecycle = Lifecycle::capturing();
+        let saved = HsaTool::new(Options::from_lookup(|_| None), core, amd, 0, &LIFECYCLE).0;
+        // SAFETY: as above.
+        unsafe { install(&live, &saved) };
+        let at = |name: &str| layout.offset(name, 592).unwrap() / 8;
+        let allocate = at("hsa_amd_memory_pool_allocate_fn");
+        let free = at("hsa_amd_memory_pool_free_fn");
+        assert_eq!(
+            words[allocate],
+            memory_pool_allocate::entry as *const () as usize
+        );
+        assert_eq!(words[free], memory_pool_free::entry as *const () as usize);
+        // Nothing else in the AMD table changed. (Both entries lie before
+        // the entries 5.6 inserted, so 5.2's offsets are theirs too; the
+        // moved entries ditto reads are pinned in registration's tests.)
+        let changed: Vec<usize> = (2..words.len()).filter(|&i| words[i] != theirs).collect();
+        assert_eq!(changed, [allocate, free]);
     }
 
     #[test]

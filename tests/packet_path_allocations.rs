@@ -116,6 +116,7 @@ fn tool() -> (
     let ctx = Box::leak(Box::new(QueueContext {
         tool,
         queue: 0x5150,
+        agent: 0x6a,
     }));
     (ctx, jobs)
 }

@@ -46,6 +46,9 @@ pub struct QueueContext {
     pub tool: &'static HsaTool,
     /// Identity of the queue (its address), for signal recycling.
     pub queue: u64,
+    /// The agent the queue was created on: dispatch times are read
+    /// through it.
+    pub agent: u64,
 }
 
 /// `hsa_amd_queue_intercept_handler` registered on every queue; `data` is
@@ -73,16 +76,7 @@ pub unsafe extern "C" fn on_packets(
     ffi_guard(
         "the packet callback",
         // SAFETY: the runtime's contract above.
-        || unsafe {
-            intercept(
-                ctx.tool,
-                ctx.queue,
-                pkts as *const AqlPacket,
-                count,
-                write,
-                &forwarded,
-            )
-        },
+        || unsafe { intercept(ctx, pkts as *const AqlPacket, count, write, &forwarded) },
         // SAFETY: forwards, untouched, the packets not yet written.
         || unsafe {
             let done = forwarded.get();
@@ -103,13 +97,13 @@ pub unsafe extern "C" fn on_packets(
 /// # Safety
 /// `pkts` points to `count` packets; `write` is the runtime's writer.
 pub(crate) unsafe fn intercept(
-    tool: &HsaTool,
-    queue: u64,
+    ctx: &QueueContext,
     pkts: *const AqlPacket,
     count: u64,
     write: Writer,
     forwarded: &Cell<u64>,
 ) {
+    let tool = ctx.tool;
     let mut run_start = 0u64;
     for i in 0..count {
         // SAFETY: i < count.
@@ -144,7 +138,7 @@ pub(crate) unsafe fn intercept(
             forwarded.set(i);
         }
         // SAFETY: `packet` is a live dispatch packet of this call.
-        if !unsafe { hold_dispatch(tool, queue, packet, kernel, index, write) } {
+        if !unsafe { hold_dispatch(ctx, packet, kernel, index, write) } {
             // SAFETY: as above; forwarded unchanged when it cannot be held.
             unsafe { write(packet as *const AqlPacket as *const c_void, 1) };
             tool.submit(WorkerMessage::Missed {
@@ -192,13 +186,13 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
 /// `packet` is a kernel-dispatch packet whose kernarg_address points to at
 /// least `kernel.kernarg_size` readable bytes, as the runtime requires.
 unsafe fn hold_dispatch(
-    tool: &HsaTool,
-    queue: u64,
+    ctx: &QueueContext,
     packet: &AqlPacket,
     kernel: Arc<KernelInfo>,
     index: u64,
     write: Writer,
 ) -> bool {
+    let tool = ctx.tool;
     let original = packet.as_dispatch();
     let size = kernel.kernarg_size as usize;
     let kernarg = if size == 0 {
@@ -278,7 +272,8 @@ unsafe fn hold_dispatch(
         ],
         kernarg,
         held,
-        queue,
+        queue: ctx.queue,
+        agent: ctx.agent,
     };
     tool.submit(WorkerMessage::Job(job));
     // SAFETY: `count` contiguous packets on our stack, valid for the call.
@@ -385,6 +380,7 @@ mod tests {
         Box::leak(Box::new(QueueContext {
             tool,
             queue: 0x5150,
+            agent: 0x6a,
         }))
     }
 
@@ -448,6 +444,11 @@ mod tests {
             WorkerMessage::Job(job) => job,
             _ => panic!("unexpected message"),
         };
+        assert_eq!(
+            (job.queue, job.agent),
+            (0x5150, 0x6a),
+            "the queue's own agent"
+        );
         assert_eq!(d.completion_signal.handle, job.held.done);
         let mut expected = original.as_dispatch();
         expected.completion_signal = hsa_signal_t {

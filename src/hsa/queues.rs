@@ -113,6 +113,7 @@ pub unsafe fn create(
             let context = keep(QueueContext {
                 tool,
                 queue: q as u64,
+                agent: agent.handle,
             });
             // SAFETY: registering our handler on our intercept queue; the
             // context is kept until the queue is destroyed.

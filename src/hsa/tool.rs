@@ -335,9 +335,9 @@ impl HeldSignals for HsaTool {
     /// `done` signal, through the ORIGINAL hsa_amd_profiling_get_dispatch_time.
     /// ROCr fills these only on queues with profiling enabled, which
     /// `queues::create` turns on for every intercept queue; where that
-    /// failed the times read 0 and this is `None`. NOTE(real GPU): ROCr
-    /// wants the queue's agent here; the CPU runtime ignores it.
-    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
+    /// failed the times read 0 and this is `None`. The agent is the queue's
+    /// (ROCr, and the CPU runtime with it, refuse any other than a GPU).
+    fn dispatch_duration_ns(&self, held: &HeldBarrier, agent: u64) -> Option<u64> {
         let Some(get) = self.amd.hsa_amd_profiling_get_dispatch_time_fn else {
             log_debug!(
                 "the runtime has no hsa_amd_profiling_get_dispatch_time: no kernel durations"
@@ -349,7 +349,7 @@ impl HeldSignals for HsaTool {
         // valid out-pointer.
         let st = unsafe {
             get(
-                hsa_agent_t { handle: 0 },
+                hsa_agent_t { handle: agent },
                 hsa_signal_t { handle: held.done },
                 &mut time,
             )

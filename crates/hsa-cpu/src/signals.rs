@@ -702,17 +702,27 @@ pub(crate) fn async_handler(
     register_async(s, condition, value, AsyncCallback::App(f, arg as usize))
 }
 
+/// As ROCr (every release): the time pointer is checked first, then the
+/// agent (an unknown handle is INVALID_AGENT), the signal, and last that
+/// the agent is a GPU (a CPU agent is INVALID_AGENT too): a tool that
+/// passes no agent gets no time.
 pub(crate) fn get_dispatch_time(
-    _agent: hsa_agent_t,
+    agent: hsa_agent_t,
     signal: hsa_signal_t,
     time: *mut hsa_amd_profiling_dispatch_time_t,
 ) -> hsa_status_t {
     if time.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
+    if !crate::agents::is_agent(agent) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
     let Some(s) = lookup(signal) else {
         return HSA_STATUS_ERROR_INVALID_SIGNAL;
     };
+    if agent != crate::agents::GPU_AGENT {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
     let (start, end) = s.dispatch_time();
     // SAFETY: non-null out pointer supplied by the caller.
     unsafe { time.write(hsa_amd_profiling_dispatch_time_t { start, end }) };

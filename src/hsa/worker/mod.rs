@@ -84,6 +84,8 @@ pub struct Job {
     pub held: HeldBarrier,
     /// Identity of the queue the dispatch went to.
     pub queue: u64,
+    /// The agent of that queue.
+    pub agent: u64,
 }
 
 impl Job {
@@ -136,8 +138,9 @@ pub trait HeldSignals {
     /// Returns a pair whose barrier is known to be consumed to the free list.
     fn recycle(&self, held: HeldBarrier);
     /// Execution time of the completed dispatch whose completion signal is
-    /// `held.done`, in nanoseconds; `None` when the runtime reports none.
-    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64>;
+    /// `held.done`, on a queue of `agent`, in nanoseconds; `None` when the
+    /// runtime reports none.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier, agent: u64) -> Option<u64>;
 }
 
 pub struct WorkerConfig {
@@ -492,7 +495,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
     let mut released = false;
     if lifecycle.is_capturing() && connection.is_some() {
         let staging = connection.as_mut().and_then(|c| c.staging());
-        let duration_ns = device.dispatch_duration_ns(&job.held);
+        let duration_ns = device.dispatch_duration_ns(&job.held, job.agent);
         let Snapshot {
             dispatch,
             copies,

@@ -64,8 +64,9 @@ impl HeldSignals for FakeDevice {
     fn recycle(&self, held: HeldBarrier) {
         self.log(format!("recycle {}", held.done));
     }
-    fn dispatch_duration_ns(&self, held: &HeldBarrier) -> Option<u64> {
-        Some(1000 + held.done)
+    /// Only through the agent of the job's queue, as ROCr.
+    fn dispatch_duration_ns(&self, held: &HeldBarrier, agent: u64) -> Option<u64> {
+        (agent == 0x6a).then_some(1000 + held.done)
     }
 }
 
@@ -115,6 +116,7 @@ fn job(index: u64, queue: u64, input: &[f32], output: &[f32]) -> Job {
             pre: None,
         },
         queue,
+        agent: 0x6a,
     }
 }
 

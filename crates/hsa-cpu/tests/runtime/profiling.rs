@@ -88,3 +88,32 @@ fn profiler_enable_validates_the_queue_and_times_are_recorded_regardless() {
         );
     }
 }
+
+#[test]
+fn dispatch_times_are_read_only_through_the_gpu_agent_as_in_rocr() {
+    let s = signal(0);
+    let mut t = hsa_amd_profiling_dispatch_time_t::default();
+    // SAFETY: valid out pointer; the handles are checked by the runtime.
+    let mut status = |agent: hsa_agent_t, sig: hsa_signal_t| unsafe {
+        rt::hsa_amd_profiling_get_dispatch_time(agent, sig, &mut t)
+    };
+    assert_eq!(status(gpu(), s), HSA_STATUS_SUCCESS);
+    // No agent (a tool that passes 0), a CPU agent: no time.
+    assert_eq!(
+        status(hsa_agent_t { handle: 0 }, s),
+        HSA_STATUS_ERROR_INVALID_AGENT
+    );
+    assert_eq!(status(cpu(), s), HSA_STATUS_ERROR_INVALID_AGENT);
+    // The agent is checked before the signal, the device type after it.
+    assert_eq!(
+        status(hsa_agent_t { handle: 0 }, hsa_signal_t { handle: 0 }),
+        HSA_STATUS_ERROR_INVALID_AGENT
+    );
+    assert_eq!(
+        status(cpu(), hsa_signal_t { handle: 0 }),
+        HSA_STATUS_ERROR_INVALID_SIGNAL
+    );
+    // SAFETY: a null time pointer, checked first.
+    let null = unsafe { rt::hsa_amd_profiling_get_dispatch_time(gpu(), s, std::ptr::null_mut()) };
+    assert_eq!(null, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+}

@@ -74,7 +74,7 @@ pub unsafe extern "C" fn OnLoad(
             "OnLoad",
             || {
                 log_info!(
-                    "OnLoad called again (hsa_init after hsa_shut_down?); this process is captured only once"
+                    "OnLoad called again (the tool was found twice, through HSA_TOOLS_LIB and preloaded, or hsa_init ran again after hsa_shut_down); this process is captured once"
                 )
             },
             || (),

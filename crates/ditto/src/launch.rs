@@ -2,8 +2,12 @@
 //! libditto.so and points it at a collector, the child process itself
 //! (stdout/stderr pass straight through), and how it ended.
 //!
-//! Owns the environment contract of the tool library (LD_PRELOAD for HSA
-//! applications, CUDA_INJECTION64_PATH for CUDA ones, DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
+//! Owns the environment contract of the tool library (LD_PRELOAD and
+//! HSA_TOOLS_LIB for HSA applications: ROCm 5.2's runtime loads tools only
+//! from HSA_TOOLS_LIB, later ones also find a preloaded tool, and since 6.1
+//! one with rocprofiler-sdk present loads neither unless
+//! HSA_TOOLS_ROCPROFILER_V1_TOOLS=1; the tool starts once however many
+//! ways it is found. CUDA_INJECTION64_PATH for CUDA ones, DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
 //! DITTO_CAPTURE, DITTO_ARG_SIZES,
 //! LD_LIBRARY_PATH for the CPU runtime), passing ditto's SIGTERM on to the
 //! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
@@ -122,15 +126,24 @@ fn prepend(first: &Path, rest: Option<OsString>) -> OsString {
 }
 
 impl ToolEnvironment {
-    /// The variables to set, given the current values of LD_PRELOAD and
-    /// LD_LIBRARY_PATH (ours go first).
+    /// The variables to set, given the current values of LD_PRELOAD,
+    /// HSA_TOOLS_LIB and LD_LIBRARY_PATH (ours go first).
     pub fn variables(
         &self,
         ld_preload: Option<OsString>,
+        hsa_tools_lib: Option<OsString>,
         ld_library_path: Option<OsString>,
     ) -> Vec<(&'static str, OsString)> {
+        let mut tools = self.tool_library.clone().into_os_string();
+        if let Some(others) = hsa_tools_lib.filter(|t| !t.is_empty()) {
+            // Space-separated, as ROCr reads it.
+            tools.push(" ");
+            tools.push(others);
+        }
         let mut v = vec![
             ("LD_PRELOAD", prepend(&self.tool_library, ld_preload)),
+            ("HSA_TOOLS_LIB", tools),
+            ("HSA_TOOLS_ROCPROFILER_V1_TOOLS", "1".into()),
             // The CUDA driver loads this one library at cuInit and calls its
             // InitializeInjection (the same file as the preloaded one: loaded once).
             (
@@ -162,6 +175,7 @@ impl ToolEnvironment {
     fn apply(&self, cmd: &mut Command) {
         for (k, v) in self.variables(
             std::env::var_os("LD_PRELOAD"),
+            std::env::var_os("HSA_TOOLS_LIB"),
             std::env::var_os("LD_LIBRARY_PATH"),
         ) {
             cmd.env(k, v);
@@ -440,9 +454,18 @@ mod tests {
             cwd: None,
             timeout: None,
         };
-        let vars = env.variables(Some("/other.so".into()), Some("/usr/lib".into()));
+        let vars = env.variables(
+            Some("/other.so".into()),
+            Some("/opt/rocm/lib/librocprofiler64.so".into()),
+            Some("/usr/lib".into()),
+        );
         let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         assert_eq!(get("LD_PRELOAD").unwrap(), "/t/libditto.so:/other.so");
+        assert_eq!(
+            get("HSA_TOOLS_LIB").unwrap(),
+            "/t/libditto.so /opt/rocm/lib/librocprofiler64.so"
+        );
+        assert_eq!(get("HSA_TOOLS_ROCPROFILER_V1_TOOLS").unwrap(), "1");
         assert_eq!(get("CUDA_INJECTION64_PATH").unwrap(), "/t/libditto.so");
         assert_eq!(get("LD_LIBRARY_PATH").unwrap(), "/t/hsa-cpu:/usr/lib");
         assert_eq!(get("DITTO_KERNEL").unwrap(), "reduce_sum");
@@ -460,7 +483,7 @@ mod tests {
             arg_sizes: None,
             ..env
         };
-        let vars = system.variables(None, Some("/usr/lib".into()));
+        let vars = system.variables(None, None, Some("/usr/lib".into()));
         assert!(vars.iter().all(|(k, _)| {
             ![
                 "LD_LIBRARY_PATH",

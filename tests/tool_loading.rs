@@ -37,7 +37,10 @@ fn run(preload: bool) -> (serde_json::Value, String) {
 fn a_tool_named_in_hsa_tools_lib_alone_is_loaded_and_captures() {
     let (m, err) = run(false);
     assert_eq!(m["dispatches"].as_array().unwrap().len(), 1, "{err}");
-    assert!(err.contains("capturing kernel `scale_values<float>`"), "{err}");
+    assert!(
+        err.contains("capturing kernel `scale_values<float>`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -70,6 +70,25 @@ struct Live {
     root: *mut HsaApiTable,
     core: *mut CoreApiTable,
     amd: *mut AmdExtTable,
+    finalizer: *mut usize,
+    image: *mut usize,
+}
+
+/// Sizes of ROCm 5.2.3's FinalizerExtTable and ImageExtTable (the layout
+/// served; crates/hsa/data/rocm-abi-tables.json, checked by a test). ROCr
+/// always hands tools both; other HSA tools copy them unconditionally.
+pub const FINALIZER_EXT_TABLE_BYTES: usize = 64;
+pub const IMAGE_EXT_TABLE_BYTES: usize = 120;
+/// Their major_id (HSA_FINALIZER/IMAGE_API_TABLE_MAJOR_VERSION of 5.2.3).
+const EXT_TABLE_MAJOR_VERSION: u32 = 1;
+
+/// An extension table of `bytes` whose every entry is the stub: we
+/// implement no finalizer and no images, as ROCr on an agent without them.
+fn stub_extension_table(bytes: usize) -> Vec<usize> {
+    let mut words = vec![unimplemented_entry as *const () as usize; bytes / 8];
+    words[0] = EXT_TABLE_MAJOR_VERSION as usize | (bytes << 32);
+    words[1] = 0;
+    words
 }
 // SAFETY: the tables are leaked, never freed; concurrent slot updates by
 // tools are word-sized pointer stores, as in ROCr.
@@ -83,6 +102,11 @@ fn live() -> &'static Live {
     LIVE.get_or_init(|| {
         let core = Box::into_raw(Box::new(fresh_core()));
         let amd = Box::into_raw(Box::new(fresh_amd()));
+        let finalizer =
+            Box::leak(stub_extension_table(FINALIZER_EXT_TABLE_BYTES).into_boxed_slice())
+                .as_mut_ptr();
+        let image =
+            Box::leak(stub_extension_table(IMAGE_EXT_TABLE_BYTES).into_boxed_slice()).as_mut_ptr();
         let root = Box::into_raw(Box::new(HsaApiTable {
             version: ApiTableVersion {
                 major_id: HSA_API_TABLE_MAJOR_VERSION,
@@ -92,10 +116,16 @@ fn live() -> &'static Live {
             },
             core_: core,
             amd_ext_: amd,
-            finalizer_ext_: std::ptr::null_mut(),
-            image_ext_: std::ptr::null_mut(),
+            finalizer_ext_: finalizer as *mut c_void,
+            image_ext_: image as *mut c_void,
         }));
-        Live { root, core, amd }
+        Live {
+            root,
+            core,
+            amd,
+            finalizer,
+            image,
+        }
     })
 }
 
@@ -111,6 +141,13 @@ pub fn restore_tables() {
     unsafe {
         *l.core = fresh_core();
         *l.amd = fresh_amd();
+        for (table, bytes) in [
+            (l.finalizer, FINALIZER_EXT_TABLE_BYTES),
+            (l.image, IMAGE_EXT_TABLE_BYTES),
+        ] {
+            let fresh = stub_extension_table(bytes);
+            std::ptr::copy_nonoverlapping(fresh.as_ptr(), table, fresh.len());
+        }
     }
 }
 

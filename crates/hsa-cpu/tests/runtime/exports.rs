@@ -139,3 +139,37 @@ fn agents_and_isa_look_like_a_gfx90a_system() {
         assert!(table.iter().all(|f| *f != 0));
     }
 }
+
+#[test]
+fn tools_get_finalizer_and_image_tables_of_rocm_5_2s_sizes_with_every_entry_set() {
+    let data: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../hsa/data/rocm-abi-tables.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let measured = &data["versions"]["5.2.3"];
+    // SAFETY: the root table lives for the process.
+    let root = unsafe { &*rt::api::root_table() };
+    for (table, name) in [
+        (root.finalizer_ext_, "FinalizerExtTable"),
+        (root.image_ext_, "ImageExtTable"),
+    ] {
+        assert!(!table.is_null(), "{name}: ROCr always hands tools one");
+        let size = measured[name]["size"].as_u64().unwrap() as usize;
+        // SAFETY: a table of `size` bytes (checked by its header next).
+        let words = unsafe { std::slice::from_raw_parts(table as *const u64, size / 8) };
+        assert_eq!(words[0] & 0xffff_ffff, 1, "{name} major_id");
+        assert_eq!(
+            (words[0] >> 32) as usize,
+            size,
+            "{name} minor_id is its size"
+        );
+        assert!(
+            words[2..].iter().all(|&w| w != 0),
+            "{name}: no entry is null"
+        );
+    }
+}

@@ -109,7 +109,10 @@ pub(crate) fn memory_create(
     if ptr.is_null() || handle.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    // As ROCr: only the allocation base with exactly its size is exportable.
+    // As ROCr 5.2.3 (the ABI served): only the allocation base with exactly
+    // its size is exportable. (ROCr 5.5.0 to 6.2.4 also accept the size
+    // rounded up to 4 KiB, for older HIPs that pass it so; read in each
+    // tag's src/core/runtime/runtime.cpp, Runtime::IPCCreate.)
     let Some((c, info)) = memory::export_info(ptr) else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };

@@ -15,6 +15,7 @@ use crate::launch::{self, AppExit, ToolEnvironment};
 use crate::log;
 use crate::report;
 use crate::runtime::{self, HsaBufferSource, HsaRuntime, ResolvedRuntime, RuntimeChoice};
+use crate::stdout::{emit, emit_line};
 use crate::store::{Manifest, Snapshot};
 use crate::units::{human_bytes, plural};
 use anyhow::{Context, Result, bail};
@@ -363,20 +364,19 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Verdict {
+fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Result<Verdict> {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report::render_json(r)).expect("JSON values serialize")
-        );
+        emit_line(
+            &serde_json::to_string_pretty(&report::render_json(r)).expect("JSON values serialize"),
+        )?;
     } else {
-        print!("{}", report::render_human(r, report::stdout_wants_color()));
+        emit(&report::render_human(r, report::stdout_wants_color()))?;
     }
-    if r.valid() {
+    Ok(if r.valid() {
         Verdict::Valid
     } else {
         Verdict::Mismatch
-    }
+    })
 }
 
 /// `ditto compare REF_DIR OPT_DIR`.
@@ -385,7 +385,7 @@ pub fn compare(args: CompareArgs) -> Result<Verdict> {
     let reference = Snapshot::load(&args.reference).context("reading the reference snapshot")?;
     let optimized = Snapshot::load(&args.optimized).context("reading the optimized snapshot")?;
     let r = compare_snapshots(&reference, &optimized, &options)?;
-    Ok(print_comparison(&r, args.json))
+    print_comparison(&r, args.json)
 }
 
 /// How to run one side of `ditto validate`.
@@ -547,9 +547,9 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             objects.push(report::render_json(&r));
         } else {
             if several {
-                println!("{label}: {}", cmd.join(" "));
+                emit_line(&format!("{label}: {}", cmd.join(" ")))?;
             }
-            print!("{}", report::render_human(&r, report::stdout_wants_color()));
+            emit(&report::render_human(&r, report::stdout_wants_color()))?;
         }
     }
     if opts.json {
@@ -558,10 +558,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         } else {
             objects.pop().expect("one comparison")
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialize")
-        );
+        emit_line(&serde_json::to_string_pretty(&v).expect("JSON values serialize"))?;
     }
     if opts.keep.is_some() {
         log::info(&format!("snapshots kept in {}/<run>/", base.display()));
@@ -643,12 +640,9 @@ pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
     }
     if json {
         let v = crate::inspect::render_json(&snapshot, dump)?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialize")
-        );
+        emit_line(&serde_json::to_string_pretty(&v).expect("JSON values serialize"))?;
     } else {
-        print!("{}", crate::inspect::render(&snapshot, dump)?);
+        emit(&crate::inspect::render(&snapshot, dump)?)?;
     }
     Ok(Verdict::Valid)
 }
@@ -690,12 +684,9 @@ pub fn kernels(
     }
     if json {
         let v = crate::kernel_list::render_json(&name, &listed);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialize")
-        );
+        emit_line(&serde_json::to_string_pretty(&v).expect("JSON values serialize"))?;
     } else {
-        print!("{}", crate::kernel_list::render(&name, &listed));
+        emit(&crate::kernel_list::render(&name, &listed))?;
     }
     Ok(Verdict::Valid)
 }

@@ -103,10 +103,16 @@ fn parse_arg_sizes(text: &str) -> Result<String, String> {
     ditto_kernels::ArgSizes::parse(text).map(|_| text.trim().to_string())
 }
 
+/// The longest `--timeout`: ten years (a deadline past what a clock can
+/// hold would end the run with an overflow).
+const MAX_TIMEOUT_SECS: f64 = 315_360_000.0;
+
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s.is_finite() => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("`{text}` is not a positive number of seconds")),
+        Ok(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!(
+            "`{text}` is not a positive number of seconds of at most {MAX_TIMEOUT_SECS} (ten years)"
+        )),
     }
 }
 
@@ -361,15 +367,40 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(Verdict::Valid) => ExitCode::from(0),
         Ok(Verdict::Mismatch) => ExitCode::from(1),
+        // The reader of standard output left: nothing more to say.
+        Err(e) if e.downcast_ref::<ditto_cli::stdout::ReaderLeft>().is_some() => ExitCode::from(0),
         Err(e) => {
             let message = format!("{e:#}");
             if json {
-                println!("{}", ditto_cli::report::render_json_error(&message));
+                let _ = ditto_cli::stdout::emit_line(
+                    &ditto_cli::report::render_json_error(&message).to_string(),
+                );
             }
             if ditto_cli::log::level() != ditto_cli::log::Level::Off {
                 eprintln!("ditto: error: {message}");
             }
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_a_positive_number_of_seconds_up_to_ten_years() {
+        assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_seconds("315360000"),
+            Ok(Duration::from_secs(315_360_000))
+        );
+        for bad in ["0", "-1", "nan", "inf", "1e19", "1e20", "soon"] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("`{bad}`")) && e.contains("ten years"),
+                "{e}"
+            );
         }
     }
 }

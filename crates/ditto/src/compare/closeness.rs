@@ -50,9 +50,11 @@ impl CompareOptions {
     ) -> Result<Self, CompareError> {
         let tolerance = match (atol, rtol) {
             (Some(atol), Some(rtol)) => {
-                if !(atol >= 0.0 && rtol >= 0.0) {
+                // inf would make `atol + rtol * |ref|` NaN where |ref| is 0.
+                let usable = |t: f64| t >= 0.0 && t.is_finite();
+                if !(usable(atol) && usable(rtol)) {
                     return Err(CompareError::Usage(format!(
-                        "tolerances must be non-negative numbers (got --atol {atol} --rtol {rtol})"
+                        "tolerances must be finite, non-negative numbers (got --atol {atol} --rtol {rtol})"
                     )));
                 }
                 Some(Tolerance { rtol, atol })

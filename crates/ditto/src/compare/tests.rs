@@ -549,3 +549,21 @@ fn dispatches_without_buffers_are_an_error_not_a_pass() {
         "{msg}"
     );
 }
+
+#[test]
+fn infinite_or_nan_tolerances_are_refused_with_a_reason() {
+    // inf × 0 is NaN: `--atol 0 --rtol inf` would fail identical data.
+    for (atol, rtol) in [
+        (0.0, f64::INFINITY),
+        (f64::INFINITY, 0.0),
+        (f64::NAN, 1e-3),
+        (1e-3, -1.0),
+    ] {
+        let e = CompareOptions::new(Some(atol), Some(rtol), false).unwrap_err();
+        assert!(
+            e.to_string().contains("finite, non-negative"),
+            "--atol {atol} --rtol {rtol}: {e}"
+        );
+    }
+    assert!(CompareOptions::new(Some(0.0), Some(1e30), false).is_ok());
+}

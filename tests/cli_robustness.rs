@@ -1,0 +1,72 @@
+//! The command line never panics on what a user types or does with its
+//! output (issue 21, items 6 and 8): a timeout too long for the clock is
+//! refused when it is parsed, a reader that closes the output early ends
+//! the command quietly with exit 0, and tolerances that would make the
+//! comparison NaN are refused with a reason.
+
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+
+/// A snapshot of scale_values<float> 4096, in `dir`.
+fn snapshot(dir: &std::path::Path) -> std::path::PathBuf {
+    let snap = dir.join("snap");
+    let out = ditto(&[
+        "run",
+        "--kernel",
+        "scale_values<float>",
+        "--out",
+        snap.to_str().unwrap(),
+        "--",
+        app("scale_values").to_str().unwrap(),
+        "float",
+        "4096",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    snap
+}
+
+#[test]
+fn a_timeout_past_what_the_clock_holds_is_refused_when_parsed() {
+    for timeout in ["1e20", "1e19"] {
+        let out = ditto(&["run", "--timeout", timeout, "--kernel", "k", "--", "/bin/true"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "--timeout {timeout}: {err}");
+        assert!(err.contains(&format!("`{timeout}`")) && err.contains("ten years"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    let s = snap.to_str().unwrap();
+    for args in [vec!["inspect", s, "--dump", "1"], vec!["compare", s, s]] {
+        let mut child = Command::new(ditto_bin())
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader leaves before ditto has written anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}: nothing on stderr");
+    }
+}
+
+#[test]
+fn tolerances_that_make_the_comparison_nan_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    let s = snap.to_str().unwrap();
+    let out = ditto(&["compare", s, s, "--atol", "0", "--rtol", "inf"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("tolerances must be finite, non-negative numbers"), "{err}");
+    // Finite ones compare identical data as equal.
+    assert_eq!(ditto(&["compare", s, s, "--atol", "0", "--rtol", "0"]).status.code(), Some(0));
+}

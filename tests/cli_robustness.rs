@@ -1,8 +1,10 @@
 //! The command line never panics on what a user types or does with its
 //! output (issue 21, items 6 and 8): a timeout too long for the clock is
 //! refused when it is parsed, a reader that closes the output early ends
-//! the command quietly with exit 0, and tolerances that would make the
-//! comparison NaN are refused with a reason.
+//! the command quietly with exit 0, tolerances that would make the
+//! comparison NaN are refused with a reason, and `ditto kernels` reads
+//! regular files only (item 10: a device is never read without end, a FIFO
+//! never waited on).
 
 mod common;
 use common::*;
@@ -29,10 +31,21 @@ fn snapshot(dir: &std::path::Path) -> std::path::PathBuf {
 #[test]
 fn a_timeout_past_what_the_clock_holds_is_refused_when_parsed() {
     for timeout in ["1e20", "1e19"] {
-        let out = ditto(&["run", "--timeout", timeout, "--kernel", "k", "--", "/bin/true"]);
+        let out = ditto(&[
+            "run",
+            "--timeout",
+            timeout,
+            "--kernel",
+            "k",
+            "--",
+            "/bin/true",
+        ]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "--timeout {timeout}: {err}");
-        assert!(err.contains(&format!("`{timeout}`")) && err.contains("ten years"), "{err}");
+        assert!(
+            err.contains(&format!("`{timeout}`")) && err.contains("ten years"),
+            "{err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
 }
@@ -66,7 +79,36 @@ fn tolerances_that_make_the_comparison_nan_are_refused() {
     let out = ditto(&["compare", s, s, "--atol", "0", "--rtol", "inf"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("tolerances must be finite, non-negative numbers"), "{err}");
+    assert!(
+        err.contains("tolerances must be finite, non-negative numbers"),
+        "{err}"
+    );
     // Finite ones compare identical data as equal.
-    assert_eq!(ditto(&["compare", s, s, "--atol", "0", "--rtol", "0"]).status.code(), Some(0));
+    assert_eq!(
+        ditto(&["compare", s, s, "--atol", "0", "--rtol", "0"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn ditto_kernels_refuses_a_device_and_a_fifo_without_reading_or_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a path of our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for file in [std::path::PathBuf::from("/dev/zero"), fifo] {
+        let mut cmd = Command::new(ditto_bin());
+        cmd.arg("kernels").arg(&file);
+        let out = output_within(
+            &mut cmd,
+            std::time::Duration::from_secs(60),
+            &format!("ditto kernels {}", file.display()),
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
+        assert!(err.contains("is not a regular file"), "{err}");
+    }
 }

@@ -647,6 +647,52 @@ pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
     Ok(Verdict::Valid)
 }
 
+/// The largest file `ditto kernels` reads (the biggest HIP programs carry
+/// fat binaries of a few hundred MiB).
+const MAX_PROGRAM_FILE_BYTES: u64 = 4 << 30;
+
+/// The bytes of a regular file of at most [`MAX_PROGRAM_FILE_BYTES`]. It is
+/// opened without blocking and checked before anything is read: a FIFO or a
+/// device (`/dev/zero`) is refused, never read or waited on.
+fn read_program_file(file: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!(
+            "{} is not a regular file: give a code object, a HIP program or a bundle file",
+            file.display()
+        );
+    }
+    if meta.len() > MAX_PROGRAM_FILE_BYTES {
+        anyhow::bail!(
+            "{} is {} bytes, more than the {} bytes `ditto kernels` reads",
+            file.display(),
+            meta.len(),
+            MAX_PROGRAM_FILE_BYTES
+        );
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.by_ref()
+        .take(MAX_PROGRAM_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    if bytes.len() as u64 > MAX_PROGRAM_FILE_BYTES {
+        anyhow::bail!(
+            "{} grew past {MAX_PROGRAM_FILE_BYTES} bytes while it was read",
+            file.display()
+        );
+    }
+    Ok(bytes)
+}
+
 /// `ditto kernels FILE`: lists the kernels of a code object, a HIP program
 /// or a bundle file with the layout a run would capture ([`crate::kernel_list`]).
 /// A file that cannot be read or holds no kernel (none that `kernel` names)
@@ -661,7 +707,7 @@ pub fn kernels(
         .map(ditto_kernels::parse_arg_types)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = read_program_file(file)?;
     let name = file.display().to_string();
     let listed = crate::kernel_list::list(&bytes, kernel, types.as_deref())
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;

@@ -115,6 +115,16 @@ impl Lifecycle {
         self.advance(&[Stage::Initialising], Stage::Passive);
     }
 
+    /// The end of a backend's start-up: [`Lifecycle::capture`] or
+    /// [`Lifecycle::stay_passive`].
+    pub fn start_up_ended(&self, capturing: bool) {
+        if capturing {
+            self.capture();
+        } else {
+            self.stay_passive();
+        }
+    }
+
     /// Whether target dispatches are held now.
     #[inline]
     pub fn is_capturing(&self) -> bool {

@@ -8,7 +8,7 @@
 //! Owns no connection: [`send_queued`] sends what the ledger queued over
 //! the backend's.
 
-use super::client::CollectorConnection;
+use super::client::{ClientError, CollectorConnection};
 use crate::lifecycle::Lifecycle;
 use crate::log::log_debug;
 use ditto_protocol::{DispatchSelection, MissReason, Missed, Phase};
@@ -115,6 +115,17 @@ impl Ledger {
         });
     }
 
+    /// Dispatch `index` ran uncaptured (`outcome` says how) because of
+    /// `detail`, and capture stops for the same reason: its miss, and the
+    /// reason every later dispatch not reported is missed for.
+    pub fn failed(&mut self, index: u64, reason: MissReason, detail: &str, outcome: &str) {
+        self.missed(index, reason, format!("{detail}; {outcome}"));
+        self.stopped(
+            reason,
+            format!("capture stopped at dispatch {index}: {detail}"),
+        );
+    }
+
     /// Capture stopped (the first failure only is kept): every dispatch
     /// not reported by the end is missed for this reason.
     pub fn stopped(&mut self, reason: MissReason, detail: String) {
@@ -155,6 +166,28 @@ impl Ledger {
             self.reported.insert(start, end);
         }
     }
+}
+
+/// Dispatch `index` ran uncaptured (`outcome`) because the connection
+/// failed with `error`: it is missed (`timeout` when its Ack did not come
+/// in time), capture fails open for the same reason, and the miss is sent
+/// while the connection's frames are intact.
+pub fn fail_on(
+    connection: &mut Option<CollectorConnection>,
+    ledger: &mut Ledger,
+    lifecycle: &Lifecycle,
+    index: u64,
+    error: ClientError,
+    outcome: &str,
+) {
+    let reason = match error {
+        ClientError::Timeout { .. } => MissReason::Timeout,
+        _ => MissReason::Error,
+    };
+    let detail = error.to_string();
+    ledger.failed(index, reason, &detail, outcome);
+    lifecycle.fail(&detail);
+    send_queued(connection, ledger, lifecycle);
 }
 
 /// Sends the ledger's queued misses, oldest first, while the connection

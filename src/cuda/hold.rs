@@ -20,8 +20,8 @@
 use super::access::CudaDevice;
 use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
 use super::launch::Launch;
-use crate::capture::accounting::{Ledger, send_queued};
-use crate::capture::client::{ClientError, CollectorConnection};
+use crate::capture::accounting::{Ledger, fail_on, send_queued};
+use crate::capture::client::CollectorConnection;
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
 use crate::lifecycle::Lifecycle;
@@ -288,24 +288,14 @@ impl CudaTool {
                 "collector could not capture dispatch {index} of `{}`: {reason}",
                 kernel.name.demangled
             ),
-            Err(e) => {
-                let reason = match e {
-                    ClientError::Timeout { .. } => MissReason::Timeout,
-                    _ => MissReason::Error,
-                };
-                let detail = e.to_string();
-                ledger.missed(
-                    index,
-                    reason,
-                    format!("{detail}; the launch ran on uncaptured"),
-                );
-                ledger.stopped(
-                    reason,
-                    format!("capture stopped at dispatch {index}: {detail}"),
-                );
-                self.lifecycle.fail(&detail);
-                send_queued(&mut connection, &mut ledger, self.lifecycle);
-            }
+            Err(e) => fail_on(
+                &mut connection,
+                &mut ledger,
+                self.lifecycle,
+                index,
+                e,
+                "the launch ran on uncaptured",
+            ),
         }
     }
 

@@ -52,11 +52,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
         },
         || false,
     );
-    if capturing {
-        PROCESS.capture();
-    } else {
-        PROCESS.stay_passive();
-    }
+    PROCESS.start_up_ended(capturing);
     1
 }
 

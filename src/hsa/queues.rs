@@ -35,14 +35,13 @@ fn keep(context: QueueContext) -> *const QueueContext {
     at
 }
 
-/// Frees the context of a destroyed queue; false when it had none.
-fn forget(queue: u64) -> bool {
-    live().as_mut().is_some_and(|m| m.remove(&queue).is_some())
-}
-
-/// How many queues are watched now.
-pub fn watched() -> usize {
-    live().as_ref().map_or(0, HashMap::len)
+/// Frees the context of a destroyed queue: how many queues are still
+/// watched, `None` when it had none.
+fn forget(queue: u64) -> Option<usize> {
+    let mut live = live();
+    let map = live.as_mut()?;
+    map.remove(&queue)?;
+    Some(map.len())
 }
 
 /// Instead of `hsa_queue_create`: an intercept queue with ditto's packet
@@ -153,13 +152,10 @@ pub unsafe fn create(
 /// After `hsa_queue_destroy` succeeded: no callback of the queue can come
 /// any more, so its context is freed, and the worker forgets the queue.
 pub fn destroyed(tool: &HsaTool, queue: *mut hsa_queue_t) {
-    if forget(queue as u64) {
+    if let Some(watched) = forget(queue as u64) {
         tool.submit(WorkerMessage::QueueDestroyed {
             queue: queue as u64,
         });
-        log_debug!(
-            "queue {queue:p} destroyed; queues still watched: {}",
-            watched()
-        );
+        log_debug!("queue {queue:p} destroyed; queues still watched: {watched}");
     }
 }

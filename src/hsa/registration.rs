@@ -33,7 +33,8 @@ macro_rules! required {
 }
 
 /// Names of the required entries absent from the saved tables: unset, or
-/// not in the table's version (which the copy left unset). The required wraps first, then the entries called plainly.
+/// not in the table's version (which the copy left unset). The required
+/// wraps first, then the entries called plainly.
 fn missing_entries(core: &CoreApiTable, amd: &AmdExtTable) -> Vec<&'static str> {
     let core_entries = required!(core:
         hsa_signal_create_fn,
@@ -87,11 +88,7 @@ pub unsafe extern "C" fn OnLoad(
         || unsafe { start(table, &PROCESS) },
         || (true, false),
     );
-    if capturing {
-        PROCESS.capture();
-    } else {
-        PROCESS.stay_passive();
-    }
+    PROCESS.start_up_ended(capturing);
     ok
 }
 

@@ -194,16 +194,6 @@ impl HsaTool {
             .remove(&base);
     }
 
-    /// In a child forked without exec (the atfork child handler): capture
-    /// stops without a word, so every dispatch passes untouched, and
-    /// `finish` returns at once: the worker thread was not copied into the
-    /// child (nothing would answer the Shutdown) and the connection is the
-    /// parent's (no Goodbye). Atomics only: another thread may have held
-    /// any lock at the fork.
-    pub fn become_passive_in_forked_child(&self) {
-        self.lifecycle.forked_child();
-    }
-
     /// Sends the Goodbye and drains the worker (every held barrier released),
     /// once per process, from OnUnload or at exit, whichever comes first.
     /// Waits at most DITTO_TIMEOUT_MS + 1 s; past that, fails open.

@@ -36,7 +36,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::capture::accounting::{Ledger, send_queued};
+use crate::capture::accounting::{Ledger, fail_on, send_queued};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::KernelInfo;
 use crate::capture::{ArgumentChoice, BufferAccess, DispatchFacts, Snapshot, describe};
@@ -361,7 +361,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
                     let reason = format!(
                         "internal error while snapshotting the inputs of a held dispatch: {panic}"
                     );
-                    failed(&mut ledger, index, MissReason::Error, reason.clone());
+                    ledger.failed(index, MissReason::Error, &reason, RELEASED);
                     lifecycle.fail(&reason);
                     pending.remove(at);
                     device.release(&held);
@@ -385,7 +385,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
         });
         if let Err(panic) = handled {
             let reason = format!("internal error while handling a held dispatch: {panic}");
-            failed(&mut ledger, index, MissReason::Error, reason.clone());
+            ledger.failed(index, MissReason::Error, &reason, RELEASED);
             lifecycle.fail(&reason);
             // Its state is unknown: released, never recycled.
             device.release(&held);
@@ -467,7 +467,7 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
                     job.index,
                     job.kernel.name.demangled
                 ),
-                Err(e) => fail_on(ledger, connection, lifecycle, job.index, e),
+                Err(e) => fail_on(connection, ledger, lifecycle, job.index, e, RELEASED),
             }
         }
     }
@@ -539,7 +539,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
                 job.index,
                 job.kernel.name.demangled
             ),
-            Err(e) => fail_on(ledger, connection, lifecycle, job.index, e),
+            Err(e) => fail_on(connection, ledger, lifecycle, job.index, e, RELEASED),
         }
     }
     if !released {
@@ -548,38 +548,8 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
     last_pair_of_queue.insert(job.queue, job.held);
 }
 
-/// Dispatch `index` is released uncaptured because of `error`: it is
-/// missed (`timeout` when its Ack did not come in time), capture stops for
-/// the same reason, and the miss is sent while the connection's frames are
-/// intact.
-fn fail_on(
-    ledger: &mut Ledger,
-    connection: &mut Option<CollectorConnection>,
-    lifecycle: &Lifecycle,
-    index: u64,
-    error: ClientError,
-) {
-    let reason = match error {
-        ClientError::Timeout { .. } => MissReason::Timeout,
-        _ => MissReason::Error,
-    };
-    failed(ledger, index, reason, error.to_string());
-    lifecycle.fail(&error.to_string());
-    send_queued(connection, ledger, lifecycle);
-}
-
-/// Records dispatch `index` as missed and capture as stopped for `reason`.
-fn failed(ledger: &mut Ledger, index: u64, reason: MissReason, detail: String) {
-    ledger.missed(
-        index,
-        reason,
-        format!("{detail}; the dispatch was released uncaptured"),
-    );
-    ledger.stopped(
-        reason,
-        format!("capture stopped at dispatch {index}: {detail}"),
-    );
-}
+/// What happened to a held dispatch that was not captured.
+const RELEASED: &str = "the dispatch was released uncaptured";
 
 /// Sends what the socket takes now of the frames waiting in the outbox; a
 /// failed write fails open.

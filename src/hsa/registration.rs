@@ -300,7 +300,7 @@ extern "C" fn finish_at_exit() {
 mod tests {
     use super::*;
 
-    use crate::hsa::wraps::tests::full_table;
+    use crate::hsa::wraps::tests::{any_entry, full_table};
 
     #[test]
     fn full_tables_miss_nothing() {
@@ -343,8 +343,8 @@ mod tests {
 
     #[test]
     fn a_rocm_6_4_table_gives_the_entries_at_its_own_offsets() {
-        let layout =
-            hsa::versions::layout_of(Table::AmdExt, version(2, 592)).expect("6.4.3's layout");
+        let layout = hsa::versions::layout_of(Table::AmdExt, ApiTableVersion::new(2, 592, 0))
+            .expect("6.4.3's layout");
         // A 592-byte table whose every entry holds a function of ours at
         // the 6.4.3 offset, and the 5.2 offsets in between hold others.
         let mut words = vec![any_entry as *const () as usize; 592 / 8];
@@ -369,15 +369,4 @@ mod tests {
     }
 
     unsafe extern "C" fn other_entry() {}
-
-    fn version(major_id: u32, minor_id: u32) -> ApiTableVersion {
-        ApiTableVersion {
-            major_id,
-            minor_id,
-            step_id: 0,
-            reserved: 0,
-        }
-    }
-
-    unsafe extern "C" fn any_entry() {}
 }

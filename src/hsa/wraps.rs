@@ -170,7 +170,7 @@ pub(crate) mod tests {
     use hsa::versions::Table;
     use std::cell::Cell;
 
-    unsafe extern "C" fn any_entry() {}
+    pub(crate) unsafe extern "C" fn any_entry() {}
 
     /// A table of `T` whose every entry is set (to a function never called).
     pub(crate) fn full_table<T: Copy>() -> T {
@@ -294,12 +294,7 @@ pub(crate) mod tests {
 
     #[test]
     fn wraps_are_written_at_the_offsets_of_the_tables_version() {
-        let version = ApiTableVersion {
-            major_id: 2,
-            minor_id: 592,
-            step_id: 5,
-            reserved: 0,
-        };
+        let version = ApiTableVersion::new(2, 592, 5);
         let layout = hsa::versions::layout_of(Table::AmdExt, version).unwrap();
         let theirs = any_entry as *const () as usize;
         // A ROCm 6.4.3 AMD table, every entry set.

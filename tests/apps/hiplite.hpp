@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <map>
@@ -102,6 +103,13 @@ typedef enum hipMemcpyKind {
 typedef struct ihipStream_t* hipStream_t;  // only the null stream exists
 
 namespace hiplite {
+
+// Seconds on the monotonic clock, for applications that time themselves.
+inline double now_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 // A kernel of the loaded executable.
 struct Kernel {

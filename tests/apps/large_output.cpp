@@ -38,12 +38,6 @@ DITTO_KERNEL(large_warmup)
 #include <string.h>
 #include <time.h>
 
-static double now_s() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
 int main(int argc, char** argv) {
   long mib = 1024;
   for (int a = 1; a < argc; ++a) {
@@ -78,10 +72,10 @@ int main(int argc, char** argv) {
   memset(dst, 2, bytes);
   // The barriers keep the compiler from eliding or moving the copy.
   asm volatile("" : : "r"(src), "r"(dst) : "memory");
-  double start = now_s();
+  double start = hiplite::now_seconds();
   memcpy(dst, src, bytes);
   asm volatile("" : : "r"(src), "r"(dst) : "memory");
-  const double memcpy_s = now_s() - start;
+  const double memcpy_s = hiplite::now_seconds() - start;
   const int copied = dst[bytes - 1] == 1 && dst[0] == 1;
   free(src);
   free(dst);
@@ -90,11 +84,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  start = now_s();
+  start = hiplite::now_seconds();
   hipLaunchKernelGGL(large_fill, dim3(256), dim3(256), 0, 0, out, n);
   HIP_CHECK(hipGetLastError());
   HIP_CHECK(hipDeviceSynchronize());
-  const double dispatch_s = now_s() - start;
+  const double dispatch_s = hiplite::now_seconds() - start;
 
   int wrong = 0;
   const long checked[] = {0, 1, 4095, 4096, n / 2 + 3, n - 1};

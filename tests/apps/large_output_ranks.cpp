@@ -44,12 +44,6 @@ DITTO_KERNEL(ranks_mark)
 
 #include <string>
 
-static double now_s() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
 // Files named arrived.* in dir; -1 when it cannot be read.
 static int arrivals(const char* dir) {
   DIR* d = opendir(dir);
@@ -69,7 +63,7 @@ static bool barrier(const char* dir, long ranks) {
     return false;
   }
   close(fd);
-  const double deadline = now_s() + 60.0;
+  const double deadline = hiplite::now_seconds() + 60.0;
   for (;;) {
     const int n = arrivals(dir);
     if (n < 0) {
@@ -77,7 +71,7 @@ static bool barrier(const char* dir, long ranks) {
       return false;
     }
     if (n >= ranks) return true;
-    if (now_s() > deadline) {
+    if (hiplite::now_seconds() > deadline) {
       fprintf(stderr, "large_output_ranks: only %d of %ld ranks reached the barrier within 60 s\n", n, ranks);
       return false;
     }
@@ -129,11 +123,11 @@ int main(int argc, char** argv) {
   HIP_CHECK(hipDeviceSynchronize());
 
   if (dir && !barrier(dir, ranks)) return 1;
-  const double start = now_s();
+  const double start = hiplite::now_seconds();
   hipLaunchKernelGGL(ranks_mark, dim3(1), dim3(64), 0, 0, out);
   HIP_CHECK(hipGetLastError());
   HIP_CHECK(hipDeviceSynchronize());
-  const double end = now_s();
+  const double end = hiplite::now_seconds();
 
   int wrong = 0;
   const long checked[] = {0, 1, 4095, 4096, n / 2 + 3, n - 1};

@@ -24,6 +24,18 @@ pub struct ApiTableVersion {
     pub reserved: u32,
 }
 
+impl ApiTableVersion {
+    /// A version header (`reserved` is 0).
+    pub const fn new(major_id: u32, minor_id: u32, step_id: u32) -> ApiTableVersion {
+        ApiTableVersion {
+            major_id,
+            minor_id,
+            step_id,
+            reserved: 0,
+        }
+    }
+}
+
 pub const HSA_API_TABLE_MAJOR_VERSION: u32 = 1;
 pub const HSA_CORE_API_TABLE_MAJOR_VERSION: u32 = 1;
 pub const HSA_AMD_EXT_API_TABLE_MAJOR_VERSION: u32 = 1;

@@ -230,12 +230,7 @@ mod tests {
     use super::*;
 
     fn version(major_id: u32, minor_id: u32) -> ApiTableVersion {
-        ApiTableVersion {
-            major_id,
-            minor_id,
-            step_id: 0,
-            reserved: 0,
-        }
+        ApiTableVersion::new(major_id, minor_id, 0)
     }
 
     #[test]

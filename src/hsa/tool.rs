@@ -378,15 +378,18 @@ impl BufferAccess for HsaTool {
                     .hsa_amd_ipc_memory_create_fn
                     .ok_or("the runtime has no hsa_amd_ipc_memory_create")?;
                 let mut h = hsa_amd_ipc_memory_t::default();
+                // The length the runtime itself records for the allocation:
+                // ROCr 5.2 compares with the size rounded to the granule,
+                // 7.x with the size asked for (see the CPU runtime's
+                // ipc_length_accepted); what pointer info reports is what
+                // the release's IPC create compares with.
+                let len = self
+                    .pointer_info(allocation.base)
+                    .filter(|recorded| recorded.base == allocation.base)
+                    .map_or(allocation.size, |recorded| recorded.size);
                 // SAFETY: original IPC export of a whole live allocation (base and size
-                // as the runtime handed them out).
-                let st = unsafe {
-                    create(
-                        allocation.base as *mut c_void,
-                        allocation.size as usize,
-                        &mut h,
-                    )
-                };
+                // as the runtime records them).
+                let st = unsafe { create(allocation.base as *mut c_void, len as usize, &mut h) };
                 if st != HSA_STATUS_SUCCESS {
                     return Err(format!(
                         "hsa_amd_ipc_memory_create failed with status 0x{st:x}"

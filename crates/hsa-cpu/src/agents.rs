@@ -457,3 +457,59 @@ pub(crate) fn status_string(status: hsa_status_t, out: *mut *const c_char) -> hs
     unsafe { out.write(s.as_ptr()) };
     HSA_STATUS_SUCCESS
 }
+
+/// SDMA engines our GPU agent reports (`hsa_amd_sdma_engine_id_t` bits
+/// 0 and 1): two, as an MI200-class GCD. Copies run on the host whichever
+/// is named.
+pub const SDMA_ENGINES: u32 = 0x1 | 0x2;
+
+/// `hsa_amd_memory_copy_engine_status` (ROCm 5.6+): the engines available
+/// between two agents. The same agent on both sides is a shader copy, not
+/// an SDMA one (HSA_STATUS_ERROR_INVALID_AGENT, as the header says).
+pub(crate) fn copy_engine_status(
+    dst_agent: hsa_agent_t,
+    src_agent: hsa_agent_t,
+    engine_ids_mask: *mut u32,
+) -> hsa_status_t {
+    if !is_agent(dst_agent) || !is_agent(src_agent) || dst_agent.handle == src_agent.handle {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    if engine_ids_mask.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null, the caller's out-parameter.
+    unsafe { engine_ids_mask.write(SDMA_ENGINES) };
+    HSA_STATUS_SUCCESS
+}
+
+/// Whether `engine_id` names exactly one engine this agent has.
+pub(crate) fn is_sdma_engine(engine_id: u32) -> bool {
+    engine_id.count_ones() == 1 && engine_id & SDMA_ENGINES != 0
+}
+
+/// `hsa_amd_agent_set_async_scratch_limit` (ROCm 6.1+): accepted for the
+/// GPU agent; the host has no scratch to reclaim.
+pub(crate) fn set_async_scratch_limit(agent: hsa_agent_t, _threshold: usize) -> hsa_status_t {
+    if agent.handle != GPU_AGENT.handle {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    HSA_STATUS_SUCCESS
+}
+
+/// `hsa_amd_memory_get_preferred_copy_engine` (ROCm 7.0+): no preference
+/// between our engines (0, which the header allows), for any two agents.
+pub(crate) fn preferred_copy_engine(
+    dst_agent: hsa_agent_t,
+    src_agent: hsa_agent_t,
+    recommended_ids_mask: *mut u32,
+) -> hsa_status_t {
+    if !is_agent(dst_agent) || !is_agent(src_agent) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    if recommended_ids_mask.is_null() {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null, the caller's out-parameter.
+    unsafe { recommended_ids_mask.write(0) };
+    HSA_STATUS_SUCCESS
+}

@@ -1,23 +1,32 @@
-//! The API table and the exported trampolines. Owns the live `HsaApiTable`
-//! (root, core and AMD tables, allocated once, never moved) and the ONE
-//! declaration list of implemented functions below. From that list come:
+//! The API entry points. Owns the ONE declaration list of implemented
+//! functions below and the exported symbols. From that list come:
 //! - `entries::<name>`: our implementation, run under catch_unwind (a panic
 //!   becomes HSA_STATUS_ERROR, or 0 for value-returning functions);
-//! - the table slots pointing at them (every other slot points at a stub that
-//!   returns HSA_STATUS_ERROR: never null);
+//! - the table entries pointing at them, placed BY NAME in the tables of the
+//!   served ABI (`tables`, `abi`); every other entry holds a stub that
+//!   returns HSA_STATUS_ERROR (HSA_STATUS_ERROR_INVALID_ARGUMENT in the
+//!   image table: our agents have no images): never null;
 //! - for `export` lines, the exported `hsa_*` symbol (version ROCR_1), a
-//!   trampoline that calls THROUGH the live table, so a tool's wrap sees every
-//!   caller. `table_only` lines (the intercept-queue functions) are reachable
-//!   only through the table, as in ROCr.
+//!   trampoline that calls THROUGH the served table, so a tool's wrap sees
+//!   every caller. `table_only` lines (the intercept-queue functions) are
+//!   reachable only through the table, as in ROCr.
 //!
-//! Never holds state of its own beyond the tables.
+//! Every trampoline calls through a *slot*: the address of its entry's word
+//! in the served table, resolved by name once, before main (a constructor),
+//! or the address of a stub word where the served release has no such
+//! entry. So one exported symbol serves every layout.
+//!
+//! Never holds state of its own beyond the tables and the slots.
 
+use crate::abi;
 use crate::signals::{Order, Rmw};
+use crate::tables::{Implementation, ServedTables};
 use crate::{agents, executables, intercept, ipc, loader, memory, queues, runtime, signals};
+use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// What an entry returns when its implementation panicked, and whether a
 /// result is a failure worth a trace line (`error <function> <status>`).
@@ -61,163 +70,161 @@ fn guard<R: FailValue>(name: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Slot value of every table entry we do not implement.
+/// What every entry we do not implement holds.
 unsafe extern "C" fn unimplemented_entry() -> hsa_status_t {
     HSA_STATUS_ERROR
 }
 
-struct Live {
-    root: *mut HsaApiTable,
-    core: *mut CoreApiTable,
-    amd: *mut AmdExtTable,
-    finalizer: *mut usize,
-    image: *mut usize,
+/// What every image-table entry holds: our agents support no images (ROCr
+/// on an agent without them answers the same way).
+unsafe extern "C" fn no_images_entry() -> hsa_status_t {
+    HSA_STATUS_ERROR_INVALID_ARGUMENT
 }
 
-/// Sizes of ROCm 5.2.3's FinalizerExtTable and ImageExtTable (the layout
-/// served; crates/hsa/data/rocm-abi-tables.json, checked by a test). ROCr
-/// always hands tools both; other HSA tools copy them unconditionally.
-pub const FINALIZER_EXT_TABLE_BYTES: usize = 64;
-pub const IMAGE_EXT_TABLE_BYTES: usize = 120;
-/// Their major_id (HSA_FINALIZER/IMAGE_API_TABLE_MAJOR_VERSION of 5.2.3).
-const EXT_TABLE_MAJOR_VERSION: u32 = 1;
+/// The word a slot points at when the served release has no such entry.
+static STUB_WORD: unsafe extern "C" fn() -> hsa_status_t = unimplemented_entry;
+/// The same for the image table's entries.
+static NO_IMAGES_WORD: unsafe extern "C" fn() -> hsa_status_t = no_images_entry;
 
-/// An extension table of `bytes` whose every entry is the stub: we
-/// implement no finalizer and no images, as ROCr on an agent without them.
-fn stub_extension_table(bytes: usize) -> Vec<usize> {
-    let mut words = vec![unimplemented_entry as *const () as usize; bytes / 8];
-    words[0] = EXT_TABLE_MAJOR_VERSION as usize | (bytes << 32);
-    words[1] = 0;
-    words
-}
-// SAFETY: the tables are leaked, never freed; concurrent slot updates by
-// tools are word-sized pointer stores, as in ROCr.
-unsafe impl Send for Live {}
-// SAFETY: as above.
-unsafe impl Sync for Live {}
+static SERVED: OnceLock<ServedTables> = OnceLock::new();
 
-static LIVE: OnceLock<Live> = OnceLock::new();
-
-fn live() -> &'static Live {
-    LIVE.get_or_init(|| {
-        let core = Box::into_raw(Box::new(fresh_core()));
-        let amd = Box::into_raw(Box::new(fresh_amd()));
-        let finalizer =
-            Box::leak(stub_extension_table(FINALIZER_EXT_TABLE_BYTES).into_boxed_slice())
-                .as_mut_ptr();
-        let image =
-            Box::leak(stub_extension_table(IMAGE_EXT_TABLE_BYTES).into_boxed_slice()).as_mut_ptr();
-        let root = Box::into_raw(Box::new(HsaApiTable {
-            version: ApiTableVersion {
-                major_id: HSA_API_TABLE_MAJOR_VERSION,
-                minor_id: std::mem::size_of::<HsaApiTable>() as u32,
-                step_id: HSA_API_TABLE_STEP_VERSION,
-                reserved: 0,
-            },
-            core_: core,
-            amd_ext_: amd,
-            finalizer_ext_: finalizer as *mut c_void,
-            image_ext_: image as *mut c_void,
-        }));
-        Live {
-            root,
-            core,
-            amd,
-            finalizer,
-            image,
-        }
+/// The served tables, made and filled on first use.
+fn served() -> &'static ServedTables {
+    SERVED.get_or_init(|| {
+        let stub = unimplemented_entry as *const () as usize;
+        let no_images = no_images_entry as *const () as usize;
+        let tables = ServedTables::new(abi::layout_abi(), stub, no_images)
+            // The measured data holds every release `abi` names: a test
+            // (tables.rs) pins each; this is unreachable.
+            .unwrap_or_else(|e| panic!("hsa-cpu: cannot lay out the API tables: {e}"));
+        tables.fill(&implementations());
+        tables
     })
 }
 
 /// The root table handed to tools.
 pub fn root_table() -> *mut HsaApiTable {
-    live().root
+    served().root()
+}
+
+/// The served tables (tests, diagnostics).
+pub fn served_tables() -> &'static ServedTables {
+    served()
 }
 
 /// Puts our own entries back in every slot (after tools are unloaded).
 pub fn restore_tables() {
-    let l = live();
-    // SAFETY: the tables are live for the whole process.
-    unsafe {
-        *l.core = fresh_core();
-        *l.amd = fresh_amd();
-        for (table, bytes) in [
-            (l.finalizer, FINALIZER_EXT_TABLE_BYTES),
-            (l.image, IMAGE_EXT_TABLE_BYTES),
-        ] {
-            let fresh = stub_extension_table(bytes);
-            std::ptr::copy_nonoverlapping(fresh.as_ptr(), table, fresh.len());
+    served().fill(&implementations());
+}
+
+/// `hsa_init`: refused when DITTO_HSA_CPU_ABI names no ABI we serve.
+fn init() -> hsa_status_t {
+    match abi::served() {
+        Ok(abi) => runtime::init(
+            root_table(),
+            crate::tools::Loading {
+                discover_loaded: abi.discovers_loaded_tools(),
+                keep_without_on_load: abi.keeps_tools_without_on_load(),
+            },
+        ),
+        Err(message) => {
+            eprintln!("hsa-cpu: error: {message}");
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
         }
     }
 }
 
-/// Every function-pointer word after the 16-byte version header gets the stub.
-fn stub_slots<T>(table: &mut T) {
-    let words = (std::mem::size_of::<T>() - 16) / 8;
-    let base = table as *mut T as *mut u8;
-    for i in 0..words {
-        // SAFETY: the table is 16 bytes of version then `words` pointer slots.
-        unsafe {
-            (base.add(16 + i * 8) as *mut usize).write(unimplemented_entry as *const () as usize)
-        };
+/// A slot that points at `word` until the constructor resolves it.
+const fn unresolved(word: &'static unsafe extern "C" fn() -> hsa_status_t) -> AtomicPtr<usize> {
+    AtomicPtr::new(word as *const _ as *mut usize)
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Position of `name` in a declaration list (compile time).
+const fn index_of(names: &[(Table, &str, &str)], name: &str) -> usize {
+    let mut i = 0;
+    while i < names.len() {
+        if same(names[i].2, name) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("not in the declaration list")
+}
+
+/// Points every slot of a declaration list at its served entry.
+fn resolve(slots: &[AtomicPtr<usize>], names: &[(Table, &str, &str)]) {
+    let tables = served();
+    for (slot, &(table, field, _)) in slots.iter().zip(names) {
+        let fallback = match table {
+            Table::ImageExt => &NO_IMAGES_WORD,
+            _ => &STUB_WORD,
+        } as *const _ as *mut usize;
+        slot.store(
+            tables.slot(table, field).unwrap_or(fallback),
+            Ordering::Release,
+        );
     }
 }
 
-fn fresh_core() -> CoreApiTable {
-    // SAFETY: all-zero is valid for a table of Option<fn> slots and integers.
-    let mut t: CoreApiTable = unsafe { std::mem::zeroed() };
-    stub_slots(&mut t);
-    t.version = ApiTableVersion {
-        major_id: HSA_CORE_API_TABLE_MAJOR_VERSION,
-        minor_id: std::mem::size_of::<CoreApiTable>() as u32,
-        step_id: HSA_API_TABLE_STEP_VERSION,
-        reserved: 0,
-    };
-    fill_core(&mut t);
-    t
-}
-
-fn fresh_amd() -> AmdExtTable {
-    // SAFETY: all-zero is valid for a table of Option<fn> slots and integers.
-    let mut t: AmdExtTable = unsafe { std::mem::zeroed() };
-    stub_slots(&mut t);
-    t.version = ApiTableVersion {
-        major_id: HSA_AMD_EXT_API_TABLE_MAJOR_VERSION,
-        minor_id: std::mem::size_of::<AmdExtTable>() as u32,
-        step_id: HSA_API_TABLE_STEP_VERSION,
-        reserved: 0,
-    };
-    fill_amd(&mut t);
-    t
+/// Calls through a slot: the entry's current word (a tool's wrap or ours).
+macro_rules! through_slot {
+    ($slot:expr, ($($arg:ident : $ty:ty),*), $ret:ty) => {{
+        let slot = $slot.load(Ordering::Acquire);
+        // SAFETY: a slot points at a word of a served table (never freed)
+        // or at a stub word; read as one word, as tools write it.
+        let word = unsafe { std::ptr::read_volatile(slot) };
+        if word == 0 {
+            <$ret as FailValue>::fail()
+        } else {
+            // SAFETY: the word is the entry's function (ours or a tool's
+            // wrap of it), of the entry's C signature.
+            let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(word) };
+            // SAFETY: forwarding the caller's arguments.
+            unsafe { f($($arg),*) }
+        }
+    }};
 }
 
 macro_rules! exported {
-    (export, $table:ident, $field:ident, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {
-        /// Exported HSA function (ROCR_1): calls through the live table.
+    (export, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {
+        /// Exported HSA function (ROCR_1): calls through the served table.
         ///
         /// # Safety
         /// C ABI entry: the arguments must satisfy hsa.h / hsa_ext_amd.h.
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: the live table is never freed; the slot is read as one word.
-            let f = unsafe { std::ptr::read_volatile(&raw const (*live().$table).$field) };
-            match f {
-                // SAFETY: forwarding the caller's arguments to the table entry.
-                Some(f) => unsafe { f($($arg),*) },
-                None => <$ret as FailValue>::fail(),
-            }
+            const AT: usize = index_of(IMPLEMENTED, stringify!($name));
+            through_slot!(IMPLEMENTED_SLOTS[AT], ($($arg : $ty),*), $ret)
         }
         std::arch::global_asm!(concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@ROCR_1"));
     };
-    (table_only, $table:ident, $field:ident, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {};
+    (table_only, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {};
 }
 
-macro_rules! fill_slot {
-    (core, $c:ident, $a:ident, $field:ident, $f:expr) => {
-        $c.$field = Some($f as _)
+macro_rules! table_of {
+    (core) => {
+        Table::Core
     };
-    (amd, $c:ident, $a:ident, $field:ident, $f:expr) => {
-        $a.$field = Some($f as _)
+    (amd) => {
+        Table::AmdExt
+    };
+    (image) => {
+        Table::ImageExt
     };
 }
 
@@ -241,33 +248,22 @@ macro_rules! hsa_api {
             )*
         }
 
-        #[allow(unused_variables)]
-        fn fill_both(c: Option<&mut CoreApiTable>, a: Option<&mut AmdExtTable>) {
-            let mut scratch_core: CoreApiTable;
-            let mut scratch_amd: AmdExtTable;
-            let c: &mut CoreApiTable = match c {
-                Some(c) => c,
-                // SAFETY: all-zero is a valid table; the scratch copy is discarded.
-                None => { scratch_core = unsafe { std::mem::zeroed() }; &mut scratch_core }
-            };
-            let a: &mut AmdExtTable = match a {
-                Some(a) => a,
-                // SAFETY: as above.
-                None => { scratch_amd = unsafe { std::mem::zeroed() }; &mut scratch_amd }
-            };
-            $( fill_slot!($table, c, a, $field, entries::$name); )*
+        /// Every implemented entry: table, entry name, function name.
+        const IMPLEMENTED: &[(Table, &str, &str)] = &[
+            $( (table_of!($table), stringify!($field), stringify!($name)), )*
+        ];
+
+        /// The slot of every implemented entry, in declaration order.
+        static IMPLEMENTED_SLOTS: [AtomicPtr<usize>; IMPLEMENTED.len()] =
+            [const { unresolved(&STUB_WORD) }; IMPLEMENTED.len()];
+
+        /// Our implementations with their entries, for the served tables.
+        fn implementations() -> Vec<Implementation> {
+            vec![ $( (table_of!($table), stringify!($field), entries::$name as *const () as usize), )* ]
         }
 
-        $( exported!($vis, $table, $field, $name, ($($arg : $ty),*), $ret); )*
+        $( exported!($vis, $name, ($($arg : $ty),*), $ret); )*
     };
-}
-
-fn fill_core(t: &mut CoreApiTable) {
-    fill_both(Some(t), None)
-}
-
-fn fill_amd(t: &mut AmdExtTable) {
-    fill_both(None, Some(t))
 }
 
 type AgentCallback = Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>;
@@ -284,7 +280,7 @@ type Q = *const hsa_queue_t;
 
 hsa_api! {
     // --- runtime, system, agents ---
-    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => runtime::init(root_table());
+    export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => init();
     export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down(restore_tables);
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         => agents::system_get_info(attribute, value);
@@ -316,6 +312,20 @@ hsa_api! {
         => memory::memory_copy(dst, src, size);
     export amd.hsa_amd_memory_async_copy_fn: fn hsa_amd_memory_async_copy(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t) -> hsa_status_t
         => memory::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
+    export amd.hsa_amd_memory_async_copy_on_engine_fn: fn hsa_amd_memory_async_copy_on_engine(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t, engine_id: u32, force_copy_on_sdma: bool) -> hsa_status_t
+        => if agents::is_sdma_engine(engine_id) {
+            memory::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
+        } else {
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        };
+    export amd.hsa_amd_memory_copy_engine_status_fn: fn hsa_amd_memory_copy_engine_status(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, engine_ids_mask: *mut u32) -> hsa_status_t
+        => agents::copy_engine_status(dst_agent, src_agent, engine_ids_mask);
+    export amd.hsa_amd_agent_set_async_scratch_limit_fn: fn hsa_amd_agent_set_async_scratch_limit(agent: hsa_agent_t, threshold: usize) -> hsa_status_t
+        => agents::set_async_scratch_limit(agent, threshold);
+    export amd.hsa_amd_memory_get_preferred_copy_engine_fn: fn hsa_amd_memory_get_preferred_copy_engine(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, recommended_ids_mask: *mut u32) -> hsa_status_t
+        => agents::preferred_copy_engine(dst_agent, src_agent, recommended_ids_mask);
+    export amd.hsa_amd_enable_logging_fn: fn hsa_amd_enable_logging(flags: *mut u8, file: *mut c_void) -> hsa_status_t
+        => HSA_STATUS_SUCCESS;
     export amd.hsa_amd_agents_allow_access_fn: fn hsa_amd_agents_allow_access(num_agents: u32, agents: *const hsa_agent_t, flags: *const u32, ptr: *const c_void) -> hsa_status_t
         => memory::agents_allow_access(num_agents, agents, flags, ptr);
     export amd.hsa_amd_memory_lock_fn: fn hsa_amd_memory_lock(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, agent_ptr: *mut *mut c_void) -> hsa_status_t
@@ -436,197 +446,257 @@ hsa_api! {
 mod tests {
     use super::*;
 
-    #[test]
-    fn table_headers_are_major_1_minor_sizeof_step_0() {
-        let l = live();
-        // SAFETY: the live tables are never freed.
-        unsafe {
-            assert_eq!(
-                (*l.root).version,
-                ApiTableVersion {
-                    major_id: 1,
-                    minor_id: 48,
-                    step_id: 0,
-                    reserved: 0
-                }
-            );
-            assert_eq!((*l.core).version.minor_id, 1016);
-            assert_eq!((*l.amd).version.minor_id, 400);
-            assert_eq!((*l.root).core_, l.core);
-        }
+    fn word(table: Table, name: &str) -> usize {
+        let slot = served().slot(table, name).expect("served");
+        // SAFETY: a word of a served table.
+        unsafe { slot.read_volatile() }
     }
 
     #[test]
-    fn every_slot_is_non_null_and_unimplemented_ones_return_error() {
-        let l = live();
-        // SAFETY: reading the pointer words of the live tables.
-        unsafe {
-            for (base, size) in [(l.core as *const u8, 1016), (l.amd as *const u8, 400)] {
-                for off in (16..size).step_by(8) {
-                    assert_ne!(
-                        *(base.add(off) as *const usize),
-                        0,
-                        "slot at offset {off} is null"
-                    );
-                }
+    fn the_default_tables_are_rocm_7_2s() {
+        let t = served();
+        assert_eq!(t.abi(), abi::Abi::Rocm7_2);
+        // SAFETY: the root table is never freed.
+        let root = unsafe { (*t.root()).version };
+        assert_eq!(root, ApiTableVersion::new(3, 64, 1));
+        assert_eq!(t.version(Table::AmdExt), ApiTableVersion::new(2, 624, 8));
+        assert_eq!(t.version(Table::Core), ApiTableVersion::new(2, 1016, 0));
+    }
+
+    #[test]
+    fn implemented_entries_hold_ours_and_the_rest_return_errors() {
+        assert_eq!(
+            word(Table::AmdExt, "hsa_amd_queue_intercept_create_fn"),
+            entries::hsa_amd_queue_intercept_create as *const () as usize
+        );
+        assert_eq!(
+            word(Table::Core, "hsa_soft_queue_create_fn"),
+            unimplemented_entry as *const () as usize
+        );
+        assert_eq!(
+            word(Table::ImageExt, "hsa_ext_image_create_fn"),
+            no_images_entry as *const () as usize
+        );
+    }
+
+    #[test]
+    fn every_slot_is_resolved_to_a_served_entry_or_a_stub_word() {
+        publish_slots();
+        for (slots, names) in [
+            (&IMPLEMENTED_SLOTS[..], IMPLEMENTED),
+            (&JUMP_SLOTS[..], JUMPS),
+        ] {
+            for (slot, (table, field, name)) in slots.iter().zip(names) {
+                let at = slot.load(Ordering::Acquire);
+                let expected = served().slot(*table, field).unwrap_or(match table {
+                    Table::ImageExt => &NO_IMAGES_WORD,
+                    _ => &STUB_WORD,
+                } as *const _
+                    as *mut usize);
+                assert_eq!(at, expected, "{name}");
             }
-            let stub: unsafe extern "C" fn() -> u32 =
-                std::mem::transmute((*l.core).hsa_soft_queue_create_fn.expect("stub"));
-            assert_eq!(stub(), HSA_STATUS_ERROR);
         }
     }
 }
 
-// --- exported trampolines for the slots we do not implement ---------------
+// --- exported trampolines for the entries we do not implement -------------
 //
 // Every other function ROCr exports is still exported (version ROCR_1) and
-// still calls through the live table, so a tool can implement or wrap it; by
-// default its slot holds the HSA_STATUS_ERROR stub. These trampolines are a
-// two-instruction tail jump (arguments untouched), which needs the table
-// pointers in plain statics set before any call: a constructor does it.
+// still calls through the served table, so a tool can implement or wrap it;
+// by default its entry holds a stub. These trampolines are a three-
+// instruction tail jump (arguments untouched) through their slot, resolved
+// by the constructor below (before any caller can run: the runtime's own
+// constructors run before those of the libraries that need it).
 
-static CORE_TABLE: std::sync::atomic::AtomicPtr<CoreApiTable> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-static AMD_TABLE: std::sync::atomic::AtomicPtr<AmdExtTable> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-
-extern "C" fn publish_table_pointers() {
-    let l = live();
-    CORE_TABLE.store(l.core, Ordering::SeqCst);
-    AMD_TABLE.store(l.amd, Ordering::SeqCst);
+/// Resolves every slot (the constructor; also harmless to run again).
+extern "C" fn publish_slots() {
+    resolve(&IMPLEMENTED_SLOTS, IMPLEMENTED);
+    resolve(&JUMP_SLOTS, JUMPS);
 }
 
 #[used]
 #[unsafe(link_section = ".init_array")]
-static PUBLISH_TABLE_POINTERS: extern "C" fn() = publish_table_pointers;
+static PUBLISH_SLOTS: extern "C" fn() = publish_slots;
 
 macro_rules! jump_exports {
-    ($( $table:ident $struct_:ident . $field:ident => $name:ident ; )*) => {$(
-        std::arch::global_asm!(
-            concat!(".globl ", stringify!($name)),
-            concat!(".type ", stringify!($name), ",@function"),
-            concat!(stringify!($name), ":"),
-            "mov rax, qword ptr [rip + {table}@GOTPCREL]",
-            "mov rax, qword ptr [rax]",
-            "jmp qword ptr [rax + {offset}]",
-            concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
-            concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@ROCR_1"),
-            table = sym $table,
-            offset = const std::mem::offset_of!($struct_, $field),
-        );
-    )*};
+    ($( $table:ident . $field:ident => $name:ident ; )*) => {
+        /// Every jump export: table, entry name, symbol.
+        const JUMPS: &[(Table, &str, &str)] = &[
+            $( (table_of!($table), stringify!($field), stringify!($name)), )*
+        ];
+
+        /// The slot of every jump export, in declaration order.
+        static JUMP_SLOTS: [AtomicPtr<usize>; JUMPS.len()] =
+            [const { unresolved(&STUB_WORD) }; JUMPS.len()];
+
+        $(
+            std::arch::global_asm!(
+                concat!(".globl ", stringify!($name)),
+                concat!(".type ", stringify!($name), ",@function"),
+                concat!(stringify!($name), ":"),
+                "mov rax, qword ptr [rip + {slots}@GOTPCREL]",
+                "mov rax, qword ptr [rax + {at}]",
+                "jmp qword ptr [rax]",
+                concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
+                concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@ROCR_1"),
+                slots = sym JUMP_SLOTS,
+                at = const 8 * index_of(JUMPS, stringify!($name)),
+            );
+        )*
+    };
 }
 
 jump_exports! {
-    CORE_TABLE CoreApiTable.hsa_system_extension_supported_fn => hsa_system_extension_supported;
-    CORE_TABLE CoreApiTable.hsa_system_get_extension_table_fn => hsa_system_get_extension_table;
-    CORE_TABLE CoreApiTable.hsa_soft_queue_create_fn => hsa_soft_queue_create;
-    CORE_TABLE CoreApiTable.hsa_queue_inactivate_fn => hsa_queue_inactivate;
-    CORE_TABLE CoreApiTable.hsa_agent_iterate_regions_fn => hsa_agent_iterate_regions;
-    CORE_TABLE CoreApiTable.hsa_region_get_info_fn => hsa_region_get_info;
-    CORE_TABLE CoreApiTable.hsa_agent_get_exception_policies_fn => hsa_agent_get_exception_policies;
-    CORE_TABLE CoreApiTable.hsa_agent_extension_supported_fn => hsa_agent_extension_supported;
-    CORE_TABLE CoreApiTable.hsa_memory_register_fn => hsa_memory_register;
-    CORE_TABLE CoreApiTable.hsa_memory_deregister_fn => hsa_memory_deregister;
-    CORE_TABLE CoreApiTable.hsa_memory_allocate_fn => hsa_memory_allocate;
-    CORE_TABLE CoreApiTable.hsa_memory_assign_agent_fn => hsa_memory_assign_agent;
-    CORE_TABLE CoreApiTable.hsa_isa_from_name_fn => hsa_isa_from_name;
-    CORE_TABLE CoreApiTable.hsa_isa_get_info_fn => hsa_isa_get_info;
-    CORE_TABLE CoreApiTable.hsa_isa_compatible_fn => hsa_isa_compatible;
-    CORE_TABLE CoreApiTable.hsa_code_object_serialize_fn => hsa_code_object_serialize;
-    CORE_TABLE CoreApiTable.hsa_code_object_deserialize_fn => hsa_code_object_deserialize;
-    CORE_TABLE CoreApiTable.hsa_code_object_destroy_fn => hsa_code_object_destroy;
-    CORE_TABLE CoreApiTable.hsa_code_object_get_info_fn => hsa_code_object_get_info;
-    CORE_TABLE CoreApiTable.hsa_code_object_get_symbol_fn => hsa_code_object_get_symbol;
-    CORE_TABLE CoreApiTable.hsa_code_symbol_get_info_fn => hsa_code_symbol_get_info;
-    CORE_TABLE CoreApiTable.hsa_code_object_iterate_symbols_fn => hsa_code_object_iterate_symbols;
-    CORE_TABLE CoreApiTable.hsa_executable_create_fn => hsa_executable_create;
-    CORE_TABLE CoreApiTable.hsa_executable_load_code_object_fn => hsa_executable_load_code_object;
-    CORE_TABLE CoreApiTable.hsa_executable_get_info_fn => hsa_executable_get_info;
-    CORE_TABLE CoreApiTable.hsa_executable_global_variable_define_fn => hsa_executable_global_variable_define;
-    CORE_TABLE CoreApiTable.hsa_executable_agent_global_variable_define_fn => hsa_executable_agent_global_variable_define;
-    CORE_TABLE CoreApiTable.hsa_executable_readonly_variable_define_fn => hsa_executable_readonly_variable_define;
-    CORE_TABLE CoreApiTable.hsa_executable_validate_fn => hsa_executable_validate;
-    CORE_TABLE CoreApiTable.hsa_executable_get_symbol_fn => hsa_executable_get_symbol;
-    CORE_TABLE CoreApiTable.hsa_extension_get_name_fn => hsa_extension_get_name;
-    CORE_TABLE CoreApiTable.hsa_system_major_extension_supported_fn => hsa_system_major_extension_supported;
-    CORE_TABLE CoreApiTable.hsa_agent_major_extension_supported_fn => hsa_agent_major_extension_supported;
-    CORE_TABLE CoreApiTable.hsa_cache_get_info_fn => hsa_cache_get_info;
-    CORE_TABLE CoreApiTable.hsa_agent_iterate_caches_fn => hsa_agent_iterate_caches;
-    CORE_TABLE CoreApiTable.hsa_signal_group_create_fn => hsa_signal_group_create;
-    CORE_TABLE CoreApiTable.hsa_signal_group_destroy_fn => hsa_signal_group_destroy;
-    CORE_TABLE CoreApiTable.hsa_signal_group_wait_any_scacquire_fn => hsa_signal_group_wait_any_scacquire;
-    CORE_TABLE CoreApiTable.hsa_signal_group_wait_any_relaxed_fn => hsa_signal_group_wait_any_relaxed;
-    CORE_TABLE CoreApiTable.hsa_isa_get_exception_policies_fn => hsa_isa_get_exception_policies;
-    CORE_TABLE CoreApiTable.hsa_isa_get_round_method_fn => hsa_isa_get_round_method;
-    CORE_TABLE CoreApiTable.hsa_wavefront_get_info_fn => hsa_wavefront_get_info;
-    CORE_TABLE CoreApiTable.hsa_isa_iterate_wavefronts_fn => hsa_isa_iterate_wavefronts;
-    CORE_TABLE CoreApiTable.hsa_code_object_get_symbol_from_name_fn => hsa_code_object_get_symbol_from_name;
-    CORE_TABLE CoreApiTable.hsa_code_object_reader_create_from_file_fn => hsa_code_object_reader_create_from_file;
-    CORE_TABLE CoreApiTable.hsa_executable_load_program_code_object_fn => hsa_executable_load_program_code_object;
-    CORE_TABLE CoreApiTable.hsa_executable_validate_alt_fn => hsa_executable_validate_alt;
-    CORE_TABLE CoreApiTable.hsa_executable_iterate_agent_symbols_fn => hsa_executable_iterate_agent_symbols;
-    CORE_TABLE CoreApiTable.hsa_executable_iterate_program_symbols_fn => hsa_executable_iterate_program_symbols;
+    core.hsa_system_extension_supported_fn => hsa_system_extension_supported;
+    core.hsa_system_get_extension_table_fn => hsa_system_get_extension_table;
+    core.hsa_soft_queue_create_fn => hsa_soft_queue_create;
+    core.hsa_queue_inactivate_fn => hsa_queue_inactivate;
+    core.hsa_agent_iterate_regions_fn => hsa_agent_iterate_regions;
+    core.hsa_region_get_info_fn => hsa_region_get_info;
+    core.hsa_agent_get_exception_policies_fn => hsa_agent_get_exception_policies;
+    core.hsa_agent_extension_supported_fn => hsa_agent_extension_supported;
+    core.hsa_memory_register_fn => hsa_memory_register;
+    core.hsa_memory_deregister_fn => hsa_memory_deregister;
+    core.hsa_memory_allocate_fn => hsa_memory_allocate;
+    core.hsa_memory_assign_agent_fn => hsa_memory_assign_agent;
+    core.hsa_isa_from_name_fn => hsa_isa_from_name;
+    core.hsa_isa_get_info_fn => hsa_isa_get_info;
+    core.hsa_isa_compatible_fn => hsa_isa_compatible;
+    core.hsa_code_object_serialize_fn => hsa_code_object_serialize;
+    core.hsa_code_object_deserialize_fn => hsa_code_object_deserialize;
+    core.hsa_code_object_destroy_fn => hsa_code_object_destroy;
+    core.hsa_code_object_get_info_fn => hsa_code_object_get_info;
+    core.hsa_code_object_get_symbol_fn => hsa_code_object_get_symbol;
+    core.hsa_code_symbol_get_info_fn => hsa_code_symbol_get_info;
+    core.hsa_code_object_iterate_symbols_fn => hsa_code_object_iterate_symbols;
+    core.hsa_executable_create_fn => hsa_executable_create;
+    core.hsa_executable_load_code_object_fn => hsa_executable_load_code_object;
+    core.hsa_executable_get_info_fn => hsa_executable_get_info;
+    core.hsa_executable_global_variable_define_fn => hsa_executable_global_variable_define;
+    core.hsa_executable_agent_global_variable_define_fn => hsa_executable_agent_global_variable_define;
+    core.hsa_executable_readonly_variable_define_fn => hsa_executable_readonly_variable_define;
+    core.hsa_executable_validate_fn => hsa_executable_validate;
+    core.hsa_executable_get_symbol_fn => hsa_executable_get_symbol;
+    core.hsa_extension_get_name_fn => hsa_extension_get_name;
+    core.hsa_system_major_extension_supported_fn => hsa_system_major_extension_supported;
+    core.hsa_agent_major_extension_supported_fn => hsa_agent_major_extension_supported;
+    core.hsa_cache_get_info_fn => hsa_cache_get_info;
+    core.hsa_agent_iterate_caches_fn => hsa_agent_iterate_caches;
+    core.hsa_signal_group_create_fn => hsa_signal_group_create;
+    core.hsa_signal_group_destroy_fn => hsa_signal_group_destroy;
+    core.hsa_signal_group_wait_any_scacquire_fn => hsa_signal_group_wait_any_scacquire;
+    core.hsa_signal_group_wait_any_relaxed_fn => hsa_signal_group_wait_any_relaxed;
+    core.hsa_isa_get_exception_policies_fn => hsa_isa_get_exception_policies;
+    core.hsa_isa_get_round_method_fn => hsa_isa_get_round_method;
+    core.hsa_wavefront_get_info_fn => hsa_wavefront_get_info;
+    core.hsa_isa_iterate_wavefronts_fn => hsa_isa_iterate_wavefronts;
+    core.hsa_code_object_get_symbol_from_name_fn => hsa_code_object_get_symbol_from_name;
+    core.hsa_code_object_reader_create_from_file_fn => hsa_code_object_reader_create_from_file;
+    core.hsa_executable_load_program_code_object_fn => hsa_executable_load_program_code_object;
+    core.hsa_executable_validate_alt_fn => hsa_executable_validate_alt;
+    core.hsa_executable_iterate_agent_symbols_fn => hsa_executable_iterate_agent_symbols;
+    core.hsa_executable_iterate_program_symbols_fn => hsa_executable_iterate_program_symbols;
     // Deprecated HSA 1.0 names: same slots as their sc* successors (as ROCr).
-    CORE_TABLE CoreApiTable.hsa_queue_load_read_index_scacquire_fn => hsa_queue_load_read_index_acquire;
-    CORE_TABLE CoreApiTable.hsa_queue_load_write_index_scacquire_fn => hsa_queue_load_write_index_acquire;
-    CORE_TABLE CoreApiTable.hsa_queue_store_write_index_screlease_fn => hsa_queue_store_write_index_release;
-    CORE_TABLE CoreApiTable.hsa_queue_cas_write_index_scacq_screl_fn => hsa_queue_cas_write_index_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_queue_cas_write_index_scacquire_fn => hsa_queue_cas_write_index_acquire;
-    CORE_TABLE CoreApiTable.hsa_queue_cas_write_index_screlease_fn => hsa_queue_cas_write_index_release;
-    CORE_TABLE CoreApiTable.hsa_queue_add_write_index_scacq_screl_fn => hsa_queue_add_write_index_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_queue_add_write_index_scacquire_fn => hsa_queue_add_write_index_acquire;
-    CORE_TABLE CoreApiTable.hsa_queue_add_write_index_screlease_fn => hsa_queue_add_write_index_release;
-    CORE_TABLE CoreApiTable.hsa_queue_store_read_index_screlease_fn => hsa_queue_store_read_index_release;
-    CORE_TABLE CoreApiTable.hsa_signal_load_scacquire_fn => hsa_signal_load_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_store_screlease_fn => hsa_signal_store_release;
-    CORE_TABLE CoreApiTable.hsa_signal_wait_scacquire_fn => hsa_signal_wait_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_and_scacquire_fn => hsa_signal_and_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_and_screlease_fn => hsa_signal_and_release;
-    CORE_TABLE CoreApiTable.hsa_signal_and_scacq_screl_fn => hsa_signal_and_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_or_scacquire_fn => hsa_signal_or_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_or_screlease_fn => hsa_signal_or_release;
-    CORE_TABLE CoreApiTable.hsa_signal_or_scacq_screl_fn => hsa_signal_or_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_xor_scacquire_fn => hsa_signal_xor_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_xor_screlease_fn => hsa_signal_xor_release;
-    CORE_TABLE CoreApiTable.hsa_signal_xor_scacq_screl_fn => hsa_signal_xor_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_exchange_scacquire_fn => hsa_signal_exchange_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_exchange_screlease_fn => hsa_signal_exchange_release;
-    CORE_TABLE CoreApiTable.hsa_signal_exchange_scacq_screl_fn => hsa_signal_exchange_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_add_scacquire_fn => hsa_signal_add_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_add_screlease_fn => hsa_signal_add_release;
-    CORE_TABLE CoreApiTable.hsa_signal_add_scacq_screl_fn => hsa_signal_add_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_subtract_scacquire_fn => hsa_signal_subtract_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_subtract_screlease_fn => hsa_signal_subtract_release;
-    CORE_TABLE CoreApiTable.hsa_signal_subtract_scacq_screl_fn => hsa_signal_subtract_acq_rel;
-    CORE_TABLE CoreApiTable.hsa_signal_cas_scacquire_fn => hsa_signal_cas_acquire;
-    CORE_TABLE CoreApiTable.hsa_signal_cas_screlease_fn => hsa_signal_cas_release;
-    CORE_TABLE CoreApiTable.hsa_signal_cas_scacq_screl_fn => hsa_signal_cas_acq_rel;
-    AMD_TABLE AmdExtTable.hsa_amd_coherency_get_type_fn => hsa_amd_coherency_get_type;
-    AMD_TABLE AmdExtTable.hsa_amd_coherency_set_type_fn => hsa_amd_coherency_set_type;
-    AMD_TABLE AmdExtTable.hsa_amd_profiling_async_copy_enable_fn => hsa_amd_profiling_async_copy_enable;
-    AMD_TABLE AmdExtTable.hsa_amd_profiling_get_async_copy_time_fn => hsa_amd_profiling_get_async_copy_time;
-    AMD_TABLE AmdExtTable.hsa_amd_profiling_convert_tick_to_system_domain_fn => hsa_amd_profiling_convert_tick_to_system_domain;
-    AMD_TABLE AmdExtTable.hsa_amd_async_function_fn => hsa_amd_async_function;
-    AMD_TABLE AmdExtTable.hsa_amd_queue_cu_set_mask_fn => hsa_amd_queue_cu_set_mask;
-    AMD_TABLE AmdExtTable.hsa_amd_memory_pool_can_migrate_fn => hsa_amd_memory_pool_can_migrate;
-    AMD_TABLE AmdExtTable.hsa_amd_memory_migrate_fn => hsa_amd_memory_migrate;
-    AMD_TABLE AmdExtTable.hsa_amd_memory_fill_fn => hsa_amd_memory_fill;
-    AMD_TABLE AmdExtTable.hsa_amd_interop_map_buffer_fn => hsa_amd_interop_map_buffer;
-    AMD_TABLE AmdExtTable.hsa_amd_interop_unmap_buffer_fn => hsa_amd_interop_unmap_buffer;
-    AMD_TABLE AmdExtTable.hsa_amd_image_create_fn => hsa_amd_image_create;
-    AMD_TABLE AmdExtTable.hsa_amd_pointer_info_set_userdata_fn => hsa_amd_pointer_info_set_userdata;
-    AMD_TABLE AmdExtTable.hsa_amd_ipc_signal_create_fn => hsa_amd_ipc_signal_create;
-    AMD_TABLE AmdExtTable.hsa_amd_ipc_signal_attach_fn => hsa_amd_ipc_signal_attach;
-    AMD_TABLE AmdExtTable.hsa_amd_register_system_event_handler_fn => hsa_amd_register_system_event_handler;
-    AMD_TABLE AmdExtTable.hsa_amd_queue_set_priority_fn => hsa_amd_queue_set_priority;
-    AMD_TABLE AmdExtTable.hsa_amd_memory_async_copy_rect_fn => hsa_amd_memory_async_copy_rect;
-    AMD_TABLE AmdExtTable.hsa_amd_runtime_queue_create_register_fn => hsa_amd_runtime_queue_create_register;
-    AMD_TABLE AmdExtTable.hsa_amd_register_deallocation_callback_fn => hsa_amd_register_deallocation_callback;
-    AMD_TABLE AmdExtTable.hsa_amd_deregister_deallocation_callback_fn => hsa_amd_deregister_deallocation_callback;
-    AMD_TABLE AmdExtTable.hsa_amd_signal_value_pointer_fn => hsa_amd_signal_value_pointer;
-    AMD_TABLE AmdExtTable.hsa_amd_svm_attributes_set_fn => hsa_amd_svm_attributes_set;
-    AMD_TABLE AmdExtTable.hsa_amd_svm_attributes_get_fn => hsa_amd_svm_attributes_get;
-    AMD_TABLE AmdExtTable.hsa_amd_svm_prefetch_async_fn => hsa_amd_svm_prefetch_async;
-    AMD_TABLE AmdExtTable.hsa_amd_queue_cu_get_mask_fn => hsa_amd_queue_cu_get_mask;
+    core.hsa_queue_load_read_index_scacquire_fn => hsa_queue_load_read_index_acquire;
+    core.hsa_queue_load_write_index_scacquire_fn => hsa_queue_load_write_index_acquire;
+    core.hsa_queue_store_write_index_screlease_fn => hsa_queue_store_write_index_release;
+    core.hsa_queue_cas_write_index_scacq_screl_fn => hsa_queue_cas_write_index_acq_rel;
+    core.hsa_queue_cas_write_index_scacquire_fn => hsa_queue_cas_write_index_acquire;
+    core.hsa_queue_cas_write_index_screlease_fn => hsa_queue_cas_write_index_release;
+    core.hsa_queue_add_write_index_scacq_screl_fn => hsa_queue_add_write_index_acq_rel;
+    core.hsa_queue_add_write_index_scacquire_fn => hsa_queue_add_write_index_acquire;
+    core.hsa_queue_add_write_index_screlease_fn => hsa_queue_add_write_index_release;
+    core.hsa_queue_store_read_index_screlease_fn => hsa_queue_store_read_index_release;
+    core.hsa_signal_load_scacquire_fn => hsa_signal_load_acquire;
+    core.hsa_signal_store_screlease_fn => hsa_signal_store_release;
+    core.hsa_signal_wait_scacquire_fn => hsa_signal_wait_acquire;
+    core.hsa_signal_and_scacquire_fn => hsa_signal_and_acquire;
+    core.hsa_signal_and_screlease_fn => hsa_signal_and_release;
+    core.hsa_signal_and_scacq_screl_fn => hsa_signal_and_acq_rel;
+    core.hsa_signal_or_scacquire_fn => hsa_signal_or_acquire;
+    core.hsa_signal_or_screlease_fn => hsa_signal_or_release;
+    core.hsa_signal_or_scacq_screl_fn => hsa_signal_or_acq_rel;
+    core.hsa_signal_xor_scacquire_fn => hsa_signal_xor_acquire;
+    core.hsa_signal_xor_screlease_fn => hsa_signal_xor_release;
+    core.hsa_signal_xor_scacq_screl_fn => hsa_signal_xor_acq_rel;
+    core.hsa_signal_exchange_scacquire_fn => hsa_signal_exchange_acquire;
+    core.hsa_signal_exchange_screlease_fn => hsa_signal_exchange_release;
+    core.hsa_signal_exchange_scacq_screl_fn => hsa_signal_exchange_acq_rel;
+    core.hsa_signal_add_scacquire_fn => hsa_signal_add_acquire;
+    core.hsa_signal_add_screlease_fn => hsa_signal_add_release;
+    core.hsa_signal_add_scacq_screl_fn => hsa_signal_add_acq_rel;
+    core.hsa_signal_subtract_scacquire_fn => hsa_signal_subtract_acquire;
+    core.hsa_signal_subtract_screlease_fn => hsa_signal_subtract_release;
+    core.hsa_signal_subtract_scacq_screl_fn => hsa_signal_subtract_acq_rel;
+    core.hsa_signal_cas_scacquire_fn => hsa_signal_cas_acquire;
+    core.hsa_signal_cas_screlease_fn => hsa_signal_cas_release;
+    core.hsa_signal_cas_scacq_screl_fn => hsa_signal_cas_acq_rel;
+    amd.hsa_amd_coherency_get_type_fn => hsa_amd_coherency_get_type;
+    amd.hsa_amd_coherency_set_type_fn => hsa_amd_coherency_set_type;
+    amd.hsa_amd_profiling_async_copy_enable_fn => hsa_amd_profiling_async_copy_enable;
+    amd.hsa_amd_profiling_get_async_copy_time_fn => hsa_amd_profiling_get_async_copy_time;
+    amd.hsa_amd_profiling_convert_tick_to_system_domain_fn => hsa_amd_profiling_convert_tick_to_system_domain;
+    amd.hsa_amd_async_function_fn => hsa_amd_async_function;
+    amd.hsa_amd_queue_cu_set_mask_fn => hsa_amd_queue_cu_set_mask;
+    amd.hsa_amd_memory_pool_can_migrate_fn => hsa_amd_memory_pool_can_migrate;
+    amd.hsa_amd_memory_migrate_fn => hsa_amd_memory_migrate;
+    amd.hsa_amd_memory_fill_fn => hsa_amd_memory_fill;
+    amd.hsa_amd_interop_map_buffer_fn => hsa_amd_interop_map_buffer;
+    amd.hsa_amd_interop_unmap_buffer_fn => hsa_amd_interop_unmap_buffer;
+    amd.hsa_amd_image_create_fn => hsa_amd_image_create;
+    amd.hsa_amd_pointer_info_set_userdata_fn => hsa_amd_pointer_info_set_userdata;
+    amd.hsa_amd_ipc_signal_create_fn => hsa_amd_ipc_signal_create;
+    amd.hsa_amd_ipc_signal_attach_fn => hsa_amd_ipc_signal_attach;
+    amd.hsa_amd_register_system_event_handler_fn => hsa_amd_register_system_event_handler;
+    amd.hsa_amd_queue_set_priority_fn => hsa_amd_queue_set_priority;
+    amd.hsa_amd_memory_async_copy_rect_fn => hsa_amd_memory_async_copy_rect;
+    amd.hsa_amd_runtime_queue_create_register_fn => hsa_amd_runtime_queue_create_register;
+    amd.hsa_amd_register_deallocation_callback_fn => hsa_amd_register_deallocation_callback;
+    amd.hsa_amd_deregister_deallocation_callback_fn => hsa_amd_deregister_deallocation_callback;
+    amd.hsa_amd_signal_value_pointer_fn => hsa_amd_signal_value_pointer;
+    amd.hsa_amd_svm_attributes_set_fn => hsa_amd_svm_attributes_set;
+    amd.hsa_amd_svm_attributes_get_fn => hsa_amd_svm_attributes_get;
+    amd.hsa_amd_svm_prefetch_async_fn => hsa_amd_svm_prefetch_async;
+    amd.hsa_amd_queue_cu_get_mask_fn => hsa_amd_queue_cu_get_mask;
+    // Added after ROCm 5.2 (HIP 6.4 and 7.2 link against them): served where
+    // the served release has the entry, a stub otherwise.
+    amd.hsa_amd_spm_acquire_fn => hsa_amd_spm_acquire;
+    amd.hsa_amd_spm_release_fn => hsa_amd_spm_release;
+    amd.hsa_amd_spm_set_dest_buffer_fn => hsa_amd_spm_set_dest_buffer;
+    amd.hsa_amd_portable_export_dmabuf_fn => hsa_amd_portable_export_dmabuf;
+    amd.hsa_amd_portable_close_dmabuf_fn => hsa_amd_portable_close_dmabuf;
+    amd.hsa_amd_vmem_address_reserve_fn => hsa_amd_vmem_address_reserve;
+    amd.hsa_amd_vmem_address_free_fn => hsa_amd_vmem_address_free;
+    amd.hsa_amd_vmem_handle_create_fn => hsa_amd_vmem_handle_create;
+    amd.hsa_amd_vmem_handle_release_fn => hsa_amd_vmem_handle_release;
+    amd.hsa_amd_vmem_map_fn => hsa_amd_vmem_map;
+    amd.hsa_amd_vmem_unmap_fn => hsa_amd_vmem_unmap;
+    amd.hsa_amd_vmem_set_access_fn => hsa_amd_vmem_set_access;
+    amd.hsa_amd_vmem_get_access_fn => hsa_amd_vmem_get_access;
+    amd.hsa_amd_vmem_export_shareable_handle_fn => hsa_amd_vmem_export_shareable_handle;
+    amd.hsa_amd_vmem_import_shareable_handle_fn => hsa_amd_vmem_import_shareable_handle;
+    amd.hsa_amd_vmem_retain_alloc_handle_fn => hsa_amd_vmem_retain_alloc_handle;
+    amd.hsa_amd_vmem_get_alloc_properties_from_handle_fn => hsa_amd_vmem_get_alloc_properties_from_handle;
+    amd.hsa_amd_queue_get_info_fn => hsa_amd_queue_get_info;
+    amd.hsa_amd_vmem_address_reserve_align_fn => hsa_amd_vmem_address_reserve_align;
+    amd.hsa_amd_signal_wait_all_fn => hsa_amd_signal_wait_all;
+    amd.hsa_amd_portable_export_dmabuf_v2_fn => hsa_amd_portable_export_dmabuf_v2;
+    amd.hsa_amd_ais_file_write_fn => hsa_amd_ais_file_write;
+    amd.hsa_amd_ais_file_read_fn => hsa_amd_ais_file_read;
+    // The image extension (ROCr exports it from the runtime; our agents
+    // have no images).
+    image.hsa_ext_image_get_capability_fn => hsa_ext_image_get_capability;
+    image.hsa_ext_image_data_get_info_fn => hsa_ext_image_data_get_info;
+    image.hsa_ext_image_create_fn => hsa_ext_image_create;
+    image.hsa_ext_image_import_fn => hsa_ext_image_import;
+    image.hsa_ext_image_export_fn => hsa_ext_image_export;
+    image.hsa_ext_image_copy_fn => hsa_ext_image_copy;
+    image.hsa_ext_image_clear_fn => hsa_ext_image_clear;
+    image.hsa_ext_image_destroy_fn => hsa_ext_image_destroy;
+    image.hsa_ext_sampler_create_fn => hsa_ext_sampler_create;
+    image.hsa_ext_sampler_destroy_fn => hsa_ext_sampler_destroy;
+    image.hsa_ext_image_get_capability_with_layout_fn => hsa_ext_image_get_capability_with_layout;
+    image.hsa_ext_image_data_get_info_with_layout_fn => hsa_ext_image_data_get_info_with_layout;
+    image.hsa_ext_image_create_with_layout_fn => hsa_ext_image_create_with_layout;
+    image.hsa_ext_sampler_create_v2_fn => hsa_ext_sampler_create_v2;
 }

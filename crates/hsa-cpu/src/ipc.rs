@@ -32,6 +32,7 @@
 //! Each stale mapping served prints one line on stderr (`hsa-cpu: fault
 //! injection: served a stale mapping ...`), so tests can count them.
 
+use crate::abi::Abi;
 use crate::memory::{self, MEMFD_NAME, PAGE};
 use hsa::*;
 use std::collections::BTreeMap;
@@ -101,6 +102,26 @@ pub fn attachment_count() -> usize {
     ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
+/// Whether the served release exports an allocation of `size` bytes (as
+/// the caller asked for it) given `len`. Only the allocation's base is ever
+/// exportable (checked before). Read in each release's
+/// `Runtime::IPCCreate` (runtime.cpp):
+/// - 5.2.3 compares `len` with the size it recorded, which is the size
+///   rounded up to the allocation granule (and HIP 5.2 passes that);
+/// - 5.5.0 to 6.4.3 record the size asked for and accept it or it rounded
+///   up to 4 KiB (cb71e2d, "Allow page-aligned len for ipc_memory_create",
+///   for HIPs that passed the rounded size);
+/// - 7.0 and later accept the size asked for only (d52f1d0 removed the
+///   rounded one; HIP passes the size asked for since CLR 5.7).
+pub(crate) fn ipc_length_accepted(abi: Abi, len: usize, size: usize) -> bool {
+    let page_rounded = size.div_ceil(4096) * 4096;
+    match abi {
+        Abi::Rocm5_2 => len == memory::recorded_size(abi, size),
+        Abi::Rocm5_5 | Abi::Rocm5_6 | Abi::Rocm6_4 => len == size || len == page_rounded,
+        Abi::Rocm7_2 | Abi::NextMajor => len == size,
+    }
+}
+
 pub(crate) fn memory_create(
     ptr: *mut c_void,
     len: usize,
@@ -109,14 +130,10 @@ pub(crate) fn memory_create(
     if ptr.is_null() || handle.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    // As ROCr 5.2.3 (the ABI served): only the allocation base with exactly
-    // its size is exportable. (ROCr 5.5.0 to 6.2.4 also accept the size
-    // rounded up to 4 KiB, for older HIPs that pass it so; read in each
-    // tag's src/core/runtime/runtime.cpp, Runtime::IPCCreate.)
     let Some((c, info)) = memory::export_info(ptr) else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    if len != c.size {
+    if !ipc_length_accepted(crate::abi::layout_abi(), len, c.size) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
     let h = IpcHandle {
@@ -315,6 +332,24 @@ pub(crate) fn memory_detach(mapped: *mut c_void) -> hsa_status_t {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_release_accepts_the_lengths_its_ipc_create_accepts() {
+        // A 1 KiB hipMalloc: asked 1024, page rounded 4096, other lengths.
+        let accepted =
+            |abi| [1024, 4096, 2048, 8192].map(|len| ipc_length_accepted(abi, len, 1024));
+        assert_eq!(accepted(Abi::Rocm5_2), [false, true, false, false]);
+        for abi in [Abi::Rocm5_5, Abi::Rocm5_6, Abi::Rocm6_4] {
+            assert_eq!(accepted(abi), [true, true, false, false], "{abi:?}");
+        }
+        for abi in [Abi::Rocm7_2, Abi::NextMajor] {
+            assert_eq!(accepted(abi), [true, false, false, false], "{abi:?}");
+        }
+        // A whole number of pages is the same either way.
+        for abi in Abi::ALL {
+            assert!(ipc_length_accepted(abi, 8192, 8192), "{abi:?}");
+        }
+    }
 
     #[test]
     fn handle_round_trips_every_field() {

@@ -2,8 +2,12 @@
 //!
 //! Module map (ROCr's seams; each module owns its state, the API table is
 //! the only way in from outside):
-//! - `api`          the live HsaApiTable, the ONE declaration list of
-//!   implemented functions, exported ROCR_1 trampolines
+//! - `api`          the ONE declaration list of implemented functions,
+//!   exported ROCR_1 trampolines calling through the served tables
+//! - `abi`          which ROCm release's ABI is served (DITTO_HSA_CPU_ABI,
+//!   default 7.2) and how that release loads tools
+//! - `tables`       the served API tables, laid out as that release's (by
+//!   name, from crates/hsa's measured layouts)
 //! - `runtime`      hsa_init / hsa_shut_down reference count, tool life cycle
 //! - `tools`        HSA_TOOLS_LIB and HSA_AMD_TOOL_PRIORITY discovery, OnLoad/OnUnload
 //! - `agents`       CPU agent, GPU-type agent (gfx90a), ISA, pools, system info
@@ -35,13 +39,15 @@
 //! execution (`dispatch`); `intercept` over `queues`; `ipc` over `memory`.
 //! A lower module that needs something of a higher one is handed it (a
 //! parameter, a trait object), never imports it. `trace`, `agents`,
-//! `tools`, `pool`, `blit` and `cpu_code_object` use no other module.
+//! `tools`, `pool`, `blit`, `abi`, `tables` and `cpu_code_object` use no
+//! other module but `tables`, which reads `abi`.
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
 //! against a registry; KERNEL_OBJECT is the address of a runtime-owned
 //! descriptor validated against the registry of live kernels.
 
+pub mod abi;
 pub mod agents;
 pub mod amdgpu;
 pub mod api;
@@ -58,6 +64,7 @@ pub mod pool;
 pub mod queues;
 pub mod runtime;
 pub mod signals;
+pub mod tables;
 pub mod tools;
 pub mod trace;
 

@@ -141,6 +141,17 @@ fn state() -> std::sync::MutexGuard<'static, MemoryState> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The size of an allocation of `size` bytes as the served release records
+/// it (what hsa_amd_pointer_info reports and IPC compares with): ROCr
+/// 5.2.3 recorded the size rounded up to the allocation granule, later
+/// releases the size asked for.
+pub(crate) fn recorded_size(abi: crate::abi::Abi, size: usize) -> usize {
+    match abi {
+        crate::abi::Abi::Rocm5_2 => size.div_ceil(agents::ALLOC_GRANULE) * agents::ALLOC_GRANULE,
+        _ => size,
+    }
+}
+
 /// What IPC needs to export an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExportInfo {
@@ -511,7 +522,7 @@ pub(crate) unsafe fn pointer_info(
             out.type_ = HSA_EXT_POINTER_TYPE_HSA;
             out.agentBaseAddress = c.base as *mut c_void;
             out.hostBaseAddress = c.base as *mut c_void;
-            out.sizeInBytes = c.size;
+            out.sizeInBytes = recorded_size(crate::abi::layout_abi(), c.size);
             out.agentOwner = owner;
             out.global_flags = flags;
             agents_list = &agents::AGENTS;

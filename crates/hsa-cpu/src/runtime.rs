@@ -54,8 +54,9 @@ impl Drop for LoadingTools {
     }
 }
 
-/// `hsa_init`; the first call hands `root_table` to the tools it loads.
-pub fn init(root_table: *mut HsaApiTable) -> hsa_status_t {
+/// `hsa_init`; the first call hands `root_table` to the tools it loads,
+/// loaded as `loading` says.
+pub fn init(root_table: *mut HsaApiTable, loading: tools::Loading) -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         return HSA_STATUS_SUCCESS;
@@ -68,7 +69,7 @@ pub fn init(root_table: *mut HsaApiTable) -> hsa_status_t {
     if life.count == 1 {
         let loaded = {
             let _loading = LoadingTools::enter();
-            tools::load(root_table)
+            tools::load(root_table, loading)
         };
         life.tools = loaded;
         let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));

@@ -1,19 +1,33 @@
 //! Tool loading (ROCr `Runtime::LoadTools`). Owns the list of loaded tool
-//! libraries. Candidates: every HSA_TOOLS_LIB entry (space separated, order
-//! 0..n-1), then every already-loaded library that itself exports
-//! `uint32_t HSA_AMD_TOOL_PRIORITY` (order `priority + n`); a library found
-//! both ways is loaded once at its lowest order. Each gets
-//! `OnLoad(&table, runtime_major, failed_count, failed_names)`; one without
-//! OnLoad, or whose OnLoad returns false, is dlclosed and its name appended to
-//! the failed list passed to later tools. OnUnload runs in reverse order;
+//! libraries. Candidates: every HSA_TOOLS_LIB entry (split on spaces; `"`
+//! quotes a name with spaces, `\` escapes the next character; order
+//! 0..n-1), then, from ROCm 5.3, every already-loaded library that itself
+//! exports `uint32_t HSA_AMD_TOOL_PRIORITY` (order `priority + n`); a
+//! library found both ways is loaded once at its lowest order. Each is
+//! opened RTLD_LAZY, as ROCr does, and gets
+//! `OnLoad(&table, runtime_major, failed_count, failed_names)`; one whose
+//! OnLoad returns false, or (from 5.3) one without OnLoad, is dlclosed and
+//! its name appended to the failed list passed to later tools; ROCm 5.2
+//! keeps a library without OnLoad loaded. OnUnload runs in reverse order;
 //! a tool is dlclosed only after every OnUnload ran and the table was reset.
-//! Never loads a tool outside `hsa_init`.
+//! Never loads a tool outside `hsa_init`. What differs by release comes in
+//! a [`Loading`].
 
 use hsa::*;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 
 type OnLoadFn = unsafe extern "C" fn(*mut HsaApiTable, u64, u64, *const *const c_char) -> bool;
 type OnUnloadFn = unsafe extern "C" fn();
+
+/// How the served release loads tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loading {
+    /// Whether loaded libraries exporting HSA_AMD_TOOL_PRIORITY are
+    /// discovered (ROCm 5.3 and later).
+    pub discover_loaded: bool,
+    /// Whether a library without OnLoad stays loaded (ROCm 5.2).
+    pub keep_without_on_load: bool,
+}
 
 pub struct LoadedTool {
     pub name: String,
@@ -104,18 +118,43 @@ fn discovered_tools(n_env: u64) -> Vec<Candidate> {
     out
 }
 
+/// HSA_TOOLS_LIB split as ROCr's `parse_tool_names`: on spaces, `"`
+/// quoting a name with spaces, `\` escaping the next character.
+pub fn tool_names(value: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut name = String::new();
+    let mut quoted = false;
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => name.extend(chars.next()),
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !name.is_empty() {
+                    names.push(std::mem::take(&mut name));
+                }
+            }
+            c => name.push(c),
+        }
+    }
+    if !name.is_empty() {
+        names.push(name);
+    }
+    names
+}
+
 /// Loads the tools, calling their OnLoad with `table`.
-pub(crate) fn load(table: *mut HsaApiTable) -> Vec<LoadedTool> {
+pub(crate) fn load(table: *mut HsaApiTable, loading: Loading) -> Vec<LoadedTool> {
     let env = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
-    let env_names: Vec<&str> = env.split(' ').filter(|s| !s.is_empty()).collect();
+    let env_names = tool_names(&env);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut failed: Vec<CString> = Vec::new();
     for (i, name) in env_names.iter().enumerate() {
-        let Ok(cname) = CString::new(*name) else {
+        let Ok(cname) = CString::new(name.as_str()) else {
             continue;
         };
         // SAFETY: loading a library named by the user, as ROCr does.
-        let handle = unsafe { libc::dlopen(cname.as_ptr(), libc::RTLD_NOW) };
+        let handle = unsafe { libc::dlopen(cname.as_ptr(), libc::RTLD_LAZY) };
         if handle.is_null() {
             failed.push(cname);
             continue;
@@ -126,7 +165,9 @@ pub(crate) fn load(table: *mut HsaApiTable) -> Vec<LoadedTool> {
             handle: handle as usize,
         });
     }
-    candidates.extend(discovered_tools(env_names.len() as u64));
+    if loading.discover_loaded {
+        candidates.extend(discovered_tools(env_names.len() as u64));
+    }
     candidates.sort_by_key(|c| c.order);
     let mut seen: Vec<usize> = Vec::new();
     let mut loaded = Vec::new();
@@ -140,6 +181,13 @@ pub(crate) fn load(table: *mut HsaApiTable) -> Vec<LoadedTool> {
         seen.push(c.handle);
         // SAFETY: dlsym on a live handle.
         let on_load = unsafe { libc::dlsym(c.handle as *mut c_void, c"OnLoad".as_ptr()) };
+        if on_load.is_null() && loading.keep_without_on_load {
+            loaded.push(LoadedTool {
+                name: c.name,
+                handle: c.handle,
+            });
+            continue;
+        }
         let ok = !on_load.is_null() && {
             // SAFETY: OnLoad has the documented signature.
             let f: OnLoadFn = unsafe { std::mem::transmute(on_load) };
@@ -193,5 +241,20 @@ pub(crate) fn close(tools: Vec<LoadedTool>) {
     for t in tools.into_iter().rev() {
         // SAFETY: dropping the reference taken when the tool was loaded.
         unsafe { libc::dlclose(t.handle as *mut c_void) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_split_as_rocr_splits_them() {
+        assert_eq!(tool_names(""), Vec::<String>::new());
+        assert_eq!(tool_names("  a.so   b.so "), ["a.so", "b.so"]);
+        assert_eq!(
+            tool_names(r#""/my tools/a.so" b\ c.so"#),
+            ["/my tools/a.so", "b c.so"]
+        );
     }
 }

@@ -10,7 +10,9 @@
 //! written at an offset the table's version does not define; a version no
 //! measured layout has is refused.
 
-use crate::layouts::{AMD_EXT_TABLE_LAYOUTS, CORE_API_TABLE_LAYOUTS};
+use crate::layouts::{
+    AMD_EXT_TABLE_LAYOUTS, CORE_API_TABLE_LAYOUTS, IMAGE_EXT_TABLE_LAYOUTS, RELEASE_TABLES,
+};
 use crate::table::{
     AMD_EXT_TABLE_ENTRIES, AmdExtTable, ApiTableVersion, CORE_API_TABLE_ENTRIES, CoreApiTable,
 };
@@ -72,11 +74,40 @@ impl TableLayout {
     }
 }
 
+/// The version headers of the tables one measured release hands its tools
+/// (what its `HsaApiTableContainer` writes); `None` where the release has
+/// no such table (tools_ from 6.1, pc_sampling_ext_ from 6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleaseTables {
+    /// The key of the measured data ("5.2.3", "7.2.4", ...).
+    pub release: &'static str,
+    pub root: Option<ApiTableVersion>,
+    pub core: Option<ApiTableVersion>,
+    pub amd_ext: Option<ApiTableVersion>,
+    pub finalizer_ext: Option<ApiTableVersion>,
+    pub image_ext: Option<ApiTableVersion>,
+    pub tools: Option<ApiTableVersion>,
+    pub pc_sampling_ext: Option<ApiTableVersion>,
+}
+
+/// The tables of measured release `release` (a key of the measured data).
+pub fn release_tables(release: &str) -> Option<&'static ReleaseTables> {
+    RELEASE_TABLES.iter().find(|r| r.release == release)
+}
+
+/// Every measured release, oldest first.
+pub fn measured_releases() -> &'static [ReleaseTables] {
+    RELEASE_TABLES
+}
+
 /// Which API table a version belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
     Core,
     AmdExt,
+    /// The image extension table: read and written by name only (it has no
+    /// canonical struct here).
+    ImageExt,
 }
 
 impl Table {
@@ -84,6 +115,7 @@ impl Table {
         match self {
             Table::Core => "core",
             Table::AmdExt => "AMD extension",
+            Table::ImageExt => "image extension",
         }
     }
 
@@ -91,14 +123,17 @@ impl Table {
         match self {
             Table::Core => CORE_API_TABLE_LAYOUTS,
             Table::AmdExt => AMD_EXT_TABLE_LAYOUTS,
+            Table::ImageExt => IMAGE_EXT_TABLE_LAYOUTS,
         }
     }
 
-    /// The entries of the canonical struct, in order.
+    /// The entries of the canonical struct, in order (none for the image
+    /// table, which has no canonical struct).
     pub fn canonical_entries(self) -> &'static [&'static str] {
         match self {
             Table::Core => CORE_API_TABLE_ENTRIES,
             Table::AmdExt => AMD_EXT_TABLE_ENTRIES,
+            Table::ImageExt => &[],
         }
     }
 }

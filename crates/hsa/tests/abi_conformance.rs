@@ -445,9 +445,10 @@ fn conformance_check_covers_everything_crates_hsa_defines() {
             match name.as_str() {
                 // ditto's own 64-byte view of a ring slot; no C counterpart.
                 "AqlPacket" => continue,
-                // ditto's own description of a table layout; the layouts
-                // are checked against the measured data (tests/layouts_data.rs).
-                "TableLayout" => continue,
+                // ditto's own descriptions of a table layout and of a
+                // release's table versions; both are checked against the
+                // measured data (tests/layouts_data.rs).
+                "TableLayout" | "ReleaseTables" => continue,
                 "CoreApiTable" | "AmdExtTable" => {
                     let list = if name == "CoreApiTable" {
                         CORE_API_TABLE_ENTRIES
@@ -476,7 +477,12 @@ fn conformance_check_covers_everything_crates_hsa_defines() {
         }
         for name in defined_constants(&src) {
             // The measured layouts of every release: tests/layouts_data.rs.
-            let measured = ["CORE_API_TABLE_LAYOUTS", "AMD_EXT_TABLE_LAYOUTS"];
+            let measured = [
+                "CORE_API_TABLE_LAYOUTS",
+                "AMD_EXT_TABLE_LAYOUTS",
+                "IMAGE_EXT_TABLE_LAYOUTS",
+                "RELEASE_TABLES",
+            ];
             if !facts.covered_consts.contains(&name) && !measured.contains(&name.as_str()) {
                 missing.push(format!(
                     "{file}: constant {name} is not checked: add it to constants! in abi_conformance.rs"

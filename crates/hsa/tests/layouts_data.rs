@@ -22,6 +22,7 @@ fn every_measured_release_reads_every_entry_at_its_measured_offset() {
         for (table, name, key) in [
             (Table::Core, "CoreApiTable", "core"),
             (Table::AmdExt, "AmdExtTable", "amd_ext"),
+            (Table::ImageExt, "ImageExtTable", "image_ext"),
         ] {
             let container = &v["container_version"][key];
             let version = ApiTableVersion {
@@ -52,6 +53,35 @@ fn every_measured_release_reads_every_entry_at_its_measured_offset() {
                     );
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn every_release_s_table_versions_are_the_measured_ones() {
+    let data = data();
+    let versions = data["versions"].as_object().unwrap();
+    assert_eq!(hsa::versions::measured_releases().len(), versions.len());
+    for (release, v) in versions {
+        let tables = hsa::versions::release_tables(release)
+            .unwrap_or_else(|| panic!("{release} has no ReleaseTables"));
+        for (key, got) in [
+            ("root", tables.root),
+            ("core", tables.core),
+            ("amd_ext", tables.amd_ext),
+            ("finalizer_ext", tables.finalizer_ext),
+            ("image_ext", tables.image_ext),
+            ("tools", tables.tools),
+            ("pc_sampling_ext", tables.pc_sampling_ext),
+        ] {
+            let measured = v["container_version"].get(key).map(|c| {
+                ApiTableVersion::new(
+                    c["major_id"].as_u64().unwrap() as u32,
+                    c["minor_id"].as_u64().unwrap() as u32,
+                    c["step_id"].as_u64().unwrap() as u32,
+                )
+            });
+            assert_eq!(got, measured, "{release} {key}");
         }
     }
 }

@@ -141,7 +141,7 @@ fn agents_and_isa_look_like_a_gfx90a_system() {
 }
 
 #[test]
-fn tools_get_finalizer_and_image_tables_of_rocm_5_2s_sizes_with_every_entry_set() {
+fn tools_get_finalizer_and_image_tables_of_rocm_7_2s_sizes_with_every_entry_set() {
     let data: serde_json::Value = serde_json::from_slice(
         &std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -150,18 +150,21 @@ fn tools_get_finalizer_and_image_tables_of_rocm_5_2s_sizes_with_every_entry_set(
         .unwrap(),
     )
     .unwrap();
-    let measured = &data["versions"]["5.2.3"];
+    let measured = &data["versions"]["7.2.4"];
     // SAFETY: the root table lives for the process.
     let root = unsafe { &*rt::api::root_table() };
-    for (table, name) in [
-        (root.finalizer_ext_, "FinalizerExtTable"),
-        (root.image_ext_, "ImageExtTable"),
+    for (table, name, key) in [
+        (root.finalizer_ext_, "FinalizerExtTable", "finalizer_ext"),
+        (root.image_ext_, "ImageExtTable", "image_ext"),
     ] {
+        let major = measured["container_version"][key]["major_id"]
+            .as_u64()
+            .unwrap();
         assert!(!table.is_null(), "{name}: ROCr always hands tools one");
         let size = measured[name]["size"].as_u64().unwrap() as usize;
         // SAFETY: a table of `size` bytes (checked by its header next).
         let words = unsafe { std::slice::from_raw_parts(table as *const u64, size / 8) };
-        assert_eq!(words[0] & 0xffff_ffff, 1, "{name} major_id");
+        assert_eq!(words[0] & 0xffff_ffff, major, "{name} major_id");
         assert_eq!(
             (words[0] >> 32) as usize,
             size,

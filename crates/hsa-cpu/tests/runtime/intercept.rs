@@ -11,9 +11,16 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 use std::time::Duration;
 
-fn amd_table() -> &'static AmdExtTable {
+/// The AMD table as a tool reads it: by name, in the layout its version
+/// picks (the runtime serves ROCm 7.2's by default).
+fn amd_table() -> AmdExtTable {
     // SAFETY: the root table and its AMD table live for the whole process.
-    unsafe { &*(*rt::api::root_table()).amd_ext_ }
+    unsafe {
+        let amd = (*rt::api::root_table()).amd_ext_ as *mut u8;
+        hsa::versions::LiveTable::new(hsa::versions::Table::AmdExt, amd)
+            .expect("a known layout")
+            .amd_ext()
+    }
 }
 
 fn intercept_queue(size: u32) -> *mut hsa_queue_t {

@@ -18,5 +18,6 @@ mod loader;
 mod memory;
 mod profiling;
 mod queues;
+mod served_abi;
 mod signals;
 mod tools;

@@ -91,11 +91,13 @@ fn build_tool(dir: &std::path::Path, name: &str, extra: &[&str]) -> std::path::P
     compile_shared(dir, &format!("tool_{name}"), TOOL_C, &refs)
 }
 
-#[test]
-fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
+/// Tools A–E (A in HSA_TOOLS_LIB and also preloaded with a priority, D in
+/// HSA_TOOLS_LIB without OnLoad, B, C and E only preloaded with
+/// priorities, E's OnLoad refusing), loaded by the runtime serving `abi`
+/// (None: the default); what they logged.
+fn load_tools_scenario(abi: Option<&str>) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let build = |name: &str, extra: &[&str]| build_tool(dir.path(), name, extra);
-    // A: in HSA_TOOLS_LIB and also preloaded with a priority (loaded once, at order 0).
     let a = build("A", &["-DPRIORITY=0", "-DNESTED_INIT"]);
     let b = build("B", &["-DPRIORITY=5"]);
     let c = build("C", &["-DPRIORITY=1"]);
@@ -103,32 +105,56 @@ fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
     let e = build("E", &["-DPRIORITY=2", "-DRETURN_VALUE=0"]);
     let log = dir.path().join("tools.log");
     let path = |p: &std::path::Path| p.display().to_string();
-    run_child(
-        "tools::child_scenario_load_tools",
-        &[
-            ("HSA_TOOLS_LIB", format!("{} {}", path(&a), path(&d))),
-            (
-                "DITTO_TEST_PRELOAD",
-                [path(&b), path(&c), path(&e), path(&a)].join(":"),
-            ),
-            ("DITTO_TEST_TOOL_LOG", path(&log)),
-        ],
-    );
+    let mut env = vec![
+        ("HSA_TOOLS_LIB", format!("{} {}", path(&a), path(&d))),
+        (
+            "DITTO_TEST_PRELOAD",
+            [path(&b), path(&c), path(&e), path(&a)].join(":"),
+        ),
+        ("DITTO_TEST_TOOL_LOG", path(&log)),
+    ];
+    if let Some(abi) = abi {
+        env.push(("DITTO_HSA_CPU_ABI", abi.to_string()));
+    }
+    run_child("tools::child_scenario_load_tools", &env);
     let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn tools_load_in_rocr_order_once_each_and_unload_in_reverse() {
+    // A is loaded once, at order 0; D (no OnLoad) and E (OnLoad false) fail
+    // and are named to later tools; the runtime's major is ROCm 7.2's (3).
     assert_eq!(
-        lines,
+        load_tools_scenario(None),
         [
-            "A onload version=1 agents=2 failed=0",
+            "A onload version=3 agents=2 failed=0",
             "A nested init=0 shut_down=0",
-            "C onload version=1 agents=2 failed=1 libtool_D.so",
-            "E onload version=1 agents=2 failed=1 libtool_D.so",
-            "B onload version=1 agents=2 failed=2 libtool_D.so libtool_E.so",
+            "C onload version=3 agents=2 failed=1 libtool_D.so",
+            "E onload version=3 agents=2 failed=1 libtool_D.so",
+            "B onload version=3 agents=2 failed=2 libtool_D.so libtool_E.so",
             "B wrap",
             "C wrap",
             "A wrap",
             "B unload",
             "C unload",
+            "A unload",
+        ]
+    );
+}
+
+#[test]
+fn rocm_5_2_loads_only_hsa_tools_lib_and_keeps_a_library_without_on_load() {
+    // ROCr 5.2.3 has no HSA_AMD_TOOL_PRIORITY discovery (B, C, E stay
+    // unloaded although preloaded), keeps D loaded although it has no
+    // OnLoad (it is not failed, and its OnUnload runs), and passes major 1.
+    assert_eq!(
+        load_tools_scenario(Some("5.2")),
+        [
+            "A onload version=1 agents=2 failed=0",
+            "A nested init=0 shut_down=0",
+            "A wrap",
+            "D unload",
             "A unload",
         ]
     );
@@ -181,8 +207,8 @@ fn tool_unloaded_first_stays_mapped_until_every_on_unload_ran() {
     assert_eq!(
         lines,
         [
-            "X onload version=1 agents=2 failed=0",
-            "Y onload version=1 agents=2 failed=0",
+            "X onload version=3 agents=2 failed=0",
+            "Y onload version=3 agents=2 failed=0",
             "Y unload",
             "X unload",
             "Y wrap",
@@ -265,8 +291,10 @@ fn build_chain_tool(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     out
 }
 
-#[test]
-fn two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers() {
+/// Two chain tools built against Debian 12's ROCm 5.2 headers, both in
+/// HSA_TOOLS_LIB, on the runtime serving `abi`; what they and the
+/// application logged.
+fn chain_scenario(abi: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let first = build_chain_tool(dir.path(), "first");
     let second = build_chain_tool(dir.path(), "second");
@@ -280,16 +308,21 @@ fn two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers() {
                 format!("{} {}", path(&first), path(&second)),
             ),
             ("DITTO_TEST_TOOL_LOG", path(&log)),
+            ("DITTO_HSA_CPU_ABI", abi.to_string()),
         ],
     );
     let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers() {
     // Headers {major, minor = sizeof as ROCm's header declares it, step};
     // the app's call enters the later tool first, then the earlier, then the
     // runtime (whose signal holds the initial value 7), and unwinds in reverse.
     let headers = "runtime=1 root=1.48.0/48 core=1.1016.0/1016 amd=1.400.0/400";
     assert_eq!(
-        lines,
+        chain_scenario("5.2"),
         [
             format!("first onload {headers}").as_str(),
             format!("second onload {headers}").as_str(),
@@ -297,6 +330,21 @@ fn two_tools_chain_later_wraps_earlier_and_see_rocm_table_headers() {
             "first enter",
             "first leave status=0 value=7",
             "second leave status=0 value=7",
+            "app signal_create=0 value=7",
+        ]
+    );
+}
+
+#[test]
+fn a_tool_built_for_rocm_5_2_declines_rocm_7_2s_tables_and_the_application_runs_on() {
+    // The tool checks the core table's major (1 in its header, 2 served)
+    // and returns false from OnLoad: nothing is wrapped.
+    let headers = "runtime=3 root=3.64.1/48 core=2.1016.0/1016 amd=2.624.8/400";
+    assert_eq!(
+        chain_scenario("7.2"),
+        [
+            format!("first onload {headers}").as_str(),
+            format!("second onload {headers}").as_str(),
             "app signal_create=0 value=7",
         ]
     );

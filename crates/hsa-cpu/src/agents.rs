@@ -143,6 +143,10 @@ pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) 
             // HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED / _SVM_ACCESSIBLE_BY_DEFAULT:
             // no hsa_amd_svm_* here (the real HIP runtime then disables HMM).
             0x201 | 0x202 => put(value, false),
+            // MWAITX_ENABLED, DMABUF_SUPPORTED, VIRTUAL_MEM_API_SUPPORTED (no
+            // hsa_amd_vmem_* here: HIP then reports no virtual memory
+            // management), XNACK_ENABLED.
+            0x203..=0x206 => put(value, false),
             _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
         }
     }
@@ -278,6 +282,22 @@ pub(crate) fn agent_get_info(
             0xA012 => put(value, 0u32), // ASIC_REVISION
             0xA013 => put(value, true), // SVM_DIRECT_HOST_ACCESS
             0xA014 => put(value, if gpu { 110u32 } else { 0 }), // COOPERATIVE_COMPUTE_UNIT_COUNT
+            0xA015 => put(value, if gpu { 64u64 << 30 } else { 0 }), // MEMORY_AVAIL
+            // TIMESTAMP_FREQUENCY: the system's (dispatch times are in its ticks).
+            0xA016 => put(value, 1_000_000_000u64),
+            0xA107 => put(value, if gpu { 141u32 } else { 0 }), // ASIC_FAMILY_ID (AI: gfx9)
+            0xA108 | 0xA109 => put(value, 0u32),                // UCODE_VERSION, SDMA_UCODE_VERSION
+            // NUM_SDMA_ENG (HIP 6.4 creates no device without it), NUM_SDMA_XGMI_ENG.
+            0xA10A => put(value, if gpu { SDMA_ENGINES.count_ones() } else { 0 }),
+            0xA10B => put(value, 0u32),
+            0xA110 => put(value, 0u32), // IOMMU_SUPPORT: HSA_IOMMU_SUPPORT_NONE
+            0xA111 => put(value, if gpu { 1u32 } else { 0 }), // NUM_XCC
+            0xA112 => put(value, if gpu { 1u32 } else { 0 }), // DRIVER_UID
+            0xA113 => put(value, CPU_AGENT), // NEAREST_CPU
+            // MEMORY_PROPERTIES (no AGENT_IS_APU bit: a discrete GPU), AQL_EXTENSIONS.
+            0xA114 | 0xA115 => put(value, [0u8; 8]),
+            // SCRATCH_LIMIT_MAX, SCRATCH_LIMIT_CURRENT.
+            0xA116 | 0xA117 => put(value, if gpu { 4u64 << 30 } else { 0 }),
             _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
         }
     }

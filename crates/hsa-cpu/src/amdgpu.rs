@@ -94,14 +94,12 @@ pub(crate) fn load(bytes: &[u8]) -> Result<Vec<AmdgpuKernel>, String> {
 /// size), will run.
 fn implementation(name: &str, explicit: &[(u64, u64)]) -> Implementation {
     if name.starts_with("__amd_rocclr_") {
-        return match Blit::from_name(name) {
-            Some(blit) => match blit.check_layout(explicit) {
-                Ok(()) => Implementation::Blit(blit),
-                Err(why) => Implementation::Missing(format!(
-                    "hsa-cpu: cannot run CLR's blit kernel `{name}`: {why}"
-                )),
-            },
-            None => Implementation::Missing(format!(
+        return match Blit::for_kernel(name, explicit) {
+            Ok(Some(blit)) => Implementation::Blit(blit),
+            Err(why) => Implementation::Missing(format!(
+                "hsa-cpu: cannot run CLR's blit kernel `{name}`: {why}"
+            )),
+            Ok(None) => Implementation::Missing(format!(
                 "hsa-cpu: CLR's blit kernel `{name}` is not implemented by the CPU runtime \
                  (crates/hsa-cpu/src/blit.rs lists those that are)"
             )),

@@ -44,6 +44,25 @@
 //!   (hipStreamWaitValueGte/Eq/And/Nor), on the 64-bit word at ptrUlong if
 //!   it is set, else the 32-bit word at ptrInt.
 //!
+//!
+//! CLR 6.4 rewrote three of them (read in CLR 6.4.3's rocclr/device/
+//! blitcl.cpp and rocm/rocblit.cpp); each name has one variant per layout,
+//! picked by the code object's metadata ([`Blit::for_kernel`]):
+//! - `copyBuffer(src@0, dst@8, size@16, remainder:u32@24,
+//!   aligned_size:u32@28, end_ptr@32, next_chunk:u32@40)`, CLR 7.2 adding
+//!   `workgroup_size:u32@44`: src and dst already hold the origins;
+//!   elements of aligned_size (16 or 4) bytes from dst up to end_ptr
+//!   (= dst + size - remainder), then the last `remainder` bytes of size.
+//! - `fillBufferAligned(buf@0, pattern@8, pattern_size:u32@16,
+//!   alignment:u32@20, end_ptr@24, next_chunk:u32@32)`: pattern slots of
+//!   pattern_size elements of `alignment` bytes from buf; every slot that
+//!   starts before end_ptr gets the pattern. CLR 7.2 adds
+//!   `workgroup_size:u32@36` (as to copyBuffer; 7.2.4's source was not at
+//!   hand: the layout is its code object's, the meaning checked by
+//!   tests/hip/blit_checks.hip on the real HIP 7.2.4).
+//! - `streamOpsWrite(ptrInt@0, ptrUlong@8, value@16)`: CLR sets the
+//!   pointer of the value's width and leaves the other null.
+//!
 //! Other kernels of the blit code object (`__amd_rocclr_initHeap`,
 //! `__amd_rocclr_gwsInit`, image kernels) are not implemented: dispatching
 //! one fails with a message naming it.
@@ -54,12 +73,23 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Blit {
     CopyBuffer,
+    /// CLR 6.4's copyBuffer (a grid-stride loop up to `end_ptr`).
+    CopyBufferToEnd,
+    /// CLR 7.2's: the same with the workgroup size as a last argument.
+    CopyBufferToEndSized,
     CopyBufferAligned,
     CopyBufferRect,
     CopyBufferRectAligned,
     FillBufferAligned,
+    /// CLR 6.4's fillBufferAligned (one buffer, a grid-stride loop up to
+    /// `end_ptr`).
+    FillBufferToEnd,
+    /// CLR 7.2's: the same with the workgroup size as a last argument.
+    FillBufferToEndSized,
     FillBufferAligned2D,
     StreamOpsWrite,
+    /// CLR 6.4's streamOpsWrite (no size argument).
+    StreamOpsWriteUnsized,
     StreamOpsWait,
 }
 
@@ -68,20 +98,51 @@ pub enum Blit {
 const WAIT_PAUSE: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl Blit {
-    /// The blit a kernel name denotes (`None`: not a blit kernel, or one
-    /// that is not implemented).
-    pub fn from_name(name: &str) -> Option<Blit> {
-        Some(match name {
-            "__amd_rocclr_copyBuffer" => Blit::CopyBuffer,
-            "__amd_rocclr_copyBufferAligned" => Blit::CopyBufferAligned,
-            "__amd_rocclr_copyBufferRect" => Blit::CopyBufferRect,
-            "__amd_rocclr_copyBufferRectAligned" => Blit::CopyBufferRectAligned,
-            "__amd_rocclr_fillBufferAligned" => Blit::FillBufferAligned,
-            "__amd_rocclr_fillBufferAligned2D" => Blit::FillBufferAligned2D,
-            "__amd_rocclr_streamOpsWrite" => Blit::StreamOpsWrite,
-            "__amd_rocclr_streamOpsWait" => Blit::StreamOpsWait,
-            _ => return None,
-        })
+    /// The blits a kernel name denotes, one per CLR generation of its
+    /// arguments (empty: not a blit kernel, or one not implemented).
+    pub fn variants(name: &str) -> &'static [Blit] {
+        match name {
+            "__amd_rocclr_copyBuffer" => &[
+                Blit::CopyBuffer,
+                Blit::CopyBufferToEnd,
+                Blit::CopyBufferToEndSized,
+            ],
+            "__amd_rocclr_copyBufferAligned" => &[Blit::CopyBufferAligned],
+            "__amd_rocclr_copyBufferRect" => &[Blit::CopyBufferRect],
+            "__amd_rocclr_copyBufferRectAligned" => &[Blit::CopyBufferRectAligned],
+            "__amd_rocclr_fillBufferAligned" => &[
+                Blit::FillBufferAligned,
+                Blit::FillBufferToEnd,
+                Blit::FillBufferToEndSized,
+            ],
+            "__amd_rocclr_fillBufferAligned2D" => &[Blit::FillBufferAligned2D],
+            "__amd_rocclr_streamOpsWrite" => &[Blit::StreamOpsWrite, Blit::StreamOpsWriteUnsized],
+            "__amd_rocclr_streamOpsWait" => &[Blit::StreamOpsWait],
+            _ => &[],
+        }
+    }
+
+    /// The blit kernel `name` with explicit arguments `args` (offset,
+    /// size) is: the variant whose layout they are. `Ok(None)`: not a blit
+    /// this runtime implements; Err: implemented, but for other layouts.
+    pub fn for_kernel(name: &str, args: &[(u64, u64)]) -> Result<Option<Blit>, String> {
+        let variants = Blit::variants(name);
+        if variants.is_empty() {
+            return Ok(None);
+        }
+        match variants.iter().find(|b| b.layout() == args) {
+            Some(b) => Ok(Some(*b)),
+            None => {
+                let known: Vec<String> = variants
+                    .iter()
+                    .map(|b| format!("{:?}", b.layout()))
+                    .collect();
+                Err(format!(
+                    "its arguments (offset, size) are {args:?}; the CPU runtime implements {}",
+                    known.join(" or ")
+                ))
+            }
+        }
     }
 
     /// (offset, size) of each explicit argument this implementation reads.
@@ -90,6 +151,22 @@ impl Blit {
             Blit::CopyBuffer | Blit::CopyBufferAligned => {
                 &[(0, 8), (8, 8), (16, 8), (24, 8), (32, 8), (40, 4)]
             }
+            Blit::CopyBufferToEnd => &[(0, 8), (8, 8), (16, 8), (24, 4), (28, 4), (32, 8), (40, 4)],
+            Blit::CopyBufferToEndSized => &[
+                (0, 8),
+                (8, 8),
+                (16, 8),
+                (24, 4),
+                (28, 4),
+                (32, 8),
+                (40, 4),
+                (44, 4),
+            ],
+            Blit::FillBufferToEnd => &[(0, 8), (8, 8), (16, 4), (20, 4), (24, 8), (32, 4)],
+            Blit::FillBufferToEndSized => {
+                &[(0, 8), (8, 8), (16, 4), (20, 4), (24, 8), (32, 4), (36, 4)]
+            }
+            Blit::StreamOpsWriteUnsized => &[(0, 8), (8, 8), (16, 8)],
             Blit::CopyBufferRect | Blit::CopyBufferRectAligned => {
                 &[(0, 8), (8, 8), (32, 32), (64, 32), (96, 32)]
             }
@@ -120,19 +197,6 @@ impl Blit {
         }
     }
 
-    /// Checks the code object's explicit arguments (offset, size) against
-    /// the layout this implementation reads. Err: what differs.
-    pub fn check_layout(self, args: &[(u64, u64)]) -> Result<(), String> {
-        if args == self.layout() {
-            Ok(())
-        } else {
-            Err(format!(
-                "its arguments (offset, size) are {args:?}; the CPU runtime implements {:?}",
-                self.layout()
-            ))
-        }
-    }
-
     /// Runs the blit on `kernarg` (the packet's kernarg segment).
     ///
     /// # Safety
@@ -153,6 +217,65 @@ impl Blit {
                 let bytes = size.saturating_sub(1) * 4 + remain;
                 // SAFETY: per the caller's guarantee.
                 unsafe { copy(ptr_at(0), u64_at(16), ptr_at(8), u64_at(24), bytes) }
+            }
+            Blit::CopyBufferToEnd | Blit::CopyBufferToEndSized => {
+                // Elements of aligned_size bytes from dst up to end_ptr,
+                // then work-item 0 the trailing `remainder` bytes of `size`.
+                let (src, dst, size) = (ptr_at(0), ptr_at(8), u64_at(16));
+                let (remainder, element) = (u32_at(24) as u64, u32_at(28) as u64);
+                if element != 16 && element != 4 {
+                    return Err(format!("copyBuffer: element size {element}"));
+                }
+                let span = u64_at(32).saturating_sub(dst as u64);
+                let aligned = span.div_ceil(element) * element;
+                // SAFETY: per the caller's guarantee.
+                unsafe { copy(src, 0, dst, 0, aligned)? };
+                if remainder != 0 {
+                    let tail = size.saturating_sub(remainder);
+                    // SAFETY: per the caller's guarantee.
+                    unsafe { copy(src, tail, dst, tail, size - tail)? };
+                }
+                Ok(())
+            }
+            Blit::FillBufferToEnd | Blit::FillBufferToEndSized => {
+                // Pattern slots of pattern_size elements of `alignment`
+                // bytes from buf on; every slot that starts before end_ptr
+                // gets the whole pattern (CLR's next_chunk covers the grid).
+                let (buffer, pattern) = (ptr_at(0), ptr_at(8) as *const u8);
+                let (elements, alignment) = (u32_at(16) as u64, u32_at(20) as u64);
+                if ![1, 2, 4, 8, 16].contains(&alignment) {
+                    return Err(format!("fillBufferAligned: alignment {alignment}"));
+                }
+                let slot = elements * alignment;
+                let span = u64_at(24).saturating_sub(buffer as u64);
+                if slot == 0 || span == 0 {
+                    return Ok(());
+                }
+                if buffer.is_null() || pattern.is_null() {
+                    return Err("fillBufferAligned: a null buffer or pattern".into());
+                }
+                let mut at = 0;
+                while at < span {
+                    // SAFETY: per the caller's guarantee.
+                    unsafe { std::ptr::copy(pattern, buffer.add(at as usize), slot as usize) };
+                    at += slot;
+                }
+                Ok(())
+            }
+            Blit::StreamOpsWriteUnsized => {
+                // CLR sets the pointer whose width the value has, the other null.
+                let (narrow, wide) = (ptr_at(0) as *const AtomicU32, ptr_at(8) as *const AtomicU64);
+                let value = u64_at(16);
+                if !wide.is_null() {
+                    // SAFETY: an aligned 8-byte word of device memory.
+                    unsafe { (*wide).store(value, Ordering::Release) };
+                } else if !narrow.is_null() {
+                    // SAFETY: an aligned 4-byte word of device memory.
+                    unsafe { (*narrow).store(value as u32, Ordering::Release) };
+                } else {
+                    return Err("streamOpsWrite: both pointers are null".into());
+                }
+                Ok(())
             }
             Blit::CopyBufferAligned => {
                 let bytes = u64_at(32)
@@ -365,11 +488,56 @@ mod tests {
     }
 
     #[test]
-    fn layouts_are_checked_against_the_code_object() {
-        let ok = [(0, 8), (8, 8), (16, 8), (24, 8), (32, 8), (40, 4)];
-        assert_eq!(Blit::CopyBuffer.check_layout(&ok), Ok(()));
-        let err = Blit::CopyBuffer.check_layout(&ok[..5]).unwrap_err();
-        assert!(err.contains("implements"), "{err}");
-        assert_eq!(Blit::from_name("__amd_rocclr_gwsInit"), None);
+    fn the_variant_is_picked_by_the_code_object_s_layout() {
+        let name = "__amd_rocclr_copyBuffer";
+        let clr52 = [(0, 8), (8, 8), (16, 8), (24, 8), (32, 8), (40, 4)];
+        assert_eq!(Blit::for_kernel(name, &clr52), Ok(Some(Blit::CopyBuffer)));
+        let clr64 = [(0, 8), (8, 8), (16, 8), (24, 4), (28, 4), (32, 8), (40, 4)];
+        assert_eq!(
+            Blit::for_kernel(name, &clr64),
+            Ok(Some(Blit::CopyBufferToEnd))
+        );
+        let mut clr72 = clr64.to_vec();
+        clr72.push((44, 4));
+        assert_eq!(
+            Blit::for_kernel(name, &clr72),
+            Ok(Some(Blit::CopyBufferToEndSized))
+        );
+        let err = Blit::for_kernel(name, &clr52[..5]).unwrap_err();
+        assert!(err.contains("implements") && err.contains(" or "), "{err}");
+        assert_eq!(
+            Blit::for_kernel("__amd_rocclr_gwsInit", &[(0, 4)]),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn clr_6_4_copy_buffer_copies_aligned_elements_to_the_end_then_the_tail() {
+        let src: Vec<u8> = (0..64).collect();
+        let mut dst = vec![0xAAu8; 64];
+        // 37 bytes, 16-byte elements: remainder 5, end_ptr = dst + 32.
+        let d = dst.as_mut_ptr() as u64;
+        let mut k = kernarg(
+            &[(0, src.as_ptr() as u64), (8, d), (16, 37), (32, d + 32)],
+            48,
+        );
+        k[24..28].copy_from_slice(&5u32.to_le_bytes());
+        k[28..32].copy_from_slice(&16u32.to_le_bytes());
+        unsafe { Blit::CopyBufferToEnd.run(k.as_ptr()) }.unwrap();
+        assert_eq!(&dst[..37], &src[..37]);
+        assert!(dst[37..].iter().all(|b| *b == 0xAA));
+    }
+
+    #[test]
+    fn clr_6_4_fill_writes_every_pattern_slot_before_the_end() {
+        let mut buf = vec![0u32; 16];
+        let pattern = [7u32, 9u32];
+        // Two 4-byte elements per pattern, slots up to element 10.
+        let b = buf.as_mut_ptr() as u64;
+        let mut k = kernarg(&[(0, b), (8, pattern.as_ptr() as u64), (24, b + 40)], 40);
+        k[16..20].copy_from_slice(&2u32.to_le_bytes());
+        k[20..24].copy_from_slice(&4u32.to_le_bytes());
+        unsafe { Blit::FillBufferToEnd.run(k.as_ptr()) }.unwrap();
+        assert_eq!(&buf[..12], &[7, 9, 7, 9, 7, 9, 7, 9, 7, 9, 0, 0]);
     }
 }

@@ -3,6 +3,7 @@
 //! under the same target/<profile>/ directory as this test executable.
 #![allow(dead_code)]
 
+pub mod hip_suite;
 pub mod many_queues;
 
 use std::path::{Path, PathBuf};

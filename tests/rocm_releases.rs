@@ -11,6 +11,7 @@
 //!   seeing every packet through its intercept queue;
 //! - a Python driver loading libamdhip64 with ctypes (every symbol bound at
 //!   load) runs, here and under HIP 5.2 on the host.
+//!
 //! A missing chroot fails the tests, saying how to make it.
 
 mod common;

@@ -11,6 +11,7 @@
 //! | 5.6 | 5.6.0 (1/456) | as 5.5 |
 //! | 6.4 | 6.4.3 (2/592) | as 5.5 |
 //! | 7.2 | 7.2.4 (2/624) | as 5.5 |
+//! | 10 | rocm-systems develop of 2026-08-12 (2/744: `hsa_amd_queue_create`) | as 5.5 |
 //! | next-major | 7.2.4's layout, every major_id one above the newest release's | as 5.5 |
 //!
 //! `next-major` is a ROCm that does not exist yet: a tool must refuse its
@@ -29,18 +30,23 @@ pub enum Abi {
     Rocm5_6,
     Rocm6_4,
     Rocm7_2,
+    /// ROCm 10 as previewed by rocm-systems' develop branch (commit
+    /// 41e1945, August 2026): 7.2's tables grown by 15 entries, among them
+    /// `hsa_amd_queue_create`.
+    Rocm10,
     /// 7.2's layout with every table's major_id raised by one.
     NextMajor,
 }
 
 impl Abi {
     /// Every served ABI, oldest first.
-    pub const ALL: [Abi; 6] = [
+    pub const ALL: [Abi; 7] = [
         Abi::Rocm5_2,
         Abi::Rocm5_5,
         Abi::Rocm5_6,
         Abi::Rocm6_4,
         Abi::Rocm7_2,
+        Abi::Rocm10,
         Abi::NextMajor,
     ];
 
@@ -55,6 +61,7 @@ impl Abi {
             Abi::Rocm5_6 => "5.6",
             Abi::Rocm6_4 => "6.4",
             Abi::Rocm7_2 => "7.2",
+            Abi::Rocm10 => "10",
             Abi::NextMajor => "next-major",
         }
     }
@@ -68,6 +75,7 @@ impl Abi {
             Abi::Rocm5_6 => "5.6.0",
             Abi::Rocm6_4 => "6.4.3",
             Abi::Rocm7_2 | Abi::NextMajor => "7.2.4",
+            Abi::Rocm10 => "develop-2026-08-12",
         }
     }
 
@@ -139,7 +147,7 @@ mod tests {
         }
         let e = Abi::parse("6.3").unwrap_err();
         assert!(e.contains("DITTO_HSA_CPU_ABI=\"6.3\""), "{e}");
-        assert!(e.contains("5.2, 5.5, 5.6, 6.4, 7.2, next-major"), "{e}");
+        assert!(e.contains("5.2, 5.5, 5.6, 6.4, 7.2, 10, next-major"), "{e}");
     }
 
     #[test]

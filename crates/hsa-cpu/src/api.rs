@@ -397,6 +397,8 @@ hsa_api! {
     // --- queues ---
     export core.hsa_queue_create_fn: fn hsa_queue_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
         => queues::queue_create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue);
+    export amd.hsa_amd_queue_create_fn: fn hsa_amd_queue_create(agent: hsa_agent_t, descs: *mut hsa_amd_queue_create_desc_t, num_descs: u32) -> hsa_status_t
+        => queues::amd_queue_create(agent, descs, num_descs);
     export core.hsa_queue_destroy_fn: fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t => queues::queue_destroy(queue);
     export core.hsa_queue_load_read_index_scacquire_fn: fn hsa_queue_load_read_index_scacquire(queue: Q) -> u64 => queues::load_read_index(queue, Ordering::Acquire);
     export core.hsa_queue_load_read_index_relaxed_fn: fn hsa_queue_load_read_index_relaxed(queue: Q) -> u64 => queues::load_read_index(queue, Ordering::Relaxed);

@@ -118,7 +118,7 @@ pub(crate) fn ipc_length_accepted(abi: Abi, len: usize, size: usize) -> bool {
     match abi {
         Abi::Rocm5_2 => len == memory::recorded_size(abi, size),
         Abi::Rocm5_5 | Abi::Rocm5_6 | Abi::Rocm6_4 => len == size || len == page_rounded,
-        Abi::Rocm7_2 | Abi::NextMajor => len == size,
+        Abi::Rocm7_2 | Abi::Rocm10 | Abi::NextMajor => len == size,
     }
 }
 
@@ -342,7 +342,7 @@ mod tests {
         for abi in [Abi::Rocm5_5, Abi::Rocm5_6, Abi::Rocm6_4] {
             assert_eq!(accepted(abi), [true, true, false, false], "{abi:?}");
         }
-        for abi in [Abi::Rocm7_2, Abi::NextMajor] {
+        for abi in [Abi::Rocm7_2, Abi::Rocm10, Abi::NextMajor] {
             assert_eq!(accepted(abi), [true, false, false, false], "{abi:?}");
         }
         // A whole number of pages is the same either way.

@@ -427,6 +427,60 @@ pub(crate) fn queue_create(
     HSA_STATUS_SUCCESS
 }
 
+/// `hsa_amd_queue_create` (ROCm 10): one queue per descriptor, in order.
+/// A well-formed compute descriptor gets an AQL queue of
+/// `queue_size_bytes / 64` packets, as `hsa_queue_create` makes it; SDMA
+/// queues are not modelled (the agent supports no user-mode SDMA queue:
+/// HSA_STATUS_ERROR_INVALID_QUEUE_CREATION, as for AIE); a malformed
+/// descriptor is HSA_STATUS_ERROR_INVALID_ARGUMENT. As the header says, a
+/// failed descriptor's `queue` is NULL, the others stay created, and the
+/// first error is returned.
+///
+/// # Safety
+/// `descs` holds `num_descs` descriptors (or is null).
+pub(crate) unsafe fn amd_queue_create(
+    agent: hsa_agent_t,
+    descs: *mut hsa_amd_queue_create_desc_t,
+    num_descs: u32,
+) -> hsa_status_t {
+    if descs.is_null() || num_descs == 0 {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    if !agents::is_agent(agent) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    let mut first_error = HSA_STATUS_SUCCESS;
+    for i in 0..num_descs as usize {
+        // SAFETY: the caller passes num_descs descriptors.
+        let d = unsafe { &mut *descs.add(i) };
+        let status = match (d.compute(), d.engine_type) {
+            (Some(c), _) => queue_create(
+                agent,
+                d.queue_size_bytes / 64,
+                c.type_,
+                d.callback,
+                d.callback_data,
+                c.private_segment_size,
+                u32::MAX,
+                &mut d.queue,
+            ),
+            (None, HSA_AMD_QUEUE_ENGINE_SDMA | HSA_AMD_QUEUE_ENGINE_AIE)
+                if d.version == HSA_AMD_QUEUE_CREATE_DESC_VERSION =>
+            {
+                HSA_STATUS_ERROR_INVALID_QUEUE_CREATION
+            }
+            (None, _) => HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        };
+        if status != HSA_STATUS_SUCCESS {
+            d.queue = std::ptr::null_mut();
+            if first_error == HSA_STATUS_SUCCESS {
+                first_error = status;
+            }
+        }
+    }
+    first_error
+}
+
 pub(crate) fn queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t {
     let removed = REGISTRY
         .write()

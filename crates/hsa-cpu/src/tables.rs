@@ -239,6 +239,7 @@ mod tests {
             (Abi::Rocm5_6, (1, 48, 0), (1, 456, 0), 120, false),
             (Abi::Rocm6_4, (3, 64, 1), (2, 592, 5), 128, true),
             (Abi::Rocm7_2, (3, 64, 1), (2, 624, 8), 128, true),
+            (Abi::Rocm10, (3, 64, 1), (2, 744, 18), 128, true),
             (Abi::NextMajor, (4, 64, 1), (3, 624, 8), 128, true),
         ] {
             let t = ServedTables::new(abi, STUB, IMAGE_STUB).unwrap();

@@ -318,10 +318,12 @@ mod tests {
             l.offset("hsa_amd_queue_intercept_register_fn", 592),
             Some(320)
         );
-        // 7.2.4's last entry is past a 6.0 table's end.
-        let (last, at) = *l.entries.last().unwrap();
-        assert_eq!(l.offset(last, 624), Some(at as usize));
-        assert_eq!(l.offset(last, 552), None);
+        // 7.2.4's last entry is past a 6.0 table's end; ROCm 10's
+        // queue_create past 7.2.4's.
+        assert_eq!(l.offset("hsa_amd_ais_file_read_fn", 624), Some(616));
+        assert_eq!(l.offset("hsa_amd_ais_file_read_fn", 552), None);
+        assert_eq!(l.offset("hsa_amd_queue_create_fn", 744), Some(704));
+        assert_eq!(l.offset("hsa_amd_queue_create_fn", 624), None);
         assert_eq!(l.offset("no_such_entry_fn", 624), None);
         let five_two = layout_of(Table::AmdExt, version(1, 400)).unwrap();
         assert_eq!(

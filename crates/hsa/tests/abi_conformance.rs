@@ -381,6 +381,9 @@ fn sources() -> Vec<(String, String)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        // ROCm 10's queue-creation descriptor is in no 5.2 header: its
+        // layout is pinned by queue_create.rs's own tests.
+        .filter(|p| !p.ends_with("queue_create.rs"))
         .map(|p| {
             (
                 p.file_name().unwrap().to_string_lossy().into_owned(),

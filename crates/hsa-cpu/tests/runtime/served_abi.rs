@@ -2,7 +2,8 @@
 //! serve, a child process checks the version headers tools get against the
 //! measured data, finds entries at that release's offsets by name, and sees
 //! the exported symbols call through exactly those words (an entry moved by
-//! ROCm 5.6, one only ROCm 5.6 and later have, a jump export); the
+//! ROCm 5.6, one only ROCm 5.6 and later have, a jump export, ROCm 10's
+//! batch queue creation with a partial failure); the
 //! not-yet-existing next major is refused by a tool's layout lookup; an
 //! unknown value makes hsa_init fail with a message naming the variable.
 
@@ -133,7 +134,35 @@ fn child_scenario_served_abi() {
         } else {
             assert_eq!((status, mask), (HSA_STATUS_ERROR, 0), "{abi:?}");
         }
+        // hsa_amd_queue_create exists from ROCm 10 only.
+        let has_batch = amd.read("hsa_amd_queue_create_fn").is_some();
+        assert_eq!(has_batch, abi == Abi::Rocm10, "{abi:?}");
+        let mut descs = [compute_desc(4096), compute_desc(4096), compute_desc(4096)];
+        descs[1].engine_type = HSA_AMD_QUEUE_ENGINE_SDMA;
+        let status = rt::hsa_amd_queue_create(gpu(), descs.as_mut_ptr(), 3);
+        if has_batch {
+            // The SDMA queue fails (not modelled), the compute ones are made.
+            assert_eq!(status, HSA_STATUS_ERROR_INVALID_QUEUE_CREATION);
+            assert!(descs[1].queue.is_null());
+            for d in [descs[0], descs[2]] {
+                assert!(!d.queue.is_null());
+                assert_eq!((*d.queue).size, 64, "4096 bytes of 64-byte packets");
+                assert_eq!(rt::hsa_queue_destroy(d.queue), 0);
+            }
+        } else {
+            assert_eq!(status, HSA_STATUS_ERROR, "{abi:?}: the stub");
+            assert!(descs.iter().all(|d| d.queue.is_null()));
+        }
     }
+}
+
+fn compute_desc(size: u32) -> hsa_amd_queue_create_desc_t {
+    // SAFETY: all-zero is a valid descriptor (integers, null pointers).
+    let mut d: hsa_amd_queue_create_desc_t = unsafe { std::mem::zeroed() };
+    d.version = HSA_AMD_QUEUE_CREATE_DESC_VERSION;
+    d.queue_size_bytes = size;
+    d.priority = HSA_AMD_QUEUE_PRIORITY_NORMAL;
+    d
 }
 
 #[test]

@@ -114,10 +114,10 @@ impl hsa_amd_queue_create_desc_t {
         let well_formed = self.flags & !known_flags == 0
             && self.reserved_header == [0; 3]
             && self.queue_size_bytes.is_power_of_two()
-            && self.queue_size_bytes % 64 == 0
+            && self.queue_size_bytes.is_multiple_of(64)
             && self.priority <= HSA_AMD_QUEUE_PRIORITY_HIGH
             && c.type_ <= crate::types::HSA_QUEUE_TYPE_COOPERATIVE
-            && c.cu_mask_count % 32 == 0
+            && c.cu_mask_count.is_multiple_of(32)
             && c.reserved == [0; 3]
             && self.traffic_class == 0
             && self.reserved == [0; 20];

@@ -141,7 +141,13 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
     // by name into the canonical (ROCm 5.2) layout; entries its version
     // lacks stay unset, never read from the runtime.
     // SAFETY: the tables are valid for their minor_id bytes.
-    let (saved_core, saved_amd) = unsafe { (live.core.core(), live.amd.amd_ext()) };
+    let (saved_core, saved_amd, saved_added) = unsafe {
+        (
+            live.core.core(),
+            live.amd.amd_ext(),
+            live.amd.amd_ext_additions(),
+        )
+    };
     let missing = missing_entries(&saved_core, &saved_amd);
     if !missing.is_empty() {
         let (c, a) = (live.core.version(), live.amd.version());
@@ -167,7 +173,8 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
         dispatch: options.dispatch.clone(),
         staging_bytes: options.staging_bytes,
     };
-    let (tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz, lifecycle);
+    let (mut tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz, lifecycle);
+    tool.amd_added = saved_added;
     if TOOL.set(tool).is_err() {
         return (true, false);
     }

@@ -18,6 +18,7 @@ use crate::log::{log_debug, log_warn};
 use crate::options::Options;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use ditto_protocol::Transport;
+use hsa::versions::AmdExtAdditions;
 use hsa::*;
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
@@ -33,6 +34,9 @@ pub struct HsaTool {
     /// Original entries, saved before ditto overwrote any of them.
     pub core: CoreApiTable,
     pub amd: AmdExtTable,
+    /// Original AMD entries of releases after 5.2 (unset where the
+    /// runtime's table has none).
+    pub amd_added: AmdExtAdditions,
     /// Fed by `code_objects`, read on every dispatch.
     pub kernels: Arc<KernelTable>,
     pub allocations: AllocationMap,
@@ -69,6 +73,7 @@ impl HsaTool {
             options,
             core,
             amd,
+            amd_added: AmdExtAdditions::default(),
             kernels,
             allocations: AllocationMap::new(),
             lifecycle,

@@ -8,7 +8,9 @@
 //!   (queue creation: the queue becomes an intercept queue).
 //!
 //! A hook is written `[.field.method]` (a method of the tool's state) or
-//! `[path]` (a function taking the tool first).
+//! `[path]` (a function taking the tool first). The table is `core`, `amd`
+//! (the canonical ROCm 5.2 structs) or `amd_added` (AMD entries of later
+//! releases, read by name; never required).
 //!
 //! From the list come, per line, a module with `entry` (the extern "C"
 //! function written into the table) and `through` (the same with the tool
@@ -82,7 +84,8 @@ macro_rules! wraps {
                     // SAFETY: the caller's contract; tools write their wraps
                     // into this table during OnLoad.
                     unsafe {
-                        live.$table.write(stringify!($slot), $name::entry as *const () as usize)
+                        wraps!(@live live, $table)
+                            .write(stringify!($slot), $name::entry as *const () as usize)
                     };
                 }
             )*
@@ -104,6 +107,11 @@ macro_rules! wraps {
     (@optional) => { false };
     (@slot $tables:ident, core) => { $tables.0 };
     (@slot $tables:ident, amd) => { $tables.1 };
+    // Entries added after ROCm 5.2 are never required.
+    (@slot $tables:ident, amd_added) => { hsa::versions::AmdExtAdditions::default() };
+    (@live $live:ident, core) => { $live.core };
+    (@live $live:ident, amd) => { $live.amd };
+    (@live $live:ident, amd_added) => { $live.amd };
     (@after $entry:expr, $tool:ident, $original:ident, $hook:tt, $($arg:ident),*) => {{
         // SAFETY: the original entry with the caller's arguments.
         let st = unsafe { $original($($arg),*) };
@@ -139,6 +147,10 @@ wraps! {
         data: *mut c_void, private_segment_size: u32, group_segment_size: u32,
         queue: *mut *mut hsa_queue_t,
     ) required instead [queues::create];
+    // ROCm 10: HIP creates its compute queues through this one.
+    amd_added.hsa_amd_queue_create_fn => amd_queue_create(
+        agent: hsa_agent_t, descs: *mut hsa_amd_queue_create_desc_t, num_descs: u32,
+    ) optional instead [queues::create_batch];
     core.hsa_queue_destroy_fn => queue_destroy(queue: *mut hsa_queue_t)
         optional after [queues::destroyed];
     amd.hsa_amd_memory_pool_allocate_fn => memory_pool_allocate(
@@ -246,6 +258,113 @@ pub(crate) mod tests {
             "forgotten before the original ran"
         );
         assert_eq!(ORIGINAL_CALLS.with(Cell::get), 3);
+    }
+
+    thread_local! {
+        /// (engine_type, num_descs) of each call of the fake batch create.
+        static BATCH_CALLS: std::cell::RefCell<Vec<(u8, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
+        /// The sizes (packets) of each intercept queue made.
+        static INTERCEPT_SIZES: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// The runtime's hsa_amd_queue_create: refuses SDMA, and a compute
+    /// descriptor whose size is not a power of two.
+    unsafe extern "C" fn fake_batch_create(
+        _agent: hsa_agent_t,
+        descs: *mut hsa_amd_queue_create_desc_t,
+        num_descs: u32,
+    ) -> hsa_status_t {
+        // SAFETY: the wrap passes one descriptor of the caller's.
+        let d = unsafe { &mut *descs };
+        BATCH_CALLS.with(|c| c.borrow_mut().push((d.engine_type, num_descs)));
+        d.queue = std::ptr::null_mut();
+        if d.engine_type == HSA_AMD_QUEUE_ENGINE_SDMA {
+            HSA_STATUS_ERROR_INVALID_QUEUE_CREATION
+        } else {
+            HSA_STATUS_ERROR_INVALID_ARGUMENT
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe extern "C" fn fake_intercept_create(
+        _agent: hsa_agent_t,
+        size: u32,
+        _type: hsa_queue_type32_t,
+        _callback: QueueErrorCallback,
+        _data: *mut c_void,
+        _private: u32,
+        _group: u32,
+        queue: *mut *mut hsa_queue_t,
+    ) -> hsa_status_t {
+        INTERCEPT_SIZES.with(|s| s.borrow_mut().push(size));
+        // SAFETY: all-zero is a valid queue struct; leaked, as a queue lives on.
+        let q: &'static mut hsa_queue_t = Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: the caller's out-pointer.
+        unsafe { *queue = q };
+        HSA_STATUS_SUCCESS
+    }
+
+    unsafe extern "C" fn fake_register(
+        _queue: *mut hsa_queue_t,
+        _handler: InterceptHandler,
+        _data: *mut c_void,
+    ) -> hsa_status_t {
+        HSA_STATUS_SUCCESS
+    }
+
+    fn descriptor(engine_type: u8, size: u32) -> hsa_amd_queue_create_desc_t {
+        // SAFETY: all-zero is a valid descriptor.
+        let mut d: hsa_amd_queue_create_desc_t = unsafe { std::mem::zeroed() };
+        d.version = HSA_AMD_QUEUE_CREATE_DESC_VERSION;
+        d.engine_type = engine_type;
+        d.queue_size_bytes = size;
+        d.priority = HSA_AMD_QUEUE_PRIORITY_NORMAL;
+        d.queue = 0x5a5a as *mut hsa_queue_t;
+        d
+    }
+
+    #[test]
+    fn a_batch_makes_compute_queues_intercept_queues_and_passes_the_rest_through() {
+        // SAFETY: all-zero tables are valid (every entry None).
+        let core: CoreApiTable = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut amd: AmdExtTable = unsafe { std::mem::zeroed() };
+        amd.hsa_amd_queue_intercept_create_fn = Some(fake_intercept_create);
+        amd.hsa_amd_queue_intercept_register_fn = Some(fake_register);
+        static LIFECYCLE: Lifecycle = Lifecycle::capturing();
+        let mut tool = HsaTool::new(Options::from_lookup(|_| None), core, amd, 0, &LIFECYCLE).0;
+        tool.amd_added.hsa_amd_queue_create_fn = Some(fake_batch_create);
+        let tool: &'static HsaTool = Box::leak(Box::new(tool));
+        let mut descs = [
+            descriptor(HSA_AMD_QUEUE_ENGINE_COMPUTE, 4096),
+            descriptor(HSA_AMD_QUEUE_ENGINE_SDMA, 4096),
+            // Malformed: the runtime judges it.
+            descriptor(HSA_AMD_QUEUE_ENGINE_COMPUTE, 100),
+            descriptor(HSA_AMD_QUEUE_ENGINE_COMPUTE, 1 << 16),
+        ];
+        let agent = hsa_agent_t { handle: 7 };
+        // SAFETY: four descriptors of this test.
+        let st = unsafe { amd_queue_create::through(tool, agent, descs.as_mut_ptr(), 4) };
+        assert_eq!(
+            st, HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
+            "the first error"
+        );
+        assert_eq!(
+            BATCH_CALLS.with(|c| c.borrow().clone()),
+            [
+                (HSA_AMD_QUEUE_ENGINE_SDMA, 1),
+                (HSA_AMD_QUEUE_ENGINE_COMPUTE, 1)
+            ],
+            "each other descriptor alone, in order"
+        );
+        assert_eq!(INTERCEPT_SIZES.with(|s| s.borrow().clone()), [64, 1024]);
+        let made: Vec<bool> = descs.iter().map(|d| d.queue.is_null()).collect();
+        assert_eq!(made, [false, true, true, false], "failed ones are NULL");
+        // SAFETY: ditto registered the two intercept queues it made.
+        for q in [descs[0].queue, descs[3].queue] {
+            assert_ne!(q, 0x5a5a as *mut hsa_queue_t);
+            queues::destroyed(tool, q);
+        }
     }
 
     #[test]

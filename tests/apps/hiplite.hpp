@@ -47,6 +47,7 @@
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,58 @@ inline hsa_status_t find_pool(hsa_amd_memory_pool_t pool, void* data) {
 inline void shutdown_at_exit();
 
 // hsa_init, agents, pools, queue, synchronisation signal (caller holds the mutex).
+// ROCm 10's queue-creation descriptor (hsa_amd_queue_create, in no header
+// up to 7.2.4): the layout of rocm-systems' develop hsa_ext_amd.h
+// (crates/hsa/src/queue_create.rs pins the same offsets).
+struct QueueCreateDesc {
+  uint16_t version;
+  uint16_t flags;
+  uint8_t engine_type;
+  uint8_t reserved_header[3];
+  uint32_t queue_size_bytes;
+  uint32_t priority;
+  void (*callback)(hsa_status_t, hsa_queue_t*, void*);
+  void* callback_data;
+  hsa_queue_t* queue;
+  const uint32_t* cu_mask;
+  uint32_t type;
+  uint32_t private_segment_size;
+  uint32_t cu_mask_count;
+  uint32_t compute_reserved[3];
+  uint32_t traffic_class;
+  uint8_t reserved[20];
+};
+static_assert(sizeof(QueueCreateDesc) == 96, "hsa_amd_queue_create_desc_t is 96 bytes");
+static_assert(offsetof(QueueCreateDesc, queue) == 32 && offsetof(QueueCreateDesc, type) == 48 &&
+                  offsetof(QueueCreateDesc, traffic_class) == 72,
+              "hsa_amd_queue_create_desc_t layout");
+
+// The application's compute queue of 4096 packets, created as HIP of the
+// runtime's release creates it: through hsa_amd_queue_create, one compute
+// descriptor, where the runtime has it (ROCm 10), else hsa_queue_create
+// (the CPU runtime serving an earlier ABI exports the symbol but answers
+// with an error, as an entry that release does not have).
+inline hsa_status_t create_compute_queue(Runtime& rt) {
+  using BatchCreate = hsa_status_t (*)(hsa_agent_t, QueueCreateDesc*, uint32_t);
+  auto batch = reinterpret_cast<BatchCreate>(dlsym(RTLD_DEFAULT, "hsa_amd_queue_create"));
+  if (batch) {
+    QueueCreateDesc d;
+    memset(&d, 0, sizeof d);
+    d.version = 1;
+    d.queue_size_bytes = 4096 * 64;
+    d.priority = 1;  // HSA_AMD_QUEUE_PRIORITY_NORMAL
+    d.callback = queue_error;
+    d.type = HSA_QUEUE_TYPE_MULTI;
+    d.private_segment_size = UINT32_MAX;
+    if (batch(rt.gpu, &d, 1) == HSA_STATUS_SUCCESS && d.queue) {
+      rt.queue = d.queue;
+      return HSA_STATUS_SUCCESS;
+    }
+  }
+  return hsa_queue_create(rt.gpu, 4096, HSA_QUEUE_TYPE_MULTI, queue_error, nullptr, UINT32_MAX, UINT32_MAX,
+                          &rt.queue);
+}
+
 inline hipError_t ensure_initialized(Runtime& rt) {
   if (rt.initialized) return hipSuccess;
   if (rt.init_error != hipSuccess) return fail(rt, rt.init_error, rt.detail);
@@ -272,8 +325,7 @@ inline hipError_t ensure_initialized(Runtime& rt) {
     rt.kernarg_pool = rt.fine_pool;
     rt.have_kernarg = true;
   }
-  status = hsa_queue_create(rt.gpu, 4096, HSA_QUEUE_TYPE_MULTI, queue_error, nullptr, UINT32_MAX, UINT32_MAX,
-                            &rt.queue);
+  status = create_compute_queue(rt);
   if (status != HSA_STATUS_SUCCESS)
     return init_failed(fail_hsa(rt, hipErrorOutOfMemory, "hsa_queue_create", status));
   status = hsa_signal_create(1, 0, nullptr, &rt.sync_signal);

@@ -74,6 +74,15 @@ impl TableLayout {
     }
 }
 
+/// The AMD-extension entries added after ROCm 5.2 (so not in the canonical
+/// [`AmdExtTable`]) that a tool uses, read by name
+/// ([`LiveTable::amd_ext_additions`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AmdExtAdditions {
+    /// ROCm 10's batch queue creation.
+    pub hsa_amd_queue_create_fn: Option<crate::queue_create::HsaAmdQueueCreateFn>,
+}
+
 /// The version headers of the tables one measured release hands its tools
 /// (what its `HsaApiTableContainer` writes); `None` where the release has
 /// no such table (tools_ from 6.1, pc_sampling_ext_ from 6.2).
@@ -248,6 +257,24 @@ impl LiveTable {
     pub unsafe fn core(&self) -> CoreApiTable {
         // SAFETY: the caller's contract.
         unsafe { self.canonical(Table::Core) }
+    }
+
+    /// The entries of an AMD extension table that ROCm 5.2's canonical
+    /// struct has no place for and a tool uses; unset where this version
+    /// has none.
+    ///
+    /// # Safety
+    /// As [`LiveTable::read`]; this is an AMD extension table.
+    pub unsafe fn amd_ext_additions(&self) -> AmdExtAdditions {
+        // SAFETY: the caller's contract.
+        let word = unsafe { self.read("hsa_amd_queue_create_fn") }.filter(|w| *w != 0);
+        AmdExtAdditions {
+            // SAFETY: the entry of that name has this signature in every
+            // release that has it (ROCm 10 on).
+            hsa_amd_queue_create_fn: word.map(|w| unsafe {
+                std::mem::transmute::<usize, crate::queue_create::HsaAmdQueueCreateFn>(w)
+            }),
+        }
     }
 
     /// The AMD extension table in the canonical layout.

@@ -16,8 +16,8 @@
 use crate::capture::staging::StagingFile;
 use crate::log::log_info;
 use ditto_protocol::{
-    Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, PROTOCOL_VERSION,
-    ToolMessage, read_frame, write_frame_with_fds,
+    Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, NeverLoaded,
+    PROTOCOL_VERSION, ToolMessage, read_frame, write_frame_with_fds,
 };
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -175,6 +175,12 @@ impl CollectorConnection {
     /// The staging file, when the collector has one.
     pub fn staging(&mut self) -> Option<&mut StagingFile> {
         self.staging.as_mut()
+    }
+
+    /// Says this process's HSA runtime never started the tool (the last
+    /// message of the connection).
+    pub fn never_loaded(&mut self, report: &NeverLoaded) -> Result<(), ClientError> {
+        self.send(&ToolMessage::NeverLoaded(report.clone()), "NeverLoaded")
     }
 
     fn send(&mut self, msg: &ToolMessage, what: &'static str) -> Result<(), ClientError> {

@@ -11,6 +11,8 @@
 //! - `code_objects`  — the code-object tracker: readers, loaded code
 //!   objects, kernel symbols and their metadata → the kernel table;
 //! - `worker`        — the held-queue worker: wait, describe, send, release;
+//! - `never_loaded`  — a process whose HSA runtime never started the tool
+//!   says so to the collector at exit;
 //! - `tool`          — the one state object (`TOOL`) and the runtime
 //!   services the worker and the capture core need (signals, IPC export,
 //!   reads).
@@ -20,6 +22,7 @@
 //! own wraps and needs no per-thread reentrancy flag.
 
 pub mod code_objects;
+pub mod never_loaded;
 pub mod packet;
 pub mod queues;
 pub mod registration;

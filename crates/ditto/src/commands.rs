@@ -86,6 +86,9 @@ struct Captured {
     arrays: u64,
     bytes: u64,
     problems: Vec<String>,
+    /// "the tool was never loaded in pid 12: ...": processes whose HSA
+    /// runtime never started the tool (not counted in `connections`).
+    never_loaded: Vec<String>,
     /// "dispatch 3 of run 'ref' (pid 12, rank 0)": received, not acknowledged.
     in_flight: Vec<String>,
 }
@@ -97,9 +100,17 @@ fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
         arrays: 0,
         bytes: 0,
         problems: Vec::new(),
+        never_loaded: Vec::new(),
         in_flight: Vec::new(),
     };
     for r in reports {
+        if let crate::collector::ConnectionEnd::NeverLoaded(why) = &r.end {
+            c.never_loaded.push(format!(
+                "the tool was never loaded in pid {}: {why}",
+                r.pid.unwrap_or(0)
+            ));
+            continue;
+        }
         c.connections += 1;
         c.dispatches += r.dispatches_captured;
         c.arrays += r.arrays_captured;
@@ -225,11 +236,19 @@ fn check_run(o: RunOutcome) -> Result<String> {
             captured.problems.join("; ")
         );
     }
+    if captured.connections == 0 && !captured.never_loaded.is_empty() {
+        bail!("{label} ({cmd}): {}", captured.never_loaded.join("; "));
+    }
     if captured.connections == 0 {
         bail!(
             "{label} ({cmd}) exited but the tool never connected to the collector: is it an HSA/HIP \
              or CUDA application, and does the tool load? (rerun with DITTO_LOG=debug)"
         );
+    }
+    // Other processes were captured: a process that loaded an HSA runtime
+    // without using it (a launcher, say) is only worth a warning.
+    for n in &captured.never_loaded {
+        log::warn(n);
     }
     if captured.dispatches == 0
         && let Some(m) = manifest.as_ref().filter(|m| !m.missing.is_empty())

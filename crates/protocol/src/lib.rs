@@ -49,7 +49,9 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 /// 6: `ToolMessage::Staging` and `Transport::Staged` (small buffers copied
 ///    by the tool into the connection's staging file; a dispatch whose
 ///    buffers are all staged is released at once and gets no Ack).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: `ToolMessage::NeverLoaded` (a process whose HSA runtime never
+///    started the tool says so at exit).
+pub const PROTOCOL_VERSION: u32 = 7;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -80,6 +82,21 @@ pub enum ToolMessage {
     Staging {
         size: u64,
     },
+    /// Sent at exit, right after the Welcome, by a process in which an HSA
+    /// runtime was loaded but never started the tool (no OnLoad): nothing
+    /// of it can be captured, and the user needs to know why. The
+    /// connection ends after it.
+    NeverLoaded(NeverLoaded),
+}
+
+/// Why a process's HSA runtime did not start the tool, as far as the
+/// process itself can tell.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct NeverLoaded {
+    /// The runtime library's path, as loaded.
+    pub runtime: String,
+    /// What the process's environment says about tool loading.
+    pub reason: String,
 }
 
 /// Messages sent by the collector.
@@ -472,6 +489,17 @@ mod tests {
         let goodbye = postcard::to_stdvec(&ToolMessage::Goodbye(Goodbye::default())).unwrap();
         assert_eq!(goodbye[0], 2);
         assert_eq!(postcard::to_stdvec(&msg).unwrap()[0], 3);
+        let never = ToolMessage::NeverLoaded(NeverLoaded {
+            runtime: "/opt/rocm/lib/libhsa-runtime64.so.1".into(),
+            reason: "HSA_TOOLS_LIB is not set".into(),
+        });
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &never).unwrap();
+        assert_eq!(
+            read_frame::<_, ToolMessage>(&mut wire.as_slice()).unwrap(),
+            never
+        );
+        assert_eq!(postcard::to_stdvec(&never).unwrap()[0], 5);
     }
 
     #[test]

@@ -440,6 +440,12 @@ fn run_connection(
                     reason: "protocol error: a second Hello on one connection".into(),
                 };
             }
+            ToolMessage::NeverLoaded(n) => {
+                return ConnectionEnd::NeverLoaded(format!(
+                    "its HSA runtime ({}) never called the tool's OnLoad; {}",
+                    n.runtime, n.reason
+                ));
+            }
         }
     }
 }
@@ -451,6 +457,7 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Goodbye(_) => "Goodbye",
         ToolMessage::Missed(_) => "Missed",
         ToolMessage::Staging { .. } => "Staging",
+        ToolMessage::NeverLoaded(_) => "NeverLoaded",
     }
 }
 

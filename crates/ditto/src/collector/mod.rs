@@ -121,6 +121,9 @@ pub enum ConnectionEnd {
     },
     /// The collector stopped while the connection was open.
     Stopped,
+    /// The process's HSA runtime never started the tool: why, as the
+    /// process saw it.
+    NeverLoaded(String),
 }
 
 /// What one connection (one application process) delivered.
@@ -241,6 +244,11 @@ impl std::fmt::Display for ConnectionReport {
                 reason,
             } => write!(f, "; {reason}")?,
             ConnectionEnd::Stopped => write!(f, "; the collector stopped while it was connected")?,
+            ConnectionEnd::NeverLoaded(why) => write!(
+                f,
+                "; the tool was never loaded in pid {}: {why}",
+                self.pid.unwrap_or(0)
+            )?,
         }
         for e in &self.errors {
             write!(f, "; error: {e}")?;

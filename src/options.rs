@@ -43,6 +43,9 @@ pub struct Options {
     pub run_name: String,
     /// `DITTO_TIMEOUT_MS`: how long to wait for the collector's answer.
     pub timeout: Duration,
+    /// The uid a collector must run as to be sent anything: this
+    /// process's (real) uid, or `DITTO_COLLECTOR_UID`.
+    pub collector_uid: u32,
     /// `DITTO_LOG`.
     pub log: Level,
     /// `DITTO_STAGING_MIB`: size of the staging file that small buffers are
@@ -142,6 +145,17 @@ impl Options {
                 ArgSizes::default()
             }),
         };
+        // SAFETY: getuid cannot fail.
+        let own_uid = unsafe { libc::getuid() };
+        let collector_uid = match non_empty("DITTO_COLLECTOR_UID") {
+            None => own_uid,
+            Some(v) => v.trim().parse::<u32>().unwrap_or_else(|_| {
+                problems.push(format!(
+                    "DITTO_COLLECTOR_UID=`{v}` is not a uid; only a collector of uid {own_uid} is trusted"
+                ));
+                own_uid
+            }),
+        };
         let mut rank = None;
         for name in RANK_VARIABLES {
             if let Some(v) = non_empty(name) {
@@ -164,6 +178,7 @@ impl Options {
             arg_sizes,
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
+            collector_uid,
             log,
             staging_bytes,
             cuda_driver: non_empty("DITTO_CUDA_DRIVER").unwrap_or_else(|| "libcuda.so.1".into()),

@@ -34,6 +34,12 @@ pub enum ClientError {
         error: std::io::Error,
     },
     Rejected(String),
+    /// The listener at the socket runs as another uid than the one trusted.
+    ForeignCollector {
+        socket: String,
+        uid: u32,
+        trusted: u32,
+    },
     Timeout {
         waiting_for: &'static str,
         timeout: Duration,
@@ -53,6 +59,16 @@ impl fmt::Display for ClientError {
             ClientError::Rejected(reason) => {
                 write!(f, "the collector rejected this process: {reason}")
             }
+            ClientError::ForeignCollector {
+                socket,
+                uid,
+                trusted,
+            } => write!(
+                f,
+                "the collector at {socket} runs as uid {uid}, not as uid {trusted}: nothing is \
+                 sent to it (run ditto as the application's user, or set \
+                 DITTO_COLLECTOR_UID={uid} to trust it)"
+            ),
             ClientError::Timeout {
                 waiting_for,
                 timeout,
@@ -113,19 +129,32 @@ pub struct CollectorConnection {
 }
 
 impl CollectorConnection {
-    /// Connects, sends `hello` and waits for Welcome (at most `timeout`),
-    /// then shares a staging file of `staging_bytes` (0: none; one that
-    /// cannot be made is logged and left out: buffers then travel by IPC).
+    /// Connects, checks that the listener runs as `trusted_uid`
+    /// (SO_PEERCRED; another uid is sent nothing, not even the Hello),
+    /// sends `hello` and waits for Welcome (at most `timeout`), then shares
+    /// a staging file of `staging_bytes` (0: none; one that cannot be made
+    /// is logged and left out: buffers then travel by IPC).
     pub fn open(
         socket: &Path,
         hello: &Hello,
         timeout: Duration,
         staging_bytes: u64,
+        trusted_uid: u32,
     ) -> Result<CollectorConnection, ClientError> {
         let stream = UnixStream::connect(socket).map_err(|error| ClientError::Connect {
             socket: socket.display().to_string(),
             error,
         })?;
+        let uid = peer_uid(&stream).map_err(|e| {
+            ClientError::Protocol(format!("cannot identify the collector (SO_PEERCRED): {e}"))
+        })?;
+        if uid != trusted_uid {
+            return Err(ClientError::ForeignCollector {
+                socket: socket.display().to_string(),
+                uid,
+                trusted: trusted_uid,
+            });
+        }
         stream
             .set_read_timeout(Some(timeout))
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
@@ -405,4 +434,26 @@ fn wait_writable(stream: &UnixStream, timeout: Duration) -> bool {
         }
         return n > 0;
     }
+}
+
+/// The uid of the process listening at the other end (SO_PEERCRED: the
+/// credentials it had when it called listen).
+fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred/len describe a writable ucred-sized buffer.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }

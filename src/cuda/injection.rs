@@ -82,9 +82,14 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
     ))?;
     // The CUDA path captures on the launching thread, through its own
     // transport: no staging file.
-    let connection =
-        CollectorConnection::open(&socket, &hello(&options, &query), options.timeout, 0)
-            .map_err(|e| e.to_string())?;
+    let connection = CollectorConnection::open(
+        &socket,
+        &hello(&options, &query),
+        options.timeout,
+        0,
+        options.collector_uid,
+    )
+    .map_err(|e| e.to_string())?;
     let tool = CudaTool::new(driver, options, lifecycle);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {

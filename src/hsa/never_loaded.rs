@@ -56,8 +56,14 @@ extern "C" fn check_at_exit() {
             reason: why_not_loaded(&|k| std::env::var(k).ok(), rocprofiler_tool_visible()),
         };
         let timeout = options.timeout.min(EXIT_TIMEOUT);
-        let sent = CollectorConnection::open(&socket, &hello(&options, &query), timeout, 0)
-            .and_then(|mut c| c.never_loaded(&report));
+        let sent = CollectorConnection::open(
+            &socket,
+            &hello(&options, &query),
+            timeout,
+            0,
+            options.collector_uid,
+        )
+        .and_then(|mut c| c.never_loaded(&report));
         if let Err(e) = sent {
             log_debug!("cannot tell the collector the tool was never loaded: {e}");
         }

@@ -172,6 +172,7 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
         },
         dispatch: options.dispatch.clone(),
         staging_bytes: options.staging_bytes,
+        collector_uid: options.collector_uid,
     };
     let (mut tool, jobs) = HsaTool::new(options, saved_core, saved_amd, timestamp_hz, lifecycle);
     tool.amd_added = saved_added;

@@ -152,30 +152,18 @@ impl ServedTables {
     /// table; the root's pointers. Also what puts our entries back after
     /// tools unloaded.
     pub fn fill(&self, implementations: &[Implementation]) {
-        let pointers: Vec<usize> = [
-            Some(&self.core),
-            Some(&self.amd_ext),
-            Some(&self.finalizer_ext),
-            Some(&self.image_ext),
-            self.tools.as_ref(),
-            self.pc_sampling_ext.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|t| t.base() as usize)
-        .collect();
         for table in self.all() {
             table.reset();
         }
         // The root holds pointers, not stubs, after its header.
         let root_pointers = self.root.words.len() - HEADER_BYTES / 8;
-        for (i, p) in pointers.iter().take(root_pointers).enumerate() {
+        for (i, table) in self.pointed().take(root_pointers).enumerate() {
             // SAFETY: inside the root's minor_id bytes.
             unsafe {
                 self.root
                     .base()
                     .add(HEADER_BYTES / 8 + i)
-                    .write_volatile(*p)
+                    .write_volatile(table.base() as usize)
             };
         }
         for &(table, name, address) in implementations {
@@ -186,9 +174,9 @@ impl ServedTables {
         }
     }
 
-    fn all(&self) -> impl Iterator<Item = &Served> {
+    /// The tables the root points at, in HsaApiTable's order.
+    fn pointed(&self) -> impl Iterator<Item = &Served> {
         [
-            Some(&self.root),
             Some(&self.core),
             Some(&self.amd_ext),
             Some(&self.finalizer_ext),
@@ -198,6 +186,10 @@ impl ServedTables {
         ]
         .into_iter()
         .flatten()
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Served> {
+        std::iter::once(&self.root).chain(self.pointed())
     }
 
     fn table(&self, table: Table) -> &Served {

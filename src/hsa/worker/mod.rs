@@ -155,6 +155,8 @@ pub struct WorkerConfig {
     pub dispatch: DispatchSelection,
     /// Size of the connection's staging file (`DITTO_STAGING_MIB`; 0: none).
     pub staging_bytes: u64,
+    /// The uid the collector must run as (`Options::collector_uid`).
+    pub collector_uid: u32,
 }
 
 /// A held job and whether its inputs are still to be snapshotted.
@@ -209,6 +211,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
             &config.hello,
             config.timeout,
             config.staging_bytes,
+            config.collector_uid,
         ) {
             Ok(c) => {
                 log_info!("connected to the collector at {}", socket.display());

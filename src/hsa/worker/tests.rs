@@ -215,6 +215,8 @@ fn run_worker_staging(
             choice: ArgumentChoice { capture, arg_sizes },
             dispatch: ditto_protocol::DispatchSelection::All,
             staging_bytes,
+            // SAFETY: getuid cannot fail.
+            collector_uid: unsafe { libc::getuid() },
         },
         &lifecycle,
     );
@@ -1031,6 +1033,8 @@ fn a_destroyed_queues_last_pair_is_recycled_at_once_and_never_again() {
                 choice: ArgumentChoice::default(),
                 dispatch: ditto_protocol::DispatchSelection::All,
                 staging_bytes: 0,
+                // SAFETY: getuid cannot fail.
+                collector_uid: unsafe { libc::getuid() },
             };
             run(&device, rx, config, &lifecycle)
         });

@@ -112,3 +112,62 @@ fn ditto_kernels_refuses_a_device_and_a_fifo_without_reading_or_waiting() {
         assert!(err.contains("is not a regular file"), "{err}");
     }
 }
+
+/// Appends `line` to the snapshot's journal.
+fn journal_line(snap: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(snap.join("dispatches.jsonl"))
+        .unwrap();
+    writeln!(f, "{line}").unwrap();
+}
+
+fn missing_line(index: u64, count: u64) -> String {
+    format!(
+        r#"{{"missing":{{"rank":0,"pid":1,"index":{index},"count":{count},"reason":"selection","detail":"crafted"}}}}"#
+    )
+}
+
+#[test]
+fn a_missing_record_of_any_length_is_compared_at_once() {
+    // Issue 21, item 7: a record of 2^40 unselected dispatches made
+    // `ditto compare` walk every index.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    journal_line(&snap, &missing_line(1, 1 << 40));
+    let s = snap.to_str().unwrap();
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["compare", s, s]).env("NO_COLOR", "1");
+    let out = output_within(
+        &mut cmd,
+        std::time::Duration::from_secs(60),
+        "ditto compare",
+    );
+    // Both sides left the same dispatches unselected: dispatch 0 is
+    // compared, and passes.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("PASS"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_missing_record_past_the_largest_index_is_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    journal_line(&snap, &missing_line(1, u64::MAX));
+    let s = snap.to_str().unwrap();
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["compare", s, s]).env("NO_COLOR", "1");
+    let out = output_within(
+        &mut cmd,
+        std::time::Duration::from_secs(60),
+        "ditto compare",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("dispatches.jsonl") && err.contains("runs past the largest index"),
+        "{err}"
+    );
+}

@@ -129,3 +129,36 @@ fn a_second_hello_ends_the_connection_with_a_reason() {
     let reason = dropped_reason(reports[0].end.clone());
     assert!(reason.contains("Hello"), "{reason}");
 }
+
+#[test]
+fn a_missed_report_past_the_largest_index_is_ignored_with_a_reason() {
+    // Issue 21, item 7: such a record made `ditto compare` loop for ever.
+    let dir = tempfile::tempdir().unwrap();
+    let c = collector(&dir);
+    let mut t = Tool::greet(c.socket_path(), "absurd");
+    for (index, count) in [(1, u64::MAX), (0, 0)] {
+        t.send(&ToolMessage::Missed(ditto_protocol::Missed {
+            index,
+            count,
+            arg: None,
+            phase: ditto_protocol::Phase::After,
+            reason: ditto_protocol::MissReason::Selection,
+            detail: "crafted".into(),
+        }));
+    }
+    t.goodbye(0);
+    assert!(c.settle(Duration::from_secs(10)), "connections ended");
+    let reports = c.stop();
+    assert_eq!(reports.len(), 1);
+    let errors = &reports[0].errors;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].contains("runs past the largest index; the report is ignored"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("covers no dispatch (count 0)"),
+        "{errors:?}"
+    );
+    assert!(reports[0].missing.is_empty(), "{:?}", reports[0].missing);
+}

@@ -400,19 +400,6 @@ fn run_connection(
                 return ConnectionEnd::Goodbye;
             }
             ToolMessage::Missed(m) => {
-                if m.count == 0 || (m.arg.is_some() && m.count != 1) {
-                    report.errors.push(format!(
-                        "protocol error: a Missed report of {} dispatch(es) from {} {}; ignored",
-                        m.count,
-                        m.index,
-                        if m.arg.is_some() {
-                            "for one argument"
-                        } else {
-                            ""
-                        }
-                    ));
-                    continue;
-                }
                 let record = MissingRecord {
                     rank,
                     pid: hello.pid,
@@ -423,6 +410,12 @@ fn run_connection(
                     reason: m.reason,
                     detail: m.detail,
                 };
+                if let Err(reason) = record.check() {
+                    report
+                        .errors
+                        .push(format!("protocol error: {reason}; the report is ignored"));
+                    continue;
+                }
                 record_missing(&writer, report, record);
             }
             ToolMessage::Staging { size } => {

@@ -270,16 +270,24 @@ fn uncaptured(reference: &Snapshot, optimized: &Snapshot) -> Vec<String> {
                 )),
                 None => {
                     // Not selected here: fine only where the other side
-                    // did not capture it either.
-                    for index in m.index..m.index.saturating_add(m.count) {
-                        if captured(other, m.rank, index).is_some() {
-                            lines.push(format!(
-                                "dispatch {index} of rank {} was captured in one run but not in \
-                                 the {name} run ({})",
-                                m.rank,
-                                why(m)
-                            ));
-                        }
+                    // did not capture it either (the other side's
+                    // dispatches are looked at, not the record's range,
+                    // which may be of any length).
+                    let mut indices: Vec<u64> = other
+                        .manifest
+                        .dispatches
+                        .iter()
+                        .filter(|d| m.covers(d.rank, d.index))
+                        .map(|d| d.index)
+                        .collect();
+                    indices.sort_unstable();
+                    for index in indices {
+                        lines.push(format!(
+                            "dispatch {index} of rank {} was captured in one run but not in \
+                             the {name} run ({})",
+                            m.rank,
+                            why(m)
+                        ));
                     }
                 }
                 Some(arg) => {

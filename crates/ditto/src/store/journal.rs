@@ -90,11 +90,18 @@ pub enum Entry {
     Missing(MissingRecord),
 }
 
-fn parse_line(line: &[u8]) -> Result<Entry, serde_json::Error> {
-    let value: serde_json::Value = serde_json::from_slice(line)?;
+fn parse_line(line: &[u8]) -> Result<Entry, String> {
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
     match value.get("missing") {
-        Some(missing) => Ok(Entry::Missing(serde_json::from_value(missing.clone())?)),
-        None => Ok(Entry::Dispatch(serde_json::from_value(value)?)),
+        Some(missing) => {
+            let record: MissingRecord =
+                serde_json::from_value(missing.clone()).map_err(|e| e.to_string())?;
+            record.check()?;
+            Ok(Entry::Missing(record))
+        }
+        None => Ok(Entry::Dispatch(
+            serde_json::from_value(value).map_err(|e| e.to_string())?,
+        )),
     }
 }
 

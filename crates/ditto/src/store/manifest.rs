@@ -196,9 +196,35 @@ impl MissingRecord {
     /// The record's dispatch indices, as people read them.
     pub fn indices(&self) -> String {
         match self.count {
-            1 => format!("{}", self.index),
-            n => format!("{}..{}", self.index, self.index + n - 1),
+            0 | 1 => format!("{}", self.index),
+            n => format!("{}..{}", self.index, self.index.saturating_add(n - 1)),
         }
+    }
+
+    /// Why the record cannot be right, if it cannot: it covers no
+    /// dispatch, runs past the largest index, or is a buffer's record for
+    /// more than one dispatch.
+    pub fn check(&self) -> Result<(), String> {
+        if self.count == 0 {
+            return Err(format!(
+                "a missing record of dispatch {} covers no dispatch (count 0)",
+                self.index
+            ));
+        }
+        if self.index.checked_add(self.count).is_none() {
+            return Err(format!(
+                "a missing record from dispatch {} of {} dispatches runs past the largest index",
+                self.index, self.count
+            ));
+        }
+        if self.arg.is_some() && self.count != 1 {
+            return Err(format!(
+                "a missing record of one argument covers {} dispatches from {} (a buffer's record \
+                 is for one dispatch)",
+                self.count, self.index
+            ));
+        }
+        Ok(())
     }
 }
 

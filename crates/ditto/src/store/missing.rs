@@ -58,7 +58,7 @@ pub fn count_by_reason(manifest: &Manifest) -> Vec<(MissReason, u64)> {
     let mut counts: Vec<(MissReason, u64)> = Vec::new();
     for m in manifest.missing.iter().filter(|m| m.arg.is_none()) {
         match counts.iter_mut().find(|(r, _)| *r == m.reason) {
-            Some((_, n)) => *n += m.count,
+            Some((_, n)) => *n = n.saturating_add(m.count),
             None => counts.push((m.reason, m.count)),
         }
     }

@@ -69,6 +69,9 @@ impl Snapshot {
                 ),
             });
         }
+        if let Some(reason) = manifest.missing.iter().find_map(|m| m.check().err()) {
+            return Err(StoreError::BadManifest { path, reason });
+        }
         // Dispatches stored after the manifest's last write (a collector
         // that was killed, or is still writing).
         let mut manifest = manifest;

@@ -171,3 +171,93 @@ fn a_missing_record_past_the_largest_index_is_refused_naming_the_line() {
         "{err}"
     );
 }
+
+/// `ditto run ARGS --out OUT -- sh -c 'touch RAN; scale_values float 64'`:
+/// its output and whether the application started.
+fn run_into(
+    dir: &std::path::Path,
+    args: &[&str],
+    out: &std::path::Path,
+) -> (std::process::Output, bool) {
+    let ran = dir.join("ran");
+    let script = format!(
+        "touch {}; exec {} float 64",
+        ran.display(),
+        app("scale_values").display()
+    );
+    let output = Command::new(ditto_bin())
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .args(["--", "sh", "-c", &script])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (output, ran.exists())
+}
+
+#[test]
+fn a_foreign_out_directory_is_refused_before_the_application_starts() {
+    // Issue 21, item 4: a directory holding any manifest.json was taken for
+    // an old snapshot and replaced.
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = ["--kernel", "scale_values"];
+    let foreign = dir.path().join("w");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("manifest.json"), "{}").unwrap();
+    std::fs::write(foreign.join("dispatches.jsonl"), "mine\n").unwrap();
+    let (out, ran) = run_into(dir.path(), &kernel, &foreign);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!ran, "the application must not start");
+    assert!(
+        stderr(&out).contains("is not a place for a ditto snapshot: it holds a manifest.json that is not a ditto snapshot's"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("manifest.json")).unwrap(),
+        "{}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("dispatches.jsonl")).unwrap(),
+        "mine\n"
+    );
+    // A file, and a symbolic link to a directory.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let link = dir.path().join("link");
+    std::fs::create_dir(dir.path().join("target")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("target"), &link).unwrap();
+    for (place, why) in [(&file, "it is a file"), (&link, "it is a symbolic link")] {
+        let (out, ran) = run_into(dir.path(), &kernel, place);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(!ran && stderr(&out).contains(why), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("target"))
+            .unwrap()
+            .count(),
+        0
+    );
+    // An empty --kernel.
+    let (out, ran) = run_into(dir.path(), &["--kernel", " "], &dir.path().join("new"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        !ran && stderr(&out).contains("--kernel is empty"),
+        "{}",
+        stderr(&out)
+    );
+    // A ditto snapshot there is still replaced.
+    let snap = snapshot(dir.path());
+    let (out, ran) = run_into(dir.path(), &kernel, &snap);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(ran);
+    assert_eq!(
+        snapshot_manifest(&snap)["dispatches"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -321,15 +321,27 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
 }
 
+/// An empty `--kernel` matches nothing: refused before anything runs.
+fn kernel_given(kernel: &str) -> Result<()> {
+    if kernel.trim().is_empty() {
+        bail!("--kernel is empty: name the kernel to capture (`ditto kernels FILE` lists them)");
+    }
+    Ok(())
+}
+
 /// `ditto run`: one application, one snapshot directory.
 pub fn run(opts: RunOptions) -> Result<Verdict> {
     if opts.command.is_empty() {
         bail!("no application given: ditto run --kernel NAME -- CMD [ARGS...]");
     }
+    kernel_given(&opts.kernel)?;
+    // Where the snapshot goes is checked before the application runs: a
+    // wrong --out is an error now, not after a long run.
+    let out = absolute(&opts.out)?;
+    crate::store::output_dir::check(&out).context("--out")?;
     let runtime = runtime::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
-    let out = absolute(&opts.out)?;
     let collector = start_collector(
         &runtime,
         CollectorConfig::new(SnapshotLayout::Single(out.clone())),
@@ -448,6 +460,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
     if opts.optimized.is_empty() {
         bail!("give at least one --opt 'CMD ARGS'");
     }
+    kernel_given(&opts.kernel)?;
     let mut runs: Vec<(String, String, Vec<String>, &Side)> = Vec::new();
     match (&opts.reference, &opts.reference_snapshot) {
         (Some(side), None) => {
@@ -484,7 +497,13 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
     catch_stop_signals();
     let temp;
     let base = match &opts.keep {
-        Some(dir) => absolute(dir)?,
+        Some(dir) => {
+            let base = absolute(dir)?;
+            for (_, run_name, _, _) in &runs {
+                crate::store::output_dir::check(&base.join(run_name)).context("--keep")?;
+            }
+            base
+        }
         None => {
             temp = tempfile::Builder::new()
                 .prefix("ditto-validate-")

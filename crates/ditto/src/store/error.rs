@@ -16,10 +16,9 @@ pub enum StoreError {
     #[error("{path}: {reason}")]
     BadTensorFile { path: PathBuf, reason: String },
     #[error(
-        "{0} exists and is not a ditto snapshot directory (no manifest.json) and is not empty; \
-         choose another directory or remove it"
+        "{path} is not a place for a ditto snapshot: {what}; choose another directory or remove it"
     )]
-    ForeignDirectory(PathBuf),
+    ForeignDirectory { path: PathBuf, what: String },
     #[error("{0}")]
     Invalid(String),
     /// A streamed tensor's source refused (its message): nothing was stored.

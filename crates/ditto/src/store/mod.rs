@@ -12,6 +12,7 @@
 //! - [`writer`]: the snapshot writer (tensor file, journal line, manifest);
 //! - [`reader`]: a snapshot opened for reading;
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;
+//! - [`output_dir`]: what a directory offered for a snapshot holds (checked first);
 //! - [`tensor_file`], [`placement`], [`spare_files`]: one tensor file's bytes,
 //!   how a large run gets into it, and files made ahead;
 //! - [`error`]: why something could not be written or read.
@@ -23,6 +24,7 @@ mod fixtures;
 pub mod journal;
 mod manifest;
 pub mod missing;
+pub mod output_dir;
 mod placement;
 mod reader;
 mod spare_files;

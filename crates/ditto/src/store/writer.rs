@@ -13,9 +13,7 @@
 //! stored; never talks to a socket or an HSA runtime, and never judges
 //! values.
 
-use super::atomic::{
-    TEMPORARY_PREFIX, only_leftovers_of_a_killed_writer, remove_leftovers, write_replacing_with,
-};
+use super::atomic::{TEMPORARY_PREFIX, remove_leftovers, write_replacing_with};
 use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
@@ -24,6 +22,7 @@ use super::manifest::{
     tensor_name,
 };
 use super::missing::{self, MissingRecord};
+use super::output_dir::{self, OutputDir};
 use super::placement;
 use super::spare_files::{self, SpareFiles};
 use super::tensor_file::{self, TensorSource};
@@ -142,13 +141,14 @@ impl SnapshotWriter {
     /// written; a directory holding nothing but such leftovers and a
     /// journal (killed before its first manifest) counts as empty.
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
+        let place = output_dir::check(dir)?;
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let mut replaced_previous = false;
         let manifest = dir.join(MANIFEST_FILE);
-        if !manifest.exists() && only_leftovers_of_a_killed_writer(dir)? {
+        if place == OutputDir::Leftovers {
             remove_leftovers(dir)?;
         }
-        if manifest.exists() {
+        if place == OutputDir::Snapshot {
             replaced_previous = true;
             // Dispatch files first, the manifest last: an interrupted
             // replacement still leaves a directory recognised as a snapshot.
@@ -164,12 +164,6 @@ impl SnapshotWriter {
                 }
             }
             std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
-        } else if std::fs::read_dir(dir)
-            .map_err(io_err(dir))?
-            .next()
-            .is_some()
-        {
-            return Err(StoreError::ForeignDirectory(dir.to_path_buf()));
         }
         let mut writer = SnapshotWriter {
             journal: Journal::create(dir)?,
@@ -892,6 +886,6 @@ mod tests {
         let foreign = tempfile::tempdir().unwrap();
         std::fs::write(foreign.path().join("notes.txt"), "mine").unwrap();
         let err = SnapshotWriter::create(foreign.path(), "k").unwrap_err();
-        assert!(matches!(err, StoreError::ForeignDirectory(_)));
+        assert!(matches!(err, StoreError::ForeignDirectory { .. }));
     }
 }

@@ -261,3 +261,46 @@ fn a_foreign_out_directory_is_refused_before_the_application_starts() {
         1
     );
 }
+
+#[test]
+fn a_second_run_into_a_snapshot_being_written_is_refused_naming_the_writer() {
+    // Issue 21, item 5: two runs into one --out at once left a manifest
+    // naming files that were not there.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let script = format!("{} float 64 && sleep 3", app("scale_values").display());
+    let first = Command::new(ditto_bin())
+        .args(["run", "--kernel", "scale_values", "--out"])
+        .arg(&snap)
+        .args(["--", "sh", "-c", &script])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = first.id();
+    // The first run's collector writes the snapshot once its application
+    // connected: wait for its journal.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !snap.join("dispatches.jsonl").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (second, ran) = run_into(dir.path(), &["--kernel", "scale_values"], &snap);
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert!(!ran, "the second application must not start");
+    assert!(
+        stderr(&second).contains(&format!("is being written by another ditto (pid {writer})")),
+        "{}",
+        stderr(&second)
+    );
+    let first = first.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let m = snapshot_manifest(&snap);
+    let dispatches = m["dispatches"].as_array().unwrap();
+    assert_eq!(dispatches.len(), 1, "{m}");
+    assert!(snap.join(dispatches[0]["file"].as_str().unwrap()).exists());
+}

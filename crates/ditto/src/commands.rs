@@ -339,6 +339,13 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
     // wrong --out is an error now, not after a long run.
     let out = absolute(&opts.out)?;
     crate::store::output_dir::check(&out).context("--out")?;
+    if let Some(pid) = crate::store::writer_lock::holder(&out) {
+        bail!(
+            "--out {} is being written by another ditto (pid {pid}); wait for it to finish or \
+             choose another directory",
+            out.display()
+        );
+    }
     let runtime = runtime::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();

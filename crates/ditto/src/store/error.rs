@@ -19,6 +19,12 @@ pub enum StoreError {
         "{path} is not a place for a ditto snapshot: {what}; choose another directory or remove it"
     )]
     ForeignDirectory { path: PathBuf, what: String },
+    #[error(
+        "{} is being written by another ditto{}; wait for it to finish or choose another directory",
+        path.display(),
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Busy { path: PathBuf, holder: Option<u32> },
     #[error("{0}")]
     Invalid(String),
     /// A streamed tensor's source refused (its message): nothing was stored.

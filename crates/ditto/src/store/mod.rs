@@ -13,6 +13,7 @@
 //! - [`reader`]: a snapshot opened for reading;
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;
 //! - [`output_dir`]: what a directory offered for a snapshot holds (checked first);
+//! - [`writer_lock`]: one writer per snapshot directory;
 //! - [`tensor_file`], [`placement`], [`spare_files`]: one tensor file's bytes,
 //!   how a large run gets into it, and files made ahead;
 //! - [`error`]: why something could not be written or read.
@@ -30,6 +31,7 @@ mod reader;
 mod spare_files;
 mod tensor_file;
 mod writer;
+pub mod writer_lock;
 
 pub use atomic::write_atomically;
 pub use error::StoreError;

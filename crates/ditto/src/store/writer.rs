@@ -26,6 +26,7 @@ use super::output_dir::{self, OutputDir};
 use super::placement;
 use super::spare_files::{self, SpareFiles};
 use super::tensor_file::{self, TensorSource};
+use super::writer_lock;
 use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello, Transport};
 use std::collections::HashSet;
 use std::fs::File;
@@ -107,6 +108,8 @@ fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
 #[derive(Debug)]
 pub struct SnapshotWriter {
     dir: PathBuf,
+    /// Held while this writer lives: a second writer of `dir` is refused.
+    _lock: writer_lock::WriterLock,
     manifest: Manifest,
     /// Whether an older snapshot was found in `dir` and replaced.
     replaced_previous: bool,
@@ -143,6 +146,8 @@ impl SnapshotWriter {
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
         let place = output_dir::check(dir)?;
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // Before anything in it is removed or written.
+        let lock = writer_lock::acquire(dir)?;
         let mut replaced_previous = false;
         let manifest = dir.join(MANIFEST_FILE);
         if place == OutputDir::Leftovers {
@@ -166,6 +171,7 @@ impl SnapshotWriter {
             std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
         }
         let mut writer = SnapshotWriter {
+            _lock: lock,
             journal: Journal::create(dir)?,
             spares: SpareFiles::start(dir),
             spares_wanted: true,

@@ -1,0 +1,90 @@
+//! One writer per snapshot directory. While a [`SnapshotWriter`] lives it
+//! holds a listening Unix socket in the abstract namespace named after the
+//! directory's device and inode: a second writer's bind fails, and
+//! connecting to the name tells whose it is (SO_PEERCRED: the holder's
+//! pid). Nothing is written into the directory, and the lock goes with the
+//! process however it ends (the kernel closes the socket). Owns that lock.
+//!
+//! [`SnapshotWriter`]: super::SnapshotWriter
+
+use super::error::{StoreError, io_err};
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::Path;
+
+/// Held while a writer writes its directory; released on drop.
+#[derive(Debug)]
+pub struct WriterLock {
+    _listener: UnixListener,
+}
+
+fn name_of(dir: &Path) -> Result<SocketAddr, StoreError> {
+    let meta = std::fs::metadata(dir).map_err(io_err(dir))?;
+    let name = format!("ditto-snapshot-writer-{:x}-{:x}", meta.dev(), meta.ino());
+    SocketAddr::from_abstract_name(name.as_bytes()).map_err(io_err(dir))
+}
+
+/// Takes the lock of `dir` (which exists), or says who holds it.
+pub fn acquire(dir: &Path) -> Result<WriterLock, StoreError> {
+    let name = name_of(dir)?;
+    match UnixListener::bind_addr(&name) {
+        Ok(listener) => Ok(WriterLock {
+            _listener: listener,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(StoreError::Busy {
+            path: dir.to_path_buf(),
+            holder: holder_pid(&name),
+        }),
+        Err(e) => Err(io_err(dir)(e)),
+    }
+}
+
+/// The pid of the process writing `dir` now, if one is.
+pub fn holder(dir: &Path) -> Option<u32> {
+    let name = name_of(dir).ok()?;
+    holder_pid(&name)
+}
+
+fn holder_pid(name: &SocketAddr) -> Option<u32> {
+    let stream = UnixStream::connect_addr(name).ok()?;
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred/len describe a writable ucred-sized buffer.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.pid as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_writer_is_refused_naming_the_first_until_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(holder(dir.path()), None);
+        let first = acquire(dir.path()).unwrap();
+        assert_eq!(holder(dir.path()), Some(std::process::id()));
+        let e = acquire(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "being written by another ditto (pid {})",
+                std::process::id()
+            )),
+            "{e}"
+        );
+        drop(first);
+        assert_eq!(holder(dir.path()), None);
+        acquire(dir.path()).unwrap();
+    }
+}

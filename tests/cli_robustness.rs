@@ -304,3 +304,38 @@ fn a_second_run_into_a_snapshot_being_written_is_refused_naming_the_writer() {
     assert_eq!(dispatches.len(), 1, "{m}");
     assert!(snap.join(dispatches[0]["file"].as_str().unwrap()).exists());
 }
+
+#[test]
+fn a_directory_other_users_may_write_in_is_never_written() {
+    // Issue 21, item 1: in a directory another user made world-writable,
+    // a link planted under the journal's name sent the journal into a
+    // file of root's.
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test hands a directory to another uid, which needs root (CI runs as root)"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "root's file\n").unwrap();
+    let theirs = dir.path().join("theirs");
+    let open = dir.path().join("open");
+    for d in [&theirs, &open] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("dispatches.jsonl")).unwrap();
+    }
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    for (place, why) in [
+        (&theirs, "it belongs to uid 65534, not to this user (uid 0)"),
+        (&open, "every user may write in it (mode 777)"),
+    ] {
+        let (out, ran) = run_into(dir.path(), &["--kernel", "scale_values"], place);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(!ran, "the application must not start");
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file\n");
+}

@@ -540,12 +540,15 @@ fn ended_by(
 /// writer's thread and open files (the map holds the only reference); a
 /// later connection to one reopens them.
 fn release_idle_writers(shared: &Shared) {
+    // One snapshot directory (`ditto run`) stays locked until the collector
+    // stops; a collector of many keeps no fd per idle directory.
+    let release_lock = matches!(shared.config.layout, SnapshotLayout::PerRun(_));
     let map = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
     for writer in map.values().filter(|w| Arc::strong_count(w) == 1) {
         writer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .release_idle_resources();
+            .release_idle_resources(release_lock);
     }
 }
 

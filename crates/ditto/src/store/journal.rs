@@ -16,6 +16,7 @@ use super::missing::MissingRecord;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub const JOURNAL_FILE: &str = "dispatches.jsonl";
@@ -29,13 +30,16 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A new, empty journal in `dir` (an older one is truncated).
+    /// A new, empty journal in `dir` (an older one is truncated). Never
+    /// through a symbolic link (O_NOFOLLOW: a link planted under the
+    /// journal's name is refused, not followed).
     pub fn create(dir: &Path) -> Result<Journal, StoreError> {
         let path = dir.join(JOURNAL_FILE);
         let file = OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io_err(&path))?;
         Ok(Journal {
@@ -75,6 +79,7 @@ impl Journal {
             None => self.file.insert(
                 OpenOptions::new()
                     .append(true)
+                    .custom_flags(libc::O_NOFOLLOW)
                     .open(&self.path)
                     .map_err(io_err(&self.path))?,
             ),
@@ -130,4 +135,20 @@ pub fn read(dir: &Path) -> Result<Vec<Entry>, StoreError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_under_the_journal_s_name_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "kept\n").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(JOURNAL_FILE)).unwrap();
+        let e = Journal::create(dir.path()).unwrap_err().to_string();
+        assert!(e.contains(JOURNAL_FILE), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
+    }
 }

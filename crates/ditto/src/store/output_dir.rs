@@ -3,12 +3,15 @@
 //! application): nothing, a killed writer's leftovers, a ditto snapshot of
 //! this format (to be replaced), or anything else, which is refused naming
 //! what is there. A symbolic link is refused too: a snapshot is written
-//! where the user named, never where a link points. Owns that decision
-//! only; the writer acts on it.
+//! where the user named, never where a link points; and so is a directory
+//! of another user or one every user may write in (another user could
+//! plant links under the names ditto writes). Owns that decision only; the
+//! writer acts on it, and checks again once it created the directory.
 
 use super::atomic::only_leftovers_of_a_killed_writer;
 use super::error::{StoreError, io_err};
 use super::manifest::{MANIFEST_FILE, Manifest, SNAPSHOT_FORMAT};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// What the place holds.
@@ -44,6 +47,28 @@ pub fn check(dir: &Path) -> Result<OutputDir, StoreError> {
     }
     if !meta.is_dir() {
         return Err(refused(dir, "it is a file, not a directory".into()));
+    }
+    // Another user who may write in the directory could plant links under
+    // the names ditto writes: such a directory is never written.
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(refused(
+            dir,
+            format!(
+                "it belongs to uid {}, not to this user (uid {me})",
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return Err(refused(
+            dir,
+            format!(
+                "every user may write in it (mode {:o}); `chmod o-w` it or choose another",
+                meta.mode() & 0o7777
+            ),
+        ));
     }
     let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| refused(dir, "its name holds a NUL byte".into()))?;

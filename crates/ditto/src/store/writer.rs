@@ -30,6 +30,7 @@ use super::writer_lock;
 use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello, Transport};
 use std::collections::HashSet;
 use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -108,8 +109,10 @@ fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
 #[derive(Debug)]
 pub struct SnapshotWriter {
     dir: PathBuf,
-    /// Held while this writer lives: a second writer of `dir` is refused.
-    _lock: writer_lock::WriterLock,
+    /// Held while processes write here (from creation, and from each
+    /// [`Self::add_run`] after [`Self::release_idle_resources`]): a second
+    /// writer of `dir` is refused meanwhile.
+    lock: Option<writer_lock::WriterLock>,
     manifest: Manifest,
     /// Whether an older snapshot was found in `dir` and replaced.
     replaced_previous: bool,
@@ -144,8 +147,17 @@ impl SnapshotWriter {
     /// written; a directory holding nothing but such leftovers and a
     /// journal (killed before its first manifest) counts as empty.
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
-        let place = output_dir::check(dir)?;
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut place = output_dir::check(dir)?;
+        if place == OutputDir::Missing {
+            // 0755 whatever the umask: never writable by other users.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .map_err(io_err(dir))?;
+            // Whoever made it between the check and here must be us.
+            place = output_dir::check(dir)?;
+        }
         // Before anything in it is removed or written.
         let lock = writer_lock::acquire(dir)?;
         let mut replaced_previous = false;
@@ -171,7 +183,7 @@ impl SnapshotWriter {
             std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
         }
         let mut writer = SnapshotWriter {
-            _lock: lock,
+            lock: Some(lock),
             journal: Journal::create(dir)?,
             spares: SpareFiles::start(dir),
             spares_wanted: true,
@@ -213,6 +225,7 @@ impl SnapshotWriter {
     /// (refused when another process of this snapshot already has it), else
     /// the lowest one not taken.
     pub fn add_run(&mut self, hello: &Hello) -> Result<u32, StoreError> {
+        self.hold_lock()?;
         let taken = |r: u32| self.manifest.runs.iter().any(|run| run.rank == r);
         let (rank, rank_source) = match hello.rank {
             Some(r) if taken(r) => {
@@ -378,10 +391,15 @@ impl SnapshotWriter {
     /// Closes the tensor files made ahead (ending their thread) and the
     /// journal, for while no process writes here: a collector serving many
     /// runs would otherwise keep a thread and nine fds per run. The next
-    /// dispatch starts and reopens them.
-    pub fn release_idle_resources(&mut self) {
+    /// dispatch starts and reopens them. With `release_lock` (a collector
+    /// of many snapshot directories) the directory's lock goes too, and the
+    /// next run, or the last manifest write, takes it again.
+    pub fn release_idle_resources(&mut self, release_lock: bool) {
         self.spares = None;
         self.journal.close();
+        if release_lock {
+            self.lock = None;
+        }
     }
 
     /// Records dispatches (or a buffer) of rank `rank` not captured. A
@@ -407,7 +425,17 @@ impl SnapshotWriter {
     /// Writes `manifest.json` whole if it lacks stored dispatches.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.manifest_stale {
+            self.hold_lock()?;
             self.write_manifest()?;
+        }
+        Ok(())
+    }
+
+    /// Takes the directory's lock again if an idle period gave it up; a
+    /// writer that took it meanwhile makes this one stop (Busy).
+    fn hold_lock(&mut self) -> Result<(), StoreError> {
+        if self.lock.is_none() {
+            self.lock = Some(writer_lock::acquire(&self.dir)?);
         }
         Ok(())
     }

@@ -592,3 +592,58 @@ fn a_given_socket_path_that_exists_is_refused() {
     .expect("refused");
     assert!(err.to_string().contains("already exists"), "{err}");
 }
+
+#[test]
+fn an_argument_sent_twice_is_an_error_ack_and_nothing_is_stored() {
+    // Issue 21, item 9: two tensors of one name gave a safetensors file
+    // Python refuses, while ditto kept the last one.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(
+        0,
+        vec![buffer(1, &h, &data, 0, 16), buffer(1, &h, &data, 0, 16)],
+    ));
+    let err = ack.result.unwrap_err();
+    assert!(
+        err.contains("argument 1 (After) is sent twice; nothing stored"),
+        "{err}"
+    );
+    tool.goodbye(1);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports[0].dispatches_captured, 0);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert!(snap.manifest.dispatches.is_empty());
+}
+
+#[test]
+fn inputs_waiting_for_their_outputs_are_bounded_per_connection() {
+    // Issue 21, item 9: inputs-only frames piled up without bound.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let inputs_of = |index: u64| {
+        let mut b = buffer(0, &h, &data, 0, 16);
+        b.phase = ditto_protocol::Phase::Before;
+        dispatch(index, vec![b])
+    };
+    for index in 0..16 {
+        assert_eq!(
+            tool.dispatch(inputs_of(index)).result,
+            Ok(()),
+            "inputs {index}"
+        );
+    }
+    let err = tool.dispatch(inputs_of(16)).result.unwrap_err();
+    assert!(
+        err.contains("the inputs of 16 dispatch(es)") && err.contains("at most 16"),
+        "{err}"
+    );
+    // The same dispatch's inputs twice.
+    let err = tool.dispatch(inputs_of(3)).result.unwrap_err();
+    assert!(err.contains("its inputs are sent twice"), "{err}");
+    tool.goodbye(17);
+    finish(s);
+}

@@ -489,6 +489,57 @@ fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
 /// `files.copies`: the fds that came with the message, one per shared-memory
 /// buffer in buffer order; another count is an error. All are closed when
 /// this returns, whatever the outcome.
+/// Most dispatches whose inputs may wait in memory for their outputs, and
+/// most bytes of them, per connection: the tool sends a dispatch's outputs
+/// right after its inputs, so more is a broken or hostile peer.
+pub(super) const MAX_WAITING_INPUTS: usize = 16;
+pub(super) const MAX_WAITING_INPUT_BYTES: u64 = 1 << 30;
+
+/// Every (argument, phase) of a dispatch at most once: two tensors of one
+/// name make a safetensors file no reader accepts.
+fn check_arguments_once(d: &Dispatch) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for b in &d.buffers {
+        if !seen.insert((b.arg_index, b.phase)) {
+            return Err(format!(
+                "dispatch {} of {}: argument {} ({:?}) is sent twice; nothing stored",
+                d.index, d.kernel.demangled, b.arg_index, b.phase
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the inputs part `d` (of `bytes`) may wait for its outputs.
+fn check_inputs_room(
+    d: &Dispatch,
+    inputs: &HashMap<u64, Vec<CapturedBuffer>>,
+    bytes: u64,
+) -> Result<(), String> {
+    if inputs.contains_key(&d.index) {
+        return Err(format!(
+            "dispatch {} of {}: its inputs are sent twice; nothing stored",
+            d.index, d.kernel.demangled
+        ));
+    }
+    let waiting: u64 = inputs.values().flatten().map(|c| c.data.len() as u64).sum();
+    // One inputs part alone is bounded where it is allocated ("cannot
+    // allocate"); the bound here is on what piles up.
+    let too_many_bytes =
+        !inputs.is_empty() && waiting.saturating_add(bytes) > MAX_WAITING_INPUT_BYTES;
+    if inputs.len() >= MAX_WAITING_INPUTS || too_many_bytes {
+        return Err(format!(
+            "dispatch {} of {}: the inputs of {} dispatch(es) ({waiting} bytes) already wait for \
+             their outputs, at most {MAX_WAITING_INPUTS} and {MAX_WAITING_INPUT_BYTES} bytes; \
+             nothing stored",
+            d.index,
+            d.kernel.demangled,
+            inputs.len()
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn capture_dispatch(
     shared: &Shared,
     origin: &Origin,
@@ -497,6 +548,7 @@ pub(super) fn capture_dispatch(
     inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
 ) -> Result<Stored, String> {
     let CopyFiles { copies, staging } = files;
+    check_arguments_once(d)?;
     let expected = d
         .buffers
         .iter()
@@ -515,6 +567,14 @@ pub(super) fn capture_dispatch(
     // The inputs part waits in memory for its After part; a dispatch
     // stored now streams its large IPC buffers.
     let inputs_part = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    if inputs_part {
+        // Checked before anything is read into memory.
+        let bytes = d
+            .buffers
+            .iter()
+            .fold(0u64, |n, b| n.saturating_add(b.extent));
+        check_inputs_room(d, inputs, bytes)?;
+    }
     // Per buffer: its bytes, or None for one streamed into the file.
     let mut data: Vec<Option<Vec<u8>>> = Vec::with_capacity(d.buffers.len());
     for b in &d.buffers {
@@ -529,7 +589,10 @@ pub(super) fn capture_dispatch(
             data.push(Some(capture_buffer(shared, origin, d, b, copy, staging)?));
         }
     }
-    let bytes: u64 = d.buffers.iter().map(|b| b.extent).sum();
+    let bytes: u64 = d
+        .buffers
+        .iter()
+        .fold(0u64, |n, b| n.saturating_add(b.extent));
     let arrays = d.buffers.len() as u64;
     if inputs_part {
         let captured = d

@@ -339,3 +339,85 @@ fn a_directory_other_users_may_write_in_is_never_written() {
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file\n");
 }
+
+/// `ditto run` of a shell that writes its pid to `pid_file` and then
+/// sleeps 30 s (as an application that would outlive ditto's patience).
+fn long_application(dir: &std::path::Path, pid_file: &std::path::Path) -> std::process::Child {
+    Command::new(ditto_bin())
+        .args(["run", "--kernel", "scale_values", "--out"])
+        .arg(dir.join("snap"))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 30", pid_file.display()),
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_pid(pid_file: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the application never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        // A zombie counts as gone: it no longer runs.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.is_empty() || state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_sigint_sent_to_ditto_alone_reaches_the_application() {
+    // Issue 21, item 11: only the terminal's Ctrl-C (to the whole group)
+    // reached the application; `kill -INT <ditto>` left ditto waiting.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let ditto = long_application(dir.path(), &pid_file);
+    let app = wait_for_pid(&pid_file);
+    // SAFETY: plain kill(2) of our child.
+    unsafe { libc::kill(ditto.id() as i32, libc::SIGINT) };
+    assert!(
+        gone_within(app, std::time::Duration::from_secs(10)),
+        "the application still runs 10 s after ditto got SIGINT"
+    );
+    let out = ditto.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn an_application_does_not_outlive_a_killed_ditto() {
+    // Issue 21, item 11: SIGKILL of ditto left the application running.
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut ditto = long_application(dir.path(), &pid_file);
+    let app = wait_for_pid(&pid_file);
+    ditto.kill().unwrap();
+    ditto.wait().unwrap();
+    assert!(
+        gone_within(app, std::time::Duration::from_secs(10)),
+        "the application still runs 10 s after ditto was killed"
+    );
+}

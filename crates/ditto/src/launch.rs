@@ -264,6 +264,23 @@ pub fn run_application_noting(
     let mut cmd = Command::new(program);
     cmd.args(args);
     env.apply(&mut cmd);
+    // If ditto dies (even by SIGKILL), the application does not run on
+    // without it: the kernel kills it when its parent is gone.
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and
+    // calls only async-signal-safe functions (prctl, getppid, raise).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The parent may have died before the prctl.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        })
+    };
     if env.app_stdout_to_stderr {
         use std::os::fd::AsFd;
         let stderr = std::io::stderr()

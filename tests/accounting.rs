@@ -365,3 +365,59 @@ fn compare_names_a_dispatch_missing_on_one_side_with_its_reason() {
     ]);
     assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
 }
+
+#[test]
+fn ditto_run_fails_when_a_stall_left_matched_dispatches_uncaptured() {
+    // Issue 21, item 3: `ditto run` exited 0 over a snapshot whose
+    // dispatches timed out. Now it exits 2 and says how many and why.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let child = Command::new(ditto_bin())
+        .args(["run", "--kernel", "storm_fill", "--out"])
+        .arg(&snap)
+        .arg("--")
+        .arg(app("dispatch_storm"))
+        .args(["1000", "--sync-every", "1"])
+        .env("DITTO_TIMEOUT_MS", "300")
+        .env("DITTO_STAGING_MIB", "0")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = snap.join("dispatches.jsonl");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&journal)
+        .map(|j| j.lines().count())
+        .unwrap_or(0)
+        < 3
+    {
+        assert!(std::time::Instant::now() < deadline, "no dispatch stored");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // ditto is the collector: stopping it stalls the Acks.
+    // SAFETY: kill(2) on our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // Said either way: as dispatches not captured, or (when the copy read
+    // after SIGCONT found the application gone) with the capture failure.
+    assert!(
+        err.contains("not captured") && err.contains("(timeout)"),
+        "{err}"
+    );
+    let m = snapshot_manifest(&snap);
+    let captured = captured_indices(&m).len() as u64;
+    let timeouts = missing_indices(&m, "timeout").len() as u64;
+    assert_eq!(
+        captured + timeouts,
+        dispatched_count(&m, STORM),
+        "{}",
+        m["missing"]
+    );
+    assert!(timeouts > 0);
+}

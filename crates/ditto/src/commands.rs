@@ -303,6 +303,27 @@ fn check_run(o: RunOutcome) -> Result<String> {
             o.kernel_query
         );
     }
+    // Every matched dispatch is captured or missing for a reason; missing
+    // for any reason but --dispatch, the snapshot is incomplete: an error.
+    if let Some(m) = manifest.as_ref() {
+        let lost: Vec<(ditto_protocol::MissReason, u64)> =
+            crate::store::missing::count_by_reason(m)
+                .into_iter()
+                .filter(|(r, _)| *r != ditto_protocol::MissReason::Selection)
+                .collect();
+        if !lost.is_empty() {
+            let why: Vec<String> = lost
+                .iter()
+                .map(|(r, n)| format!("{n} ({})", r.name()))
+                .collect();
+            bail!(
+                "{label} ({cmd}): captured {what}, but not every matched dispatch: not captured \
+                 {} (listed under \"missing\" in {}; `ditto inspect` shows why)",
+                why.join(", "),
+                o.dir.join("manifest.json").display()
+            );
+        }
+    }
     Ok(format!("{label}: {}, captured {what}", o.exit))
 }
 

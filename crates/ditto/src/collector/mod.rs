@@ -328,6 +328,24 @@ pub enum CollectorError {
     Listen { path: PathBuf, source: io::Error },
 }
 
+/// A listening socket at `path`. A socket named by the user (`shared`:
+/// others wait for its file to appear, then connect) appears only once it
+/// listens: it is bound under a temporary name beside it, then hard-linked
+/// to `path` (which fails if something took the name meanwhile).
+fn listen_at(path: &Path, shared: bool) -> io::Result<UnixListener> {
+    if !shared {
+        return UnixListener::bind(path);
+    }
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".binding-{}", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let _ = std::fs::remove_file(&temporary);
+    let listener = UnixListener::bind(&temporary)?;
+    let linked = std::fs::hard_link(&temporary, path);
+    let _ = std::fs::remove_file(&temporary);
+    linked.map(|()| listener)
+}
+
 impl Collector {
     pub fn start(
         source: Arc<dyn BufferSource>,
@@ -358,11 +376,12 @@ impl Collector {
                 (path, None)
             }
         };
-        let listener =
-            UnixListener::bind(&socket_path).map_err(|source| CollectorError::Listen {
+        let listener = listen_at(&socket_path, private_dir.is_none()).map_err(|source| {
+            CollectorError::Listen {
                 path: socket_path.clone(),
                 source,
-            })?;
+            }
+        })?;
         listener
             .set_nonblocking(true)
             .map_err(|source| CollectorError::Listen {

@@ -145,9 +145,11 @@ impl CollectorConnection {
             socket: socket.display().to_string(),
             error,
         })?;
-        let uid = peer_uid(&stream).map_err(|e| {
-            ClientError::Protocol(format!("cannot identify the collector (SO_PEERCRED): {e}"))
-        })?;
+        let uid = ditto_protocol::peer_credentials(&stream)
+            .map(|c| c.uid)
+            .map_err(|e| {
+                ClientError::Protocol(format!("cannot identify the collector (SO_PEERCRED): {e}"))
+            })?;
         if uid != trusted_uid {
             return Err(ClientError::ForeignCollector {
                 socket: socket.display().to_string(),
@@ -434,26 +436,4 @@ fn wait_writable(stream: &UnixStream, timeout: Duration) -> bool {
         }
         return n > 0;
     }
-}
-
-/// The uid of the process listening at the other end (SO_PEERCRED: the
-/// credentials it had when it called listen).
-fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
-    // SAFETY: ucred is plain data; all-zero is a valid value.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred/len describe a writable ucred-sized buffer.
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(cred.uid)
 }

@@ -29,8 +29,10 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
 pub mod fd_passing;
+pub mod peer;
 pub mod selection;
 pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
+pub use peer::peer_credentials;
 pub use selection::{CaptureSet, DispatchSelection};
 // Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
 // users of the wire types keep one import.

@@ -582,23 +582,7 @@ fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
 
 /// The uid of the process at the other end (SO_PEERCRED).
 pub fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    // SAFETY: ucred is plain data; all-zero is a valid value.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred/len describe a writable ucred-sized buffer.
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.uid)
+    ditto_protocol::peer_credentials(stream).map(|c| c.uid)
 }
 
 /// Why a peer is refused, if it is.

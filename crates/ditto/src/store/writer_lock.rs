@@ -8,7 +8,6 @@
 //! [`SnapshotWriter`]: super::SnapshotWriter
 
 use super::error::{StoreError, io_err};
-use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -49,20 +48,9 @@ pub fn holder(dir: &Path) -> Option<u32> {
 
 fn holder_pid(name: &SocketAddr) -> Option<u32> {
     let stream = UnixStream::connect_addr(name).ok()?;
-    // SAFETY: ucred is plain data; all-zero is a valid value.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred/len describe a writable ucred-sized buffer.
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(cred.pid as u32)
+    ditto_protocol::peer_credentials(&stream)
+        .ok()
+        .map(|c| c.pid as u32)
 }
 
 #[cfg(test)]

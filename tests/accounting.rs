@@ -142,20 +142,7 @@ fn a_stalled_collector_leaves_timeouts_in_the_manifest_and_the_application_uncha
     let child = run.spawn().unwrap();
     // Stop the collector once it has stored a few dispatches, for longer
     // than the tool waits for an Ack, then let it go on.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(&journal)
-        .map(|j| j.lines().count())
-        .unwrap_or(0)
-        < 3
-    {
-        assert!(std::time::Instant::now() < deadline, "no dispatch stored");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    // SAFETY: kill(2) on our own child process.
-    unsafe { libc::kill(collector.pid() as i32, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: as above.
-    unsafe { libc::kill(collector.pid() as i32, libc::SIGCONT) };
+    stall_after_three_stored(&journal, collector.pid());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
@@ -386,21 +373,8 @@ fn ditto_run_fails_when_a_stall_left_matched_dispatches_uncaptured() {
         .spawn()
         .unwrap();
     let journal = snap.join("dispatches.jsonl");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while std::fs::read_to_string(&journal)
-        .map(|j| j.lines().count())
-        .unwrap_or(0)
-        < 3
-    {
-        assert!(std::time::Instant::now() < deadline, "no dispatch stored");
-        std::thread::sleep(Duration::from_millis(2));
-    }
     // ditto is the collector: stopping it stalls the Acks.
-    // SAFETY: kill(2) on our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    stall_after_three_stored(&journal, child.id());
     let o = child.wait_with_output().unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -420,4 +394,24 @@ fn ditto_run_fails_when_a_stall_left_matched_dispatches_uncaptured() {
         m["missing"]
     );
     assert!(timeouts > 0);
+}
+
+/// Once `journal` holds 3 stored dispatches, stops the collector process
+/// `pid` for 1.5 s (longer than the tests' DITTO_TIMEOUT_MS), then lets it
+/// go on.
+fn stall_after_three_stored(journal: &Path, pid: u32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(journal)
+        .map(|j| j.lines().count())
+        .unwrap_or(0)
+        < 3
+    {
+        assert!(std::time::Instant::now() < deadline, "no dispatch stored");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
 }

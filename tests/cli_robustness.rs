@@ -124,6 +124,18 @@ fn journal_line(snap: &std::path::Path, line: &str) {
     writeln!(f, "{line}").unwrap();
 }
 
+/// `ditto compare SNAP SNAP`, bounded to a minute (more is a hang).
+fn compare_with_itself(snap: &std::path::Path) -> std::process::Output {
+    let s = snap.to_str().unwrap();
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["compare", s, s]).env("NO_COLOR", "1");
+    output_within(
+        &mut cmd,
+        std::time::Duration::from_secs(60),
+        "ditto compare",
+    )
+}
+
 fn missing_line(index: u64, count: u64) -> String {
     format!(
         r#"{{"missing":{{"rank":0,"pid":1,"index":{index},"count":{count},"reason":"selection","detail":"crafted"}}}}"#
@@ -137,14 +149,7 @@ fn a_missing_record_of_any_length_is_compared_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot(dir.path());
     journal_line(&snap, &missing_line(1, 1 << 40));
-    let s = snap.to_str().unwrap();
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args(["compare", s, s]).env("NO_COLOR", "1");
-    let out = output_within(
-        &mut cmd,
-        std::time::Duration::from_secs(60),
-        "ditto compare",
-    );
+    let out = compare_with_itself(&snap);
     // Both sides left the same dispatches unselected: dispatch 0 is
     // compared, and passes.
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -156,14 +161,7 @@ fn a_missing_record_past_the_largest_index_is_refused_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot(dir.path());
     journal_line(&snap, &missing_line(1, u64::MAX));
-    let s = snap.to_str().unwrap();
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args(["compare", s, s]).env("NO_COLOR", "1");
-    let out = output_within(
-        &mut cmd,
-        std::time::Duration::from_secs(60),
-        "ditto compare",
-    );
+    let out = compare_with_itself(&snap);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(

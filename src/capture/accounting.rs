@@ -10,51 +10,8 @@
 
 use super::client::{ClientError, CollectorConnection};
 use crate::lifecycle::Lifecycle;
-use crate::log::log_debug;
-use ditto_protocol::{DispatchSelection, MissReason, Missed, Phase};
-use std::collections::BTreeMap;
-
-/// A set of u64 kept as disjoint half-open runs `start → end`.
-#[derive(Debug, Default)]
-struct Runs(BTreeMap<u64, u64>);
-
-impl Runs {
-    fn insert(&mut self, start: u64, end: u64) {
-        let (mut start, mut end) = (start, end);
-        // Merge with a run that ends at or after `start` and begins before `end`.
-        if let Some((&s, &e)) = self.0.range(..=start).next_back()
-            && e >= start
-        {
-            start = s;
-            end = end.max(e);
-            self.0.remove(&s);
-        }
-        while let Some((&s, &e)) = self.0.range(start..=end).next() {
-            end = end.max(e);
-            self.0.remove(&s);
-        }
-        self.0.insert(start, end);
-    }
-
-    /// The runs of `0..total` not in the set.
-    fn gaps(&self, total: u64) -> Vec<(u64, u64)> {
-        let mut gaps = Vec::new();
-        let mut at = 0;
-        for (&s, &e) in &self.0 {
-            if s >= total {
-                break;
-            }
-            if s > at {
-                gaps.push((at, s));
-            }
-            at = at.max(e);
-        }
-        if at < total {
-            gaps.push((at, total));
-        }
-        gaps
-    }
-}
+use crate::log::{log_debug, log_warn};
+use ditto_protocol::{DispatchSelection, Goodbye, IndexRuns, MissReason, Missed, Phase};
 
 /// Why capture stopped, and at which dispatch, for the later ones.
 #[derive(Debug, Clone)]
@@ -65,7 +22,7 @@ struct Stop {
 
 #[derive(Debug, Default)]
 pub struct Ledger {
-    reported: Runs,
+    reported: IndexRuns,
     queued: Vec<Missed>,
     stop: Option<Stop>,
 }
@@ -139,6 +96,13 @@ impl Ledger {
         std::mem::take(&mut self.queued)
     }
 
+    /// Misses taken but not sent (the connection could not take them):
+    /// back at the front of the queue, for the next send.
+    fn requeue(&mut self, unsent: Vec<Missed>) {
+        let later = std::mem::replace(&mut self.queued, unsent);
+        self.queued.extend(later);
+    }
+
     /// At shutdown: every index of `0..matched` never reported, as runs of
     /// misses (`selection` where `selection` skips it, else why capture
     /// stopped, else an error saying the dispatch was never handed to the
@@ -191,28 +155,67 @@ pub fn fail_on(
 }
 
 /// Sends the ledger's queued misses, oldest first, while the connection
-/// can carry them (best effort once capture has stopped). A failed write
-/// while capturing fails open, and is why capture stopped.
+/// can carry them. The first that cannot be sent stops it: it and the
+/// later ones stay queued for the next call (the Goodbye's, when a slow
+/// collector may have caught up). A failed write while capturing fails
+/// open, and is why capture stopped.
 pub fn send_queued(
     connection: &mut Option<CollectorConnection>,
     ledger: &mut Ledger,
     lifecycle: &Lifecycle,
 ) {
-    let queued = ledger.take_queued();
     let Some(conn) = connection.as_mut() else {
         return;
     };
-    for missed in queued {
-        if !conn.writable() {
-            return;
-        }
-        if let Err(e) = conn.missed(&missed) {
+    let mut queued = ledger.take_queued().into_iter();
+    while let Some(missed) = queued.next() {
+        let sent = if conn.writable() {
+            conn.missed(&missed)
+        } else {
+            Err(ClientError::Protocol("the connection is broken".into()))
+        };
+        if let Err(e) = sent {
             if lifecycle.is_capturing() {
                 ledger.stopped(MissReason::Error, e.to_string());
                 lifecycle.fail(&e.to_string());
             } else {
-                log_debug!("could not report missed dispatch {}: {e}", missed.index);
+                log_debug!("could not report missed dispatch {} yet: {e}", missed.index);
             }
+            let mut unsent = vec![missed];
+            unsent.extend(queued);
+            ledger.requeue(unsent);
+            return;
+        }
+    }
+}
+
+/// Says Goodbye after the last misses, or warns that the collector will
+/// find this process's accounting incomplete (it marks the snapshot so).
+pub fn say_goodbye(
+    connection: &mut Option<CollectorConnection>,
+    ledger: &mut Ledger,
+    lifecycle: &Lifecycle,
+    goodbye: &Goodbye,
+) {
+    send_queued(connection, ledger, lifecycle);
+    let Some(conn) = connection.as_mut() else {
+        return;
+    };
+    let unsent = ledger.queued.len();
+    let said = if unsent > 0 {
+        Err(format!("{unsent} report(s) of dispatches not captured could not be sent"))
+    } else {
+        conn.goodbye(goodbye).map_err(|e| e.to_string())
+    };
+    if let Err(e) = said {
+        if lifecycle.is_capturing() || goodbye.matched > 0 {
+            log_warn!(
+                "could not say Goodbye to the collector: {e}; the snapshot will say which of this \
+                 process's {} matched dispatch(es) are unaccounted",
+                goodbye.matched
+            );
+        } else {
+            log_debug!("could not say Goodbye to the collector: {e}");
         }
     }
 }
@@ -258,7 +261,7 @@ mod tests {
         for i in (0..1000).rev() {
             l.sent(i);
         }
-        assert_eq!(l.reported.0.len(), 1);
+        assert_eq!(l.reported.runs(), 1);
         assert_eq!(l.reported.gaps(1002), vec![(1000, 1002)]);
         l.sent(1001);
         assert_eq!(l.reported.gaps(1002), vec![(1000, 1001)]);

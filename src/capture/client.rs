@@ -116,7 +116,8 @@ pub struct CollectorConnection {
     stream: UnixStream,
     timeout: Duration,
     /// A write failed (maybe part of a frame went out) or the stream ended:
-    /// nothing more may be sent. A read that timed out leaves it usable.
+    /// nothing more may be sent. A read that timed out, or an outbox the
+    /// socket had no room for in time, leaves it usable.
     broken: bool,
     staging: Option<StagingFile>,
     /// Dispatch frames sent (or queued in the outbox) so far.
@@ -264,8 +265,11 @@ impl CollectorConnection {
                 std::io::ErrorKind::Interrupted => continue,
                 std::io::ErrorKind::WouldBlock if !block => return Ok(()),
                 std::io::ErrorKind::WouldBlock => {
+                    // The outbox holds whole frames and remembers how far it
+                    // got: a collector that was only slow (stopped, swapped
+                    // out) takes the rest later, the misses and the Goodbye
+                    // after it. The stream stays usable.
                     if !wait_writable(&self.stream, self.timeout) {
-                        self.broken = true;
                         return Err(ClientError::Timeout {
                             waiting_for: "room for a Dispatch",
                             timeout: self.timeout,

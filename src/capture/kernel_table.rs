@@ -252,8 +252,9 @@ impl KernelTable {
     }
 
     /// Every kernel dispatched at least once, with its count, merged by
-    /// name (the same kernel may be loaded by several executables).
-    pub fn goodbye(&self) -> Goodbye {
+    /// name (the same kernel may be loaded by several executables), and
+    /// how many dispatches matched the target (`matched`, the caller's count).
+    pub fn goodbye(&self, matched: u64) -> Goodbye {
         let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.snapshot.load();
         let mut merged: Vec<(KernelName, u64)> = Vec::new();
@@ -268,7 +269,10 @@ impl KernelTable {
             }
         }
         merged.sort_by(|a, b| a.0.mangled.cmp(&b.0.mangled));
-        Goodbye { dispatched: merged }
+        Goodbye {
+            dispatched: merged,
+            matched,
+        }
     }
 }
 
@@ -354,7 +358,7 @@ mod tests {
         a.count_dispatch();
         a.count_dispatch();
         b.count_dispatch();
-        let g = table.goodbye();
+        let g = table.goodbye(0);
         assert_eq!(g.dispatched.len(), 1);
         assert_eq!(
             g.dispatched[0].0.demangled,
@@ -379,7 +383,7 @@ mod tests {
         );
         new.count_dispatch();
         assert!(Arc::ptr_eq(&table.get(0x10).unwrap(), &new));
-        assert_eq!(table.goodbye().dispatched.len(), 2);
+        assert_eq!(table.goodbye(0).dispatched.len(), 2);
     }
 
     #[test]
@@ -471,7 +475,7 @@ mod tests {
         assert_eq!(Arc::strong_count(&a), held + 1);
         drop(arc);
         assert_eq!(Arc::strong_count(&a), held);
-        assert_eq!(table.goodbye().dispatched[0].1, 5);
+        assert_eq!(table.goodbye(0).dispatched[0].1, 5);
     }
 
     #[test]

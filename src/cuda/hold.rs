@@ -20,7 +20,7 @@
 use super::access::CudaDevice;
 use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
 use super::launch::Launch;
-use crate::capture::accounting::{Ledger, fail_on, send_queued};
+use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::CollectorConnection;
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
@@ -313,23 +313,11 @@ impl CudaTool {
         if !self.lifecycle.claim_finish() {
             return;
         }
-        let goodbye = self.kernels.goodbye();
+        let goodbye = self.kernels.goodbye(self.next_index.load(Ordering::Relaxed));
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        ledger.close(
-            self.next_index.load(Ordering::Relaxed),
-            &self.options.dispatch,
-        );
-        send_queued(&mut connection, &mut ledger, self.lifecycle);
-        if let Some(conn) = connection.as_mut().filter(|c| c.writable())
-            && let Err(e) = conn.goodbye(&goodbye)
-        {
-            if self.lifecycle.is_capturing() {
-                log_warn!("could not say goodbye to the collector: {e}");
-            } else {
-                log_debug!("could not say goodbye to the collector: {e}");
-            }
-        }
+        ledger.close(goodbye.matched, &self.options.dispatch);
+        say_goodbye(&mut connection, &mut ledger, self.lifecycle, &goodbye);
         self.lifecycle.finished();
     }
 }

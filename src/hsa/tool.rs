@@ -207,14 +207,10 @@ impl HsaTool {
             return;
         }
         let (finished, done) = bounded(1);
-        let goodbye = self.kernels.goodbye();
+        let goodbye = self.kernels.goodbye(self.matched_dispatches());
         if self
             .jobs
-            .send(WorkerMessage::Shutdown {
-                goodbye,
-                matched: self.matched_dispatches(),
-                finished,
-            })
+            .send(WorkerMessage::Shutdown { goodbye, finished })
             .is_err()
         {
             return;

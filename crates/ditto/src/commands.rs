@@ -261,6 +261,18 @@ fn check_run(o: RunOutcome) -> Result<String> {
              or CUDA application, and does the tool load? (rerun with DITTO_LOG=debug)"
         );
     }
+    // A process whose connection ended without Goodbye: how many of its
+    // dispatches matched, and what became of them, is unknown.
+    if let Some(m) = manifest.as_ref() {
+        let unaccounted = m.unaccounted();
+        if !unaccounted.is_empty() {
+            bail!(
+                "{label} ({cmd}): captured {what}, but the snapshot is incomplete: {}; see the \
+                 tool's warnings above",
+                unaccounted.join("; ")
+            );
+        }
+    }
     // Other processes were captured: a process that loaded an HSA runtime
     // without using it (a launcher, say) is only worth a warning.
     for n in &captured.never_loaded {
@@ -368,6 +380,7 @@ fn kernel_given(kernel: &str) -> Result<()> {
 
 /// `ditto run`: one application, one snapshot directory.
 pub fn run(opts: RunOptions) -> Result<Verdict> {
+    crate::scratch::sweep_stale_temp_dirs();
     if opts.command.is_empty() {
         bail!("no application given: ditto run --kernel NAME -- CMD [ARGS...]");
     }
@@ -500,6 +513,7 @@ pub struct ValidateOptions {
 /// `ditto validate`: one collector, the reference run (or a stored
 /// reference) then each optimized run, then the comparisons.
 pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
+    crate::scratch::sweep_stale_temp_dirs();
     let options = opts.compare;
     if opts.optimized.is_empty() {
         bail!("give at least one --opt 'CMD ARGS'");
@@ -549,9 +563,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             base
         }
         None => {
-            temp = tempfile::Builder::new()
-                .prefix("ditto-validate-")
-                .tempdir()
+            temp = crate::scratch::ScratchDir::create("ditto-validate-")
                 .context("creating a temporary directory")?;
             temp.path().to_path_buf()
         }
@@ -657,6 +669,7 @@ pub struct CollectOptions {
 /// `ditto collect`: serves until SIGINT/SIGTERM; each run goes to
 /// `OUT/<run>/`.
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
+    crate::scratch::sweep_stale_temp_dirs();
     let runtime = runtime::resolve(opts.runtime)?;
     let out = absolute(&opts.out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;

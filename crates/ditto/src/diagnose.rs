@@ -149,6 +149,7 @@ mod tests {
                 run: "r".into(),
                 command_line: vec![],
                 working_directory: "/".into(),
+                unaccounted: None,
             }],
             kernel: None,
             dispatches: vec![],

@@ -49,15 +49,15 @@ pub enum LaunchError {
     ToolMissing(PathBuf),
     #[error("cannot find the ditto executable's directory: {0}")]
     NoExecutable(std::io::Error),
-    #[error("cannot start {program:?}: {source} (check the command and that it is executable)")]
+    #[error("cannot start {program:?}: {error} (check the command and that it is executable)")]
     Spawn {
         program: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("waiting for {program:?} failed: {source}")]
+    #[error("waiting for {program:?} failed: {error}")]
     Wait {
         program: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("empty command: give the application to run")]
     EmptyCommand,
@@ -288,13 +288,13 @@ pub fn run_application_noting(
             .try_clone_to_owned()
             .map_err(|source| LaunchError::Spawn {
                 program: program.clone(),
-                source,
+                error: source,
             })?;
         cmd.stdout(std::process::Stdio::from(stderr));
     }
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
         program: program.clone(),
-        source,
+        error: source,
     })?;
     let pid = i32::try_from(child.id()).unwrap_or(0);
     RUNNING_APPLICATION.store(pid, Ordering::SeqCst);
@@ -320,7 +320,7 @@ pub fn run_application_noting(
                         RUNNING_APPLICATION.store(0, Ordering::SeqCst);
                         killed.map_err(|source| LaunchError::Wait {
                             program: program.clone(),
-                            source,
+                            error: source,
                         })?;
                         return Ok(AppExit::TimedOut(limit));
                     }
@@ -332,7 +332,7 @@ pub fn run_application_noting(
     RUNNING_APPLICATION.store(0, Ordering::SeqCst);
     let status = waited.map_err(|source| LaunchError::Wait {
         program: program.clone(),
-        source,
+        error: source,
     })?;
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => AppExit::Code(c),

@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod progress;
 pub mod report;
 pub mod runtime;
+pub mod scratch;
 pub mod stdout;
 pub mod store;
 pub mod units;

@@ -15,7 +15,8 @@
 //! [`Phase::Before`], sent while the kernel waits to start, acked, then the
 //! usual one with the [`Phase::After`] buffers; the collector stores both
 //! as one dispatch);
-//! finally tool → `Goodbye` with what the process dispatched.
+//! finally tool → `Goodbye` with what the process dispatched and how many
+//! of those dispatches matched.
 //!
 //! Accounting: every dispatch of the matched kernel that is not captured
 //! is reported by a `Missed` (tool → collector, never acknowledged): not
@@ -29,9 +30,11 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 
 pub mod fd_passing;
+pub mod index_runs;
 pub mod peer;
 pub mod selection;
 pub use fd_passing::{MAX_FDS_PER_FRAME, read_frame_with_fds, write_frame_with_fds};
+pub use index_runs::IndexRuns;
 pub use peer::peer_credentials;
 pub use selection::{CaptureSet, DispatchSelection};
 // Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
@@ -53,7 +56,9 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 ///    buffers are all staged is released at once and gets no Ack).
 /// 7: `ToolMessage::NeverLoaded` (a process whose HSA runtime never
 ///    started the tool says so at exit).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: `Goodbye.matched` (how many dispatches matched, so the collector can
+///    account for every one) and `MissReason::Lost`.
+pub const PROTOCOL_VERSION: u32 = 8;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -143,6 +148,12 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
+    /// Whether this is the inputs part of a dispatch (`--capture inputs`:
+    /// every buffer [`Phase::Before`]), whose After part is still to come.
+    pub fn is_inputs_part(&self) -> bool {
+        !self.buffers.is_empty() && self.buffers.iter().all(|b| b.phase == Phase::Before)
+    }
+
     /// Whether the collector answers this dispatch with an Ack, which the
     /// tool awaits before releasing it: always, except when it has buffers
     /// and every one is staged ([`Transport::Staged`]): the tool released
@@ -240,6 +251,10 @@ pub enum MissReason {
     Timeout,
     /// The tool or the collector could not capture it (detail says why).
     Error,
+    /// Neither captured nor reported missing: the collector found it
+    /// unaccounted when the connection ended (its report was lost on the
+    /// way, or the process ended without saying Goodbye).
+    Lost,
 }
 
 impl MissReason {
@@ -248,6 +263,7 @@ impl MissReason {
             MissReason::Selection => "selection",
             MissReason::Timeout => "timeout",
             MissReason::Error => "error",
+            MissReason::Lost => "lost",
         }
     }
 }
@@ -270,6 +286,9 @@ pub struct Missed {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Goodbye {
     pub dispatched: Vec<(KernelName, u64)>,
+    /// Dispatches of the target kernel (indices `0..matched`): each was
+    /// captured or reported by a `Missed`.
+    pub matched: u64,
 }
 
 /// Fingerprint of a buffer's bytes: a multiply-rotate hash over the length
@@ -348,10 +367,17 @@ pub enum FrameError {
         "a frame carries {0} file descriptors, more than the {MAX_FDS_PER_FRAME} allowed; all closed"
     )]
     TooManyFds(usize),
+    /// Said in full here (not a `source`): an error chain prints it once.
     #[error("malformed message: {0}")]
-    Decode(#[from] postcard::Error),
+    Decode(postcard::Error),
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+impl From<postcard::Error> for FrameError {
+    fn from(e: postcard::Error) -> Self {
+        FrameError::Decode(e)
+    }
 }
 
 /// Writes one frame: a little-endian u32 length, then the postcard bytes.

@@ -36,7 +36,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::capture::accounting::{Ledger, fail_on, send_queued};
+use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::KernelInfo;
 use crate::capture::{ArgumentChoice, BufferAccess, DispatchFacts, Snapshot, describe};
@@ -117,10 +117,9 @@ pub enum WorkerMessage {
         queue: u64,
     },
     /// Finish the jobs before this message, account for every one of the
-    /// `matched` dispatch indices, say Goodbye, acknowledge, stop.
+    /// goodbye's `matched` dispatch indices, say Goodbye, acknowledge, stop.
     Shutdown {
         goodbye: Goodbye,
-        matched: u64,
         finished: Sender<()>,
     },
 }
@@ -226,7 +225,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
     let mut last_pair_of_queue: HashMap<u64, HeldBarrier> = HashMap::new();
     // Held, not yet completed, in submission order.
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let mut shutdown: Option<(Goodbye, u64, Sender<()>)> = None;
+    let mut shutdown: Option<(Goodbye, Sender<()>)> = None;
     let mut ledger = Ledger::default();
     loop {
         // Take what has arrived; block only when nothing is held (and,
@@ -281,32 +280,19 @@ pub fn run<D: HeldSignals + BufferAccess>(
                 ledger.missed(index, reason, detail);
                 continue;
             }
-            Some(WorkerMessage::Shutdown {
-                goodbye,
-                matched,
-                finished,
-            }) => {
-                shutdown = Some((goodbye, matched, finished));
+            Some(WorkerMessage::Shutdown { goodbye, finished }) => {
+                shutdown = Some((goodbye, finished));
                 continue;
             }
             None => {}
         }
         if pending.is_empty() {
             // Everything asked before the Shutdown is done: say goodbye, stop.
-            if let Some((goodbye, matched, finished)) = shutdown.take() {
+            if let Some((goodbye, finished)) = shutdown.take() {
                 // After a timeout the connection's frames are intact: the
                 // collector, if it comes back, still learns what was missed.
-                ledger.close(matched, &config.dispatch);
-                send_queued(&mut connection, &mut ledger, lifecycle);
-                if let Some(conn) = connection.as_mut().filter(|c| c.writable())
-                    && let Err(e) = conn.goodbye(&goodbye)
-                {
-                    if lifecycle.is_capturing() {
-                        log_warn!("could not say goodbye to the collector: {e}");
-                    } else {
-                        log_debug!("could not say goodbye to the collector: {e}");
-                    }
-                }
+                ledger.close(goodbye.matched, &config.dispatch);
+                say_goodbye(&mut connection, &mut ledger, lifecycle, &goodbye);
                 lifecycle.finished();
                 for late in jobs.try_iter() {
                     if let WorkerMessage::Job(job) = late {

@@ -197,10 +197,10 @@ fn run_worker_staging(
     let (finished, done) = crossbeam_channel::bounded(1);
     let goodbye = Goodbye {
         dispatched: vec![(reduce_sum().name.clone(), 1)],
+        matched,
     };
     tx.send(WorkerMessage::Shutdown {
         goodbye: goodbye.clone(),
-        matched,
         finished,
     })
     .unwrap();
@@ -1053,10 +1053,12 @@ fn a_destroyed_queues_last_pair_is_recycled_at_once_and_never_again() {
             .unwrap();
         seen("release 105");
         let (finished, done) = crossbeam_channel::bounded(1);
-        let goodbye = Goodbye { dispatched: vec![] };
+        let goodbye = Goodbye {
+            dispatched: vec![],
+            matched: 3,
+        };
         tx.send(WorkerMessage::Shutdown {
             goodbye,
-            matched: 3,
             finished,
         })
         .unwrap();

@@ -21,7 +21,7 @@ use crate::store::{
     zeroed_buffer,
 };
 use ditto_protocol::{
-    Buffer, Dispatch, Phase, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
+    Buffer, Dispatch, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
 };
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -566,7 +566,7 @@ pub(super) fn capture_dispatch(
     let mut copies = copies.into_iter();
     // The inputs part waits in memory for its After part; a dispatch
     // stored now streams its large IPC buffers.
-    let inputs_part = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
+    let inputs_part = d.is_inputs_part();
     if inputs_part {
         // Checked before anything is read into memory.
         let bytes = d

@@ -13,7 +13,8 @@ use crate::store::SnapshotWriter;
 use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
-    Ack, CollectorMessage, FrameError, Hello, MissReason, PROTOCOL_VERSION, Phase, ToolMessage,
+    Ack, CollectorMessage, FrameError, Hello, IndexRuns, MissReason, PROTOCOL_VERSION, Phase,
+    ToolMessage,
     read_frame, write_frame,
 };
 use ditto_types::panic_message;
@@ -269,6 +270,24 @@ fn run_connection(
         rank,
         pid: hello.pid,
     };
+    let mut accounting = Accounting::default();
+    let end = serve_dispatches(shared, stream, &mut reader, report, live, &origin, &mut accounting);
+    account_for_the_end(&origin, report, &accounting, &end);
+    end
+}
+
+/// Serves Dispatch, Missed and Staging messages until the connection
+/// ends (Goodbye, or not); notes in `accounting` what was accounted for.
+fn serve_dispatches(
+    shared: &Shared,
+    stream: &UnixStream,
+    reader: &mut FrameReader,
+    report: &mut ConnectionReport,
+    live: &LiveEntry,
+    origin: &Origin,
+    accounting: &mut Accounting,
+) -> ConnectionEnd {
+    let (writer, rank, pid) = (origin.writer, origin.rank, origin.pid);
     let mut last_dispatch: Option<u64> = None;
     // The first dispatch whose Ack could not be sent, and why.
     let mut unacked: Option<(u64, String)> = None;
@@ -280,7 +299,7 @@ fn run_connection(
     let mut dispatches_finished: u64 = 0;
     loop {
         reader.next_frame(None);
-        let msg = match read_frame::<_, ToolMessage>(&mut reader) {
+        let msg = match read_frame::<_, ToolMessage>(&mut *reader) {
             Ok(m) => m,
             Err(e) => {
                 if let Some((index, reason)) = unacked {
@@ -299,12 +318,16 @@ fn run_connection(
                     Some(i) => format!("after dispatch {i}"),
                     None => "before any dispatch".to_string(),
                 };
-                return ended_by(shared, &reader, e, in_flight, &context);
+                return ended_by(shared, reader, e, in_flight, &context);
             }
         };
         match msg {
             ToolMessage::Dispatch(d) => {
                 let index = d.index;
+                accounting.seen(index, 1);
+                if !d.is_inputs_part() {
+                    accounting.accounted.insert(index, index.saturating_add(1));
+                }
                 live.update(|l| l.capturing = Some(index));
                 // The message's shared-memory copies; too many: all closed.
                 let copies = reader.fds.take().map_err(|e| {
@@ -319,7 +342,7 @@ fn run_connection(
                 let result = panic::catch_unwind(AssertUnwindSafe(|| {
                     capture_dispatch(
                         shared,
-                        &origin,
+                        origin,
                         &d,
                         CopyFiles {
                             copies: copies?,
@@ -348,9 +371,9 @@ fn run_connection(
                     Err(e) => {
                         report.errors.push(e.clone());
                         // Not stored: the manifest says why.
-                        let records = failed_capture_records(rank, hello.pid, &d, e);
+                        let records = failed_capture_records(rank, pid, &d, e);
                         for record in records {
-                            record_missing(&writer, report, record);
+                            record_missing(writer, report, record);
                         }
                     }
                 }
@@ -388,6 +411,7 @@ fn run_connection(
                 });
             }
             ToolMessage::Goodbye(g) => {
+                accounting.matched = Some(g.matched);
                 if let Err(e) = writer
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -402,7 +426,7 @@ fn run_connection(
             ToolMessage::Missed(m) => {
                 let record = MissingRecord {
                     rank,
-                    pid: hello.pid,
+                    pid: pid,
                     index: m.index,
                     count: m.count,
                     arg: m.arg,
@@ -416,7 +440,13 @@ fn run_connection(
                         .push(format!("protocol error: {reason}; the report is ignored"));
                     continue;
                 }
-                record_missing(&writer, report, record);
+                accounting.seen(record.index, record.count);
+                if record.arg.is_none() {
+                    accounting
+                        .accounted
+                        .insert(record.index, record.index.saturating_add(record.count));
+                }
+                record_missing(writer, report, record);
             }
             ToolMessage::Staging { size } => {
                 let fds = reader.fds.take().unwrap_or_default();
@@ -440,6 +470,84 @@ fn run_connection(
                 ));
             }
         }
+    }
+}
+
+/// What a connection's frames accounted for, to find at its end the
+/// matched dispatches neither captured nor reported missing.
+#[derive(Default)]
+struct Accounting {
+    /// Dispatches captured (their After part received) or reported
+    /// missing whole.
+    accounted: IndexRuns,
+    /// One past the highest dispatch index any frame named.
+    seen_end: u64,
+    /// The Goodbye's count of matched dispatches.
+    matched: Option<u64>,
+}
+
+impl Accounting {
+    fn seen(&mut self, index: u64, count: u64) {
+        self.seen_end = self.seen_end.max(index.saturating_add(count));
+    }
+}
+
+/// At the end of a served connection, records as `lost` every matched
+/// dispatch that was neither captured nor reported missing: of the
+/// Goodbye's `matched` when it came, else of those below the highest
+/// index seen; a connection that ended without Goodbye also leaves its
+/// later dispatches unknown, which its run record says.
+fn account_for_the_end(
+    origin: &Origin,
+    report: &mut ConnectionReport,
+    accounting: &Accounting,
+    end: &ConnectionEnd,
+) {
+    let (total, detail) = match end {
+        ConnectionEnd::Goodbye => (
+            accounting.matched.unwrap_or(0),
+            format!(
+                "the process said it dispatched {} matching dispatch(es), but this one was                  neither captured nor reported missing (its report was lost on the way)",
+                accounting.matched.unwrap_or(0)
+            ),
+        ),
+        ConnectionEnd::Dropped { reason, .. } => (
+            accounting.seen_end,
+            format!("neither captured nor reported missing before the connection ended: {reason}"),
+        ),
+        ConnectionEnd::Stopped => (
+            accounting.seen_end,
+            "neither captured nor reported missing before the collector stopped".to_string(),
+        ),
+        ConnectionEnd::Rejected(_) | ConnectionEnd::NeverLoaded(_) => return,
+    };
+    for (start, end) in accounting.accounted.gaps(total) {
+        let record = MissingRecord {
+            rank: origin.rank,
+            pid: origin.pid,
+            index: start,
+            count: end - start,
+            arg: None,
+            phase: None,
+            reason: MissReason::Lost,
+            detail: detail.clone(),
+        };
+        record_missing(origin.writer, report, record);
+    }
+    let unknown_after = match end {
+        ConnectionEnd::Goodbye => return,
+        ConnectionEnd::Dropped { reason, .. } => reason.clone(),
+        _ => "the collector stopped before the process said Goodbye".to_string(),
+    };
+    let recorded = origin
+        .writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_unaccounted(origin.rank, accounting.seen_end, &unknown_after);
+    if let Err(e) = recorded {
+        report
+            .errors
+            .push(format!("cannot record that the run is incomplete: {e}"));
     }
 }
 
@@ -500,14 +608,26 @@ fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport,
         }
     }
     let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
-    if let Err(e) = writer
+    let added = writer
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .add_missing(r)
-    {
-        report
+        .add_missing(r);
+    match added {
+        // A stored dispatch the record covers (released uncaptured after
+        // a timeout) is no longer in the snapshot: no longer counted.
+        Ok(dropped) => {
+            for d in dropped {
+                report.dispatches_captured = report.dispatches_captured.saturating_sub(1);
+                report.arrays_captured = report
+                    .arrays_captured
+                    .saturating_sub(d.buffers.len() as u64);
+                let bytes = d.buffers.iter().fold(0u64, |n, b| n.saturating_add(b.extent));
+                report.bytes_captured = report.bytes_captured.saturating_sub(bytes);
+            }
+        }
+        Err(e) => report
             .errors
-            .push(format!("cannot record the missing {what}: {e}"));
+            .push(format!("cannot record the missing {what}: {e}")),
     }
 }
 
@@ -524,7 +644,8 @@ fn ended_by(
     let reason = match e {
         FrameError::Closed if !reader.started => {
             format!(
-                "the application closed the connection without Goodbye {context} (it crashed or was killed?)"
+                "the connection closed without Goodbye {context} (the process crashed, was killed, or \
+                 could not reach the collector in time)"
             )
         }
         FrameError::Closed => format!("the connection closed in the middle of a message {context}"),

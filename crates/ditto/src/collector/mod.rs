@@ -314,7 +314,7 @@ pub struct Collector {
     shared: Arc<Shared>,
     socket_path: PathBuf,
     remove_socket: bool,
-    _private_dir: Option<tempfile::TempDir>,
+    _private_dir: Option<crate::scratch::ScratchDir>,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -324,8 +324,8 @@ pub enum CollectorError {
         "{0} already exists: remove it (a stale socket of an earlier `ditto collect`?) or choose another --socket path"
     )]
     SocketExists(PathBuf),
-    #[error("cannot listen on {path}: {source}")]
-    Listen { path: PathBuf, source: io::Error },
+    #[error("cannot listen on {path}: {error}")]
+    Listen { path: PathBuf, error: io::Error },
 }
 
 /// A listening socket at `path`. A socket named by the user (`shared`:
@@ -354,19 +354,12 @@ impl Collector {
     ) -> Result<Collector, CollectorError> {
         let (socket_path, private_dir) = match place {
             SocketPlace::Private => {
-                let dir = tempfile::Builder::new()
-                    .prefix("ditto-collector-")
-                    .tempdir()
-                    .map_err(|source| CollectorError::Listen {
+                let dir = crate::scratch::ScratchDir::create("ditto-collector-").map_err(
+                    |source| CollectorError::Listen {
                         path: std::env::temp_dir(),
-                        source,
-                    })?;
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-                    .map_err(|source| CollectorError::Listen {
-                        path: dir.path().into(),
-                        source,
-                    })?;
+                        error: source,
+                    },
+                )?;
                 (dir.path().join("socket"), Some(dir))
             }
             SocketPlace::At(path) => {
@@ -379,14 +372,14 @@ impl Collector {
         let listener = listen_at(&socket_path, private_dir.is_none()).map_err(|source| {
             CollectorError::Listen {
                 path: socket_path.clone(),
-                source,
+                error: source,
             }
         })?;
         listener
             .set_nonblocking(true)
             .map_err(|source| CollectorError::Listen {
                 path: socket_path.clone(),
-                source,
+                error: source,
             })?;
         let shared = Arc::new(Shared {
             started: Instant::now(),
@@ -409,7 +402,7 @@ impl Collector {
                 .spawn(move || accept_loop(shared, listener))
                 .map_err(|source| CollectorError::Listen {
                     path: socket_path.clone(),
-                    source,
+                    error: source,
                 })?
         };
         Ok(Collector {

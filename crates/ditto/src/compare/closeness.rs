@@ -107,7 +107,7 @@ impl CompareOptions {
 pub enum CompareError {
     #[error("{0}")]
     Usage(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error(
         "{location}: the reference is {reference} but the optimized run is {optimized}; \

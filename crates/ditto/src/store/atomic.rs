@@ -55,7 +55,7 @@ pub(super) fn write_replacing_with(
     }
     tmp.persist(path).map_err(|e| StoreError::Io {
         path: path.to_path_buf(),
-        source: e.error,
+        error: e.error,
     })?;
     Ok(())
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: not a ditto snapshot manifest: {reason}")]
     BadManifest { path: PathBuf, reason: String },
@@ -35,6 +35,6 @@ pub enum StoreError {
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     }
 }

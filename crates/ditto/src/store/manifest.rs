@@ -43,6 +43,36 @@ pub struct RunRecord {
     pub run: String,
     pub command_line: Vec<String>,
     pub working_directory: String,
+    /// Set when the process's connection ended without its Goodbye: how
+    /// many of its dispatches matched is unknown from `from_index` on.
+    /// Absent for a process whose every matched dispatch is accounted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unaccounted: Option<Unaccounted>,
+}
+
+/// A process's dispatches of unknown fate: from `from_index` on, whether
+/// and how often the kernel ran is not known (`reason` says why).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Unaccounted {
+    pub from_index: u64,
+    pub reason: String,
+}
+
+impl Manifest {
+    /// "pid 12 (rank 0): dispatches from 4631 on are unaccounted: ...", one
+    /// per process whose connection ended without Goodbye.
+    pub fn unaccounted(&self) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter_map(|r| {
+                let u = r.unaccounted.as_ref()?;
+                Some(format!(
+                    "pid {} (rank {}): its dispatches from index {} on are unaccounted ({})",
+                    r.pid, r.rank, u.from_index, u.reason
+                ))
+            })
+            .collect()
+    }
 }
 
 pub(super) fn connection_order() -> String {

@@ -51,7 +51,7 @@ impl Snapshot {
             } else {
                 StoreError::Io {
                     path: path.clone(),
-                    source,
+                    error: source,
                 }
             }
         })?;

@@ -398,7 +398,7 @@ fn read_tensors_mapping_from(
     };
     let io = |source| StoreError::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     };
     let file = File::open(path).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();

@@ -18,6 +18,7 @@ use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
     BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
+    Unaccounted,
     SNAPSHOT_FORMAT, TransportKind, connection_order, dispatch_file_name, safetensors_dtype,
     tensor_name,
 };
@@ -255,9 +256,28 @@ impl SnapshotWriter {
             run: hello.run.clone(),
             command_line: hello.command_line.clone(),
             working_directory: hello.working_directory.clone(),
+            unaccounted: None,
         });
         self.write_manifest()?;
         Ok(rank)
+    }
+
+    /// Records that rank `rank`'s connection ended without Goodbye: its
+    /// dispatches from `from_index` on are of unknown fate.
+    pub fn set_unaccounted(
+        &mut self,
+        rank: u32,
+        from_index: u64,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if let Some(run) = self.manifest.runs.iter_mut().find(|r| r.rank == rank) {
+            run.unaccounted = Some(Unaccounted {
+                from_index,
+                reason: reason.to_string(),
+            });
+        }
+        self.hold_lock()?;
+        self.write_manifest()
     }
 
     /// Writes the dispatch's tensor file, then the manifest naming it.
@@ -403,10 +423,12 @@ impl SnapshotWriter {
     }
 
     /// Records dispatches (or a buffer) of rank `rank` not captured. A
-    /// stored dispatch it covers is dropped, its file removed ([`missing`]).
-    pub fn add_missing(&mut self, record: MissingRecord) -> Result<(), StoreError> {
+    /// stored dispatch it covers is dropped, its file removed ([`missing`]);
+    /// returns the records of the dispatches dropped.
+    pub fn add_missing(&mut self, record: MissingRecord) -> Result<Vec<DispatchRecord>, StoreError> {
         self.journal.append_missing(&record)?;
-        for dropped in missing::merge(&mut self.manifest, record) {
+        let dropped = missing::merge(&mut self.manifest, record);
+        for dropped in &dropped {
             self.stored.remove(&(dropped.rank, dropped.index));
             let path = self.dir.join(&dropped.file);
             match std::fs::remove_file(&path) {
@@ -419,7 +441,7 @@ impl SnapshotWriter {
         if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
             self.write_manifest()?;
         }
-        Ok(())
+        Ok(dropped)
     }
 
     /// Writes `manifest.json` whole if it lacks stored dispatches.
@@ -593,7 +615,7 @@ impl DispatchSlot {
         let failed = |e: tensor_file::WriteError| match e {
             tensor_file::WriteError::Io(source) => StoreError::Io {
                 path: path.to_path_buf(),
-                source,
+                error: source,
             },
             tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
         };

@@ -400,6 +400,11 @@ fn ditto_run_fails_when_a_stall_left_matched_dispatches_uncaptured() {
 /// `pid` for 1.5 s (longer than the tests' DITTO_TIMEOUT_MS), then lets it
 /// go on.
 fn stall_after_three_stored(journal: &Path, pid: u32) {
+    stall_after_three_stored_for(journal, pid, Duration::from_millis(1500));
+}
+
+/// As [`stall_after_three_stored`], stopped for `stall`.
+fn stall_after_three_stored_for(journal: &Path, pid: u32, stall: Duration) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(journal)
         .map(|j| j.lines().count())
@@ -411,7 +416,121 @@ fn stall_after_three_stored(journal: &Path, pid: u32) {
     }
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    std::thread::sleep(stall);
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+}
+
+/// `ditto run --kernel storm_fill --out SNAP -- dispatch_storm APP_ARGS`
+/// (staged buffers, released at once: the socket's room is what a stalled
+/// collector runs out of), started with DITTO_TIMEOUT_MS=`timeout_ms`.
+fn spawn_storm_run(snap: &Path, app_args: &[&str], timeout_ms: &str) -> std::process::Child {
+    Command::new(ditto_bin())
+        .args(["run", "--kernel", "storm_fill", "--out"])
+        .arg(snap)
+        .arg("--")
+        .arg(app("dispatch_storm"))
+        .args(app_args)
+        .env("DITTO_TIMEOUT_MS", timeout_ms)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch() {
+    // Issue 21, item 3: SIGSTOP of ditto while a storm of staged
+    // dispatches filled the socket: the tool's timeout broke the
+    // connection, its misses and Goodbye were never sent, and the run
+    // exited 0 with half the dispatches and `missing: []`.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let pauses = dir.path().join("pauses");
+    std::fs::create_dir(&pauses).unwrap();
+    // A timeout long enough for the collector, once it runs again, to
+    // catch up with the frames the tool could not send before it.
+    let child = spawn_storm_run(
+        &snap,
+        &["20000", "--pause-every", "10000", "--pause-dir", pauses.to_str().unwrap()],
+        "1000",
+    );
+    let pid = child.id();
+    // ditto stops; the tool, with more frames than the collector may leave
+    // unfinished (4096) before the application pauses at dispatch 10,000,
+    // times out and capture stops; the application goes on only once
+    // ditto runs again.
+    let journal = snap.join("dispatches.jsonl");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&journal).map_or(0, |j| j.lines().count()) < 3 {
+        assert!(std::time::Instant::now() < deadline, "no dispatch stored");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    while !pauses.join("paused-1").exists() {
+        assert!(std::time::Instant::now() < deadline, "the application never paused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: as above.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    std::fs::write(pauses.join("resume-1"), "").unwrap();
+    std::fs::write(pauses.join("resume-2"), "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(stdout(&o).starts_with("dispatch_storm: dispatches=20000 "));
+    assert!(err.contains("not captured") && err.contains("(timeout)"), "{err}");
+    assert!(!err.contains("could not say Goodbye"), "{err}");
+    let m = snapshot_manifest(&snap);
+    let captured = captured_indices(&m);
+    let mut all = captured.clone();
+    all.extend(missing_indices(&m, "timeout"));
+    all.sort_unstable();
+    assert_eq!(dispatched_count(&m, STORM), 20_001);
+    assert_eq!(all, (0..20_001).collect::<Vec<u64>>(), "{}", m["missing"]);
+    assert!(!captured.is_empty() && captured.len() < 10_000);
+    assert!(m["runs"][0].get("unaccounted").is_none(), "{}", m["runs"]);
+    // The status line counts what the snapshot holds.
+    assert!(
+        err.contains(&format!("captured {} dispatches of storm_fill", captured.len())),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_application_that_ends_while_the_collector_is_stopped_leaves_an_incomplete_snapshot() {
+    // Issue 21, item 3: the application exited (its tool unable to say
+    // Goodbye) while ditto was stopped; the snapshot looked complete.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let child = spawn_storm_run(&snap, &["20000"], "300");
+    stall_after_three_stored_for(
+        &snap.join("dispatches.jsonl"),
+        child.id(),
+        Duration::from_secs(6),
+    );
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(stdout(&o).starts_with("dispatch_storm: dispatches=20000 "));
+    assert!(err.contains("could not say Goodbye to the collector"), "{err}");
+    assert!(
+        err.contains("the snapshot is incomplete") && err.contains("are unaccounted"),
+        "{err}"
+    );
+    let m = snapshot_manifest(&snap);
+    let from = m["runs"][0]["unaccounted"]["from_index"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{}", m["runs"]));
+    // Every index below it is accounted for, each once.
+    let mut all = captured_indices(&m);
+    for reason in ["timeout", "error", "lost"] {
+        all.extend(missing_indices(&m, reason));
+    }
+    all.sort_unstable();
+    assert_eq!(all, (0..from).collect::<Vec<u64>>(), "{}", m["missing"]);
+    assert!(from > 0 && from < 20_001, "{from}");
 }

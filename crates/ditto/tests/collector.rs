@@ -8,7 +8,7 @@ use ditto_cli::collector::{
     Collector, CollectorConfig, ConnectionEnd, ConnectionReport, SnapshotLayout, SocketPlace,
 };
 use ditto_cli::store::Snapshot;
-use ditto_protocol::{CollectorMessage, ToolMessage, write_frame};
+use ditto_protocol::{CollectorMessage, MissReason, ToolMessage, write_frame};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -316,7 +316,7 @@ fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_mi
     let mut tool = Tool::greet(s.collector.socket_path(), "ref");
     let err = tool
         .dispatch(dispatch(
-            4,
+            0,
             vec![
                 buffer(0, &good, &big, 0, 3 << 20),
                 buffer(1, &stale, &big, 0, 3 << 20),
@@ -325,7 +325,7 @@ fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_mi
         .result
         .unwrap_err();
     assert!(
-        err.contains("dispatch 4") && err.contains("argument 1") && err.contains("fingerprint"),
+        err.contains("dispatch 0") && err.contains("argument 1") && err.contains("fingerprint"),
         "{err}"
     );
     assert_every_attachment_detached(&s.source);
@@ -340,7 +340,7 @@ fn a_streamed_buffer_whose_fingerprint_differs_stores_nothing_and_is_recorded_mi
             snap.manifest.missing[0].index,
             snap.manifest.missing[0].reason
         ),
-        (4, ditto_protocol::MissReason::Error)
+        (0, ditto_protocol::MissReason::Error)
     );
     let mut names: Vec<String> = std::fs::read_dir(dir.path().join("snap"))
         .unwrap()
@@ -646,4 +646,98 @@ fn inputs_waiting_for_their_outputs_are_bounded_per_connection() {
     assert!(err.contains("its inputs are sent twice"), "{err}");
     tool.goodbye(17);
     finish(s);
+}
+
+#[test]
+fn matched_dispatches_neither_captured_nor_reported_are_recorded_lost_at_goodbye() {
+    // Issue 21, item 3: a Missed lost on the way left captured + missing
+    // short of what matched, and nobody said so.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    for index in [0, 1, 5] {
+        assert_eq!(
+            tool.dispatch(dispatch(index, vec![buffer(0, &h, &data, 0, 8)]))
+                .result,
+            Ok(())
+        );
+    }
+    tool.send(&ToolMessage::Missed(ditto_protocol::Missed {
+        index: 3,
+        count: 1,
+        arg: None,
+        phase: ditto_protocol::Phase::After,
+        reason: MissReason::Selection,
+        detail: "not chosen".into(),
+    }));
+    tool.goodbye(8);
+    let (reports, dir, _) = finish(s);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    let lost: Vec<(u64, u64)> = snap
+        .manifest
+        .missing
+        .iter()
+        .filter(|m| m.reason == MissReason::Lost)
+        .map(|m| (m.index, m.count))
+        .collect();
+    assert_eq!(lost, vec![(2, 1), (4, 1), (6, 2)], "{:?}", snap.manifest.missing);
+    assert!(
+        snap.manifest.missing[0]
+            .detail
+            .contains("neither captured nor reported missing"),
+        "{:?}",
+        snap.manifest.missing
+    );
+    assert!(reports[0].missing.contains(&(MissReason::Lost, 4)), "{:?}", reports[0]);
+    assert!(reports[0].missed_some());
+    assert_eq!(snap.manifest.runs[0].unaccounted, None);
+}
+
+#[test]
+fn a_connection_that_ends_without_goodbye_leaves_its_run_marked_unaccounted() {
+    // Issue 21, item 3: a tool that could not say Goodbye left a snapshot
+    // that looked complete.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0]);
+    let h = s.source.allocate(data.clone());
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    for index in [0, 2] {
+        assert_eq!(
+            tool.dispatch(dispatch(index, vec![buffer(0, &h, &data, 0, 8)]))
+                .result,
+            Ok(())
+        );
+    }
+    drop(tool);
+    let (reports, dir, _) = finish(s);
+    assert!(
+        matches!(reports[0].end, ConnectionEnd::Dropped { in_flight: None, .. }),
+        "{:?}",
+        reports[0].end
+    );
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    // Below the highest index seen: dispatch 1 is known to be lost.
+    let lost: Vec<(u64, u64, MissReason)> = snap
+        .manifest
+        .missing
+        .iter()
+        .map(|m| (m.index, m.count, m.reason))
+        .collect();
+    assert_eq!(lost, vec![(1, 1, MissReason::Lost)]);
+    // From 3 on, nobody knows.
+    let unaccounted = snap.manifest.runs[0].unaccounted.as_ref().unwrap();
+    assert_eq!(unaccounted.from_index, 3);
+    assert!(
+        unaccounted.reason.contains("without Goodbye after dispatch 2"),
+        "{}",
+        unaccounted.reason
+    );
+    assert_eq!(
+        snap.manifest.unaccounted(),
+        vec![format!(
+            "pid {} (rank 0): its dispatches from index 3 on are unaccounted ({})",
+            snap.manifest.runs[0].pid, unaccounted.reason
+        )]
+    );
 }

@@ -206,9 +206,11 @@ impl Tool {
         }
     }
 
+    /// Goodbye: the kernel ran `dispatched` times, every one matched.
     pub fn goodbye(mut self, dispatched: u64) {
         self.send(&ToolMessage::Goodbye(Goodbye {
             dispatched: vec![(kernel(), dispatched)],
+            matched: dispatched,
         }));
         self.stream.flush().unwrap();
     }

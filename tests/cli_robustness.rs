@@ -341,7 +341,17 @@ fn a_directory_other_users_may_write_in_is_never_written() {
 /// `ditto run` of a shell that writes its pid to `pid_file` and then
 /// sleeps 30 s (as an application that would outlive ditto's patience).
 fn long_application(dir: &std::path::Path, pid_file: &std::path::Path) -> std::process::Child {
+    long_application_in(dir, pid_file, &std::env::temp_dir())
+}
+
+/// [`long_application`] with TMPDIR=`tmp` for ditto.
+fn long_application_in(
+    dir: &std::path::Path,
+    pid_file: &std::path::Path,
+    tmp: &std::path::Path,
+) -> std::process::Child {
     Command::new(ditto_bin())
+        .env("TMPDIR", tmp)
         .args(["run", "--kernel", "scale_values", "--out"])
         .arg(dir.join("snap"))
         .args([
@@ -418,4 +428,114 @@ fn an_application_does_not_outlive_a_killed_ditto() {
         gone_within(app, std::time::Duration::from_secs(10)),
         "the application still runs 10 s after ditto was killed"
     );
+}
+
+/// How often `needle` occurs in `haystack`.
+fn occurrences(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+#[test]
+fn an_error_says_its_cause_once() {
+    // Issue 21, item 11: an error printed with its causes repeated them
+    // ("X: Y: X: Y"): the message already said its cause, and the chain
+    // said it again.
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_snapshot = dir.path().join("snap");
+    std::fs::create_dir_all(not_a_snapshot.join("manifest.json")).unwrap();
+    let snap = not_a_snapshot.to_str().unwrap();
+    let missing_socket_dir = dir.path().join("absent/collector.sock");
+    let (collect_out, run_out) = (dir.path().join("out"), dir.path().join("r"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["compare", snap, snap], "Is a directory"),
+        (vec!["inspect", snap], "Is a directory"),
+        (
+            vec![
+                "collect",
+                "--socket",
+                missing_socket_dir.to_str().unwrap(),
+                "--out",
+                collect_out.to_str().unwrap(),
+            ],
+            "No such file or directory",
+        ),
+        (
+            vec![
+                "run",
+                "--kernel",
+                "k",
+                "--out",
+                run_out.to_str().unwrap(),
+                "--",
+                "/absent/app",
+            ],
+            "No such file or directory",
+        ),
+    ];
+    for (args, cause) in cases {
+        let out = ditto(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(occurrences(&err, cause), 1, "{args:?}: {err}");
+        assert_eq!(occurrences(&err, "ditto: error:"), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_temporary_directories_of_a_killed_ditto_are_removed_by_the_next_one() {
+    // Issue 21, item 11: SIGKILL of ditto left its temporary directories
+    // behind for good.
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let scratch_dirs = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ditto-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let pid_file = dir.path().join("pid");
+    let mut killed = Command::new(ditto_bin())
+        .args(["validate", "--kernel", "scale_values", "--ref"])
+        .arg(format!("sh -c 'echo $$ > {}; exec sleep 30'", pid_file.display()))
+        .args(["--opt", "true"])
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_pid(&pid_file);
+    let left = scratch_dirs();
+    assert!(
+        left.iter().any(|n| n.starts_with("ditto-validate-"))
+            && left.iter().any(|n| n.starts_with("ditto-collector-")),
+        "{left:?}"
+    );
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert_eq!(scratch_dirs(), left, "nothing removes them at once");
+    // A directory of another ditto that still runs is kept.
+    let running = long_application_in(dir.path(), &dir.path().join("pid2"), &tmp);
+    wait_for_pid(&dir.path().join("pid2"));
+    let kept: Vec<String> = scratch_dirs().into_iter().filter(|n| !left.contains(n)).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    // The next ditto, of any kind that makes such directories, sweeps.
+    let snap = dir.path().join("next");
+    let out = Command::new(ditto_bin())
+        .args(["run", "--kernel", "scale_values<float>", "--out"])
+        .arg(&snap)
+        .arg("--")
+        .arg(app("scale_values"))
+        .args(["float", "64"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(scratch_dirs(), kept, "the dead ditto's directories are gone, the live one's kept");
+    let mut running = running;
+    running.kill().unwrap();
+    running.wait().unwrap();
 }

@@ -483,7 +483,6 @@ fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch(
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(stdout(&o).starts_with("dispatch_storm: dispatches=20000 "));
     assert!(err.contains("not captured") && err.contains("(timeout)"), "{err}");
-    assert!(!err.contains("could not say Goodbye"), "{err}");
     let m = snapshot_manifest(&snap);
     let captured = captured_indices(&m);
     let mut all = captured.clone();
@@ -516,7 +515,6 @@ fn an_application_that_ends_while_the_collector_is_stopped_leaves_an_incomplete_
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(stdout(&o).starts_with("dispatch_storm: dispatches=20000 "));
-    assert!(err.contains("could not say Goodbye to the collector"), "{err}");
     assert!(
         err.contains("the snapshot is incomplete") && err.contains("are unaccounted"),
         "{err}"

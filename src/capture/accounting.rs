@@ -189,8 +189,10 @@ pub fn send_queued(
     }
 }
 
-/// Says Goodbye after the last misses, or warns that the collector will
-/// find this process's accounting incomplete (it marks the snapshot so).
+/// Says Goodbye after the last misses. When it cannot, the collector
+/// finds this process's accounting incomplete and marks the snapshot so;
+/// a warning only if capture was still on (else the failure that stopped
+/// it was the process's one warning).
 pub fn say_goodbye(
     connection: &mut Option<CollectorConnection>,
     ledger: &mut Ledger,
@@ -208,7 +210,7 @@ pub fn say_goodbye(
         conn.goodbye(goodbye).map_err(|e| e.to_string())
     };
     if let Err(e) = said {
-        if lifecycle.is_capturing() || goodbye.matched > 0 {
+        if lifecycle.is_capturing() {
             log_warn!(
                 "could not say Goodbye to the collector: {e}; the snapshot will say which of this \
                  process's {} matched dispatch(es) are unaccounted",

@@ -151,6 +151,9 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
             r.detail
         );
     }
+    for u in m.unaccounted() {
+        let _ = writeln!(out, "incomplete: {u}");
+    }
     if m.dispatches.is_empty() {
         let _ = writeln!(
             out,

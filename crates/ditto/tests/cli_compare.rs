@@ -42,7 +42,12 @@ fn snapshot(dir: &Path, outputs: &[&[f32]]) {
     if !outputs.is_empty() {
         dispatched.push((name, outputs.len() as u64));
     }
-    w.add_goodbye(&Goodbye { dispatched }).unwrap();
+    let matched = outputs.len() as u64;
+    w.add_goodbye(&Goodbye {
+        dispatched,
+        matched,
+    })
+    .unwrap();
 }
 
 fn ditto(args: &[&str]) -> Output {

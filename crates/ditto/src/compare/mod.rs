@@ -259,6 +259,13 @@ fn uncaptured(reference: &Snapshot, optimized: &Snapshot) -> Vec<String> {
     ];
     let mut lines = Vec::new();
     let why = |m: &MissingRecord| format!("{}: {}", m.reason.name(), m.detail);
+    for (name, side, _) in sides {
+        // A process whose connection ended without Goodbye: its later
+        // dispatches may have run uncaptured.
+        for u in side.manifest.unaccounted() {
+            lines.push(format!("the {name} run is incomplete: {u}"));
+        }
+    }
     for (name, side, other) in sides {
         for m in &side.manifest.missing {
             match m.arg {

@@ -720,6 +720,7 @@ mod tests {
         assert_eq!(path, snap.join("dispatch-0-00000.safetensors"));
         w.add_goodbye(&Goodbye {
             dispatched: vec![(dispatch(0).kernel, 1)],
+            matched: 1,
         })
         .unwrap();
 

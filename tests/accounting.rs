@@ -531,4 +531,22 @@ fn an_application_that_ends_while_the_collector_is_stopped_leaves_an_incomplete_
     all.sort_unstable();
     assert_eq!(all, (0..from).collect::<Vec<u64>>(), "{}", m["missing"]);
     assert!(from > 0 && from < 20_001, "{from}");
+    // Readers say so too: compare refuses it, inspect names it.
+    let s = snap.to_str().unwrap();
+    let compared = ditto(&["compare", s, s]);
+    assert_eq!(compared.status.code(), Some(2), "{}", stderr(&compared));
+    assert!(
+        stderr(&compared).contains(&format!(
+            "the reference run is incomplete: pid {} (rank 0): its dispatches from index {from} on are unaccounted",
+            m["runs"][0]["pid"]
+        )),
+        "{}",
+        stderr(&compared)
+    );
+    let inspected = ditto(&["inspect", s]);
+    assert!(
+        stdout(&inspected).contains(&format!("incomplete: pid {}", m["runs"][0]["pid"])),
+        "{}",
+        stdout(&inspected)
+    );
 }

@@ -221,6 +221,12 @@ unsafe fn hold_dispatch(
 
     let mut dispatch = original;
     dispatch.completion_signal = hsa_signal_t { handle: held.done };
+    // HIP releases a kernel at AGENT scope and makes it visible to the host
+    // with a later SYSTEM-scope barrier, which the held barrier keeps from
+    // running: when `done` fires, the outputs could still sit in the GPU's
+    // L2, unseen by an SDMA copy or a CPU read. The kernel's own release
+    // is raised to SYSTEM so they are visible by then.
+    dispatch.header = with_system_release(original.header);
     let mut barrier = hsa_barrier_and_packet_t {
         header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
         completion_signal: original.completion_signal,
@@ -420,6 +426,33 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_scope_release_of_the_target_is_raised_to_system_and_nothing_else_changes() {
+        // Issue 19: HIP's default header (AMD_OPT_FLUSH=1) acquires and
+        // releases at AGENT scope, with the barrier bit; only the release
+        // scope may change, the rest is the application's.
+        let (tool, _rx) = fake_tool();
+        let ctx = context(tool);
+        let mut kernarg = [0u8; 24];
+        let mut original = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 77).as_dispatch();
+        original.header = (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE)
+            | (1 << HSA_PACKET_HEADER_BARRIER)
+            | (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE)
+            | (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE);
+        call(ctx, &[AqlPacket::from_dispatch(&original)]);
+        let d = writes()[0].1[0].as_dispatch();
+        assert_eq!(
+            d.header,
+            (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE)
+                | (1 << HSA_PACKET_HEADER_BARRIER)
+                | (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE)
+                | (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE),
+            "{:#06x}",
+            d.header
+        );
+        assert_eq!(release_scope(d.header), HSA_FENCE_SCOPE_SYSTEM);
+    }
+
+    #[test]
     fn target_dispatch_becomes_dispatch_with_done_then_held_barrier_in_one_write() {
         let (tool, rx) = fake_tool();
         let ctx = context(tool);
@@ -454,11 +487,13 @@ mod tests {
         expected.completion_signal = hsa_signal_t {
             handle: job.held.done,
         };
+        expected.header = with_system_release(expected.header);
         assert_eq!(
             packets[0].0,
             AqlPacket::from_dispatch(&expected).0,
-            "only the completion signal changes"
+            "only the completion signal and the release scope change"
         );
+        assert_eq!(release_scope(d.header), HSA_FENCE_SCOPE_SYSTEM);
         assert_eq!(packet_type(b.header), HSA_PACKET_TYPE_BARRIER_AND);
         assert!(has_barrier(b.header));
         assert_eq!(b.dep_signal[0].handle, job.held.hold);

@@ -15,6 +15,20 @@ pub const fn header(packet_type: hsa_packet_type_t, barrier: bool) -> u16 {
         | (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE)
 }
 
+/// `header` with its release fence scope (bits 11-12) raised to SYSTEM and
+/// every other bit kept: the packet's writes become visible to the host,
+/// to copy engines and to other agents when it completes, not only to
+/// later work on its own agent (CLR's `addSystemScope` does the same).
+pub const fn with_system_release(header: u16) -> u16 {
+    (header & !(0b11 << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE))
+        | (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE)
+}
+
+/// The release fence scope of `header` (NONE, AGENT or SYSTEM).
+pub const fn release_scope(header: u16) -> u16 {
+    (header >> HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE) & 0b11
+}
+
 /// Packet type held in the low 8 bits of a header.
 pub const fn packet_type(header: u16) -> hsa_packet_type_t {
     header & 0xff

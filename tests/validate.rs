@@ -140,3 +140,77 @@ fn a_stored_reference_validates_several_optimized_builds_with_their_own_environm
     assert_eq!(c[1]["valid"], false, "the wrong build");
     assert_eq!(c[1]["mismatches"][0]["arg"], 1);
 }
+
+#[test]
+fn validate_gives_both_sides_kernel_times_and_the_speedup_beside_the_verdict() {
+    // Issue 23, item 3: the verdict said nothing about speed, which is why
+    // the kernel was optimized.
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("snaps");
+    let out = ditto(&[
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref",
+        app("reduce_sum_baseline").to_str().unwrap(),
+        "--opt",
+        app("reduce_sum_optimized").to_str().unwrap(),
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let time_of = |run: &str| {
+        snapshot_manifest(&keep.join(run))["dispatches"][0]["duration_ns"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("the CPU runtime times dispatches ({run})"))
+    };
+    let (reference, optimized) = (time_of("ref"), time_of("opt"));
+    let t = &v["timing"];
+    assert_eq!(t["reference_median_ns"], reference);
+    assert_eq!(t["optimized_median_ns"], optimized);
+    assert_eq!(t["dispatches_timed"], 1);
+    assert_eq!(
+        t["dispatches"],
+        serde_json::json!([{"rank": 0, "dispatch": 0, "reference_ns": reference,
+                            "optimized_ns": optimized}])
+    );
+    let speedup = t["speedup"].as_f64().unwrap();
+    assert!((speedup - reference as f64 / optimized as f64).abs() < 1e-9);
+    let line = t["summary"].as_str().unwrap();
+    let expected_word = if reference > optimized { "x faster: " } else { "x slower: " };
+    assert!(
+        line.starts_with("optimized ") && line.contains(expected_word),
+        "{line} ({reference} ns -> {optimized} ns)"
+    );
+    assert!(line.ends_with(", median of 1 dispatch"), "{line}");
+    // The human report ends with it, after the verdict.
+    let human = v["summary"].as_str().unwrap();
+    assert!(human.starts_with("PASS "), "{human}");
+    assert!(human.ends_with(&format!("timing: {line}\n")), "{human}");
+
+    // Several optimized builds: a timing line for each.
+    let out = ditto(&[
+        "validate",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref-snapshot",
+        keep.join("ref").to_str().unwrap(),
+        "--opt",
+        app("reduce_sum_optimized").to_str().unwrap(),
+        "--opt",
+        app("reduce_sum_wrong").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let timing_lines: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("timing: optimized "))
+        .collect();
+    assert_eq!(timing_lines.len(), 2, "{}", stdout(&out));
+}

@@ -32,6 +32,13 @@
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
 //!   "arrays": [{"rank","dispatch","arg","phase","dtype","total_elements","mismatched_elements","nonfinite"}],
+//!   "timing": {                    // kernel times (the runtime's duration_ns), never in the verdict
+//!     "reference_median_ns": int|null, "optimized_median_ns": int|null,  // over pairs timed on both sides
+//!     "speedup": float|null,       // reference / optimized: > 1 means the optimized kernel is faster
+//!     "dispatches_timed": int,
+//!     "dispatches": [{"rank": int, "dispatch": int, "reference_ns": int|null, "optimized_ns": int|null}],
+//!     "summary": str               // the human "timing:" line
+//!   },
 //!   "summary": str                 // the human report, as printed without --json (no colour)
 //! }
 //! ```
@@ -232,6 +239,8 @@ pub fn render_human(report: &ComparisonReport, color: bool) -> String {
             out.push_str(&format!("    {}\n", line.join("  ")));
         }
     }
+    // Last: the speedup is beside the verdict, never part of it.
+    out.push_str(&format!("timing: {}\n", report.timing.line()));
     out
 }
 
@@ -286,7 +295,20 @@ pub fn render_json(report: &ComparisonReport) -> Value {
         "ulp": report.options.ulp,
         "mismatches": report.mismatching().map(|a| array_json(a, true)).collect::<Vec<_>>(),
         "arrays": report.arrays.iter().map(|a| array_json(a, false)).collect::<Vec<_>>(),
+        "timing": timing_json(report),
         "summary": render_human(report, false),
+    })
+}
+
+fn timing_json(report: &ComparisonReport) -> Value {
+    let s = report.timing.summary();
+    json!({
+        "reference_median_ns": s.map(|s| s.reference_median_ns),
+        "optimized_median_ns": s.map(|s| s.optimized_median_ns),
+        "speedup": s.map(|s| json_float(s.speedup)),
+        "dispatches_timed": s.map_or(0, |s| s.timed),
+        "dispatches": report.timing.dispatches,
+        "summary": report.timing.line(),
     })
 }
 
@@ -319,6 +341,14 @@ mod tests {
             dispatches_compared: 1,
             multi_rank: false,
             options: opts,
+            timing: crate::compare::Timing {
+                dispatches: vec![crate::compare::DispatchTime {
+                    rank: 0,
+                    dispatch: 0,
+                    reference_ns: Some(2_100_000),
+                    optimized_ns: Some(1_140_000),
+                }],
+            },
             arrays: vec![ArrayComparison {
                 phase: ditto_protocol::Phase::After,
                 rank: 0,
@@ -371,15 +401,20 @@ mod tests {
             lines[5].split_whitespace().collect::<Vec<_>>(),
             ["0", "114688", "0", "114688"]
         );
+        assert_eq!(
+            lines[6],
+            "timing: optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch"
+        );
         assert!(!text.contains('\x1b'));
     }
 
     #[test]
-    fn passing_report_is_one_line_and_colour_is_optional() {
+    fn passing_report_is_the_verdict_and_the_timing_and_colour_is_optional() {
         let r = report(&[1.0, 2.0], &[1.0, 2.0]);
         assert_eq!(
             render_human(&r, false),
-            "PASS reduce_sum(float const*, float*, int): 1 array compared, all within tolerance\n"
+            "PASS reduce_sum(float const*, float*, int): 1 array compared, all within tolerance\n\
+             timing: optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch\n"
         );
         assert!(render_human(&r, true).starts_with("\x1b[1;32mPASS\x1b[0m"));
     }
@@ -409,6 +444,16 @@ mod tests {
         let ok = render_json(&report(&[1.0], &[1.0]));
         assert_eq!(ok["valid"], true);
         assert_eq!(ok["mismatches"], json!([]));
+        assert_eq!(
+            v["timing"],
+            json!({
+                "reference_median_ns": 2_100_000, "optimized_median_ns": 1_140_000,
+                "speedup": 2_100_000.0 / 1_140_000.0, "dispatches_timed": 1,
+                "dispatches": [{"rank": 0, "dispatch": 0, "reference_ns": 2_100_000,
+                                "optimized_ns": 1_140_000}],
+                "summary": "optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch"
+            })
+        );
     }
 
     #[test]

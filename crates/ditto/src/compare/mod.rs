@@ -22,9 +22,11 @@ mod properties;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub use closeness::*;
 pub use scan::compare_arrays;
+pub use timing::{DispatchTime, Timing, TimingSummary, human_duration};
 
 use crate::store::missing::{self, MissingRecord};
 use crate::store::{DispatchRecord, Manifest, Snapshot};
@@ -60,6 +62,8 @@ pub struct ComparisonReport {
     pub multi_rank: bool,
     pub options: CompareOptions,
     pub arrays: Vec<ArrayComparison>,
+    /// Both sides' kernel times of each compared pair.
+    pub timing: Timing,
 }
 
 impl ComparisonReport {
@@ -165,7 +169,14 @@ pub fn compare_snapshots(
     };
     let several_kernels = kernels_of(&ref_d) > 1 || kernels_of(&opt_d) > 1;
     let mut arrays = Vec::new();
+    let mut timing = Timing::default();
     for (r, o) in ref_d.iter().zip(opt_d.iter()) {
+        timing.dispatches.push(DispatchTime {
+            rank: r.rank,
+            dispatch: r.index,
+            reference_ns: r.duration_ns,
+            optimized_ns: o.duration_ns,
+        });
         // Paired by tensor name: argument and phase (before/after).
         let ref_args: Vec<String> = r.buffers.iter().map(|b| b.tensor.clone()).collect();
         let opt_args: Vec<String> = o.buffers.iter().map(|b| b.tensor.clone()).collect();
@@ -245,6 +256,7 @@ pub fn compare_snapshots(
         multi_rank,
         options: *options,
         arrays,
+        timing,
     })
 }
 

@@ -214,3 +214,80 @@ fn validate_gives_both_sides_kernel_times_and_the_speedup_beside_the_verdict() {
         .collect();
     assert_eq!(timing_lines.len(), 2, "{}", stdout(&out));
 }
+
+#[test]
+fn a_renamed_optimized_kernel_is_validated_with_opt_kernel() {
+    // Issue 23, item 4: the optimized build often renames its kernel
+    // (`reduce_sum_v2`); ditto required the same name on both sides.
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("snaps");
+    let baseline = app("reduce_sum_baseline");
+    let renamed = app("reduce_sum_renamed");
+    let validate = |extra: &[&str]| {
+        let mut args = vec![
+            "validate",
+            "--json",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel",
+            "reduce_sum",
+            "--ref",
+            baseline.to_str().unwrap(),
+            "--opt",
+            renamed.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ditto(&args)
+    };
+    // Without it: the optimized run never dispatched `reduce_sum`, and the
+    // error says what it did dispatch and which option takes it.
+    let out = validate(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("reduce_sum_v2(float const*, float*, int)") && err.contains("--opt-kernel"),
+        "{err}"
+    );
+    let out = validate(&["--opt-kernel", "reduce_sum_v2", "--keep", keep.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["kernel"], "reduce_sum(float const*, float*, int)");
+    assert_eq!(v["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    assert_eq!(v["dispatches_compared"], 1);
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .contains("note: the optimized run dispatched reduce_sum_v2(float const*, float*, int)"),
+        "{}",
+        v["summary"]
+    );
+
+    // compare --opt-kernel: only that kernel's dispatches of the optimized
+    // snapshot; a name it does not hold is an error naming what it holds.
+    let (r, o) = (keep.join("ref"), keep.join("opt"));
+    let compare = |query: &str| {
+        ditto(&[
+            "compare",
+            "--json",
+            r.to_str().unwrap(),
+            o.to_str().unwrap(),
+            "--opt-kernel",
+            query,
+        ])
+    };
+    let out = compare("reduce_sum_v2");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    let out = compare("reduce_sum_v3");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "--opt-kernel \"reduce_sum_v3\" names no dispatch of {}: it holds reduce_sum_v2(float const*, float*, int)",
+            o.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -26,6 +26,7 @@ const APPS: &[(&str, &str)] = &[
     ("reduce_sum_baseline", "reduce_sum_baseline.cpp"),
     ("reduce_sum_optimized", "reduce_sum_optimized.cpp"),
     ("reduce_sum_wrong", "reduce_sum_wrong.cpp"),
+    ("reduce_sum_renamed", "reduce_sum_renamed.cpp"),
     ("vector_add", "vector_add.cpp"),
     ("scale_values", "scale_values.cpp"),
     ("scale_twice", "scale_twice.cpp"),

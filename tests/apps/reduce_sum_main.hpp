@@ -2,7 +2,7 @@
 //
 // Each reduce_sum_<variant>.cpp defines the kernel
 //   __global__ void reduce_sum(const float* input, float* output, int n)
-// then includes this file, which (host pass only) sums n = 65536 values
+// (or another name, given as REDUCE_SUM_KERNEL) then includes this file, which (host pass only) sums n = 65536 values
 // (i % 7) * 0.5f on the device and prints `sum = <value>`. Every partial sum
 // is a multiple of 0.5 below 2^23, so float addition is exact in ANY order:
 // a correct kernel prints exactly 98301.5, whatever its summation order.
@@ -19,6 +19,10 @@
 #ifndef REDUCE_SUM_BLOCK
 #define REDUCE_SUM_BLOCK 256
 #endif
+// The kernel launched: a variant may name it differently (a renamed build).
+#ifndef REDUCE_SUM_KERNEL
+#define REDUCE_SUM_KERNEL reduce_sum
+#endif
 
 int main() {
   const int n = 65536;
@@ -34,7 +38,7 @@ int main() {
   HIP_CHECK(hipMemcpy(output, &zero, sizeof(float), hipMemcpyHostToDevice));
 
   const int blocks = (n + REDUCE_SUM_BLOCK - 1) / REDUCE_SUM_BLOCK;
-  hipLaunchKernelGGL(reduce_sum, dim3(blocks), dim3(REDUCE_SUM_BLOCK), 0, 0, input, output, n);
+  hipLaunchKernelGGL(REDUCE_SUM_KERNEL, dim3(blocks), dim3(REDUCE_SUM_BLOCK), 0, 0, input, output, n);
   HIP_CHECK(hipGetLastError());
   HIP_CHECK(hipDeviceSynchronize());
 

@@ -310,8 +310,13 @@ fn check_run(o: RunOutcome) -> Result<String> {
             || format!("its snapshot in {} could not be read", o.dir.display()),
             crate::compare::what_ran,
         );
+        let renamed = if label.starts_with("optimized run") {
+            " (an optimized build that renamed its kernel: give its name as --opt-kernel)"
+        } else {
+            ""
+        };
         bail!(
-            "{label} ({cmd}) never dispatched a kernel matching {:?}; {what_ran}",
+            "{label} ({cmd}) never dispatched a kernel matching {:?}; {what_ran}{renamed}",
             o.kernel_query
         );
     }
@@ -371,9 +376,10 @@ pub struct RunOptions {
 }
 
 /// An empty `--kernel` matches nothing: refused before anything runs.
-fn kernel_given(kernel: &str) -> Result<()> {
+/// `flag` (`--kernel`, `--opt-kernel`) names a kernel.
+fn kernel_given(flag: &str, kernel: &str) -> Result<()> {
     if kernel.trim().is_empty() {
-        bail!("--kernel is empty: name the kernel to capture (`ditto kernels FILE` lists them)");
+        bail!("{flag} is empty: name the kernel to capture (`ditto kernels FILE` lists them)");
     }
     Ok(())
 }
@@ -384,7 +390,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
     if opts.command.is_empty() {
         bail!("no application given: ditto run --kernel NAME -- CMD [ARGS...]");
     }
-    kernel_given(&opts.kernel)?;
+    kernel_given("--kernel", &opts.kernel)?;
     // Where the snapshot goes is checked before the application runs: a
     // wrong --out is an error now, not after a long run.
     let out = absolute(&opts.out)?;
@@ -448,6 +454,9 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
 pub struct CompareArgs {
     pub reference: PathBuf,
     pub optimized: PathBuf,
+    /// `--opt-kernel`: compare only the optimized snapshot's dispatches of
+    /// this kernel.
+    pub opt_kernel: Option<String>,
     pub compare: CompareOptions,
     pub json: bool,
 }
@@ -471,7 +480,12 @@ fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Result<
 pub fn compare(args: CompareArgs) -> Result<Verdict> {
     let options = args.compare;
     let reference = Snapshot::load(&args.reference).context("reading the reference snapshot")?;
-    let optimized = Snapshot::load(&args.optimized).context("reading the optimized snapshot")?;
+    let mut optimized =
+        Snapshot::load(&args.optimized).context("reading the optimized snapshot")?;
+    if let Some(query) = &args.opt_kernel {
+        kernel_given("--opt-kernel", query)?;
+        optimized = crate::compare::only_kernel(&optimized, query)?;
+    }
     let r = compare_snapshots(&reference, &optimized, &options)?;
     print_comparison(&r, args.json)
 }
@@ -489,6 +503,8 @@ pub struct Side {
 
 pub struct ValidateOptions {
     pub kernel: String,
+    /// `--opt-kernel`: the optimized builds' kernel, when renamed.
+    pub opt_kernel: Option<String>,
     /// The reference to run; `None` with `reference_snapshot`.
     pub reference: Option<Side>,
     /// `--ref-snapshot DIR`: a stored reference instead of a run.
@@ -518,7 +534,10 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
     if opts.optimized.is_empty() {
         bail!("give at least one --opt 'CMD ARGS'");
     }
-    kernel_given(&opts.kernel)?;
+    kernel_given("--kernel", &opts.kernel)?;
+    if let Some(k) = &opts.opt_kernel {
+        kernel_given("--opt-kernel", k)?;
+    }
     let mut runs: Vec<(String, String, Vec<String>, &Side)> = Vec::new();
     match (&opts.reference, &opts.reference_snapshot) {
         (Some(side), None) => {
@@ -586,9 +605,14 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
                 dir.display()
             );
         }
+        // The optimized builds capture their own kernel when it was renamed.
+        let kernel = match &opts.opt_kernel {
+            Some(k) if run_name != "ref" => k,
+            _ => &opts.kernel,
+        };
         let env = ToolEnvironment {
             tool_library: tool.clone(),
-            kernel: opts.kernel.clone(),
+            kernel: kernel.clone(),
             socket: collector.socket_path().to_path_buf(),
             run_name: run_name.clone(),
             arg_types: opts.arg_types.clone(),
@@ -611,7 +635,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         let line = check_run(RunOutcome {
             label,
             command: cmd,
-            kernel_query: &opts.kernel,
+            kernel_query: kernel,
             exit,
             captured: tally(
                 reports

@@ -155,6 +155,9 @@ enum Command {
     Compare {
         reference: PathBuf,
         optimized: PathBuf,
+        /// The optimized snapshot's kernel when it was renamed (matched like --kernel); dispatches pair by index
+        #[arg(long, value_name = "NAME")]
+        opt_kernel: Option<String>,
         #[command(flatten)]
         tolerances: Tolerances,
         /// One JSON object on stdout (schema in README.md)
@@ -166,6 +169,9 @@ enum Command {
     Validate {
         #[arg(long)]
         kernel: String,
+        /// The optimized builds' kernel when it was renamed (e.g. reduce_sum_v2); dispatches pair by index
+        #[arg(long, value_name = "NAME")]
+        opt_kernel: Option<String>,
         /// Reference command line, e.g. --ref './baseline 1024'
         #[arg(
             long = "ref",
@@ -283,16 +289,19 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         Command::Compare {
             reference,
             optimized,
+            opt_kernel,
             tolerances,
             json,
         } => commands::compare(commands::CompareArgs {
             reference,
             optimized,
+            opt_kernel,
             compare: tolerances.options()?,
             json,
         }),
         Command::Validate {
             kernel,
+            opt_kernel,
             reference,
             ref_snapshot,
             ref_env,
@@ -311,6 +320,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             json,
         } => commands::validate(commands::ValidateOptions {
             kernel,
+            opt_kernel,
             reference: reference.map(|command| Side {
                 command,
                 env: ref_env,

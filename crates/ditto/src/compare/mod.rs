@@ -93,6 +93,42 @@ fn location(multi_rank: bool, d: &DispatchRecord, arg: Option<u32>) -> String {
     s
 }
 
+/// The snapshot with only the dispatches of kernels `query` names
+/// (`--opt-kernel`: the optimized build's kernel, matched by the rules of
+/// `--kernel`); an error naming what the snapshot holds when none is.
+pub fn only_kernel(snapshot: &Snapshot, query: &str) -> Result<Snapshot, CompareError> {
+    let named = |d: &DispatchRecord| {
+        d.kernel
+            .as_ref()
+            .is_some_and(|k| ditto_kernels::matching::matches(query, &ditto_kernels::KernelNames::new(&k.mangled)))
+    };
+    let mut selected = snapshot.clone();
+    selected.manifest.dispatches.retain(|d| named(d));
+    if selected.manifest.dispatches.is_empty() {
+        let mut held: Vec<String> = snapshot
+            .manifest
+            .dispatches
+            .iter()
+            .filter_map(|d| d.kernel.as_ref().map(|k| k.demangled.clone()))
+            .collect();
+        held.sort();
+        held.dedup();
+        return Err(CompareError::Usage(format!(
+            "--opt-kernel {query:?} names no dispatch of {}: it holds {}",
+            snapshot.dir.display(),
+            if held.is_empty() {
+                "no dispatch".to_string()
+            } else {
+                held.join(", ")
+            }
+        )));
+    }
+    if let Some(first) = selected.manifest.dispatches.iter().find_map(|d| d.kernel.clone()) {
+        selected.manifest.kernel = Some(first);
+    }
+    Ok(selected)
+}
+
 /// Pairs dispatches by (rank, index) and arguments by position, then
 /// compares every array.
 pub fn compare_snapshots(

@@ -286,3 +286,35 @@ fn validate_passes_scale_values_of_floats_and_doubles_against_themselves() {
         );
     }
 }
+
+#[test]
+fn the_source_names_of_a_kernel_s_arguments_reach_the_manifest_and_the_json() {
+    // Issue 23, item 2: reports said `arg 2` even when the build kept the
+    // names (`-fhip-kernel-arg-name` in the metadata, `-g` in the DWARF).
+    for app_name in ["vector_add_arg_names", "vector_add_debug"] {
+        let (out, manifest) = zero_configuration_run(&hip_app(app_name), &[], "vector_add");
+        assert_eq!(out.status.code(), Some(0), "{app_name}: {}", stderr(&out));
+        let manifest = manifest.unwrap_or_else(|| panic!("{app_name}: no manifest"));
+        let buffers = manifest["dispatches"][0]["buffers"].as_array().unwrap();
+        let named: Vec<(u64, &str)> = buffers
+            .iter()
+            .map(|b| (b["arg"].as_u64().unwrap(), b["name"].as_str().unwrap_or("(none)")))
+            .collect();
+        assert_eq!(named, vec![(2, "c")], "{app_name}: {manifest}");
+        let v = json(&ditto(&[
+            "validate",
+            "--json",
+            "--kernel",
+            "vector_add",
+            "--ref",
+            hip_app(app_name).to_str().unwrap(),
+            "--opt",
+            hip_app(app_name).to_str().unwrap(),
+        ]));
+        assert_eq!(v["valid"], true, "{app_name}: {v}");
+        assert_eq!(v["arrays"][0]["name"], "c", "{app_name}: {v}");
+    }
+    // Built without either, no name is made up.
+    let (_, manifest) = zero_configuration_run(&hip_app("vector_add"), &[], "vector_add");
+    assert!(manifest.unwrap()["dispatches"][0]["buffers"][0]["name"].is_null());
+}

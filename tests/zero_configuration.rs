@@ -49,6 +49,13 @@ const CASES: &[Case] = &[
         dispatches: 1,
     },
     Case {
+        app: "reduce_sum_renamed",
+        args: &[],
+        kernel: "reduce_sum_v2",
+        captured: &[(1, "float32")],
+        dispatches: 1,
+    },
+    Case {
         app: "vector_add",
         args: &[],
         kernel: "vector_add",
@@ -255,6 +262,11 @@ fn reduce_sum_optimized_needs_only_the_kernel_name() {
 #[test]
 fn reduce_sum_wrong_needs_only_the_kernel_name() {
     check(case("reduce_sum_wrong", None));
+}
+
+#[test]
+fn reduce_sum_renamed_needs_only_the_kernel_name() {
+    check(case("reduce_sum_renamed", None));
 }
 
 #[test]

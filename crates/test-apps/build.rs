@@ -130,6 +130,7 @@ fn main() {
             source,
             host: true,
             hip: false,
+            hip_flags: &[],
         });
     }
     for &(name, source) in KERNEL_FILES {
@@ -138,14 +139,16 @@ fn main() {
             source,
             host: false,
             hip: false,
+            hip_flags: &[],
         });
     }
-    for &(name, source) in hip::HIP_APPS.iter().filter(|_| with_hip) {
+    for &(name, source, flags) in hip::HIP_APPS.iter().filter(|_| with_hip) {
         jobs.push(Job {
             name,
             source,
             host: false,
             hip: true,
+            hip_flags: flags,
         });
     }
 
@@ -166,7 +169,7 @@ fn main() {
                     let hip_apps_dir = &hip_apps_dir;
                     scope.spawn(move || {
                         if job.hip {
-                            hip_build.build(job.name, job.source, hip_apps_dir)
+                            hip_build.build(job.name, job.source, job.hip_flags, hip_apps_dir)
                         } else {
                             compiler.build(job, apps_dir)
                         }
@@ -208,6 +211,8 @@ struct Job {
     host: bool,
     /// A hipcc-built application of tests/hip/ (build/hip.rs).
     hip: bool,
+    /// Its hipcc flags beyond the usual ones.
+    hip_flags: &'static [&'static str],
 }
 
 struct Compiler {

@@ -22,7 +22,8 @@
 //!   "tolerance": {"atol": float, "rtol": float} | null,   // null: per-dtype defaults
 //!   "ulp": int|null,               // --ulp N
 //!   "mismatches": [{
-//!     "rank": int, "dispatch": int, "arg": int, "phase": "before"|"after", "dtype": str,
+//!     "rank": int, "dispatch": int, "arg": int, "name": str|null,   // the parameter's source name
+//!     "phase": "before"|"after", "dtype": str,
 //!     "mismatched_elements": int, "total_elements": int,
 //!     "nonfinite": {"reference_nan","optimized_nan","reference_inf","optimized_inf": int},
 //!     "max_abs_diff": float|null, "max_abs_diff_index": int,   // null when NaN/inf
@@ -31,7 +32,7 @@
 //!     "atol": float, "rtol": float,
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
-//!   "arrays": [{"rank","dispatch","arg","phase","dtype","total_elements","mismatched_elements","nonfinite"}],
+//!   "arrays": [{"rank","dispatch","arg","name","phase","dtype","total_elements","mismatched_elements","nonfinite"}],
 //!   "timing": {                    // kernel times (the runtime's duration_ns), never in the verdict
 //!     "reference_median_ns": int|null, "optimized_median_ns": int|null,  // over pairs timed on both sides
 //!     "speedup": float|null,       // reference / optimized: > 1 means the optimized kernel is faster
@@ -126,8 +127,13 @@ fn array_label(report: &ComparisonReport, a: &ArrayComparison) -> String {
     } else {
         ""
     };
+    let name = a
+        .name
+        .as_ref()
+        .map(|n| format!(" '{n}'"))
+        .unwrap_or_default();
     format!(
-        "{rank}dispatch {}, arg {}{before} ({}[{}])",
+        "{rank}dispatch {}, arg {}{name}{before} ({}[{}])",
         a.dispatch,
         a.arg,
         a.stats.dtype.name(),
@@ -250,6 +256,7 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
         "rank": a.rank,
         "dispatch": a.dispatch,
         "arg": a.arg,
+        "name": a.name,
         "phase": a.phase,
         "dtype": s.dtype.name(),
         "mismatched_elements": s.mismatched_elements,
@@ -350,6 +357,7 @@ mod tests {
                 }],
             },
             arrays: vec![ArrayComparison {
+                name: None,
                 phase: ditto_protocol::Phase::After,
                 rank: 0,
                 dispatch: 0,
@@ -417,6 +425,21 @@ mod tests {
              timing: optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch\n"
         );
         assert!(render_human(&r, true).starts_with("\x1b[1;32mPASS\x1b[0m"));
+    }
+
+    #[test]
+    fn an_argument_with_a_source_name_is_named_in_the_report_and_the_json() {
+        let mut r = report(&[114688.0], &[0.0]);
+        r.arrays[0].name = Some("output".into());
+        let text = render_human(&r, false);
+        assert_eq!(
+            text.lines().nth(1),
+            Some("dispatch 0, arg 1 'output' (float32[1]): Mismatched elements: 1 / 1 (100.0%)")
+        );
+        let v = render_json(&r);
+        assert_eq!(v["mismatches"][0]["name"], "output");
+        assert_eq!(v["arrays"][0]["name"], "output");
+        assert!(render_json(&report(&[1.0], &[1.0]))["arrays"][0]["name"].is_null());
     }
 
     #[test]

@@ -230,7 +230,25 @@ impl KernelSignature {
                 size: arg.size,
             });
         }
-        let arg_names = explicit.iter().map(|a| a.name.clone()).collect();
+        // The metadata's names (`-fhip-kernel-arg-name`), else the DWARF's
+        // (`-g`) when it has a parameter for each argument.
+        let dwarf_names: Option<Vec<Option<String>>> = match &kernel.dwarf_params {
+            Some(Ok(params)) if params.len() == explicit.len() => {
+                Some(params.iter().map(|p| p.name.clone()).collect())
+            }
+            _ => None,
+        };
+        let arg_names = explicit
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.name.clone().or_else(|| {
+                    dwarf_names
+                        .as_ref()
+                        .and_then(|names| names[i].clone())
+                })
+            })
+            .collect();
         Ok((
             KernelSignature {
                 mangled: names.mangled,

@@ -60,10 +60,11 @@ pub struct CodeObjectKernel {
     pub kernarg_segment_size: u64,
     /// Every argument in metadata order, hidden ones included.
     pub args: Vec<MetadataArg>,
-    /// For a kernel without a C++ signature (extern "C"): its parameters as
-    /// the code object's DWARF types them (built with `-g`), or why that
-    /// DWARF could not be read; `None` without DWARF for it (and always for
-    /// mangled names, whose types come from the name).
+    /// Its parameters as the code object's DWARF gives them (built with
+    /// `-g`): for a kernel without a C++ signature (extern "C") their types,
+    /// or why that DWARF could not be read; for a mangled one (whose types
+    /// come from the name) only their names, looked up when the metadata
+    /// has none. `None` without DWARF for it.
     pub dwarf_params: Option<Result<Vec<DwarfParam>, DwarfError>>,
 }
 
@@ -124,25 +125,33 @@ pub fn metadata_note(bytes: &[u8]) -> Result<Option<&[u8]>, MetadataError> {
 
 /// Every kernel an AMDGPU code object describes; `None` when `bytes` is an
 /// ELF without AMDGPU metadata (see [`metadata_note`]). Kernels without
-/// a mangled name get their DWARF parameter types when there are some.
+/// a mangled name get their DWARF parameters (types and names) when there
+/// are some; mangled kernels whose metadata names no argument (built
+/// without `-fhip-kernel-arg-name`) get them for the names (`-g`).
 pub fn parse_code_object(bytes: &[u8]) -> Result<Option<Vec<CodeObjectKernel>>, MetadataError> {
     let Some(note) = metadata_note(bytes)? else {
         return Ok(None);
     };
     let mut kernels = parse_metadata(note)?;
-    let unmangled: Vec<&str> = kernels
+    let wants_dwarf = |k: &CodeObjectKernel| {
+        !k.name.starts_with("_Z") || k.explicit_args().iter().all(|a| a.name.is_none())
+    };
+    let wanted: Vec<&str> = kernels
         .iter()
-        .filter(|k| !k.name.starts_with("_Z"))
+        .filter(|k| wants_dwarf(k))
         .map(|k| k.name.as_str())
         .collect();
-    if unmangled.is_empty() {
+    if wanted.is_empty() {
         return Ok(Some(kernels));
     }
-    let found = kernel_params(bytes, &unmangled);
-    for k in kernels.iter_mut().filter(|k| !k.name.starts_with("_Z")) {
+    let found = kernel_params(bytes, &wanted);
+    for k in kernels.iter_mut().filter(|k| wants_dwarf(k)) {
         k.dwarf_params = match &found {
             Ok(map) => map.get(&k.name).cloned().map(Ok),
-            Err(e) => Some(Err(e.clone())),
+            // Only the types of an unmangled kernel need the DWARF: for a
+            // mangled one, unreadable DWARF only means no names.
+            Err(e) if !k.name.starts_with("_Z") => Some(Err(e.clone())),
+            Err(_) => None,
         };
     }
     Ok(Some(kernels))

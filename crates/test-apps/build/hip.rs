@@ -29,18 +29,21 @@ pub const WITHOUT_HIPCC_VAR: &str = "DITTO_WITHOUT_HIPCC";
 /// GPU agent reports (`amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`).
 pub const OFFLOAD_ARCH: &str = "gfx90a";
 
-/// (executable name, source in tests/hip/).
-pub const HIP_APPS: &[(&str, &str)] = &[
-    ("reduce_sum_baseline", "reduce_sum_baseline.hip"),
-    ("reduce_sum_optimized", "reduce_sum_optimized.hip"),
-    ("reduce_sum_wrong", "reduce_sum_wrong.hip"),
-    ("vector_add", "vector_add.hip"),
-    ("scale_values", "scale_values.hip"),
-    ("scale_twice", "scale_twice.hip"),
-    ("no_dispatch", "no_dispatch.hip"),
-    ("blit_checks", "blit_checks.hip"),
-    ("ipc_share", "ipc_share.hip"),
-    ("dispatch_storm", "dispatch_storm.hip"),
+/// (executable name, source in tests/hip/, hipcc flags beyond the usual).
+pub const HIP_APPS: &[(&str, &str, &[&str])] = &[
+    ("reduce_sum_baseline", "reduce_sum_baseline.hip", &[]),
+    ("reduce_sum_optimized", "reduce_sum_optimized.hip", &[]),
+    ("reduce_sum_wrong", "reduce_sum_wrong.hip", &[]),
+    ("vector_add", "vector_add.hip", &[]),
+    // The parameter names kept two ways: in the metadata, and in DWARF.
+    ("vector_add_arg_names", "vector_add.hip", &["-fhip-kernel-arg-name"]),
+    ("vector_add_debug", "vector_add.hip", &["-g"]),
+    ("scale_values", "scale_values.hip", &[]),
+    ("scale_twice", "scale_twice.hip", &[]),
+    ("no_dispatch", "no_dispatch.hip", &[]),
+    ("blit_checks", "blit_checks.hip", &[]),
+    ("ipc_share", "ipc_share.hip", &[]),
+    ("dispatch_storm", "dispatch_storm.hip", &[]),
 ];
 
 pub struct HipBuild {
@@ -65,13 +68,20 @@ impl HipBuild {
         }
     }
 
-    pub fn build(&self, name: &str, source: &str, apps_dir: &Path) -> Result<(), String> {
+    pub fn build(
+        &self,
+        name: &str,
+        source: &str,
+        flags: &[&str],
+        apps_dir: &Path,
+    ) -> Result<(), String> {
         let source = self.hip_src.join(source);
         let exe = apps_dir.join(name);
         let mut hipcc = Command::new(&self.hipcc);
         hipcc
             .arg(format!("--offload-arch={OFFLOAD_ARCH}"))
             .args(["-O2", "-Wall"])
+            .args(flags)
             .arg("-I")
             .arg(&self.hip_src)
             .arg(&source)

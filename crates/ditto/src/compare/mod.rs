@@ -42,6 +42,9 @@ pub struct ArrayComparison {
     /// Dispatch index within its process.
     pub dispatch: u64,
     pub arg: u32,
+    /// The parameter's source name, when the build kept it (the
+    /// reference's, else the optimized run's).
+    pub name: Option<String>,
     /// Before or after the kernel ran.
     pub phase: Phase,
     pub stats: ArrayStats,
@@ -248,10 +251,11 @@ pub fn compare_snapshots(
         }
         let ref_arrays = reference.load_dispatch(r)?;
         let opt_arrays = optimized.load_dispatch(o)?;
-        for (((arg, ra), (_, oa)), record) in ref_arrays
+        for ((((arg, ra), (_, oa)), record), opt_record) in ref_arrays
             .iter()
             .zip(opt_arrays.iter())
             .zip(r.buffers.iter())
+            .zip(o.buffers.iter())
         {
             let mut loc = location(multi_rank, r, Some(*arg));
             if record.phase == Phase::Before {
@@ -262,6 +266,7 @@ pub fn compare_snapshots(
                 rank: r.rank,
                 dispatch: r.index,
                 arg: *arg,
+                name: record.name.clone().or_else(|| opt_record.name.clone()),
                 phase: record.phase,
                 stats,
             });

@@ -291,3 +291,64 @@ fn a_renamed_optimized_kernel_is_validated_with_opt_kernel() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_kernel_regex_captures_the_one_kernel_it_matches_and_refuses_two() {
+    // Issue 23, item 5: long library names want a pattern; exact matching
+    // stays the default, so the pattern is explicit.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |regex: &str, app_name: &str, out: &str| {
+        ditto(&[
+            "run",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel-regex",
+            regex,
+            "--out",
+            dir.path().join(out).to_str().unwrap(),
+            "--",
+            app(app_name).to_str().unwrap(),
+        ])
+    };
+    let out = run("^reduce_sum_v[0-9]+\\(", "reduce_sum_renamed", "one");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let m = snapshot_manifest(&dir.path().join("one"));
+    assert_eq!(
+        m["dispatches"][0]["kernel"]["demangled"],
+        "reduce_sum_v2(float const*, float*, int)"
+    );
+    assert_eq!(m["kernel_query"], "re:^reduce_sum_v[0-9]+\\(");
+    // Two kernels of parallel_groups match: an error naming both.
+    let out = run("shared_identity", "parallel_groups", "two");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "the kernel regex \"shared_identity\" matched 2 kernels: \
+             dynamic_shared_identity(int*, int); shared_identity(int*, int); make it match one"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // A pattern that does not parse is refused before anything runs.
+    let out = run("(", "reduce_sum_renamed", "bad");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the kernel regex \"(\" is not a regular expression: unclosed group"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("sum ="), "the application did not run");
+    // Exact names stay exact: `reduce_sum` does not name reduce_sum_v2.
+    let exact = ditto(&[
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--out",
+        dir.path().join("exact").to_str().unwrap(),
+        "--",
+        app("reduce_sum_renamed").to_str().unwrap(),
+    ]);
+    assert_eq!(exact.status.code(), Some(2), "{}", stderr(&exact));
+}

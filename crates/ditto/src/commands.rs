@@ -320,6 +320,26 @@ fn check_run(o: RunOutcome) -> Result<String> {
             o.kernel_query
         );
     }
+    // A pattern is meant to pick one kernel: more is an error naming each.
+    if let Some(m) = manifest.as_ref()
+        && let Some(pattern) = o.kernel_query.trim().strip_prefix(ditto_kernels::matching::REGEX_PREFIX)
+    {
+        let mut matched: Vec<&str> = m
+            .dispatches
+            .iter()
+            .filter_map(|d| d.kernel.as_ref().map(|k| k.demangled.as_str()))
+            .collect();
+        matched.sort_unstable();
+        matched.dedup();
+        if matched.len() > 1 {
+            bail!(
+                "{label} ({cmd}): the kernel regex {pattern:?} matched {} kernels: {}; make it \
+                 match one (anchor it: ^name\\(, or give --kernel with the name)",
+                matched.len(),
+                matched.join("; ")
+            );
+        }
+    }
     // Every matched dispatch is captured or missing for a reason; missing
     // for any reason but --dispatch, the snapshot is incomplete: an error.
     if let Some(m) = manifest.as_ref() {
@@ -376,10 +396,14 @@ pub struct RunOptions {
 }
 
 /// An empty `--kernel` matches nothing: refused before anything runs.
-/// `flag` (`--kernel`, `--opt-kernel`) names a kernel.
+/// `flag` (`--kernel`, `--opt-kernel`) names a kernel: not empty, and a
+/// `re:` pattern (`--kernel-regex`) is a regular expression.
 fn kernel_given(flag: &str, kernel: &str) -> Result<()> {
     if kernel.trim().is_empty() {
         bail!("{flag} is empty: name the kernel to capture (`ditto kernels FILE` lists them)");
+    }
+    if let Err(e) = ditto_kernels::matching::query_regex(kernel) {
+        bail!("{e}");
     }
     Ok(())
 }

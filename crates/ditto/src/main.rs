@@ -124,8 +124,11 @@ enum Command {
     #[command(after_help = RUN_EXAMPLE)]
     Run {
         /// Kernel to capture: name, name<templates>, full signature or mangled name
-        #[arg(long)]
-        kernel: String,
+        #[arg(long, required_unless_present = "kernel_regex")]
+        kernel: Option<String>,
+        /// Kernel to capture by a regular expression searched in its demangled signature
+        #[arg(long, value_name = "RE", conflicts_with = "kernel")]
+        kernel_regex: Option<String>,
         /// Element types of extern "C" kernels, e.g. `const f32*,f32*,i32`
         #[arg(long)]
         arg_types: Option<String>,
@@ -167,8 +170,12 @@ enum Command {
     /// Run a reference and optimized applications and compare the kernel's buffers
     #[command(after_help = VALIDATE_EXAMPLE)]
     Validate {
-        #[arg(long)]
-        kernel: String,
+        /// Kernel to capture: name, name<templates>, full signature or mangled name
+        #[arg(long, required_unless_present = "kernel_regex")]
+        kernel: Option<String>,
+        /// Kernel to capture by a regular expression searched in its demangled signature
+        #[arg(long, value_name = "RE", conflicts_with = "kernel")]
+        kernel_regex: Option<String>,
         /// The optimized builds' kernel when it was renamed (e.g. reduce_sum_v2); dispatches pair by index
         #[arg(long, value_name = "NAME")]
         opt_kernel: Option<String>,
@@ -267,6 +274,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
     match command {
         Command::Run {
             kernel,
+            kernel_regex,
             arg_types,
             dispatch,
             capture,
@@ -276,7 +284,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             command,
         } => commands::run(commands::RunOptions {
-            kernel,
+            kernel: kernel_query(kernel, kernel_regex),
             arg_types,
             dispatch,
             capture,
@@ -301,6 +309,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         }),
         Command::Validate {
             kernel,
+            kernel_regex,
             opt_kernel,
             reference,
             ref_snapshot,
@@ -319,7 +328,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             json,
         } => commands::validate(commands::ValidateOptions {
-            kernel,
+            kernel: kernel_query(kernel, kernel_regex),
             opt_kernel,
             reference: reference.map(|command| Side {
                 command,
@@ -362,6 +371,16 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             out,
             runtime: hsa_runtime,
         }),
+    }
+}
+
+/// `--kernel NAME`, or `--kernel-regex RE` as the query `re:RE` (clap
+/// makes sure exactly one is given).
+fn kernel_query(kernel: Option<String>, regex: Option<String>) -> String {
+    match (kernel, regex) {
+        (Some(k), _) => k,
+        (None, Some(re)) => format!("{}{re}", ditto_kernels::matching::REGEX_PREFIX),
+        (None, None) => String::new(),
     }
 }
 

@@ -1,9 +1,47 @@
 //! Whether a user's kernel query names a kernel. Exact comparison of whole
 //! names only, never a substring: `reduce` does not name `reduce_sum`, and
 //! `copyBuffer` never names CLR's blit kernel `__amd_rocclr_copyBuffer`
-//! (the predecessor tool matched by substring and captured blits).
+//! (the predecessor tool matched by substring and captured blits). A
+//! pattern is explicit: `re:PATTERN` (`--kernel-regex`) is a regular
+//! expression searched in the demangled signature.
 
 use crate::names::KernelNames;
+use std::sync::{Arc, Mutex};
+
+/// The prefix that makes a query a regular expression.
+pub const REGEX_PREFIX: &str = "re:";
+
+/// The compiled pattern of a `re:` query, `Ok(None)` for a name; `Err`
+/// says why the pattern is not a regular expression.
+pub fn query_regex(query: &str) -> Result<Option<Arc<regex::Regex>>, String> {
+    let Some(pattern) = query.trim().strip_prefix(REGEX_PREFIX) else {
+        return Ok(None);
+    };
+    // One query per process: the last compiled pattern is kept.
+    static LAST: Mutex<Option<(String, Arc<regex::Regex>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, re)) = last.as_ref()
+        && p == pattern
+    {
+        return Ok(Some(re.clone()));
+    }
+    if pattern.is_empty() {
+        return Err("the kernel regex is empty".into());
+    }
+    let re = regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .map(Arc::new)
+        .map_err(|e| {
+            // The parser's message ends with its one-line reason.
+            let text = e.to_string();
+            let reason = text.lines().last().unwrap_or_default();
+            let reason = reason.trim().trim_start_matches("error: ");
+            format!("the kernel regex {pattern:?} is not a regular expression: {reason}")
+        })?;
+    *last = Some((pattern.to_string(), re.clone()));
+    Ok(Some(re))
+}
 
 /// Collapses whitespace so that `k<float>(float*,int)` and
 /// `k<float>(float*, int)` compare equal: a space survives only between two
@@ -41,6 +79,11 @@ pub fn matches(query: &str, kernel: &KernelNames) -> bool {
     if query.is_empty() {
         return false;
     }
+    match query_regex(query) {
+        Ok(Some(re)) => return re.is_match(&kernel.demangled),
+        Err(_) => return false,
+        Ok(None) => {}
+    }
     if query == kernel.mangled || query.strip_suffix(".kd") == Some(kernel.mangled.as_str()) {
         return true;
     }
@@ -58,6 +101,20 @@ pub fn matches(query: &str, kernel: &KernelNames) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_regex_query_searches_the_demangled_signature() {
+        let k = KernelNames::new("_Z13reduce_sum_v2PKfPfi");
+        assert!(matches("re:reduce_sum", &k), "unanchored, like grep");
+        assert!(matches("re:^reduce_sum_v[0-9]+\\(float const\\*", &k));
+        assert!(!matches("re:^reduce_sum\\(", &k));
+        // A name query stays exact.
+        assert!(!matches("reduce_sum", &k));
+        assert!(query_regex("re:(").unwrap_err().contains("not a regular expression"));
+        assert!(query_regex("re:").unwrap_err().contains("empty"));
+        assert!(query_regex("reduce_sum").unwrap().is_none());
+        assert!(!matches("re:(", &k), "a bad pattern matches nothing");
+    }
 
     fn k(symbol: &str) -> KernelNames {
         KernelNames::new(symbol)

@@ -158,6 +158,18 @@ fn an_mcp_client_lists_the_four_tools_and_validates_reduce_sum() {
     assert_eq!(s["mismatches"][0]["max_abs_diff"], 98301.5);
     let summary = bad["content"][0]["text"].as_str().unwrap();
     assert!(summary.contains("Mismatched elements: 1 / 1"), "{summary}");
+
+    // A renamed optimized kernel, and the times beside the verdict.
+    let renamed = c.call(
+        "validate",
+        json!({"kernel": "reduce_sum", "opt_kernel": "reduce_sum_v2",
+               "reference": [app_path("reduce_sum_baseline")],
+               "optimized": [app_path("reduce_sum_renamed")]}),
+    );
+    let s = &renamed["structuredContent"];
+    assert_eq!(s["valid"], true, "{renamed}");
+    assert_eq!(s["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    assert!(s["timing"]["speedup"].as_f64().unwrap() > 0.0, "{renamed}");
 }
 
 #[test]

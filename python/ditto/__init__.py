@@ -83,7 +83,9 @@ def _command(cmd: Union[str, Sequence[str]]) -> list:
 
 class Ditto:
     """Captures one kernel (`kernel`: bare name, name<templates>, full
-    signature or mangled name, matched exactly as by `ditto run --kernel`).
+    signature or mangled name, matched exactly as by `ditto run --kernel`;
+    or `re:PATTERN`, a regular expression searched in the demangled
+    signature, as `--kernel-regex`).
     `hsa_runtime`: None or "auto" (ROCr when /dev/kfd exists, else ditto's
     CPU runtime), "cpu" or "system"."""
 
@@ -141,11 +143,16 @@ def compare(
     equal_nan: bool = False,
     *,
     ulp: Optional[int] = None,
+    opt_kernel: Optional[str] = None,
 ) -> Result:
     """Compares two snapshots (Snapshot objects or directories) as
     `ditto compare` does. A mismatch is a Result with valid False; a
-    structural difference (other dtypes, lengths, dispatch counts) raises."""
+    structural difference (other dtypes, lengths, dispatch counts) raises.
+    `opt_kernel`: compare only the optimized snapshot's dispatches of that
+    kernel (a renamed one)."""
     args = ["compare", _dir(ref), _dir(opt), "--json", *_tolerance_args(atol, rtol, ulp, equal_nan)]
+    if opt_kernel is not None:
+        args += ["--opt-kernel", opt_kernel]
     return _result(run(args, ok_codes=(0, 1)).stdout)
 
 
@@ -158,6 +165,7 @@ def validate(
     equal_nan: bool = False,
     *,
     ulp: Optional[int] = None,
+    opt_kernel: Optional[str] = None,
     dispatch: Optional[str] = None,
     capture: Optional[str] = None,
     arg_types: Optional[str] = None,
@@ -169,7 +177,9 @@ def validate(
     timeout: Optional[float] = None,
 ) -> Result:
     """Runs the reference and the optimized command under ditto and
-    compares the kernel's buffers (`ditto validate`)."""
+    compares the kernel's buffers (`ditto validate`). `kernel` is matched
+    exactly, or is a regular expression with the prefix `re:`;
+    `opt_kernel` names the optimized build's kernel when it was renamed."""
     args = [
         "validate",
         "--kernel",
@@ -188,4 +198,6 @@ def validate(
         args += ["--opt-cwd", str(opt_cwd)]
     if keep is not None:
         args += ["--keep", str(keep)]
+    if opt_kernel is not None:
+        args += ["--opt-kernel", opt_kernel]
     return _result(run(args, ok_codes=(0, 1)).stdout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 
 class Result:
@@ -12,8 +12,12 @@ class Result:
     `mismatches` holds one dict per array that is not (rank, dispatch, arg,
     phase, dtype, mismatched_elements, total_elements, max_abs_diff and its
     index, max_rel_diff and its index, atol, rtol, worst elements, NaN and
-    inf counts); `arrays` one per compared array; `data` is the whole JSON
-    object (schema in the repository's README, "JSON output").
+    inf counts, and the argument's source `name` where the build kept it);
+    `arrays` one per compared array; `timing` both sides' kernel times
+    (medians, `speedup` = reference / optimized, per dispatch);
+    `optimized_kernel` the optimized run's kernel when it differs; `data`
+    is the whole JSON object (schema in the repository's README, "JSON
+    output").
     """
 
     def __init__(self, data: dict) -> None:
@@ -25,6 +29,14 @@ class Result:
         self.mismatches: List[dict] = list(data.get("mismatches", []))
         self.arrays: List[dict] = list(data.get("arrays", []))
         self.dispatches_compared: int = int(data.get("dispatches_compared", 0))
+        self.optimized_kernel: Optional[str] = data.get("optimized_kernel")
+        self.timing: dict = dict(data.get("timing") or {})
+
+    @property
+    def speedup(self) -> Optional[float]:
+        """Reference median time / optimized median time (above 1: the
+        optimized kernel is faster); None when the runtime gave no times."""
+        return self.timing.get("speedup")
 
     def summary(self) -> str:
         """The report `ditto compare` prints: one PASS line, or FAIL with the

@@ -67,3 +67,27 @@ def test_validate_runs_both_commands_and_reports_like_the_cli(apps, tmp_path):
 def test_validate_of_a_kernel_never_dispatched_raises(apps):
     with pytest.raises(ditto.KernelNotDispatched, match="reduce_sum"):
         ditto.validate("reduce_summ", [apps / "reduce_sum_baseline"], [apps / "reduce_sum_optimized"])
+
+
+def test_a_renamed_kernel_validates_with_opt_kernel_and_carries_the_timing(apps, tmp_path):
+    result = ditto.validate(
+        "reduce_sum",
+        [apps / "reduce_sum_baseline"],
+        [apps / "reduce_sum_renamed"],
+        opt_kernel="reduce_sum_v2",
+        keep=tmp_path / "k",
+    )
+    assert result.valid
+    assert result.optimized_kernel == "reduce_sum_v2(float const*, float*, int)"
+    times = result.timing["dispatches"][0]
+    assert times["reference_ns"] > 0 and times["optimized_ns"] > 0
+    assert result.speedup == pytest.approx(times["reference_ns"] / times["optimized_ns"])
+    assert result.summary().endswith(f"timing: {result.timing['summary']}\n")
+    # compare picks the renamed kernel's dispatches the same way.
+    again = ditto.compare(tmp_path / "k" / "ref", tmp_path / "k" / "opt", opt_kernel="reduce_sum_v2")
+    assert again.valid and again.optimized_kernel == result.optimized_kernel
+
+
+def test_a_kernel_regex_captures_the_kernel_it_matches(apps):
+    snap = ditto.Ditto(kernel="re:^reduce_sum_v[0-9]").capture([apps / "reduce_sum_renamed"])
+    assert len(snap) == 1

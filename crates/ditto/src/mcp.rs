@@ -48,8 +48,10 @@ pub struct CaptureOptions {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ValidateRequest {
-    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly)
+    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly), or `re:PATTERN` searched in the demangled signature
     pub kernel: String,
+    /// The optimized build's kernel when it was renamed (e.g. reduce_sum_v2); dispatches pair by index
+    pub opt_kernel: Option<String>,
     /// Reference command: program and arguments, one string each
     pub reference: Vec<String>,
     /// Optimized command: program and arguments, one string each
@@ -66,7 +68,7 @@ pub struct ValidateRequest {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CaptureRequest {
-    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly)
+    /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly), or `re:PATTERN` searched in the demangled signature
     pub kernel: String,
     /// The application: program and arguments, one string each
     pub command: Vec<String>,
@@ -84,6 +86,8 @@ pub struct CompareRequest {
     pub reference: String,
     /// Optimized snapshot directory
     pub optimized: String,
+    /// Compare only the optimized snapshot's dispatches of this kernel (a renamed kernel)
+    pub opt_kernel: Option<String>,
     #[serde(flatten)]
     pub tolerances: Tolerances,
 }
@@ -227,7 +231,7 @@ impl Default for DittoServer {
 #[tool_router]
 impl DittoServer {
     #[tool(
-        description = "Run a reference and an optimized build of a GPU application under ditto, capture the named kernel's buffers in both and compare them with numeric tolerances (torch.testing defaults). Returns valid (true/false), the mismatching arrays with their greatest differences, and a human summary."
+        description = "Run a reference and an optimized build of a GPU application under ditto, capture the named kernel's buffers in both and compare them with numeric tolerances (torch.testing defaults). Returns valid (true/false), the mismatching arrays (named by argument where the build kept names) with their greatest differences, both sides' kernel times with the speedup, and a human summary."
     )]
     async fn validate(
         &self,
@@ -254,6 +258,9 @@ impl DittoServer {
         capture_args(&r.capture, &mut args);
         if let Some(k) = r.keep {
             args.extend(["--keep".into(), k]);
+        }
+        if let Some(k) = r.opt_kernel {
+            args.extend(["--opt-kernel".into(), k]);
         }
         Ok(comparison(
             ditto(args, r.working_directory.as_deref()).await,
@@ -322,6 +329,9 @@ impl DittoServer {
     ) -> Result<CallToolResult, ErrorData> {
         let mut args = vec!["compare".into(), r.reference, r.optimized, "--json".into()];
         tolerance_args(&r.tolerances, &mut args);
+        if let Some(k) = r.opt_kernel {
+            args.extend(["--opt-kernel".into(), k]);
+        }
         Ok(comparison(ditto(args, None).await))
     }
 

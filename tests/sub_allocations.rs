@@ -104,3 +104,91 @@ fn a_malformed_arg_sizes_list_is_refused_before_the_application_runs() {
         stderr(&out)
     );
 }
+
+/// `ditto validate --kernel scale_add --capture written --json` of the
+/// caching allocator against itself with `opt_args`.
+fn validate_written(opt_args: &str) -> (std::process::Output, serde_json::Value) {
+    let reference = app("caching_allocator");
+    let out = ditto(&[
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "scale_add",
+        "--capture",
+        "written",
+        "--ref",
+        reference.to_str().unwrap(),
+        "--opt",
+        &format!("{} {opt_args}", reference.display()),
+    ]);
+    let v = json(&out);
+    (out, v)
+}
+
+#[test]
+fn another_tensor_of_the_segment_that_differs_is_outside_a_comparison_of_what_was_written() {
+    // Issue 23, item 1: the output, captured to the end of its segment,
+    // held another tensor's bytes; when they differed between the runs,
+    // ditto reported a mismatch the kernel did not make.
+    let (out, v) = validate_written("--tail 8");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(v["valid"], true);
+    // The output (argument 2): its before-image is only the baseline.
+    let arrays = v["arrays"].as_array().unwrap();
+    assert_eq!(arrays.len(), 1, "{v}");
+    let w = &arrays[0]["written"];
+    let elements = (POOL - OUT_OFFSET) / 4;
+    assert_eq!(w["compared"], 1000, "{w}");
+    assert_eq!(w["untouched"], elements - 1000, "{w}");
+    assert!(
+        v["summary"].as_str().unwrap().contains(&format!(
+            "compared the 1000 element(s) the kernels wrote; {} neither changed are outside the \
+             comparison",
+            elements - 1000
+        )),
+        "{}",
+        v["summary"]
+    );
+}
+
+#[test]
+fn a_write_past_the_reference_s_and_a_missing_tail_are_named_by_their_indices() {
+    // Issue 23, item 1: an out-of-bounds write by the optimized kernel is
+    // caught, and a tail bug still is.
+    let (out, v) = validate_written("--write 1008");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let m = &v["mismatches"][0];
+    assert_eq!(m["arg"], 2);
+    assert_eq!(m["mismatched_elements"], 8);
+    assert_eq!(
+        m["written"]["only_optimized"],
+        serde_json::json!({"count": 8, "runs": [[1000, 1007]], "past_the_other": true})
+    );
+    assert!(
+        v["summary"].as_str().unwrap().contains(
+            "Written only by the optimized kernel: indices 1000..1007 (8 elements), past what \
+             the reference wrote"
+        ),
+        "{}",
+        v["summary"]
+    );
+
+    let (out, v) = validate_written("--write 990");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let m = &v["mismatches"][0];
+    assert_eq!(m["mismatched_elements"], 10);
+    assert_eq!(
+        m["written"]["only_reference"]["runs"],
+        serde_json::json!([[990, 999]])
+    );
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Written only by the reference kernel: indices 990..999 (10 elements)"),
+        "{}",
+        v["summary"]
+    );
+}

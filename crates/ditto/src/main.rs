@@ -135,7 +135,7 @@ enum Command {
         /// Dispatches to capture: all, N, N..M (both included), N.. or a list like 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
         dispatch: Option<String>,
-        /// Arguments to capture: outputs (default), inputs,outputs or all
+        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
         capture: Option<String>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
@@ -211,7 +211,7 @@ enum Command {
         /// Dispatches to capture in every run: all, N, N..M (both included), N.. or 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
         dispatch: Option<String>,
-        /// Arguments to capture: outputs (default), inputs,outputs or all
+        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
         capture: Option<String>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`

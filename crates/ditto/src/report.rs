@@ -26,13 +26,19 @@
 //!     "phase": "before"|"after", "dtype": str,
 //!     "mismatched_elements": int, "total_elements": int,
 //!     "nonfinite": {"reference_nan","optimized_nan","reference_inf","optimized_inf": int},
+//!     "written": null | {          // an output compared by what the kernels wrote
+//!       "compared": int,           // elements both kernels changed
+//!       "untouched": int,          // neither changed: outside the comparison
+//!       "only_reference": {"count": int, "runs": [[first, last]], "past_the_other": bool},
+//!       "only_optimized": {"count": int, "runs": [[first, last]], "past_the_other": bool}
+//!     },
 //!     "max_abs_diff": float|null, "max_abs_diff_index": int,   // null when NaN/inf
 //!     "max_rel_diff": float|null, "max_rel_diff_index": int,
 //!     "max_ulp_diff": int|null, "max_ulp_diff_index": int,     // with --ulp
 //!     "atol": float, "rtol": float,
 //!     "worst": [{"index": int, "reference": num|null, "optimized": num|null, "abs_diff": float|null}]
 //!   }],
-//!   "arrays": [{"rank","dispatch","arg","name","phase","dtype","total_elements","mismatched_elements","nonfinite"}],
+//!   "arrays": [{"rank","dispatch","arg","name","phase","dtype","total_elements","mismatched_elements","nonfinite","written"}],
 //!   "timing": {                    // kernel times (the runtime's duration_ns), never in the verdict
 //!     "reference_median_ns": int|null, "optimized_median_ns": int|null,  // over pairs timed on both sides
 //!     "speedup": float|null,       // reference / optimized: > 1 means the optimized kernel is faster
@@ -163,6 +169,18 @@ pub fn render_human(report: &ComparisonReport, color: bool) -> String {
     if let Some(k) = &report.optimized_kernel {
         out.push_str(&format!("note: the optimized run dispatched {k}\n"));
     }
+    // Outputs compared by what the kernels wrote, which left some alone.
+    for a in report.arrays.iter().filter(|a| a.stats.matches()) {
+        if let Some(w) = a.written.as_ref().filter(|w| w.untouched > 0) {
+            out.push_str(&format!(
+                "note: {}: compared the {} element(s) the kernels wrote; {} neither changed are \
+                 outside the comparison\n",
+                array_label(report, a),
+                w.compared,
+                w.untouched
+            ));
+        }
+    }
     for a in report.mismatching() {
         let s = &a.stats;
         let pct = s.mismatched_elements as f64 / s.total_elements.max(1) as f64 * 100.0;
@@ -172,6 +190,38 @@ pub fn render_human(report: &ComparisonReport, color: bool) -> String {
             s.mismatched_elements,
             s.total_elements
         ));
+        if let Some(w) = &a.written {
+            for (side, one, other) in [
+                ("optimized", &w.only_optimized, "reference"),
+                ("reference", &w.only_reference, "optimized"),
+            ] {
+                if one.count > 0 {
+                    out.push_str(&format!(
+                        "  Written only by the {side} kernel: {}{}\n",
+                        one.describe(),
+                        if one.past_the_other {
+                            format!(", past what the {other} wrote")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                }
+            }
+            if w.untouched > 0 {
+                out.push_str(&format!(
+                    "  Outside the comparison: {} element(s) neither kernel changed\n",
+                    w.untouched
+                ));
+            }
+        }
+        // Only one-sided writes: no value was compared wrong, nothing to tabulate.
+        let one_sided = a
+            .written
+            .as_ref()
+            .map_or(0, |w| w.only_reference.count + w.only_optimized.count);
+        if s.mismatched_elements == one_sided {
+            continue;
+        }
         match (report.options.ulp, s.dtype) {
             (Some(ulp), DType::F16 | DType::BF16 | DType::F32 | DType::F64) => {
                 out.push_str(&format!(
@@ -262,6 +312,7 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
         "mismatched_elements": s.mismatched_elements,
         "total_elements": s.total_elements,
         "nonfinite": s.nonfinite,
+        "written": a.written,
     });
     if detailed {
         let o = v.as_object_mut().expect("object");
@@ -358,6 +409,7 @@ mod tests {
             },
             arrays: vec![ArrayComparison {
                 name: None,
+                written: None,
                 phase: ditto_protocol::Phase::After,
                 rank: 0,
                 dispatch: 0,

@@ -75,12 +75,14 @@ impl DispatchSelection {
 
 /// `--capture`: a comma-separated list of `outputs` (the default: non-const
 /// pointers, after the kernel ran), `inputs` (const pointers, before it
-/// ran: after all earlier work in the queue completed) and `all` (every
-/// pointer, both before and after).
+/// ran: after all earlier work in the queue completed), `written` (the
+/// outputs, both before and after: compared by what the kernels wrote)
+/// and `all` (every pointer, both before and after).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureSet {
     pub inputs: bool,
     pub outputs: bool,
+    pub written: bool,
     pub all: bool,
 }
 
@@ -89,6 +91,7 @@ impl Default for CaptureSet {
         CaptureSet {
             inputs: false,
             outputs: true,
+            written: false,
             all: false,
         }
     }
@@ -99,6 +102,7 @@ impl CaptureSet {
         let mut set = CaptureSet {
             inputs: false,
             outputs: false,
+            written: false,
             all: false,
         };
         for part in text.split(',') {
@@ -106,10 +110,11 @@ impl CaptureSet {
                 "inputs" => set.inputs = true,
                 "outputs" => set.outputs = true,
                 "all" => set.all = true,
+                "written" => set.written = true,
                 other => {
                     return Err(format!(
-                        "capture `{text}`: `{other}` is not one of inputs, outputs, all; \
-                         write e.g. outputs (the default), inputs,outputs or all"
+                        "capture `{text}`: `{other}` is not one of inputs, outputs, written, all; \
+                         write e.g. outputs (the default), inputs,outputs, written or all"
                     ));
                 }
             }
@@ -119,14 +124,16 @@ impl CaptureSet {
 
     /// Whether a snapshot is taken before the kernel runs.
     pub fn takes_inputs(&self) -> bool {
-        self.inputs || self.all
+        self.inputs || self.written || self.all
     }
 
     /// Whether a pointer argument (const or not) is captured in `phase`.
     pub fn captures(&self, phase: crate::Phase, is_const: bool) -> bool {
         match phase {
-            crate::Phase::Before => self.all || (self.inputs && is_const),
-            crate::Phase::After => self.all || (self.outputs && !is_const),
+            crate::Phase::Before => {
+                self.all || (self.inputs && is_const) || (self.written && !is_const)
+            }
+            crate::Phase::After => self.all || ((self.outputs || self.written) && !is_const),
         }
     }
 }
@@ -152,6 +159,8 @@ mod tests {
         assert_eq!(table("inputs"), [true, false, false, false]);
         assert_eq!(table("inputs, outputs"), [true, false, false, true]);
         assert_eq!(table("all"), [true, true, true, true]);
+        assert_eq!(table("written"), [false, true, false, true]);
+        assert!(CaptureSet::parse("written").unwrap().takes_inputs());
         let d = CaptureSet::default();
         assert_eq!(d, CaptureSet::parse("outputs").unwrap());
         assert!(!d.takes_inputs());

@@ -23,10 +23,12 @@ mod scan;
 #[cfg(test)]
 mod tests;
 mod timing;
+mod written;
 
 pub use closeness::*;
 pub use scan::compare_arrays;
 pub use timing::{DispatchTime, Timing, TimingSummary, human_duration};
+pub use written::{OneSided, WrittenSet, compare_written};
 
 use crate::store::missing::{self, MissingRecord};
 use crate::store::{DispatchRecord, Manifest, Snapshot};
@@ -48,6 +50,8 @@ pub struct ArrayComparison {
     /// Before or after the kernel ran.
     pub phase: Phase,
     pub stats: ArrayStats,
+    /// Set when compared by what the kernels wrote ([`written`]).
+    pub written: Option<WrittenSet>,
 }
 
 /// Everything `ditto compare` found.
@@ -251,17 +255,45 @@ pub fn compare_snapshots(
         }
         let ref_arrays = reference.load_dispatch(r)?;
         let opt_arrays = optimized.load_dispatch(o)?;
+        // Outputs captured before and after on both sides, which a kernel
+        // changed: compared by what the kernels wrote (`written`), their
+        // images before the kernel being only the baseline.
+        let image = |arrays: &'_ [(u32, crate::store::Array)], d: &DispatchRecord, arg, phase| {
+            d.buffers
+                .iter()
+                .zip(arrays.iter())
+                .find(|(b, _)| b.arg == arg && b.phase == phase)
+                .map(|(_, (_, a))| a.clone())
+        };
+        let by_writes = |arg: u32| -> Option<[crate::store::Array; 4]> {
+            let rb = image(&ref_arrays, r, arg, Phase::Before)?;
+            let ra = image(&ref_arrays, r, arg, Phase::After)?;
+            let ob = image(&opt_arrays, o, arg, Phase::Before)?;
+            let oa = image(&opt_arrays, o, arg, Phase::After)?;
+            let wrote = *rb.bytes != *ra.bytes || *ob.bytes != *oa.bytes;
+            wrote.then_some([rb, ra, ob, oa])
+        };
         for ((((arg, ra), (_, oa)), record), opt_record) in ref_arrays
             .iter()
             .zip(opt_arrays.iter())
             .zip(r.buffers.iter())
             .zip(o.buffers.iter())
         {
+            let images = by_writes(*arg);
+            if images.is_some() && record.phase == Phase::Before {
+                continue; // the baseline of its output, compared through it
+            }
             let mut loc = location(multi_rank, r, Some(*arg));
             if record.phase == Phase::Before {
                 loc.push_str(" (before)");
             }
-            let stats = compare_arrays(ra, oa, options, &loc)?;
+            let (stats, written) = match images {
+                Some([rb, ra, ob, oa]) => {
+                    let (stats, set) = compare_written(&rb, &ra, &ob, &oa, options, &loc)?;
+                    (stats, Some(set))
+                }
+                None => (compare_arrays(ra, oa, options, &loc)?, None),
+            };
             arrays.push(ArrayComparison {
                 rank: r.rank,
                 dispatch: r.index,
@@ -269,6 +301,7 @@ pub fn compare_snapshots(
                 name: record.name.clone().or_else(|| opt_record.name.clone()),
                 phase: record.phase,
                 stats,
+                written,
             });
         }
     }

@@ -61,8 +61,19 @@ pub fn closest_names(query: &str, kernels: &[DispatchedKernel]) -> Vec<String> {
     scored.into_iter().take(3).map(|(_, name)| name).collect()
 }
 
+/// The full list of what ran fits in an error line while it has at most
+/// this many kernels and characters; past that the message is the short one.
+const FULL_LIST_KERNELS: usize = 8;
+const FULL_LIST_CHARS: usize = 1_000;
+/// Names the short message shows.
+const SHORT_LIST_NAMES: usize = 10;
+
 /// "it dispatched: A ×2 (mangled), B ×1 (mangled); closest to "q": A; pass
 /// one of these names ..." — what to say when `query` was never captured.
+/// An application with many or long kernel names (a PyTorch program) gets
+/// the short form instead: the closest names first, then the most
+/// dispatched qualified names (without template arguments and
+/// parameters) with counts; the full list goes to the debug log.
 pub fn what_ran(m: &Manifest) -> String {
     if m.runs.is_empty() {
         return "no application process connected to the collector (was the tool library preloaded? \
@@ -81,15 +92,60 @@ pub fn what_ran(m: &Manifest) -> String {
         .map(|k| format!("{} ×{} ({})", k.demangled, k.count, k.mangled))
         .collect();
     let closest = closest_names(&m.kernel_query, &kernels);
-    let hint = if closest.is_empty() {
+    let quoted: Vec<String> = closest.iter().map(|c| format!("{c:?}")).collect();
+    let full = list.join(", ");
+    if kernels.len() <= FULL_LIST_KERNELS && full.chars().count() <= FULL_LIST_CHARS {
+        let hint = if closest.is_empty() {
+            String::new()
+        } else {
+            format!("; closest to {:?}: {}", m.kernel_query, quoted.join(", "))
+        };
+        return format!(
+            "it dispatched: {full}{hint}; pass one of these names (or its mangled name) as --kernel"
+        );
+    }
+    crate::log::debug(&format!("every kernel the application dispatched: {full}"));
+    // Grouped by qualified name: (name, dispatches, instantiations).
+    let mut groups: Vec<(String, u64, usize)> = Vec::new();
+    for k in &kernels {
+        let name = KernelNames::new(&k.mangled).base_name;
+        match groups.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, count, kinds)) => {
+                *count += k.count;
+                *kinds += 1;
+            }
+            None => groups.push((name, k.count, 1)),
+        }
+    }
+    groups.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let dispatches: u64 = kernels.iter().map(|k| k.count).sum();
+    let shown: Vec<String> = groups
+        .iter()
+        .take(SHORT_LIST_NAMES)
+        .map(|(name, count, kinds)| {
+            if *kinds > 1 {
+                format!("{name} ×{count} ({kinds} instantiations)")
+            } else {
+                format!("{name} ×{count}")
+            }
+        })
+        .collect();
+    let more = match groups.len().saturating_sub(SHORT_LIST_NAMES) {
+        0 => String::new(),
+        n => format!(" and {n} more name(s)"),
+    };
+    let closest = if quoted.is_empty() {
         String::new()
     } else {
-        let quoted: Vec<String> = closest.iter().map(|c| format!("{c:?}")).collect();
-        format!("; closest to {:?}: {}", m.kernel_query, quoted.join(", "))
+        format!("closest to {:?}: {}; ", m.kernel_query, quoted.join(", "))
     };
     format!(
-        "it dispatched: {}{hint}; pass one of these names (or its mangled name) as --kernel",
-        list.join(", ")
+        "{closest}it dispatched {} kernel(s) {dispatches} time(s) under {} name(s), most often: \
+         {}{more} (DITTO_LOG=debug lists every signature); pass one of these names as --kernel \
+         (a bare name names every instantiation)",
+        kernels.len(),
+        groups.len(),
+        shown.join(", ")
     )
 }
 
@@ -134,6 +190,58 @@ mod tests {
             ["scale_values"]
         );
         assert!(closest_names("matmul_tiled", &kernels).is_empty());
+    }
+
+    #[test]
+    fn many_long_template_names_give_a_short_message_with_the_closest_first() {
+        // A PyTorch program: dozens of instantiations of long templates.
+        let mut kernels = Vec::new();
+        for i in 0..40 {
+            // at::native::vectorized_elementwise_kernel<i, float>(int, float*)
+            kernels.push(kernel(
+                &format!("_ZN2at6native29vectorized_elementwise_kernelILi{i}EfEEviPf"),
+                3,
+            ));
+        }
+        for i in 0..30 {
+            kernels.push(kernel(&format!("_ZN2at6native13reduce_kernelILi{i}ELi4EfEEvPf"), 1));
+        }
+        kernels.push(kernel("_Z10vector_addPKfS0_Pfi", 1));
+        let m = Manifest {
+            format: crate::store::SNAPSHOT_FORMAT,
+            ditto_version: "0".into(),
+            kernel_query: "vectorized_elementwise_kernel".into(),
+            runs: vec![crate::store::RunRecord {
+                rank: 0,
+                rank_source: "connection order".into(),
+                pid: 1,
+                run: "r".into(),
+                command_line: vec![],
+                working_directory: "/".into(),
+                unaccounted: None,
+            }],
+            kernel: None,
+            dispatches: vec![],
+            dispatched_kernels: kernels,
+            missing: vec![],
+        };
+        let text = what_ran(&m);
+        assert!(text.len() < 600, "{} characters: {text}", text.len());
+        assert!(
+            text.starts_with(
+                "closest to \"vectorized_elementwise_kernel\": \"at::native::vectorized_elementwise_kernel\""
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "it dispatched 71 kernel(s) 151 time(s) under 3 name(s), most often: \
+                 at::native::vectorized_elementwise_kernel ×120 (40 instantiations), \
+                 at::native::reduce_kernel ×30 (30 instantiations), vector_add ×1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("DITTO_LOG=debug lists every signature"), "{text}");
     }
 
     #[test]

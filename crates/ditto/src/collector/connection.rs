@@ -507,7 +507,8 @@ fn account_for_the_end(
         ConnectionEnd::Goodbye => (
             accounting.matched.unwrap_or(0),
             format!(
-                "the process said it dispatched {} matching dispatch(es), but this one was                  neither captured nor reported missing (its report was lost on the way)",
+                "the process said it dispatched {} matching dispatch(es), but this one was \
+                 neither captured nor reported missing (its report was lost on the way)",
                 accounting.matched.unwrap_or(0)
             ),
         ),

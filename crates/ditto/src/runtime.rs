@@ -98,9 +98,29 @@ pub fn cpu_runtime_dir() -> Result<PathBuf, RuntimeError> {
 
 static CPU_NOTICE: Once = Once::new();
 
+/// What `auto` says when it picks the CPU runtime: on a machine with an
+/// NVIDIA GPU (`/dev/nvidiactl`) the application is most likely a CUDA
+/// one, which never meets an HSA runtime: the line is for the debug log.
+fn cpu_notice(nvidia_present: bool) -> (crate::log::Level, &'static str) {
+    if nvidia_present {
+        (
+            crate::log::Level::Debug,
+            "ditto: no AMD GPU (/dev/kfd is absent): an HSA application would run on ditto's CPU \
+             HSA runtime; CUDA applications are captured through CUPTI",
+        )
+    } else {
+        (
+            crate::log::Level::Info,
+            "ditto: no AMD GPU found (/dev/kfd is absent): running on ditto's CPU HSA runtime \
+             (--hsa-runtime cpu)",
+        )
+    }
+}
+
 /// Resolves `--hsa-runtime`. `auto` picks the system runtime when
 /// `/dev/kfd` exists and otherwise says once on stderr that ditto runs on
-/// its CPU runtime. The CPU runtime must exist.
+/// its CPU runtime (at debug level where an NVIDIA GPU is: [`cpu_notice`]).
+/// The CPU runtime must exist.
 pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
     let cpu = || -> Result<ResolvedRuntime, RuntimeError> {
         let dir = cpu_runtime_dir()?;
@@ -118,10 +138,12 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
         RuntimeChoice::Auto => {
             let r = cpu()?;
             CPU_NOTICE.call_once(|| {
-                eprintln!(
-                    "ditto: no AMD GPU found (/dev/kfd is absent): running on ditto's CPU HSA runtime \
-                     (--hsa-runtime cpu)"
-                )
+                // As before for an AMD user: always said. On an NVIDIA
+                // machine: only in the debug log.
+                let (level, text) = cpu_notice(Path::new("/dev/nvidiactl").exists());
+                if level != crate::log::Level::Debug || crate::log::enabled(level) {
+                    eprintln!("{text}");
+                }
             });
             Ok(r)
         }
@@ -476,6 +498,16 @@ impl BufferSource for HsaBufferSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_an_nvidia_machine_the_cpu_runtime_notice_speaks_no_hsa_to_a_cuda_user() {
+        let (level, text) = cpu_notice(true);
+        assert_eq!(level, crate::log::Level::Debug);
+        assert!(text.contains("CUDA applications are captured through CUPTI"), "{text}");
+        let (level, text) = cpu_notice(false);
+        assert_eq!(level, crate::log::Level::Info);
+        assert!(text.contains("running on ditto's CPU HSA runtime"), "{text}");
+    }
 
     #[test]
     fn ipc_handle_bytes_round_trip_in_native_order() {

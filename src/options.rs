@@ -39,6 +39,10 @@ pub struct Options {
     /// the dispatch's integer arguments; the others reach the end of
     /// their allocation.
     pub arg_sizes: ArgSizes,
+    /// Outputs that are interior pointers of a larger allocation are taken
+    /// before the kernel too, to be compared by what the kernels wrote;
+    /// `DITTO_SUBALLOCATION_WRITES=0` turns it off.
+    pub interior_outputs_before: bool,
     /// `DITTO_RUN_NAME`, default the process id.
     pub run_name: String,
     /// `DITTO_TIMEOUT_MS`: how long to wait for the collector's answer.
@@ -176,6 +180,7 @@ impl Options {
             dispatch,
             capture,
             arg_sizes,
+            interior_outputs_before: non_empty("DITTO_SUBALLOCATION_WRITES").as_deref() != Some("0"),
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
             collector_uid,

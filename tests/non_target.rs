@@ -82,8 +82,10 @@ fn non_target_dispatch_reaches_the_queue_unchanged_with_no_signal_and_no_wait() 
 #[test]
 fn target_dispatch_is_rewritten_into_dispatch_and_held_barrier() {
     // The contrast that shows the trace can see a rewrite: a target
-    // dispatch reaches the ring as two packets, the dispatch with a swapped
-    // completion signal followed by a barrier-AND.
+    // dispatch reaches the ring as the dispatch with a swapped completion
+    // signal followed by a barrier-AND; being the kernel's first, whose
+    // outputs the tool has not seen yet (interior pointers of a larger
+    // allocation get their before-image), two barriers go in front of it.
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("collector.sock");
     let _collector = Collector::start(&socket, &dir.path().join("snapshots"));
@@ -96,10 +98,15 @@ fn target_dispatch_is_rewritten_into_dispatch_and_held_barrier() {
     let t = read_trace(&trace_path);
     assert_eq!(
         t.ring.len(),
-        t.app.len() + 1,
-        "one barrier added for the one target dispatch"
+        t.app.len() + 3,
+        "drain and gate barriers before the kernel's first dispatch, the hold after it"
     );
     let at = t.ring.iter().position(|p| packet_type(p) == 2).unwrap();
+    assert_eq!(
+        (packet_type(&t.ring[at - 2]), packet_type(&t.ring[at - 1])),
+        (3, 3),
+        "two barrier-ANDs in front of the first target dispatch"
+    );
     assert_eq!(
         packet_type(&t.ring[at + 1]),
         3,

@@ -105,26 +105,33 @@ fn a_malformed_arg_sizes_list_is_refused_before_the_application_runs() {
     );
 }
 
-/// `ditto validate --kernel scale_add --capture written --json` of the
-/// caching allocator against itself with `opt_args`.
-fn validate_written(opt_args: &str) -> (std::process::Output, serde_json::Value) {
+/// `ditto validate --kernel scale_add --json [EXTRA]` of the caching
+/// allocator against itself with `opt_args`.
+fn validate_slices(opt_args: &str, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
     let reference = app("caching_allocator");
-    let out = ditto(&[
+    let optimized = format!("{} {opt_args}", reference.display());
+    let mut args = vec![
         "validate",
         "--json",
         "--hsa-runtime",
         "cpu",
         "--kernel",
         "scale_add",
-        "--capture",
-        "written",
         "--ref",
         reference.to_str().unwrap(),
         "--opt",
-        &format!("{} {opt_args}", reference.display()),
-    ]);
+        &optimized,
+    ];
+    args.extend_from_slice(extra);
+    let out = ditto(&args);
     let v = json(&out);
     (out, v)
+}
+
+/// The default comparison (an interior pointer without --arg-sizes is
+/// taken before and after by itself).
+fn validate_written(opt_args: &str) -> (std::process::Output, serde_json::Value) {
+    validate_slices(opt_args, &[])
 }
 
 #[test]
@@ -151,6 +158,24 @@ fn another_tensor_of_the_segment_that_differs_is_outside_a_comparison_of_what_wa
         "{}",
         v["summary"]
     );
+    // The same on request, and the plain comparison when asked: the other
+    // tensor then shows as the mismatch the kernel did not make.
+    let (out, v) = validate_slices("--tail 8", &["--capture", "written"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(v["arrays"][0]["written"]["compared"], 1000);
+    let reference = app("caching_allocator");
+    let plain = std::process::Command::new(ditto_bin())
+        .args(["validate", "--json", "--hsa-runtime", "cpu", "--kernel", "scale_add", "--ref"])
+        .arg(&reference)
+        .arg("--opt")
+        .arg(format!("{} --tail 8", reference.display()))
+        .env("DITTO_SUBALLOCATION_WRITES", "0")
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(1), "{}", stderr(&plain));
+    let v = json(&plain);
+    assert!(v["mismatches"][0]["written"].is_null(), "{v}");
+    assert_eq!(v["mismatches"][0]["mismatched_elements"], 1000, "the other tensor's 1000 floats");
 }
 
 #[test]

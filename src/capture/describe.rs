@@ -35,12 +35,19 @@ pub struct DispatchFacts<'a> {
 pub struct ArgumentChoice {
     pub capture: CaptureSet,
     pub arg_sizes: ArgSizes,
+    /// Outputs that are interior pointers of a larger allocation, without
+    /// `--arg-sizes`, are also taken before the kernel runs (compared by
+    /// what the kernels wrote); `DITTO_SUBALLOCATION_WRITES=0` turns it off.
+    pub interior_outputs_before: bool,
 }
 
 /// One snapshot, ready to send.
 #[derive(Debug)]
 pub struct Snapshot {
     pub dispatch: Dispatch,
+    /// An output was an interior pointer of a larger allocation without
+    /// `--arg-sizes` (see [`ArgumentChoice::interior_outputs_before`]).
+    pub interior_outputs: bool,
     /// The shared-memory copies that go with it, in buffer order.
     pub copies: Vec<OwnedFd>,
     /// Selected arguments left out: (argument index, why), for the
@@ -73,17 +80,32 @@ pub fn describe(
     let mut buffers = Vec::new();
     let mut copies = Vec::new();
     let mut misses = Vec::new();
+    let mut interior_outputs = false;
     if let Some(sig) = &facts.kernel.signature {
         for param in &sig.params {
             let ParamKind::Pointer { dtype, is_const } = param.kind else {
                 continue;
             };
-            if !choice.capture.captures(phase, is_const) {
+            let selected = choice.capture.captures(phase, is_const);
+            let may_be_interior = !is_const && choice.interior_outputs_before;
+            if !selected && !(may_be_interior && phase == Phase::Before) {
                 continue;
             }
             let Some(address) = param.read_pointer(facts.kernarg).filter(|&a| a != 0) else {
                 continue;
             };
+            let interior = may_be_interior
+                && choice
+                    .arg_sizes
+                    .elements(param.index, &sig.params, facts.kernarg)
+                    .is_ok_and(|sized| sized.is_none())
+                && access
+                    .containing_allocation(address)
+                    .is_some_and(|alloc| alloc.base != address);
+            interior_outputs |= interior;
+            if !selected && !interior {
+                continue;
+            }
             let argument = Argument {
                 facts,
                 sig,
@@ -118,6 +140,7 @@ pub fn describe(
     };
     Snapshot {
         dispatch,
+        interior_outputs,
         copies,
         misses,
     }

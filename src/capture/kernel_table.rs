@@ -35,7 +35,17 @@ pub struct KernelInfo {
     /// Argument layout, present only for a target that can be captured.
     pub signature: Option<KernelSignature>,
     dispatches: AtomicU64,
+    /// What its dispatches showed of their outputs ([`KernelInfo::wants_before_images`]).
+    outputs: std::sync::atomic::AtomicU8,
 }
+
+/// No dispatch of the kernel was described yet.
+const OUTPUTS_UNKNOWN: u8 = 0;
+/// An output was an interior pointer of a larger allocation without
+/// `--arg-sizes`: compared by what the kernels wrote.
+const OUTPUTS_INTERIOR: u8 = 1;
+/// Every output was the start of its allocation, or sized.
+const OUTPUTS_WHOLE: u8 = 2;
 
 impl KernelInfo {
     /// What ditto knows about the kernel whose code-object symbol is `symbol`,
@@ -95,12 +105,37 @@ impl KernelInfo {
             is_target,
             signature,
             dispatches: AtomicU64::new(0),
+            outputs: std::sync::atomic::AtomicU8::new(OUTPUTS_UNKNOWN),
         };
         (info, problem)
     }
 
     pub fn count_dispatch(&self) {
         self.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a dispatch of this target should have its outputs taken
+    /// before it runs too: until a dispatch showed every output to be
+    /// the start of its allocation (or sized by `--arg-sizes`), and for
+    /// good once one showed an interior pointer (a caching allocator's
+    /// slice, captured to the end of its segment: compared by what the
+    /// kernels wrote).
+    pub fn wants_before_images(&self) -> bool {
+        self.outputs.load(Ordering::Relaxed) != OUTPUTS_WHOLE
+    }
+
+    /// What a described dispatch showed of its outputs.
+    pub fn learn_outputs(&self, interior: bool) {
+        if interior {
+            self.outputs.store(OUTPUTS_INTERIOR, Ordering::Relaxed);
+        } else {
+            let _ = self.outputs.compare_exchange(
+                OUTPUTS_UNKNOWN,
+                OUTPUTS_WHOLE,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
     }
 
     pub fn dispatches(&self) -> u64 {

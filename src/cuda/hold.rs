@@ -59,6 +59,7 @@ impl CudaTool {
         let choice = ArgumentChoice {
             capture: options.capture,
             arg_sizes: options.arg_sizes.clone(),
+            interior_outputs_before: options.interior_outputs_before,
         };
         CudaTool {
             driver,
@@ -148,7 +149,9 @@ impl CudaTool {
             self.missed(index, MissReason::Selection, String::new());
             return None;
         }
-        if self.choice.capture.takes_inputs() {
+        if self.choice.capture.takes_inputs()
+            || (self.choice.interior_outputs_before && kernel.wants_before_images())
+        {
             self.snapshot(launch, &kernel, index, Phase::Before);
         }
         Some(index)
@@ -257,7 +260,11 @@ impl CudaTool {
             dispatch,
             copies,
             misses,
+            interior_outputs,
         } = describe(&device, &facts, phase, &self.choice, None);
+        if phase == Phase::After {
+            kernel.learn_outputs(interior_outputs);
+        }
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         // Buffers the tool could not take are accounted for in the snapshot.

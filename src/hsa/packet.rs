@@ -207,7 +207,9 @@ unsafe fn hold_dispatch(
     let Some(mut held) = tool.take_pair() else {
         return false;
     };
-    if tool.options.capture.takes_inputs() {
+    if tool.options.capture.takes_inputs()
+        || (tool.options.interior_outputs_before && kernel.wants_before_images())
+    {
         let Some(pre) = tool.take_pair() else {
             // Unused, still at 1: back to the free list.
             tool.recycle(held);
@@ -354,12 +356,15 @@ mod tests {
         core.hsa_signal_create_fn = Some(fake_signal_create);
         core.hsa_signal_store_screlease_fn = Some(fake_signal_store);
         core.hsa_signal_store_relaxed_fn = Some(fake_signal_store);
+        // Unless a test says otherwise, no before-images of outputs whose
+        // allocations are unknown yet: the two-packet rewrite.
         let options = Options::from_lookup(|k| match k {
             "DITTO_KERNEL" => Some("scale_values".to_string()),
             _ => vars
                 .iter()
                 .find(|(name, _)| *name == k)
-                .map(|(_, v)| v.to_string()),
+                .map(|(_, v)| v.to_string())
+                .or_else(|| (k == "DITTO_SUBALLOCATION_WRITES").then(|| "0".to_string())),
         });
         assert!(options.fatal.is_none());
         let lifecycle = Box::leak(Box::new(Lifecycle::capturing()));
@@ -423,6 +428,30 @@ mod tests {
 
     fn writes() -> Vec<(usize, Vec<AqlPacket>)> {
         WRITES.with(|w| w.borrow().clone())
+    }
+
+    #[test]
+    fn a_kernel_s_dispatches_are_held_before_they_start_until_its_outputs_proved_whole() {
+        // Issue 23, item 1: an output inside a larger allocation needs its
+        // image before the kernel, which only the rewrite can arrange.
+        let (tool, rx) = fake_tool_with(&[("DITTO_SUBALLOCATION_WRITES", "1")]);
+        let ctx = context(tool);
+        let mut kernarg = [0u8; 24];
+        let kernarg = kernarg.as_mut_ptr();
+        let dispatch = || dispatch_packet(SCALE_OBJECT, kernarg, 77);
+        let kernel = tool.kernels.lookup(SCALE_OBJECT).unwrap();
+        call(ctx, &[dispatch()]);
+        assert_eq!(writes()[0].1.len(), 4, "drain, gate, dispatch, hold: outputs unknown");
+        // A described dispatch whose outputs were whole allocations.
+        kernel.learn_outputs(false);
+        call(ctx, &[dispatch()]);
+        assert_eq!(writes()[1].1.len(), 2, "dispatch and hold only");
+        // One interior output, and every later dispatch is held before again.
+        kernel.learn_outputs(true);
+        kernel.learn_outputs(false);
+        call(ctx, &[dispatch()]);
+        assert_eq!(writes()[2].1.len(), 4, "an interior output is remembered");
+        drop(rx);
     }
 
     #[test]

@@ -169,6 +169,7 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
         choice: ArgumentChoice {
             capture: options.capture,
             arg_sizes: options.arg_sizes.clone(),
+            interior_outputs_before: options.interior_outputs_before,
         },
         dispatch: options.dispatch.clone(),
         staging_bytes: options.staging_bytes,

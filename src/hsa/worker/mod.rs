@@ -426,6 +426,7 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
             dispatch: before,
             copies,
             misses,
+            ..
         } = describe(
             device,
             &job.facts(None),
@@ -489,6 +490,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
             dispatch,
             copies,
             misses,
+            interior_outputs,
         } = describe(
             device,
             &job.facts(duration_ns),
@@ -496,6 +498,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
             &config.choice,
             staging,
         );
+        job.kernel.learn_outputs(interior_outputs);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::After, detail);
         }

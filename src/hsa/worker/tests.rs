@@ -212,7 +212,11 @@ fn run_worker_staging(
             socket,
             hello: hello(),
             timeout,
-            choice: ArgumentChoice { capture, arg_sizes },
+            choice: ArgumentChoice {
+                capture,
+                arg_sizes,
+                interior_outputs_before: false,
+            },
             dispatch: ditto_protocol::DispatchSelection::All,
             staging_bytes,
             // SAFETY: getuid cannot fail.

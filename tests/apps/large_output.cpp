@@ -2,7 +2,10 @@
 // memcpy of the same size between two host buffers, each timed by the
 // application itself (the capture-bandwidth application of scripts/bench).
 //
-//   large_output [--mib N]     (default 1024: 1 GiB)
+//   large_output [--mib N] [--offset-kib K]     (default 1024: 1 GiB; K 0)
+//
+// With --offset-kib K the output is a slice K KiB into an allocation of
+// N MiB + K KiB (an interior pointer, as a caching allocator hands out).
 //
 // A warm-up dispatch of large_warmup (another kernel: under
 // `ditto run --kernel large_fill` it is not captured) loads the code object.
@@ -40,8 +43,16 @@ DITTO_KERNEL(large_warmup)
 
 int main(int argc, char** argv) {
   long mib = 1024;
+  long offset_kib = 0;
   for (int a = 1; a < argc; ++a) {
-    if (strcmp(argv[a], "--mib") == 0 && a + 1 < argc) {
+    if (strcmp(argv[a], "--offset-kib") == 0 && a + 1 < argc) {
+      char* end = nullptr;
+      offset_kib = strtol(argv[++a], &end, 10);
+      if (*end != '\0' || offset_kib < 0 || offset_kib > 1048576) {
+        fprintf(stderr, "large_output: --offset-kib must be an integer from 0 to 1048576, not \"%s\"\n", argv[a]);
+        return 2;
+      }
+    } else if (strcmp(argv[a], "--mib") == 0 && a + 1 < argc) {
       char* end = nullptr;
       mib = strtol(argv[++a], &end, 10);
       if (*end != '\0' || mib < 1 || mib > 16384) {
@@ -49,15 +60,18 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      fprintf(stderr, "large_output: unknown argument \"%s\" (usage: large_output [--mib N])\n", argv[a]);
+      fprintf(stderr, "large_output: unknown argument \"%s\" (usage: large_output [--mib N] [--offset-kib K])\n",
+              argv[a]);
       return 2;
     }
   }
   const size_t bytes = static_cast<size_t>(mib) << 20;
   const long n = static_cast<long>(bytes / sizeof(float));
 
-  float* out = nullptr;
-  HIP_CHECK(hipMalloc(&out, bytes));
+  const size_t offset = static_cast<size_t>(offset_kib) << 10;
+  char* allocation = nullptr;
+  HIP_CHECK(hipMalloc(reinterpret_cast<void**>(&allocation), bytes + offset));
+  float* out = reinterpret_cast<float*>(allocation + offset);
   hipLaunchKernelGGL(large_warmup, dim3(1), dim3(64), 0, 0, out);
   HIP_CHECK(hipGetLastError());
   HIP_CHECK(hipDeviceSynchronize());
@@ -97,7 +111,7 @@ int main(int argc, char** argv) {
     HIP_CHECK(hipMemcpy(&v, out + i, sizeof(float), hipMemcpyDeviceToHost));
     wrong += v != static_cast<float>(i % 4096);
   }
-  HIP_CHECK(hipFree(out));
+  HIP_CHECK(hipFree(allocation));
   if (wrong != 0) {
     fprintf(stderr, "large_output: %d of the checked outputs are wrong\n", wrong);
     return 1;

@@ -162,6 +162,28 @@ mod tests {
         }
     }
 
+    /// The manifest of one process that dispatched `kernels`, asked for `query`.
+    fn manifest_of(query: &str, kernels: Vec<DispatchedKernel>) -> Manifest {
+        Manifest {
+            format: crate::store::SNAPSHOT_FORMAT,
+            ditto_version: "0".into(),
+            kernel_query: query.into(),
+            runs: vec![crate::store::RunRecord {
+                rank: 0,
+                rank_source: "connection order".into(),
+                pid: 1,
+                run: "r".into(),
+                command_line: vec![],
+                working_directory: "/".into(),
+                unaccounted: None,
+            }],
+            kernel: None,
+            dispatches: vec![],
+            dispatched_kernels: kernels,
+            missing: vec![],
+        }
+    }
+
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {
         assert_eq!(edit_distance("vector_add", "vector_add"), 0);
@@ -207,24 +229,7 @@ mod tests {
             kernels.push(kernel(&format!("_ZN2at6native13reduce_kernelILi{i}ELi4EfEEvPf"), 1));
         }
         kernels.push(kernel("_Z10vector_addPKfS0_Pfi", 1));
-        let m = Manifest {
-            format: crate::store::SNAPSHOT_FORMAT,
-            ditto_version: "0".into(),
-            kernel_query: "vectorized_elementwise_kernel".into(),
-            runs: vec![crate::store::RunRecord {
-                rank: 0,
-                rank_source: "connection order".into(),
-                pid: 1,
-                run: "r".into(),
-                command_line: vec![],
-                working_directory: "/".into(),
-                unaccounted: None,
-            }],
-            kernel: None,
-            dispatches: vec![],
-            dispatched_kernels: kernels,
-            missing: vec![],
-        };
+        let m = manifest_of("vectorized_elementwise_kernel", kernels);
         let text = what_ran(&m);
         assert!(text.len() < 600, "{} characters: {text}", text.len());
         assert!(
@@ -246,27 +251,13 @@ mod tests {
 
     #[test]
     fn what_ran_lists_kernels_by_count_and_the_closest_name() {
-        let m = Manifest {
-            format: crate::store::SNAPSHOT_FORMAT,
-            ditto_version: "0".into(),
-            kernel_query: "reduce_summ".into(),
-            runs: vec![crate::store::RunRecord {
-                rank: 0,
-                rank_source: "connection order".into(),
-                pid: 1,
-                run: "r".into(),
-                command_line: vec![],
-                working_directory: "/".into(),
-                unaccounted: None,
-            }],
-            kernel: None,
-            dispatches: vec![],
-            dispatched_kernels: vec![
+        let m = manifest_of(
+            "reduce_summ",
+            vec![
                 kernel("_Z10vector_addPKfS0_Pfi", 1),
                 kernel("_Z10reduce_sumPKfPfi", 2),
             ],
-            missing: vec![],
-        };
+        );
         assert_eq!(
             what_ran(&m),
             "it dispatched: reduce_sum(float const*, float*, int) ×2 (_Z10reduce_sumPKfPfi), \

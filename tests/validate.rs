@@ -4,9 +4,14 @@ mod common;
 use common::*;
 
 fn validate_reduce_sum(opt: &str) -> std::process::Output {
+    validate_reduce_sum_with(opt, &[])
+}
+
+/// `ditto validate --json` of reduce_sum_baseline against `opt`, with `extra`.
+fn validate_reduce_sum_with(opt: &str, extra: &[&str]) -> std::process::Output {
     let reference = app("reduce_sum_baseline");
     let optimized = app(opt);
-    ditto(&[
+    let mut args = vec![
         "validate",
         "--json",
         "--hsa-runtime",
@@ -17,7 +22,9 @@ fn validate_reduce_sum(opt: &str) -> std::process::Output {
         reference.to_str().unwrap(),
         "--opt",
         optimized.to_str().unwrap(),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    ditto(&args)
 }
 
 #[test]
@@ -147,20 +154,7 @@ fn validate_gives_both_sides_kernel_times_and_the_speedup_beside_the_verdict() {
     // the kernel was optimized.
     let dir = tempfile::tempdir().unwrap();
     let keep = dir.path().join("snaps");
-    let out = ditto(&[
-        "validate",
-        "--json",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "reduce_sum",
-        "--ref",
-        app("reduce_sum_baseline").to_str().unwrap(),
-        "--opt",
-        app("reduce_sum_optimized").to_str().unwrap(),
-        "--keep",
-        keep.to_str().unwrap(),
-    ]);
+    let out = validate_reduce_sum_with("reduce_sum_optimized", &["--keep", keep.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     let time_of = |run: &str| {

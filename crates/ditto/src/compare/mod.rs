@@ -273,13 +273,16 @@ pub fn compare_snapshots(
             let wrote = *rb.bytes != *ra.bytes || *ob.bytes != *oa.bytes;
             wrote.then_some([rb, ra, ob, oa])
         };
+        // Decided once per argument (its Before and After records both ask).
+        let mut decided: std::collections::HashMap<u32, Option<[crate::store::Array; 4]>> =
+            std::collections::HashMap::new();
         for ((((arg, ra), (_, oa)), record), opt_record) in ref_arrays
             .iter()
             .zip(opt_arrays.iter())
             .zip(r.buffers.iter())
             .zip(o.buffers.iter())
         {
-            let images = by_writes(*arg);
+            let images = decided.entry(*arg).or_insert_with(|| by_writes(*arg)).as_ref();
             if images.is_some() && record.phase == Phase::Before {
                 continue; // the baseline of its output, compared through it
             }
@@ -289,7 +292,7 @@ pub fn compare_snapshots(
             }
             let (stats, written) = match images {
                 Some([rb, ra, ob, oa]) => {
-                    let (stats, set) = compare_written(&rb, &ra, &ob, &oa, options, &loc)?;
+                    let (stats, set) = compare_written(rb, ra, ob, oa, options, &loc)?;
                     (stats, Some(set))
                 }
                 None => (compare_arrays(ra, oa, options, &loc)?, None),

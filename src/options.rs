@@ -180,7 +180,8 @@ impl Options {
             dispatch,
             capture,
             arg_sizes,
-            interior_outputs_before: non_empty("DITTO_SUBALLOCATION_WRITES").as_deref() != Some("0"),
+            interior_outputs_before: non_empty("DITTO_SUBALLOCATION_WRITES").as_deref()
+                != Some("0"),
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
             collector_uid,

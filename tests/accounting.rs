@@ -453,7 +453,13 @@ fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch(
     // catch up with the frames the tool could not send before it.
     let child = spawn_storm_run(
         &snap,
-        &["20000", "--pause-every", "10000", "--pause-dir", pauses.to_str().unwrap()],
+        &[
+            "20000",
+            "--pause-every",
+            "10000",
+            "--pause-dir",
+            pauses.to_str().unwrap(),
+        ],
         "1000",
     );
     let pid = child.id();
@@ -470,7 +476,10 @@ fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch(
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
     while !pauses.join("paused-1").exists() {
-        assert!(std::time::Instant::now() < deadline, "the application never paused");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the application never paused"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(1500));
@@ -482,7 +491,10 @@ fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch(
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(stdout(&o).starts_with("dispatch_storm: dispatches=20000 "));
-    assert!(err.contains("not captured") && err.contains("(timeout)"), "{err}");
+    assert!(
+        err.contains("not captured") && err.contains("(timeout)"),
+        "{err}"
+    );
     let m = snapshot_manifest(&snap);
     let captured = captured_indices(&m);
     let mut all = captured.clone();
@@ -494,7 +506,10 @@ fn a_collector_stalled_past_the_timeout_still_learns_the_fate_of_every_dispatch(
     assert!(m["runs"][0].get("unaccounted").is_none(), "{}", m["runs"]);
     // The status line counts what the snapshot holds.
     assert!(
-        err.contains(&format!("captured {} dispatches of storm_fill", captured.len())),
+        err.contains(&format!(
+            "captured {} dispatches of storm_fill",
+            captured.len()
+        )),
         "{err}"
     );
 }

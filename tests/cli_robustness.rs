@@ -500,7 +500,10 @@ fn the_temporary_directories_of_a_killed_ditto_are_removed_by_the_next_one() {
     let pid_file = dir.path().join("pid");
     let mut killed = Command::new(ditto_bin())
         .args(["validate", "--kernel", "scale_values", "--ref"])
-        .arg(format!("sh -c 'echo $$ > {}; exec sleep 30'", pid_file.display()))
+        .arg(format!(
+            "sh -c 'echo $$ > {}; exec sleep 30'",
+            pid_file.display()
+        ))
         .args(["--opt", "true"])
         .env("TMPDIR", &tmp)
         .stdout(Stdio::null())
@@ -520,7 +523,10 @@ fn the_temporary_directories_of_a_killed_ditto_are_removed_by_the_next_one() {
     // A directory of another ditto that still runs is kept.
     let running = long_application_in(dir.path(), &dir.path().join("pid2"), &tmp);
     wait_for_pid(&dir.path().join("pid2"));
-    let kept: Vec<String> = scratch_dirs().into_iter().filter(|n| !left.contains(n)).collect();
+    let kept: Vec<String> = scratch_dirs()
+        .into_iter()
+        .filter(|n| !left.contains(n))
+        .collect();
     assert_eq!(kept.len(), 1, "{kept:?}");
     // The next ditto, of any kind that makes such directories, sweeps.
     let snap = dir.path().join("next");
@@ -534,7 +540,11 @@ fn the_temporary_directories_of_a_killed_ditto_are_removed_by_the_next_one() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(scratch_dirs(), kept, "the dead ditto's directories are gone, the live one's kept");
+    assert_eq!(
+        scratch_dirs(),
+        kept,
+        "the dead ditto's directories are gone, the live one's kept"
+    );
     let mut running = running;
     running.kill().unwrap();
     running.wait().unwrap();

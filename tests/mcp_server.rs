@@ -168,7 +168,10 @@ fn an_mcp_client_lists_the_four_tools_and_validates_reduce_sum() {
     );
     let s = &renamed["structuredContent"];
     assert_eq!(s["valid"], true, "{renamed}");
-    assert_eq!(s["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    assert_eq!(
+        s["optimized_kernel"],
+        "reduce_sum_v2(float const*, float*, int)"
+    );
     assert!(s["timing"]["speedup"].as_f64().unwrap() > 0.0, "{renamed}");
 }
 

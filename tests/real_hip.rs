@@ -298,7 +298,12 @@ fn the_source_names_of_a_kernel_s_arguments_reach_the_manifest_and_the_json() {
         let buffers = manifest["dispatches"][0]["buffers"].as_array().unwrap();
         let named: Vec<(u64, &str)> = buffers
             .iter()
-            .map(|b| (b["arg"].as_u64().unwrap(), b["name"].as_str().unwrap_or("(none)")))
+            .map(|b| {
+                (
+                    b["arg"].as_u64().unwrap(),
+                    b["name"].as_str().unwrap_or("(none)"),
+                )
+            })
             .collect();
         assert_eq!(named, vec![(2, "c")], "{app_name}: {manifest}");
         let v = json(&ditto(&[

@@ -106,32 +106,33 @@ fn a_malformed_arg_sizes_list_is_refused_before_the_application_runs() {
 }
 
 /// `ditto validate --kernel scale_add --json [EXTRA]` of the caching
-/// allocator against itself with `opt_args`.
-fn validate_slices(opt_args: &str, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+/// allocator against itself with `opt_args`, with `env` set for ditto and
+/// the applications.
+fn validate_slices(
+    opt_args: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, serde_json::Value) {
     let reference = app("caching_allocator");
-    let optimized = format!("{} {opt_args}", reference.display());
-    let mut args = vec![
-        "validate",
-        "--json",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "scale_add",
-        "--ref",
-        reference.to_str().unwrap(),
-        "--opt",
-        &optimized,
-    ];
-    args.extend_from_slice(extra);
-    let out = ditto(&args);
+    let out = std::process::Command::new(ditto_bin())
+        .args([
+            "validate",
+            "--json",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel",
+            "scale_add",
+            "--ref",
+        ])
+        .arg(&reference)
+        .arg("--opt")
+        .arg(format!("{} {opt_args}", reference.display()))
+        .args(extra)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let v = json(&out);
     (out, v)
-}
-
-/// The default comparison (an interior pointer without --arg-sizes is
-/// taken before and after by itself).
-fn validate_written(opt_args: &str) -> (std::process::Output, serde_json::Value) {
-    validate_slices(opt_args, &[])
 }
 
 #[test]
@@ -139,7 +140,7 @@ fn another_tensor_of_the_segment_that_differs_is_outside_a_comparison_of_what_wa
     // Issue 23, item 1: the output, captured to the end of its segment,
     // held another tensor's bytes; when they differed between the runs,
     // ditto reported a mismatch the kernel did not make.
-    let (out, v) = validate_written("--tail 8");
+    let (out, v) = validate_slices("--tail 8", &[], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(v["valid"], true);
     // The output (argument 2): its before-image is only the baseline.
@@ -160,29 +161,23 @@ fn another_tensor_of_the_segment_that_differs_is_outside_a_comparison_of_what_wa
     );
     // The same on request, and the plain comparison when asked: the other
     // tensor then shows as the mismatch the kernel did not make.
-    let (out, v) = validate_slices("--tail 8", &["--capture", "written"]);
+    let (out, v) = validate_slices("--tail 8", &["--capture", "written"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(v["arrays"][0]["written"]["compared"], 1000);
-    let reference = app("caching_allocator");
-    let plain = std::process::Command::new(ditto_bin())
-        .args(["validate", "--json", "--hsa-runtime", "cpu", "--kernel", "scale_add", "--ref"])
-        .arg(&reference)
-        .arg("--opt")
-        .arg(format!("{} --tail 8", reference.display()))
-        .env("DITTO_SUBALLOCATION_WRITES", "0")
-        .output()
-        .unwrap();
+    let (plain, v) = validate_slices("--tail 8", &[], &[("DITTO_SUBALLOCATION_WRITES", "0")]);
     assert_eq!(plain.status.code(), Some(1), "{}", stderr(&plain));
-    let v = json(&plain);
     assert!(v["mismatches"][0]["written"].is_null(), "{v}");
-    assert_eq!(v["mismatches"][0]["mismatched_elements"], 1000, "the other tensor's 1000 floats");
+    assert_eq!(
+        v["mismatches"][0]["mismatched_elements"], 1000,
+        "the other tensor's 1000 floats"
+    );
 }
 
 #[test]
 fn a_write_past_the_reference_s_and_a_missing_tail_are_named_by_their_indices() {
     // Issue 23, item 1: an out-of-bounds write by the optimized kernel is
     // caught, and a tail bug still is.
-    let (out, v) = validate_written("--write 1008");
+    let (out, v) = validate_slices("--write 1008", &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let m = &v["mismatches"][0];
     assert_eq!(m["arg"], 2);
@@ -200,7 +195,7 @@ fn a_write_past_the_reference_s_and_a_missing_tail_are_named_by_their_indices() 
         v["summary"]
     );
 
-    let (out, v) = validate_written("--write 990");
+    let (out, v) = validate_slices("--write 990", &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let m = &v["mismatches"][0];
     assert_eq!(m["mismatched_elements"], 10);

@@ -175,7 +175,11 @@ fn validate_gives_both_sides_kernel_times_and_the_speedup_beside_the_verdict() {
     let speedup = t["speedup"].as_f64().unwrap();
     assert!((speedup - reference as f64 / optimized as f64).abs() < 1e-9);
     let line = t["summary"].as_str().unwrap();
-    let expected_word = if reference > optimized { "x faster: " } else { "x slower: " };
+    let expected_word = if reference > optimized {
+        "x faster: "
+    } else {
+        "x slower: "
+    };
     assert!(
         line.starts_with("optimized ") && line.contains(expected_word),
         "{line} ({reference} ns -> {optimized} ns)"
@@ -215,24 +219,7 @@ fn a_renamed_optimized_kernel_is_validated_with_opt_kernel() {
     // (`reduce_sum_v2`); ditto required the same name on both sides.
     let dir = tempfile::tempdir().unwrap();
     let keep = dir.path().join("snaps");
-    let baseline = app("reduce_sum_baseline");
-    let renamed = app("reduce_sum_renamed");
-    let validate = |extra: &[&str]| {
-        let mut args = vec![
-            "validate",
-            "--json",
-            "--hsa-runtime",
-            "cpu",
-            "--kernel",
-            "reduce_sum",
-            "--ref",
-            baseline.to_str().unwrap(),
-            "--opt",
-            renamed.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        ditto(&args)
-    };
+    let validate = |extra: &[&str]| validate_reduce_sum_with("reduce_sum_renamed", extra);
     // Without it: the optimized run never dispatched `reduce_sum`, and the
     // error says what it did dispatch and which option takes it.
     let out = validate(&[]);
@@ -242,18 +229,25 @@ fn a_renamed_optimized_kernel_is_validated_with_opt_kernel() {
         err.contains("reduce_sum_v2(float const*, float*, int)") && err.contains("--opt-kernel"),
         "{err}"
     );
-    let out = validate(&["--opt-kernel", "reduce_sum_v2", "--keep", keep.to_str().unwrap()]);
+    let out = validate(&[
+        "--opt-kernel",
+        "reduce_sum_v2",
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["valid"], true);
     assert_eq!(v["kernel"], "reduce_sum(float const*, float*, int)");
-    assert_eq!(v["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    assert_eq!(
+        v["optimized_kernel"],
+        "reduce_sum_v2(float const*, float*, int)"
+    );
     assert_eq!(v["dispatches_compared"], 1);
     assert!(
-        v["summary"]
-            .as_str()
-            .unwrap()
-            .contains("note: the optimized run dispatched reduce_sum_v2(float const*, float*, int)"),
+        v["summary"].as_str().unwrap().contains(
+            "note: the optimized run dispatched reduce_sum_v2(float const*, float*, int)"
+        ),
         "{}",
         v["summary"]
     );
@@ -273,7 +267,10 @@ fn a_renamed_optimized_kernel_is_validated_with_opt_kernel() {
     };
     let out = compare("reduce_sum_v2");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(json(&out)["optimized_kernel"], "reduce_sum_v2(float const*, float*, int)");
+    assert_eq!(
+        json(&out)["optimized_kernel"],
+        "reduce_sum_v2(float const*, float*, int)"
+    );
     let out = compare("reduce_sum_v3");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -331,7 +328,10 @@ fn a_kernel_regex_captures_the_one_kernel_it_matches_and_refuses_two() {
         "{}",
         stderr(&out)
     );
-    assert!(!stdout(&out).contains("sum ="), "the application did not run");
+    assert!(
+        !stdout(&out).contains("sum ="),
+        "the application did not run"
+    );
     // Exact names stay exact: `reduce_sum` does not name reduce_sum_v2.
     let exact = ditto(&[
         "run",

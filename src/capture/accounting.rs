@@ -205,7 +205,9 @@ pub fn say_goodbye(
     };
     let unsent = ledger.queued.len();
     let said = if unsent > 0 {
-        Err(format!("{unsent} report(s) of dispatches not captured could not be sent"))
+        Err(format!(
+            "{unsent} report(s) of dispatches not captured could not be sent"
+        ))
     } else {
         conn.goodbye(goodbye).map_err(|e| e.to_string())
     };

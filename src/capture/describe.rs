@@ -88,23 +88,32 @@ pub fn describe(
             };
             let selected = choice.capture.captures(phase, is_const);
             let may_be_interior = !is_const && choice.interior_outputs_before;
-            if !selected && !(may_be_interior && phase == Phase::Before) {
+            // An output not selected here is still taken before the kernel
+            // when it lies inside a larger allocation (checked below).
+            let before_if_interior = !selected && may_be_interior && phase == Phase::Before;
+            if !(selected || before_if_interior) {
                 continue;
             }
             let Some(address) = param.read_pointer(facts.kernarg).filter(|&a| a != 0) else {
                 continue;
             };
-            let interior = may_be_interior
-                && choice
-                    .arg_sizes
-                    .elements(param.index, &sig.params, facts.kernarg)
-                    .is_ok_and(|sized| sized.is_none())
-                && access
-                    .containing_allocation(address)
-                    .is_some_and(|alloc| alloc.base != address);
-            interior_outputs |= interior;
-            if !selected && !interior {
-                continue;
+            // An output without --arg-sizes whose pointer may lie inside a
+            // larger allocation.
+            let extent_unknown = || {
+                may_be_interior
+                    && choice
+                        .arg_sizes
+                        .elements(param.index, &sig.params, facts.kernarg)
+                        .is_ok_and(|sized| sized.is_none())
+            };
+            if before_if_interior {
+                let interior = extent_unknown()
+                    && access
+                        .containing_allocation(address)
+                        .is_some_and(|alloc| alloc.base != address);
+                if !interior {
+                    continue;
+                }
             }
             let argument = Argument {
                 facts,
@@ -117,6 +126,8 @@ pub fn describe(
             let room_for_copy = copies.len() < MAX_FDS_PER_FRAME;
             match argument.take(access, choice, staging.as_deref_mut(), room_for_copy) {
                 Ok((buffer, copy)) => {
+                    // The allocation `take` resolved says whether it is interior.
+                    interior_outputs |= buffer.offset > 0 && extent_unknown();
                     buffers.push(buffer);
                     copies.extend(copy);
                 }

@@ -20,7 +20,7 @@
 use crate::capture::address_hash::AddressMap;
 use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
-use ditto_protocol::{Goodbye, KernelName};
+use ditto_protocol::{CaptureSet, Goodbye, KernelName};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -122,6 +122,14 @@ impl KernelInfo {
     /// kernels wrote).
     pub fn wants_before_images(&self) -> bool {
         self.outputs.load(Ordering::Relaxed) != OUTPUTS_WHOLE
+    }
+
+    /// Whether a target dispatch of this kernel is snapshotted before it
+    /// runs: its inputs are asked for (`capture`), or its outputs may need
+    /// their images before it (`interior_outputs_before` and
+    /// [`KernelInfo::wants_before_images`]).
+    pub fn is_taken_before(&self, capture: CaptureSet, interior_outputs_before: bool) -> bool {
+        capture.takes_inputs() || (interior_outputs_before && self.wants_before_images())
     }
 
     /// What a described dispatch showed of its outputs.

@@ -149,9 +149,7 @@ impl CudaTool {
             self.missed(index, MissReason::Selection, String::new());
             return None;
         }
-        if self.choice.capture.takes_inputs()
-            || (self.choice.interior_outputs_before && kernel.wants_before_images())
-        {
+        if kernel.is_taken_before(self.choice.capture, self.choice.interior_outputs_before) {
             self.snapshot(launch, &kernel, index, Phase::Before);
         }
         Some(index)
@@ -320,7 +318,9 @@ impl CudaTool {
         if !self.lifecycle.claim_finish() {
             return;
         }
-        let goodbye = self.kernels.goodbye(self.next_index.load(Ordering::Relaxed));
+        let goodbye = self
+            .kernels
+            .goodbye(self.next_index.load(Ordering::Relaxed));
         let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         ledger.close(goodbye.matched, &self.options.dispatch);

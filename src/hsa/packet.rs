@@ -207,9 +207,7 @@ unsafe fn hold_dispatch(
     let Some(mut held) = tool.take_pair() else {
         return false;
     };
-    if tool.options.capture.takes_inputs()
-        || (tool.options.interior_outputs_before && kernel.wants_before_images())
-    {
+    if kernel.is_taken_before(tool.options.capture, tool.options.interior_outputs_before) {
         let Some(pre) = tool.take_pair() else {
             // Unused, still at 1: back to the free list.
             tool.recycle(held);
@@ -441,7 +439,11 @@ mod tests {
         let dispatch = || dispatch_packet(SCALE_OBJECT, kernarg, 77);
         let kernel = tool.kernels.lookup(SCALE_OBJECT).unwrap();
         call(ctx, &[dispatch()]);
-        assert_eq!(writes()[0].1.len(), 4, "drain, gate, dispatch, hold: outputs unknown");
+        assert_eq!(
+            writes()[0].1.len(),
+            4,
+            "drain, gate, dispatch, hold: outputs unknown"
+        );
         // A described dispatch whose outputs were whole allocations.
         kernel.learn_outputs(false);
         call(ctx, &[dispatch()]);

@@ -322,8 +322,9 @@ fn check_run(o: RunOutcome) -> Result<String> {
     }
     // A pattern is meant to pick one kernel: more is an error naming each.
     if let Some(m) = manifest.as_ref()
-        && let Some(pattern) = o.kernel_query.trim().strip_prefix(ditto_kernels::matching::REGEX_PREFIX)
+        && let Ok(Some(re)) = ditto_kernels::matching::query_regex(o.kernel_query)
     {
+        let pattern = re.as_str();
         let mut matched: Vec<&str> = m
             .dispatches
             .iter()

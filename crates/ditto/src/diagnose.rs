@@ -226,7 +226,10 @@ mod tests {
             ));
         }
         for i in 0..30 {
-            kernels.push(kernel(&format!("_ZN2at6native13reduce_kernelILi{i}ELi4EfEEvPf"), 1));
+            kernels.push(kernel(
+                &format!("_ZN2at6native13reduce_kernelILi{i}ELi4EfEEvPf"),
+                1,
+            ));
         }
         kernels.push(kernel("_Z10vector_addPKfS0_Pfi", 1));
         let m = manifest_of("vectorized_elementwise_kernel", kernels);
@@ -246,7 +249,10 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("DITTO_LOG=debug lists every signature"), "{text}");
+        assert!(
+            text.contains("DITTO_LOG=debug lists every signature"),
+            "{text}"
+        );
     }
 
     #[test]

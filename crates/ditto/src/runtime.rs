@@ -503,10 +503,16 @@ mod tests {
     fn on_an_nvidia_machine_the_cpu_runtime_notice_speaks_no_hsa_to_a_cuda_user() {
         let (level, text) = cpu_notice(true);
         assert_eq!(level, crate::log::Level::Debug);
-        assert!(text.contains("CUDA applications are captured through CUPTI"), "{text}");
+        assert!(
+            text.contains("CUDA applications are captured through CUPTI"),
+            "{text}"
+        );
         let (level, text) = cpu_notice(false);
         assert_eq!(level, crate::log::Level::Info);
-        assert!(text.contains("running on ditto's CPU HSA runtime"), "{text}");
+        assert!(
+            text.contains("running on ditto's CPU HSA runtime"),
+            "{text}"
+        );
     }
 
     #[test]

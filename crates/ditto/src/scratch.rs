@@ -158,7 +158,10 @@ mod tests {
     #[test]
     fn a_scratch_directory_is_private_and_locked_while_it_lives() {
         let scratch = ScratchDir::create("ditto-collector-").unwrap();
-        let mode = std::fs::metadata(scratch.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(scratch.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
         assert!(!is_abandoned(scratch.path()));
         let path = scratch.path().to_path_buf();

@@ -681,7 +681,12 @@ fn matched_dispatches_neither_captured_nor_reported_are_recorded_lost_at_goodbye
         .filter(|m| m.reason == MissReason::Lost)
         .map(|m| (m.index, m.count))
         .collect();
-    assert_eq!(lost, vec![(2, 1), (4, 1), (6, 2)], "{:?}", snap.manifest.missing);
+    assert_eq!(
+        lost,
+        vec![(2, 1), (4, 1), (6, 2)],
+        "{:?}",
+        snap.manifest.missing
+    );
     assert!(
         snap.manifest.missing[0]
             .detail
@@ -689,7 +694,11 @@ fn matched_dispatches_neither_captured_nor_reported_are_recorded_lost_at_goodbye
         "{:?}",
         snap.manifest.missing
     );
-    assert!(reports[0].missing.contains(&(MissReason::Lost, 4)), "{:?}", reports[0]);
+    assert!(
+        reports[0].missing.contains(&(MissReason::Lost, 4)),
+        "{:?}",
+        reports[0]
+    );
     assert!(reports[0].missed_some());
     assert_eq!(snap.manifest.runs[0].unaccounted, None);
 }
@@ -712,7 +721,13 @@ fn a_connection_that_ends_without_goodbye_leaves_its_run_marked_unaccounted() {
     drop(tool);
     let (reports, dir, _) = finish(s);
     assert!(
-        matches!(reports[0].end, ConnectionEnd::Dropped { in_flight: None, .. }),
+        matches!(
+            reports[0].end,
+            ConnectionEnd::Dropped {
+                in_flight: None,
+                ..
+            }
+        ),
         "{:?}",
         reports[0].end
     );
@@ -729,7 +744,9 @@ fn a_connection_that_ends_without_goodbye_leaves_its_run_marked_unaccounted() {
     let unaccounted = snap.manifest.runs[0].unaccounted.as_ref().unwrap();
     assert_eq!(unaccounted.from_index, 3);
     assert!(
-        unaccounted.reason.contains("without Goodbye after dispatch 2"),
+        unaccounted
+            .reason
+            .contains("without Goodbye after dispatch 2"),
         "{}",
         unaccounted.reason
     );

@@ -242,11 +242,9 @@ impl KernelSignature {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                a.name.clone().or_else(|| {
-                    dwarf_names
-                        .as_ref()
-                        .and_then(|names| names[i].clone())
-                })
+                a.name
+                    .clone()
+                    .or_else(|| dwarf_names.as_ref().and_then(|names| names[i].clone()))
             })
             .collect();
         Ok((

@@ -110,7 +110,11 @@ mod tests {
         assert!(!matches("re:^reduce_sum\\(", &k));
         // A name query stays exact.
         assert!(!matches("reduce_sum", &k));
-        assert!(query_regex("re:(").unwrap_err().contains("not a regular expression"));
+        assert!(
+            query_regex("re:(")
+                .unwrap_err()
+                .contains("not a regular expression")
+        );
         assert!(query_regex("re:").unwrap_err().contains("empty"));
         assert!(query_regex("reduce_sum").unwrap().is_none());
         assert!(!matches("re:(", &k), "a bad pattern matches nothing");

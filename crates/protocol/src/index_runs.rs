@@ -50,11 +50,6 @@ impl IndexRuns {
         gaps
     }
 
-    /// One past the highest index in the set (0 when empty).
-    pub fn end(&self) -> u64 {
-        self.0.last_key_value().map_or(0, |(_, &e)| e)
-    }
-
     /// How many runs the set holds.
     pub fn runs(&self) -> usize {
         self.0.len()
@@ -75,7 +70,6 @@ mod tests {
         r.insert(1001, 1002);
         r.insert(2000, 2005);
         assert_eq!(r.gaps(2010), vec![(1000, 1001), (1002, 2000), (2005, 2010)]);
-        assert_eq!(r.end(), 2005);
         // A run bridging the two first runs merges them.
         r.insert(999, 1001);
         assert_eq!(r.runs(), 2);
@@ -83,6 +77,6 @@ mod tests {
         // Empty and reversed runs add nothing.
         r.insert(5000, 5000);
         r.insert(6000, 10);
-        assert_eq!(r.end(), 2005);
+        assert_eq!(r.gaps(7000), vec![(1002, 2000), (2005, 7000)]);
     }
 }

@@ -36,7 +36,11 @@ pub const HIP_APPS: &[(&str, &str, &[&str])] = &[
     ("reduce_sum_wrong", "reduce_sum_wrong.hip", &[]),
     ("vector_add", "vector_add.hip", &[]),
     // The parameter names kept two ways: in the metadata, and in DWARF.
-    ("vector_add_arg_names", "vector_add.hip", &["-fhip-kernel-arg-name"]),
+    (
+        "vector_add_arg_names",
+        "vector_add.hip",
+        &["-fhip-kernel-arg-name"],
+    ),
     ("vector_add_debug", "vector_add.hip", &["-g"]),
     ("scale_values", "scale_values.hip", &[]),
     ("scale_twice", "scale_twice.hip", &[]),

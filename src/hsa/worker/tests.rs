@@ -1061,11 +1061,8 @@ fn a_destroyed_queues_last_pair_is_recycled_at_once_and_never_again() {
             dispatched: vec![],
             matched: 3,
         };
-        tx.send(WorkerMessage::Shutdown {
-            goodbye,
-            finished,
-        })
-        .unwrap();
+        tx.send(WorkerMessage::Shutdown { goodbye, finished })
+            .unwrap();
         done.recv_timeout(Duration::from_secs(10))
             .expect("shutdown acknowledged");
     });

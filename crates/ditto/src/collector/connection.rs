@@ -14,8 +14,7 @@ use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
     Ack, CollectorMessage, FrameError, Hello, IndexRuns, MissReason, PROTOCOL_VERSION, Phase,
-    ToolMessage,
-    read_frame, write_frame,
+    ToolMessage, read_frame, write_frame,
 };
 use ditto_types::panic_message;
 use std::io::{self, Read};
@@ -271,7 +270,15 @@ fn run_connection(
         pid: hello.pid,
     };
     let mut accounting = Accounting::default();
-    let end = serve_dispatches(shared, stream, &mut reader, report, live, &origin, &mut accounting);
+    let end = serve_dispatches(
+        shared,
+        stream,
+        &mut reader,
+        report,
+        live,
+        &origin,
+        &mut accounting,
+    );
     account_for_the_end(&origin, report, &accounting, &end);
     end
 }
@@ -426,7 +433,7 @@ fn serve_dispatches(
             ToolMessage::Missed(m) => {
                 let record = MissingRecord {
                     rank,
-                    pid: pid,
+                    pid,
                     index: m.index,
                     count: m.count,
                     arg: m.arg,
@@ -622,7 +629,10 @@ fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport,
                 report.arrays_captured = report
                     .arrays_captured
                     .saturating_sub(d.buffers.len() as u64);
-                let bytes = d.buffers.iter().fold(0u64, |n, b| n.saturating_add(b.extent));
+                let bytes = d
+                    .buffers
+                    .iter()
+                    .fold(0u64, |n, b| n.saturating_add(b.extent));
                 report.bytes_captured = report.bytes_captured.saturating_sub(bytes);
             }
         }

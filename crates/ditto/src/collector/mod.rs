@@ -354,12 +354,13 @@ impl Collector {
     ) -> Result<Collector, CollectorError> {
         let (socket_path, private_dir) = match place {
             SocketPlace::Private => {
-                let dir = crate::scratch::ScratchDir::create("ditto-collector-").map_err(
-                    |source| CollectorError::Listen {
-                        path: std::env::temp_dir(),
-                        error: source,
-                    },
-                )?;
+                let dir =
+                    crate::scratch::ScratchDir::create("ditto-collector-").map_err(|source| {
+                        CollectorError::Listen {
+                            path: std::env::temp_dir(),
+                            error: source,
+                        }
+                    })?;
                 (dir.path().join("socket"), Some(dir))
             }
             SocketPlace::At(path) => {

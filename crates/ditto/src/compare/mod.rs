@@ -105,9 +105,9 @@ fn location(multi_rank: bool, d: &DispatchRecord, arg: Option<u32>) -> String {
 /// `--kernel`); an error naming what the snapshot holds when none is.
 pub fn only_kernel(snapshot: &Snapshot, query: &str) -> Result<Snapshot, CompareError> {
     let named = |d: &DispatchRecord| {
-        d.kernel
-            .as_ref()
-            .is_some_and(|k| ditto_kernels::matching::matches(query, &ditto_kernels::KernelNames::new(&k.mangled)))
+        d.kernel.as_ref().is_some_and(|k| {
+            ditto_kernels::matching::matches(query, &ditto_kernels::KernelNames::new(&k.mangled))
+        })
     };
     let mut selected = snapshot.clone();
     selected.manifest.dispatches.retain(|d| named(d));
@@ -130,7 +130,12 @@ pub fn only_kernel(snapshot: &Snapshot, query: &str) -> Result<Snapshot, Compare
             }
         )));
     }
-    if let Some(first) = selected.manifest.dispatches.iter().find_map(|d| d.kernel.clone()) {
+    if let Some(first) = selected
+        .manifest
+        .dispatches
+        .iter()
+        .find_map(|d| d.kernel.clone())
+    {
         selected.manifest.kernel = Some(first);
     }
     Ok(selected)
@@ -258,14 +263,7 @@ pub fn compare_snapshots(
         // Outputs captured before and after on both sides, which a kernel
         // changed: compared by what the kernels wrote (`written`), their
         // images before the kernel being only the baseline.
-        let image = |arrays: &'_ [(u32, crate::store::Array)], d: &DispatchRecord, arg, phase| {
-            d.buffers
-                .iter()
-                .zip(arrays.iter())
-                .find(|(b, _)| b.arg == arg && b.phase == phase)
-                .map(|(_, (_, a))| a.clone())
-        };
-        let by_writes = |arg: u32| -> Option<[crate::store::Array; 4]> {
+        let by_writes = |arg: u32| -> Option<[&crate::store::Array; 4]> {
             let rb = image(&ref_arrays, r, arg, Phase::Before)?;
             let ra = image(&ref_arrays, r, arg, Phase::After)?;
             let ob = image(&opt_arrays, o, arg, Phase::Before)?;
@@ -274,7 +272,7 @@ pub fn compare_snapshots(
             wrote.then_some([rb, ra, ob, oa])
         };
         // Decided once per argument (its Before and After records both ask).
-        let mut decided: std::collections::HashMap<u32, Option<[crate::store::Array; 4]>> =
+        let mut decided: std::collections::HashMap<u32, Option<[&crate::store::Array; 4]>> =
             std::collections::HashMap::new();
         for ((((arg, ra), (_, oa)), record), opt_record) in ref_arrays
             .iter()
@@ -282,7 +280,7 @@ pub fn compare_snapshots(
             .zip(r.buffers.iter())
             .zip(o.buffers.iter())
         {
-            let images = decided.entry(*arg).or_insert_with(|| by_writes(*arg)).as_ref();
+            let images = *decided.entry(*arg).or_insert_with(|| by_writes(*arg));
             if images.is_some() && record.phase == Phase::Before {
                 continue; // the baseline of its output, compared through it
             }
@@ -413,6 +411,21 @@ fn uncaptured(reference: &Snapshot, optimized: &Snapshot) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The loaded array of `d`'s argument `arg` in `phase` (`arrays` are `d`'s,
+/// in buffer order).
+fn image<'a>(
+    arrays: &'a [(u32, crate::store::Array)],
+    d: &DispatchRecord,
+    arg: u32,
+    phase: Phase,
+) -> Option<&'a crate::store::Array> {
+    d.buffers
+        .iter()
+        .zip(arrays.iter())
+        .find(|(b, _)| b.arg == arg && b.phase == phase)
+        .map(|(_, (_, a))| a)
 }
 
 fn captured(s: &Snapshot, rank: u32, index: u64) -> Option<&DispatchRecord> {

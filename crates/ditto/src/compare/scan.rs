@@ -454,6 +454,24 @@ pub fn compare_arrays(
     options: &CompareOptions,
     location: &str,
 ) -> Result<ArrayStats, CompareError> {
+    check_comparable(reference, optimized, location)?;
+    let dtype = reference.dtype;
+    Ok(scan(
+        dtype,
+        options.tolerance_for(dtype),
+        options,
+        &reference.bytes,
+        &optimized.bytes,
+    ))
+}
+
+/// The two arrays have one dtype and one length, or the error says which
+/// differs at `location`.
+pub fn check_comparable(
+    reference: &Array,
+    optimized: &Array,
+    location: &str,
+) -> Result<(), CompareError> {
     if reference.dtype != optimized.dtype {
         return Err(CompareError::DtypeDiffers {
             location: location.to_string(),
@@ -469,12 +487,5 @@ pub fn compare_arrays(
             optimized: optimized.elements(),
         });
     }
-    let dtype = reference.dtype;
-    Ok(scan(
-        dtype,
-        options.tolerance_for(dtype),
-        options,
-        &reference.bytes,
-        &optimized.bytes,
-    ))
+    Ok(())
 }

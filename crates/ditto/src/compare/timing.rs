@@ -48,7 +48,11 @@ impl Timing {
             reference_median_ns: r,
             optimized_median_ns: o,
             timed: reference.len(),
-            speedup: if o == 0 { f64::INFINITY } else { r as f64 / o as f64 },
+            speedup: if o == 0 {
+                f64::INFINITY
+            } else {
+                r as f64 / o as f64
+            },
         })
     }
 
@@ -146,7 +150,10 @@ mod tests {
             (Some(2_500_000), Some(1_200_000)),
         ]);
         let s = t.summary().unwrap();
-        assert_eq!((s.reference_median_ns, s.optimized_median_ns), (2_100_000, 1_140_000));
+        assert_eq!(
+            (s.reference_median_ns, s.optimized_median_ns),
+            (2_100_000, 1_140_000)
+        );
         assert_eq!(
             t.line(),
             "optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 3 dispatches"
@@ -164,10 +171,7 @@ mod tests {
 
     #[test]
     fn an_even_count_takes_the_mean_of_the_middle_two_without_overflow() {
-        let t = timing(&[
-            (Some(u64::MAX), Some(3)),
-            (Some(u64::MAX - 2), Some(5)),
-        ]);
+        let t = timing(&[(Some(u64::MAX), Some(3)), (Some(u64::MAX - 2), Some(5))]);
         let s = t.summary().unwrap();
         assert_eq!(s.reference_median_ns, u64::MAX - 1);
         assert_eq!(s.optimized_median_ns, 4);
@@ -180,8 +184,16 @@ mod tests {
             "no kernel times: the runtime gave none for either run (duration_ns is null in its \
              manifest), so the speedup is unknown"
         );
-        assert!(timing(&[(None, Some(5))]).line().contains("none for the reference run"));
-        assert!(timing(&[(Some(5), None)]).line().contains("none for the optimized run"));
+        assert!(
+            timing(&[(None, Some(5))])
+                .line()
+                .contains("none for the reference run")
+        );
+        assert!(
+            timing(&[(Some(5), None)])
+                .line()
+                .contains("none for the optimized run")
+        );
         assert_eq!(
             timing(&[(Some(4_000), Some(2_000)), (None, Some(1))]).line(),
             "optimized 2.00x faster: 4.0 µs -> 2.0 µs, median of the 1 of 2 dispatches timed on \

@@ -15,7 +15,7 @@
 //! Owns the write masks and their report; the element rule stays `scan`'s.
 
 use super::closeness::{ArrayStats, CompareError, CompareOptions};
-use super::scan::compare_arrays;
+use super::scan::{check_comparable, compare_arrays};
 use crate::store::Array;
 use serde::Serialize;
 
@@ -57,7 +57,7 @@ pub fn compare_written(
 ) -> Result<(ArrayStats, WrittenSet), CompareError> {
     // The usual checks (dtype, length) on the results, then on each side's
     // before-image against its result.
-    compare_arrays(reference, optimized, options, location).map(|_| ())?;
+    check_comparable(reference, optimized, location)?;
     for (before, after, side) in [
         (reference_before, reference, "reference"),
         (optimized_before, optimized, "optimized"),
@@ -146,7 +146,13 @@ impl OneSided {
         let runs: Vec<String> = self
             .runs
             .iter()
-            .map(|[a, b]| if a == b { a.to_string() } else { format!("{a}..{b}") })
+            .map(|[a, b]| {
+                if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}..{b}")
+                }
+            })
             .collect();
         let listed: u64 = self.runs.iter().map(|[a, b]| b - a + 1).sum();
         let more = if listed < self.count { ", ..." } else { "" };
@@ -176,13 +182,19 @@ mod tests {
         // A caching allocator's segment: the kernel writes [0, 2); the rest
         // is another tensor's bytes, different between the runs.
         let (rb, ra) = (f32s(&[0.0, 0.0, 7.0, 7.0]), f32s(&[1.0, 2.0, 7.0, 7.0]));
-        let (ob, oa) = (f32s(&[0.0, 0.0, 9.0, f32::NAN]), f32s(&[1.0, 2.0, 9.0, f32::NAN]));
+        let (ob, oa) = (
+            f32s(&[0.0, 0.0, 9.0, f32::NAN]),
+            f32s(&[1.0, 2.0, 9.0, f32::NAN]),
+        );
         let (stats, set) =
             compare_written(&rb, &ra, &ob, &oa, &CompareOptions::default(), "arg 1").unwrap();
         assert!(stats.matches(), "{stats:?}");
         assert_eq!((set.compared, set.untouched), (2, 2));
         assert_eq!(stats.total_elements, 4);
-        assert_eq!(stats.nonfinite.optimized_nan, 0, "the untouched NaN is not compared");
+        assert_eq!(
+            stats.nonfinite.optimized_nan, 0,
+            "the untouched NaN is not compared"
+        );
     }
 
     #[test]
@@ -190,14 +202,23 @@ mod tests {
         let before = f32s(&[0.0; 8]);
         let ra = f32s(&[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
         let oa = f32s(&[1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 0.0, 5.0]);
-        let (stats, set) =
-            compare_written(&before, &ra, &before, &oa, &CompareOptions::default(), "arg 1")
-                .unwrap();
+        let (stats, set) = compare_written(
+            &before,
+            &ra,
+            &before,
+            &oa,
+            &CompareOptions::default(),
+            "arg 1",
+        )
+        .unwrap();
         assert_eq!(stats.mismatched_elements, 3);
         assert_eq!(set.only_optimized.count, 3);
         assert_eq!(set.only_optimized.runs, vec![[4, 5], [7, 7]]);
         assert!(set.only_optimized.past_the_other);
-        assert_eq!(set.only_optimized.describe(), "indices 4..5, 7 (3 elements)");
+        assert_eq!(
+            set.only_optimized.describe(),
+            "indices 4..5, 7 (3 elements)"
+        );
         assert_eq!(set.only_reference, OneSided::default());
         assert_eq!((set.compared, set.untouched), (4, 1));
     }
@@ -208,9 +229,15 @@ mod tests {
         let ra = f32s(&[1.0, 2.0, 3.0, 4.0]);
         // The optimized kernel skips the tail and gets one value wrong.
         let oa = f32s(&[1.0, 2.5, 3.0, 0.0]);
-        let (stats, set) =
-            compare_written(&before, &ra, &before, &oa, &CompareOptions::default(), "arg 1")
-                .unwrap();
+        let (stats, set) = compare_written(
+            &before,
+            &ra,
+            &before,
+            &oa,
+            &CompareOptions::default(),
+            "arg 1",
+        )
+        .unwrap();
         assert_eq!(stats.mismatched_elements, 2);
         assert_eq!(set.only_reference.runs, vec![[3, 3]]);
         assert!(
@@ -231,6 +258,10 @@ mod tests {
             "dispatch 0, arg 1",
         )
         .unwrap_err();
-        assert!(e.to_string().contains("the reference run's image before the kernel"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the reference run's image before the kernel"),
+            "{e}"
+        );
     }
 }

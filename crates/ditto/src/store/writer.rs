@@ -18,9 +18,8 @@ use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
     BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
-    Unaccounted,
-    SNAPSHOT_FORMAT, TransportKind, connection_order, dispatch_file_name, safetensors_dtype,
-    tensor_name,
+    SNAPSHOT_FORMAT, TransportKind, Unaccounted, connection_order, dispatch_file_name,
+    safetensors_dtype, tensor_name,
 };
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
@@ -425,7 +424,10 @@ impl SnapshotWriter {
     /// Records dispatches (or a buffer) of rank `rank` not captured. A
     /// stored dispatch it covers is dropped, its file removed ([`missing`]);
     /// returns the records of the dispatches dropped.
-    pub fn add_missing(&mut self, record: MissingRecord) -> Result<Vec<DispatchRecord>, StoreError> {
+    pub fn add_missing(
+        &mut self,
+        record: MissingRecord,
+    ) -> Result<Vec<DispatchRecord>, StoreError> {
         self.journal.append_missing(&record)?;
         let dropped = missing::merge(&mut self.manifest, record);
         for dropped in &dropped {

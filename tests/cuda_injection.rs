@@ -115,7 +115,9 @@ fn a_cuda_launch_is_synchronised_and_captured_before_the_launch_returns() {
     );
     let buffers = dispatches[0]["buffers"].as_array().unwrap();
     assert_eq!(buffers.len(), 1, "only the non-const output: {m:#}");
-    assert_eq!(buffers[0]["transport"], "shared-memory");
+    // A small buffer is staged: copied into the staging file, the launch
+    // released without waiting for the collector.
+    assert_eq!(buffers[0]["transport"], "staged");
     let file = dispatches[0]["file"].as_str().unwrap();
     // The deferred kernel ran before the snapshot: the tool synchronised.
     assert_eq!(f32_tensor(&snap, file, "arg1"), vec![expected_sum()]);
@@ -123,6 +125,29 @@ fn a_cuda_launch_is_synchronised_and_captured_before_the_launch_returns() {
         se.contains("capturing kernel `reduce_sum`"),
         "the tool said what it captures: {se}"
     );
+}
+
+#[test]
+fn without_a_staging_file_a_small_buffer_travels_as_a_shared_memory_copy_with_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["run", "--kernel", "reduce_sum", "--out"])
+        .arg(dir.path().join("snap"))
+        .arg("--")
+        .arg(&app)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUPTI_LIBRARY", &lib)
+        .env("DITTO_STAGING_MIB", "0")
+        .env("NO_COLOR", "1");
+    let out = cmd.output().expect("run ditto");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let snap = dir.path().join("snap");
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    assert_eq!(d["buffers"][0]["transport"], "shared-memory", "{m:#}");
+    let file = d["file"].as_str().unwrap();
+    assert_eq!(f32_tensor(&snap, file, "arg1"), vec![expected_sum()]);
 }
 
 #[test]

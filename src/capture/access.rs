@@ -10,6 +10,16 @@ use super::staging::StagingFile;
 use ditto_protocol::Transport;
 use std::os::fd::OwnedFd;
 
+/// Where [`BufferAccess::stage`] put a buffer: its offset in the staging
+/// file and, where the backend read the bytes once for both, their
+/// fingerprint (a device buffer copied to the host: the fingerprint of that
+/// copy, so the buffer is not read from the device a second time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagedCopy {
+    pub at: u64,
+    pub fingerprint: Option<u64>,
+}
+
 pub trait BufferAccess {
     /// The allocation containing `address`, if the runtime knows one.
     fn containing_allocation(&self, address: u64) -> Option<Allocation>;
@@ -20,8 +30,8 @@ pub trait BufferAccess {
     /// The copy transport: `len` bytes at `address` copied into a fresh
     /// memfd, sealed against change, for memory `export` refused.
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
-    /// Copies the `len` bytes at `address` into the staging file: their
-    /// offset there, `Ok(None)` when the buffer is too large or there is no
+    /// Copies the `len` bytes at `address` into the staging file: where
+    /// they went, `Ok(None)` when the buffer is too large or there is no
     /// room now. By default the CPU reads the memory itself (pwrite):
     /// memory it cannot read is an `Err`, and the buffer travels another way.
     fn stage(
@@ -29,8 +39,11 @@ pub trait BufferAccess {
         address: u64,
         len: u64,
         staging: &mut StagingFile,
-    ) -> Result<Option<u64>, String> {
-        staging.stage(address, len)
+    ) -> Result<Option<StagedCopy>, String> {
+        Ok(staging.stage(address, len)?.map(|at| StagedCopy {
+            at,
+            fingerprint: None,
+        }))
     }
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;

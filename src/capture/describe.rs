@@ -6,7 +6,7 @@
 //! never talks to the collector and knows nothing of how the dispatch is
 //! held.
 
-use super::access::BufferAccess;
+use super::access::{BufferAccess, StagedCopy};
 use super::allocation_map::Allocation;
 use super::kernel_table::KernelInfo;
 use super::staging::StagingFile;
@@ -246,11 +246,14 @@ impl Argument<'_> {
                 }
             },
         };
-        let (transport, copy) =
+        let (transport, copy, read_once) =
             self.transport(access, &alloc, known, extent, staging, room_for_copy)?;
-        let fingerprint = access
-            .fingerprint(address, extent)
-            .map_err(|e| format!("{}: {e}; not captured", self.what()))?;
+        let fingerprint = match read_once {
+            Some(fingerprint) => fingerprint,
+            None => access
+                .fingerprint(address, extent)
+                .map_err(|e| format!("{}: {e}; not captured", self.what()))?,
+        };
         let buffer = Buffer {
             phase: self.phase,
             arg_index: self.param.index,
@@ -272,7 +275,8 @@ impl Argument<'_> {
     /// How the `extent` bytes travel: staged when small and there is room
     /// (the dispatch is then released without waiting for the collector),
     /// else IPC when the runtime exports the allocation, else a
-    /// shared-memory copy.
+    /// shared-memory copy. With it, the fingerprint of the staged bytes
+    /// where the backend computed it from its one read of them.
     fn transport(
         &self,
         access: &impl BufferAccess,
@@ -281,7 +285,7 @@ impl Argument<'_> {
         extent: u64,
         staging: Option<&mut StagingFile>,
         room_for_copy: bool,
-    ) -> Result<(Transport, Option<OwnedFd>), String> {
+    ) -> Result<(Transport, Option<OwnedFd>, Option<u64>), String> {
         let staged = match staging {
             Some(file) => access
                 .stage(self.address, extent, file)
@@ -291,12 +295,12 @@ impl Argument<'_> {
                 }),
             None => None,
         };
-        if let Some(at) = staged {
-            return Ok((Transport::Staged { at }, None));
+        if let Some(StagedCopy { at, fingerprint }) = staged {
+            return Ok((Transport::Staged { at }, None, fingerprint));
         }
         if known {
             match access.export(alloc) {
-                Ok(transport) => return Ok((transport, None)),
+                Ok(transport) => return Ok((transport, None, None)),
                 Err(e) => log_info!(
                     "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
                      its {extent} bytes are copied into shared memory",
@@ -316,6 +320,6 @@ impl Argument<'_> {
         let fd = access
             .copy_to_shared_memory(self.address, extent)
             .map_err(|e| format!("{}: {e}; not captured", self.what()))?;
-        Ok((Transport::SharedMemory, Some(fd)))
+        Ok((Transport::SharedMemory, Some(fd), None))
     }
 }

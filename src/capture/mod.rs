@@ -24,5 +24,5 @@ pub mod process;
 pub mod shared_memory;
 pub mod staging;
 
-pub use access::BufferAccess;
+pub use access::{BufferAccess, StagedCopy};
 pub use describe::{ArgumentChoice, DispatchFacts, Snapshot, describe};

@@ -153,13 +153,19 @@ impl StagingFile {
         self.file.as_fd()
     }
 
+    /// Whether a buffer of `len` bytes is small enough to be staged here
+    /// (room for it is another matter: [`StagingFile::stage`] says).
+    pub fn takes(&self, len: u64) -> bool {
+        len <= MAX_STAGED_BUFFER.min(self.ring.size / 4)
+    }
+
     /// Copies the `len` bytes at `address` of this process into a free
     /// region (giving back the regions of finished frames first when there
     /// is no room); its offset in the file, or `Ok(None)` when the buffer is
     /// too large to stage or there is still no room. `Err` when the range
     /// is not readable (the region comes back with the next frame's).
     pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, String> {
-        if len > MAX_STAGED_BUFFER.min(self.ring.size / 4) {
+        if !self.takes(len) {
             return Ok(None);
         }
         if self.sent.len() >= RECLAIM_AFTER {

@@ -1,19 +1,26 @@
 //! The CUDA backend's buffer access: the driver as the capture core's
 //! describe step reads it ([`BufferAccess`]): containing allocations
 //! (cuMemGetAddressRange), IPC export (cuIpcGetMemHandle), shared-memory
-//! copies through a host copy, and fingerprints computed from device
-//! memory by copying only their windows to the host. Called only on the
-//! launching thread, whose current context is the launch's.
+//! copies through a host copy, small buffers staged (one device-to-host
+//! copy into a page-locked bounce buffer, written into the staging file
+//! and fingerprinted from it), and fingerprints of other buffers computed
+//! from device memory by copying only their windows to the host. Called
+//! only on the launching thread, whose current context is the launch's.
 
-use super::driver::{Driver, IPC_HANDLE_BYTES};
-use crate::capture::BufferAccess;
+use super::driver::{Driver, HostBuffer, IPC_HANDLE_BYTES};
 use crate::capture::allocation_map::Allocation;
-use ditto_protocol::{Transport, fingerprint_of_windows, fingerprint_windows};
+use crate::capture::staging::{MAX_STAGED_BUFFER, StagingFile};
+use crate::capture::{BufferAccess, StagedCopy};
+use ditto_protocol::{Transport, fingerprint, fingerprint_of_windows, fingerprint_windows};
 use std::os::fd::OwnedFd;
+use std::sync::Mutex;
 
 /// The CUDA driver as the describe step reads it.
 pub struct CudaDevice<'a> {
     pub driver: &'a Driver,
+    /// Where staged buffers are copied to the host ([`MAX_STAGED_BUFFER`]
+    /// bytes, allocated on first use).
+    pub bounce: &'a Mutex<Option<HostBuffer>>,
 }
 
 /// Largest host staging copy made at once for a shared-memory copy.
@@ -48,6 +55,36 @@ impl BufferAccess for CudaDevice<'_> {
         staging.resize(len as usize, 0);
         self.driver.copy_to_host(address, &mut staging)?;
         crate::capture::shared_memory::copy_to_sealed_memfd(staging.as_ptr() as u64, len)
+    }
+
+    /// One device-to-host copy into the bounce buffer, written into the
+    /// staging file from there; the fingerprint is that copy's, so the
+    /// device is read once. The collector checks the staged bytes against
+    /// it (what the launch's stream held when it was synchronised).
+    fn stage(
+        &self,
+        address: u64,
+        len: u64,
+        staging: &mut StagingFile,
+    ) -> Result<Option<StagedCopy>, String> {
+        if !staging.takes(len) {
+            return Ok(None);
+        }
+        let mut bounce = self.bounce.lock().unwrap_or_else(|e| e.into_inner());
+        let buffer =
+            bounce.get_or_insert_with(|| HostBuffer::new(self.driver, MAX_STAGED_BUFFER as usize));
+        if (buffer.len() as u64) < len {
+            return Ok(None);
+        }
+        let bytes = buffer.bytes_mut(len as usize);
+        self.driver.copy_to_host(address, bytes)?;
+        let seen = fingerprint(bytes);
+        Ok(staging
+            .stage(bytes.as_ptr() as u64, len)?
+            .map(|at| StagedCopy {
+                at,
+                fingerprint: Some(seen),
+            }))
     }
 
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {

@@ -83,6 +83,9 @@ pub struct Driver {
     pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
     pub stream_is_capturing: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
     pub get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+    /// `cuMemAllocHost_v2`: page-locked host memory, which a device-to-host
+    /// copy fills by DMA without the driver's own bounce buffer.
+    pub mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
 }
 
 impl Driver {
@@ -106,6 +109,7 @@ impl Driver {
                 stream_synchronize: as_fn(need("cuStreamSynchronize")?),
                 stream_is_capturing: as_fn(need("cuStreamIsCapturing")?),
                 get_error_string: handle.symbol("cuGetErrorString").map(|p| as_fn(p)),
+                mem_alloc_host: handle.symbol("cuMemAllocHost_v2").map(|p| as_fn(p)),
             })
         }
     }
@@ -167,6 +171,52 @@ impl Driver {
         // SAFETY: dst is writable for its length; the driver checks `src`.
         let r = unsafe { (self.memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
         self.check(r, "cuMemcpyDtoH")
+    }
+}
+
+/// Host memory a device buffer is copied into: page-locked where the
+/// driver gives it (`cuMemAllocHost`), else ordinary. Kept for the
+/// process's life (never freed: a copy may use it until exit).
+pub struct HostBuffer {
+    ptr: *mut u8,
+    len: usize,
+    /// The ordinary allocation, where page-locked memory was refused.
+    _plain: Option<Vec<u8>>,
+}
+
+// SAFETY: a plain allocation that only its owner (behind a Mutex) touches.
+unsafe impl Send for HostBuffer {}
+
+impl HostBuffer {
+    /// `len` bytes, page-locked when the driver gives them.
+    pub fn new(driver: &Driver, len: usize) -> HostBuffer {
+        if let Some(alloc) = driver.mem_alloc_host {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            // SAFETY: out-pointer; the driver allocates `len` bytes.
+            if unsafe { alloc(&mut p, len) } == 0 && !p.is_null() {
+                return HostBuffer {
+                    ptr: p as *mut u8,
+                    len,
+                    _plain: None,
+                };
+            }
+        }
+        let mut plain = vec![0u8; len];
+        HostBuffer {
+            ptr: plain.as_mut_ptr(),
+            len,
+            _plain: Some(plain),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The first `n` bytes (at most the length).
+    pub fn bytes_mut(&mut self, n: usize) -> &mut [u8] {
+        // SAFETY: `len` bytes owned by this buffer; `&mut self` is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, n.min(self.len)) }
     }
 }
 

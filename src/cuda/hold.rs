@@ -3,10 +3,13 @@
 //! the dispatch takes its index (and, with `--capture inputs`, the launch's
 //! stream is synchronised and the inputs snapshotted before the kernel is
 //! enqueued); at its exit the stream is synchronised, the pointer arguments
-//! are resolved to their containing allocations (cuMemGetAddressRange) and
-//! exported (cuIpcGetMemHandle, else a shared-memory copy), the Dispatch is
-//! sent and the collector's Ack awaited: the launch call returns only then,
-//! so the application cannot see the kernel complete before its snapshot.
+//! are resolved to their containing allocations (cuMemGetAddressRange);
+//! small buffers are copied into the connection's staging file
+//! (cuMemcpyDtoH through a page-locked bounce buffer) and the launch
+//! returns as soon as the Dispatch is sent; larger ones are exported
+//! (cuIpcGetMemHandle, else a shared-memory copy) and the collector's Ack
+//! is awaited: the launch call returns only then. Either way the
+//! application cannot see the kernel complete before its bytes are taken.
 //! Non-target launches are counted and return at once: nothing is
 //! synchronised. Launches into a stream being captured into a CUDA graph
 //! are never synchronised (that would invalidate the capture): not captured,
@@ -18,7 +21,7 @@
 //! capture's state in the process's [`Lifecycle`].
 
 use super::access::CudaDevice;
-use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver};
+use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver, HostBuffer};
 use super::launch::Launch;
 use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::CollectorConnection;
@@ -52,6 +55,8 @@ pub struct CudaTool {
     ledger: Mutex<Ledger>,
     /// Kernels whose launch into a capturing stream was already reported.
     graph_noted: Mutex<HashSet<String>>,
+    /// The page-locked buffer small buffers are staged through.
+    bounce: Mutex<Option<HostBuffer>>,
 }
 
 impl CudaTool {
@@ -72,6 +77,7 @@ impl CudaTool {
             connection: Mutex::new(None),
             ledger: Mutex::new(Ledger::default()),
             graph_noted: Mutex::new(HashSet::new()),
+            bounce: Mutex::new(None),
         }
     }
 
@@ -253,18 +259,25 @@ impl CudaTool {
         };
         let device = CudaDevice {
             driver: &self.driver,
+            bounce: &self.bounce,
         };
+        // Small buffers go into the connection's staging file: the launch
+        // then returns without waiting for the collector.
+        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let staging = connection
+            .as_mut()
+            .filter(|_| self.lifecycle.is_capturing())
+            .and_then(|c| c.staging());
         let Snapshot {
             dispatch,
             copies,
             misses,
             interior_outputs,
-        } = describe(&device, &facts, phase, &self.choice, None);
+        } = describe(&device, &facts, phase, &self.choice, staging);
         if phase == Phase::After {
             kernel.learn_outputs(interior_outputs);
         }
-        let mut connection = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         // Buffers the tool could not take are accounted for in the snapshot.
         for (arg, detail) in misses {
             ledger.missed_buffer(index, arg, phase, detail);
@@ -279,9 +292,18 @@ impl CudaTool {
         if phase == Phase::Before && dispatch.buffers.is_empty() {
             return;
         }
-        let result = conn.dispatch(dispatch, copies);
+        let awaited = dispatch.needs_ack();
+        let mut result = conn.dispatch(dispatch, copies);
+        if !awaited && matches!(result, Ok(Ok(()))) {
+            // Staged: sent now (what the socket does not take at once goes
+            // with the next message), not when a batch fills.
+            if let Err(e) = conn.flush(false) {
+                result = Err(e);
+            }
+        }
         if result.is_ok() && phase == Phase::After {
-            // Sent, and answered: the collector stores it or says why not.
+            // Sent (and answered, unless staged): the collector stores it
+            // or says why not.
             ledger.sent(index);
         }
         match result {

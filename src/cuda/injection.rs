@@ -80,13 +80,12 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
         options.cupti_library.as_deref(),
         options.cuda_home.as_deref(),
     ))?;
-    // The CUDA path captures on the launching thread, through its own
-    // transport: no staging file.
+    // Small buffers are staged (copied into the staging file), as on HSA.
     let connection = CollectorConnection::open(
         &socket,
         &hello(&options, &query),
         options.timeout,
-        0,
+        options.staging_bytes,
         options.collector_uid,
     )
     .map_err(|e| e.to_string())?;

@@ -17,7 +17,7 @@
 
 use super::{BufferSource, Mapping, Shared};
 use crate::store::{
-    CapturedBuffer, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
+    CapturedBuffer, Filled, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
     zeroed_buffer,
 };
 use ditto_protocol::{
@@ -129,9 +129,29 @@ impl<'a> Attachment<'a> {
             }
             return Ok(seen);
         }
+        if self.source.copies_long_runs() {
+            let mut seen = 0;
+            let mut copy = |dst: &mut [u8]| {
+                self.copy(offset, dst)?;
+                seen = fingerprint(dst);
+                Ok(())
+            };
+            let started = Instant::now();
+            match out.fill_run(extent as usize, &mut copy) {
+                Ok(Filled::Done) => {
+                    self.say_time(extent, started, "copied into the file's mapping");
+                    return Ok(seen);
+                }
+                Ok(Filled::Refused(reason)) => return Err(reason),
+                Ok(Filled::NotMapped) => {}
+                Err(e) => return Err(cannot_write(e)),
+            }
+        }
         let chunk_len = extent.min(STREAM_CHUNK as u64) as usize;
         let mut chunk = zeroed_buffer(chunk_len)
             .ok_or_else(|| format!("cannot allocate {chunk_len} bytes to copy it through"))?;
+        let started = Instant::now();
+        let mut copying = std::time::Duration::ZERO;
         let windows = fingerprint_windows(extent);
         let mut window_bytes: Vec<Vec<u8>> = windows
             .iter()
@@ -141,7 +161,9 @@ impl<'a> Attachment<'a> {
         while at < extent {
             let n = (extent - at).min(chunk_len as u64);
             let part = &mut chunk[..n as usize];
+            let copy_started = Instant::now();
             self.copy(offset + at, part)?;
+            copying += copy_started.elapsed();
             for (&(start, len), bytes) in windows.iter().zip(&mut window_bytes) {
                 let (from, to) = (start.max(at), (start + len).min(at + n));
                 if from < to {
@@ -151,10 +173,33 @@ impl<'a> Attachment<'a> {
             out.write_all(part).map_err(cannot_write)?;
             at += n;
         }
+        self.say_time(
+            extent,
+            started,
+            &format!(
+                "copied a chunk at a time ({} ms copying, the rest writing)",
+                copying.as_millis()
+            ),
+        );
         Ok(fingerprint_of_windows(
             extent,
             window_bytes.iter().map(|b| &b[..]),
         ))
+    }
+
+    /// The debug line of a long run stored from a mapping that is not
+    /// host memory: how long it took, and how.
+    fn say_time(&self, extent: u64, started: Instant, how: &str) {
+        if let Some(log) = &self.log {
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            log.say(
+                "stored",
+                &format!(
+                    ": {extent} bytes in {ms:.1} ms ({:.2} GB/s), {how}",
+                    extent as f64 / (ms * 1e6)
+                ),
+            );
+        }
     }
 
     fn detach(mut self) -> Result<(), String> {

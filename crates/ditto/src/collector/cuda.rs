@@ -6,14 +6,23 @@
 //! the first time a CUDA buffer arrives (never at start, so the collector
 //! runs where no CUDA exists), cuInit, the primary context of device 0 made
 //! current on the connection thread, then per buffer cuIpcOpenMemHandle
-//! (lazy peer access) → cuMemcpyDtoH → cuIpcCloseMemHandle, through the
+//! (lazy peer access) → the copy → cuIpcCloseMemHandle, through the
 //! same [`BufferSource`] contract (and RAII guard) as HSA mappings: the
 //! handle is closed before the Ack on every path. The library is never
 //! dlclosed.
 //!
+//! The copy: a long run (a large buffer stored into its tensor file) goes
+//! straight into the file's mapping through [`CopyEngine`] (several
+//! threads, page-locked buffers, copies overlapped with the stores);
+//! shorter ones with one cuMemcpyDtoH. `DITTO_CUDA_COPY=chunked` keeps the
+//! older way for comparison (8 MiB at a time through one pageable buffer,
+//! each chunk written before the next is copied: `scripts/gpu-test` sets
+//! them side by side).
+//!
 //! `DITTO_CUDA_DRIVER` names another driver library (tests point it at a
 //! missing file to see the error).
 
+use super::cuda_copy::CopyEngine;
 use super::{BufferSource, Mapping};
 use ditto_protocol::CUDA_IPC_HANDLE_BYTES;
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
@@ -22,7 +31,8 @@ use std::sync::OnceLock;
 type CuResult = c_int;
 type CuDevice = c_int;
 type CuContext = *mut c_void;
-type CuDevicePtr = u64;
+pub(super) type CuDevicePtr = u64;
+pub(super) type CuStream = *mut c_void;
 
 /// `CUipcMemHandle`: 64 opaque bytes, passed by value.
 #[repr(C)]
@@ -34,12 +44,19 @@ struct CuIpcMemHandle {
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
 
-struct Driver {
+pub(super) struct Driver {
     cu_ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
     cu_ipc_open: unsafe extern "C" fn(*mut CuDevicePtr, CuIpcMemHandle, c_uint) -> CuResult,
     cu_ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
     cu_memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
     cu_get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+    /// The entry points of [`CopyEngine`]'s overlapped copies: without
+    /// them, long runs are copied with cuMemcpyDtoH.
+    pub(super) cu_stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
+    pub(super) cu_stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
+    pub(super) cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+    pub(super) cu_memcpy_dtoh_async:
+        Option<unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult>,
     context: usize,
 }
 
@@ -110,6 +127,10 @@ impl Driver {
                 cu_ipc_close: as_fn(sym("cuIpcCloseMemHandle")?),
                 cu_memcpy_dtoh: as_fn(sym("cuMemcpyDtoH_v2")?),
                 cu_get_error_string: sym("cuGetErrorString").ok().map(|p| as_fn(p)),
+                cu_stream_create: sym("cuStreamCreate").ok().map(|p| as_fn(p)),
+                cu_stream_synchronize: sym("cuStreamSynchronize").ok().map(|p| as_fn(p)),
+                cu_mem_alloc_host: sym("cuMemAllocHost_v2").ok().map(|p| as_fn(p)),
+                cu_memcpy_dtoh_async: sym("cuMemcpyDtoHAsync_v2").ok().map(|p| as_fn(p)),
                 context: 0,
             };
             driver.check(cu_init(0), "cuInit")?;
@@ -122,7 +143,7 @@ impl Driver {
         }
     }
 
-    fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
+    pub(super) fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
         if result == 0 {
             return Ok(());
         }
@@ -142,27 +163,95 @@ impl Driver {
         Err(format!("{call} failed: CUDA error {result} ({name})"))
     }
 
-    fn make_current(&self) -> Result<(), String> {
+    pub(super) fn make_current(&self) -> Result<(), String> {
         // SAFETY: the retained primary context stays valid for the process.
         let r = unsafe { (self.cu_ctx_set_current)(self.context as CuContext) };
         self.check(r, "cuCtxSetCurrent")
+    }
+
+    /// Copies `dst.len()` bytes at device address `src` with one
+    /// cuMemcpyDtoH; the context must be current.
+    pub(super) fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), String> {
+        // SAFETY: dst is a writable host buffer of dst.len() bytes; the
+        // driver checks the device range.
+        let r = unsafe { (self.cu_memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
+        self.check(r, "cuMemcpyDtoH")
+    }
+}
+
+#[cfg(test)]
+impl Driver {
+    /// A driver over host memory for the copy engine's tests: the plain
+    /// copy is a memcpy, the context a no-op; the engine's entry points are
+    /// the test's.
+    pub(super) fn stand_in(
+        stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
+        stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
+        mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+        memcpy_dtoh_async: Option<
+            unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult,
+        >,
+    ) -> Driver {
+        unsafe extern "C" fn set_current(_: CuContext) -> CuResult {
+            0
+        }
+        unsafe extern "C" fn ipc_open(
+            _: *mut CuDevicePtr,
+            _: CuIpcMemHandle,
+            _: c_uint,
+        ) -> CuResult {
+            1
+        }
+        unsafe extern "C" fn ipc_close(_: CuDevicePtr) -> CuResult {
+            1
+        }
+        unsafe extern "C" fn memcpy(dst: *mut c_void, src: CuDevicePtr, len: usize) -> CuResult {
+            // SAFETY: the tests pass host ranges of `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+            0
+        }
+        Driver {
+            cu_ctx_set_current: set_current,
+            cu_ipc_open: ipc_open,
+            cu_ipc_close: ipc_close,
+            cu_memcpy_dtoh: memcpy,
+            cu_get_error_string: None,
+            cu_stream_create: stream_create,
+            cu_stream_synchronize: stream_synchronize,
+            cu_mem_alloc_host: mem_alloc_host,
+            cu_memcpy_dtoh_async: memcpy_dtoh_async,
+            context: 0,
+        }
     }
 }
 
 /// Device 0's primary context through libcuda, loaded on first use.
 pub struct CudaBufferSource {
     driver: &'static Driver,
+    engine: &'static CopyEngine,
 }
 
 static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
+static ENGINE: OnceLock<CopyEngine> = OnceLock::new();
+
+/// Runs at least this long go through [`CopyEngine`].
+const ENGINE_FROM_BYTES: usize = 8 << 20;
 
 /// The importer, loading the driver the first time (its error is kept and
 /// returned to every later caller).
 pub fn cuda_source() -> Result<CudaBufferSource, String> {
     match DRIVER.get_or_init(Driver::load) {
-        Ok(driver) => Ok(CudaBufferSource { driver }),
+        Ok(driver) => Ok(CudaBufferSource {
+            driver,
+            engine: ENGINE.get_or_init(CopyEngine::new),
+        }),
         Err(e) => Err(e.clone()),
     }
+}
+
+/// Whether `DITTO_CUDA_COPY=chunked` asks for the older copy.
+fn chunked_copy_asked() -> bool {
+    std::env::var("DITTO_CUDA_COPY").is_ok_and(|v| v == "chunked")
 }
 
 impl BufferSource for CudaBufferSource {
@@ -204,17 +293,17 @@ impl BufferSource for CudaBufferSource {
         if dst.is_empty() {
             return Ok(());
         }
+        // The source range lies inside the opened allocation (checked above).
+        let src = mapping.address as u64 + offset;
+        if dst.len() >= ENGINE_FROM_BYTES && !chunked_copy_asked() {
+            return self.engine.copy(self.driver, src, dst);
+        }
         self.driver.make_current()?;
-        // SAFETY: dst is a writable host buffer of dst.len() bytes; the source
-        // range lies inside the opened allocation (checked above).
-        let r = unsafe {
-            (self.driver.cu_memcpy_dtoh)(
-                dst.as_mut_ptr() as *mut c_void,
-                mapping.address as u64 + offset,
-                dst.len(),
-            )
-        };
-        self.driver.check(r, "cuMemcpyDtoH")
+        self.driver.copy_to_host(src, dst)
+    }
+
+    fn copies_long_runs(&self) -> bool {
+        !chunked_copy_asked()
     }
 
     fn detach(&self, mapping: Mapping) -> Result<(), String> {

@@ -58,6 +58,13 @@ pub trait BufferSource: Send + Sync {
         let _ = (mapping, offset, len);
         None
     }
+    /// Whether [`Self::copy`] of a long run straight into a tensor file's
+    /// mapping is the fastest way to store it (the source copies in
+    /// parallel, through its own staging: the CUDA importer); otherwise a
+    /// long run is copied a chunk at a time and written from the chunk.
+    fn copies_long_runs(&self) -> bool {
+        false
+    }
     /// Unmaps; the mapping is gone whatever the result.
     fn detach(&self, mapping: Mapping) -> Result<(), String>;
 }
@@ -605,6 +612,7 @@ pub fn check_run_name(run: &str) -> Result<(), String> {
 mod capture;
 mod connection;
 mod cuda;
+mod cuda_copy;
 
 #[cfg(test)]
 mod tests {

@@ -39,7 +39,7 @@ pub use manifest::{
     BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
     SNAPSHOT_FORMAT, TransportKind, dispatch_file_name, safetensors_dtype, tensor_name,
 };
-pub use placement::TensorOut;
+pub use placement::{Filled, TensorOut, share_cuts};
 pub use reader::{Array, Snapshot};
 pub use tensor_file::{TensorBytes, TensorSource, zeroed_buffer};
 pub use writer::{CapturedBuffer, MANIFEST_INTERVAL, SnapshotWriter, TensorToStore};

@@ -31,6 +31,17 @@ const MIN_SHARE: usize = 16 << 20;
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
 
+/// What [`TensorOut::fill_run`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Filled {
+    /// The run was filled and the position moved past it.
+    Done,
+    /// The output cannot be filled in place: nothing happened, write it.
+    NotMapped,
+    /// The fill refused (its reason); the position is unchanged.
+    Refused(String),
+}
+
 /// Where a tensor file's bytes go: a writer that may put a long run of
 /// bytes by other means than `write` (a [`File`] does, [`place`]).
 pub trait TensorOut: Write {
@@ -38,6 +49,19 @@ pub trait TensorOut: Write {
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         populate_for_reading(bytes);
         self.write_all(bytes)
+    }
+
+    /// Hands the next `len` bytes of the output to `fill` as one writable
+    /// slice (a file's shared mapping), so that a source can copy into it
+    /// directly, with as many threads as it likes. [`Filled::NotMapped`]
+    /// where the output cannot (by default).
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
+        let _ = (len, fill);
+        Ok(Filled::NotMapped)
     }
 }
 
@@ -49,6 +73,14 @@ impl TensorOut for File {
         }
         populate_for_reading(bytes);
         self.write_all(bytes)
+    }
+
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
+        fill_mapped(self, len, fill)
     }
 }
 
@@ -78,35 +110,57 @@ fn threads_for(len: usize) -> usize {
 }
 
 /// Places `bytes` at `file`'s position with `threads` threads and moves
-/// the position past them: on a file system where that is safe
-/// ([`faults_cannot_fail_after_fallocate`]), the range is allocated with
-/// `fallocate` (the file grows to cover it; a full disk is an error here,
-/// never a fault later), mapped shared (asking for huge pages, so the page cache holds
-/// it in folios of up to 2 MiB, which readers map whole), each thread
-/// copies its share, and the mapping is removed. `Ok(false)` where the
-/// file system cannot allocate ahead or the range cannot be mapped: then
-/// nothing was copied, the position is unchanged and the caller writes;
-/// so also on other file systems.
+/// the position past them, through [`fill_mapped`]. `Ok(false)` where the
+/// file cannot be filled in place: then nothing was copied, the position
+/// is unchanged and the caller writes.
 fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool> {
-    if bytes.is_empty() {
-        return Ok(true);
+    let mut copy = |dst: &mut [u8]| {
+        copy_in_shares(dst, bytes, threads);
+        Ok(())
+    };
+    Ok(match fill_mapped(file, bytes.len(), &mut copy)? {
+        Filled::Done => true,
+        Filled::NotMapped => false,
+        Filled::Refused(reason) => unreachable!("a host copy never refuses: {reason}"),
+    })
+}
+
+/// Fills `len` bytes at `file`'s position through a shared mapping: on a
+/// file system where that is safe ([`faults_cannot_fail_after_fallocate`]),
+/// the range is allocated with `fallocate` (the file grows to cover it; a
+/// full disk is an error here, never a fault later), mapped shared (asking
+/// for huge pages, so the page cache holds it in folios of up to 2 MiB,
+/// which readers map whole), handed to `fill`, and unmapped; the position
+/// moves past it when `fill` succeeded. [`Filled::NotMapped`] where the
+/// file system cannot allocate ahead or the range cannot be mapped: then
+/// nothing was done; so also on other file systems.
+fn fill_mapped(
+    file: &mut File,
+    len: usize,
+    fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+) -> std::io::Result<Filled> {
+    if len == 0 {
+        return Ok(match fill(&mut []) {
+            Ok(()) => Filled::Done,
+            Err(reason) => Filled::Refused(reason),
+        });
     }
     let fd = file.as_raw_fd();
     if !faults_cannot_fail_after_fallocate(fd) {
-        return Ok(false);
+        return Ok(Filled::NotMapped);
     }
     let pos = file.stream_position()?;
     // SAFETY: fallocate(2) on an open descriptor; it changes no byte
     // already written (mode 0 allocates, and grows the size over the range).
-    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, bytes.len() as libc::off_t) } != 0 {
+    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, len as libc::off_t) } != 0 {
         let e = std::io::Error::last_os_error();
         return match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(false),
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(Filled::NotMapped),
             _ => Err(e),
         };
     }
     let lead = pos as usize % PAGE;
-    let map_len = lead + bytes.len();
+    let map_len = lead + len;
     // SAFETY: a fresh shared mapping of a range of the file that fallocate
     // just made part of it; used only within `map_len` and unmapped below.
     let map = unsafe {
@@ -120,7 +174,7 @@ fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool>
         )
     };
     if map == libc::MAP_FAILED {
-        return Ok(false);
+        return Ok(Filled::NotMapped);
     }
     let base = map as usize;
     let (huge_start, huge_end) = (
@@ -137,14 +191,19 @@ fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool>
             )
         };
     }
-    // SAFETY: `bytes.len()` writable bytes of the mapping, after the
-    // `lead` bytes that precede the position; nothing else refers to them.
-    let dst = unsafe { std::slice::from_raw_parts_mut((base + lead) as *mut u8, bytes.len()) };
-    copy_in_shares(dst, bytes, threads);
+    // SAFETY: `len` writable bytes of the mapping, after the `lead` bytes
+    // that precede the position; nothing else refers to them.
+    let dst = unsafe { std::slice::from_raw_parts_mut((base + lead) as *mut u8, len) };
+    let filled = fill(dst);
     // SAFETY: the mapping made above, unmapped once; `dst` is not used after.
     unsafe { libc::munmap(map, map_len) };
-    file.seek(SeekFrom::Start(pos + bytes.len() as u64))?;
-    Ok(true)
+    match filled {
+        Ok(()) => {
+            file.seek(SeekFrom::Start(pos + len as u64))?;
+            Ok(Filled::Done)
+        }
+        Err(reason) => Ok(Filled::Refused(reason)),
+    }
 }
 
 /// Whether the file system of `fd` backs every page of a range once
@@ -174,16 +233,7 @@ fn faults_cannot_fail_after_fallocate(fd: std::os::fd::RawFd) -> bool {
 /// share not yet taken by a thread, so a thread that cannot be started
 /// costs only speed.
 fn copy_in_shares(dst: &mut [u8], src: &[u8], threads: usize) {
-    let (addr, len) = (dst.as_ptr() as usize, dst.len());
-    let share = len.div_ceil(threads.max(1));
-    let mut cuts = vec![0];
-    for k in 1..threads {
-        let cut = ((addr + k * share).next_multiple_of(HUGE_PAGE) - addr).min(len);
-        if cut > *cuts.last().expect("starts at 0") {
-            cuts.push(cut);
-        }
-    }
-    cuts.push(len);
+    let cuts = share_cuts(dst.as_ptr() as usize, dst.len(), threads);
     let mut shares = Vec::with_capacity(cuts.len() - 1);
     let (mut rest_dst, mut rest_src) = (dst, src);
     for w in cuts.windows(2) {
@@ -210,6 +260,26 @@ fn copy_in_shares(dst: &mut [u8], src: &[u8], threads: usize) {
             copy_share(share);
         }
     });
+}
+
+/// Where `threads` contiguous shares of the `len` bytes at address `addr`
+/// begin and end (offsets, from 0 to `len`, increasing): about equal, each
+/// cut on a 2 MiB boundary of the address, so that no two threads fault
+/// the same huge page. Fewer shares than threads where the run is short.
+pub fn share_cuts(addr: usize, len: usize, threads: usize) -> Vec<usize> {
+    let share = len.div_ceil(threads.max(1));
+    let mut cuts = vec![0];
+    for k in 1..threads {
+        let cut = ((addr + k * share).next_multiple_of(HUGE_PAGE) - addr).min(len);
+        if cut > *cuts.last().expect("starts at 0") {
+            cuts.push(cut);
+        }
+    }
+    cuts.push(len);
+    if len > 0 {
+        cuts.dedup();
+    }
+    cuts
 }
 
 /// Asks the kernel to map every page of `bytes` (a fresh attachment has
@@ -339,6 +409,32 @@ mod tests {
                 assert!(back[29..29 + run.len()] == run[..], "{at}: the run differs");
                 assert_eq!(&back[29 + run.len()..], b"tail", "{at}");
             }
+        }
+    }
+
+    #[test]
+    fn a_run_filled_in_place_lands_after_the_header_and_a_refused_fill_moves_nothing() {
+        for dir in placeable_dirs() {
+            let mut file = tempfile::tempfile_in(dir.path()).unwrap();
+            file.write_all(b"head").unwrap();
+            let run = pattern((3 << 20) + 5, 9);
+            let mut fill = |dst: &mut [u8]| {
+                dst.copy_from_slice(&run);
+                Ok(())
+            };
+            assert_eq!(file.fill_run(run.len(), &mut fill).unwrap(), Filled::Done);
+            assert_eq!(file.stream_position().unwrap(), 4 + run.len() as u64);
+            let mut refuse = |_: &mut [u8]| Err("fingerprint mismatch".to_string());
+            assert_eq!(
+                file.fill_run(100, &mut refuse).unwrap(),
+                Filled::Refused("fingerprint mismatch".into())
+            );
+            assert_eq!(file.stream_position().unwrap(), 4 + run.len() as u64);
+            let mut back = Vec::new();
+            file.seek(SeekFrom::Start(0)).unwrap();
+            file.read_to_end(&mut back).unwrap();
+            assert_eq!(&back[..4], b"head");
+            assert!(back[4..4 + run.len()] == run[..]);
         }
     }
 

@@ -16,7 +16,7 @@
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::error::StoreError;
-use super::placement::TensorOut;
+use super::placement::{Filled, TensorOut};
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;
 use std::io::Write;
@@ -355,6 +355,26 @@ impl TensorOut for Counted<'_> {
             Ok(()) => {
                 self.written += bytes.len();
                 Ok(())
+            }
+            Err(e) => {
+                self.error
+                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
+        match self.out.fill_run(len, fill) {
+            Ok(filled) => {
+                if filled == Filled::Done {
+                    self.written += len;
+                }
+                Ok(filled)
             }
             Err(e) => {
                 self.error

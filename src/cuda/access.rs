@@ -73,7 +73,7 @@ impl BufferAccess for CudaDevice<'_> {
         let mut bounce = self.bounce.lock().unwrap_or_else(|e| e.into_inner());
         let buffer =
             bounce.get_or_insert_with(|| HostBuffer::new(self.driver, MAX_STAGED_BUFFER as usize));
-        if (buffer.len() as u64) < len {
+        if (buffer.capacity() as u64) < len {
             return Ok(None);
         }
         let bytes = buffer.bytes_mut(len as usize);

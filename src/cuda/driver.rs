@@ -209,7 +209,7 @@ impl HostBuffer {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub fn capacity(&self) -> usize {
         self.len
     }
 

@@ -151,6 +151,53 @@ fn without_a_staging_file_a_small_buffer_travels_as_a_shared_memory_copy_with_th
 }
 
 #[test]
+fn a_cuda_program_of_long_kernel_names_hears_a_short_never_dispatched_message_and_nothing_of_hsa() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let out = Command::new(ditto_bin())
+        .args(["run", "--kernel", "vectorized_elementwise_kernel", "--out"])
+        .arg(dir.path().join("snap"))
+        .arg("--")
+        .arg(&app)
+        .arg("long-names")
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUPTI_LIBRARY", &lib)
+        .env_remove("DITTO_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ditto");
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert!(
+        so.contains("40 long-named kernels launched 3 times each"),
+        "{so}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    // The closest name first, then the qualified names with their counts;
+    // not every signature.
+    let first = se
+        .lines()
+        .position(|l| l.contains("closest to \"vectorized_elementwise_kernel\""))
+        .unwrap_or_else(|| panic!("no closest name: {se}"));
+    assert!(
+        se.lines()
+            .nth(first)
+            .unwrap()
+            .contains("\"at::native::vectorized_elementwise_kernel\""),
+        "{se}"
+    );
+    assert!(se.contains("at::native::reduce_kernel"), "{se}");
+    assert!(
+        se.lines().count() <= 20,
+        "{} lines: {se}",
+        se.lines().count()
+    );
+    assert!(se.len() < 2000, "{} characters: {se}", se.len());
+    assert!(!se.contains("FillFunctor<float>"), "a full signature: {se}");
+    // A CUDA program runs on no HSA runtime: nothing says one.
+    assert!(!se.to_lowercase().contains("hsa"), "{se}");
+}
+
+#[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());

@@ -3,10 +3,10 @@
 //! directory, launcher rank). The same for every backend.
 
 use crate::options::Options;
-use ditto_protocol::{Hello, PROTOCOL_VERSION};
+use ditto_protocol::{Api, Hello, PROTOCOL_VERSION};
 
-/// The Hello of this process, capturing `query`.
-pub fn hello(options: &Options, query: &str) -> Hello {
+/// The Hello of this process, capturing `query` through `api`.
+pub fn hello(options: &Options, query: &str, api: Api) -> Hello {
     Hello {
         version: PROTOCOL_VERSION,
         pid: std::process::id(),
@@ -17,6 +17,7 @@ pub fn hello(options: &Options, query: &str) -> Hello {
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         rank: options.rank,
+        api,
     }
 }
 
@@ -50,7 +51,7 @@ mod tests {
             "SLURM_PROCID" => Some("3".into()),
             _ => None,
         });
-        let h = hello(&options, "reduce_sum");
+        let h = hello(&options, "reduce_sum", Api::Hsa);
         assert_eq!(h.version, PROTOCOL_VERSION);
         assert_eq!(h.pid, std::process::id());
         assert_eq!(

@@ -83,7 +83,7 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
     // Small buffers are staged (copied into the staging file), as on HSA.
     let connection = CollectorConnection::open(
         &socket,
-        &hello(&options, &query),
+        &hello(&options, &query, ditto_protocol::Api::Cuda),
         options.timeout,
         options.staging_bytes,
         options.collector_uid,

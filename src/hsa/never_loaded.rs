@@ -58,7 +58,7 @@ extern "C" fn check_at_exit() {
         let timeout = options.timeout.min(EXIT_TIMEOUT);
         let sent = CollectorConnection::open(
             &socket,
-            &hello(&options, &query),
+            &hello(&options, &query, ditto_protocol::Api::Hsa),
             timeout,
             0,
             options.collector_uid,

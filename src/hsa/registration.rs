@@ -164,7 +164,7 @@ unsafe fn start(table: *mut HsaApiTable, lifecycle: &'static Lifecycle) -> (bool
     let timestamp_hz = timestamp_frequency(&saved_core);
     let config = WorkerConfig {
         socket: options.socket.clone(),
-        hello: hello(&options, &query),
+        hello: hello(&options, &query, ditto_protocol::Api::Hsa),
         timeout: options.timeout,
         choice: ArgumentChoice {
             capture: options.capture,

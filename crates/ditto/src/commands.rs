@@ -14,7 +14,7 @@ use crate::compare::{CompareOptions, compare_snapshots};
 use crate::launch::{self, AppExit, ToolEnvironment};
 use crate::log;
 use crate::report;
-use crate::runtime::{self, HsaBufferSource, HsaRuntime, ResolvedRuntime, RuntimeChoice};
+use crate::runtime::{self, LazyHsaSource, ResolvedRuntime, RuntimeChoice};
 use crate::stdout::{emit, emit_line};
 use crate::store::{Manifest, Snapshot};
 use crate::units::{human_bytes, plural};
@@ -73,18 +73,25 @@ fn catch_stop_signals() {
     }
 }
 
+/// Starts the collector over `runtime` (chosen by `choice`): the system's
+/// HSA runtime is loaded now (its error is one now, not at the first
+/// buffer), ditto's CPU runtime when an HSA buffer first arrives, so that a
+/// CUDA run starts none. Where `auto` chose the CPU runtime, the first HSA
+/// application to connect hears so ([`runtime::cpu_notice`]).
 fn start_collector(
+    choice: RuntimeChoice,
     runtime: &ResolvedRuntime,
-    config: CollectorConfig,
+    mut config: CollectorConfig,
     place: SocketPlace,
 ) -> Result<Collector> {
-    let library = runtime.library();
-    let hsa = HsaRuntime::load(&library).with_context(|| {
-        "the collector needs the HSA runtime to map the application's buffers".to_string()
-    })?;
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
-    let source = Arc::new(HsaBufferSource::new(Arc::new(hsa)).reading_in_place(host_mapped));
-    Ok(Collector::start(source, config, place)?)
+    let source = LazyHsaSource::new(runtime.library(), host_mapped, !host_mapped)
+        .context("the collector needs the HSA runtime to map the application's buffers")?;
+    if let Some(text) = runtime::cpu_notice(choice, runtime) {
+        let once = std::sync::Once::new();
+        config.on_hsa_connection = Some(Arc::new(move || once.call_once(|| eprintln!("{text}"))));
+    }
+    Ok(Collector::start(Arc::new(source), config, place)?)
 }
 
 /// "reduce_sum(float const*, float*, int)" or the query when nothing ran.
@@ -431,6 +438,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
     let tool = launch::tool_library()?;
     catch_stop_signals();
     let collector = start_collector(
+        opts.runtime,
         &runtime,
         CollectorConfig::new(SnapshotLayout::Single(out.clone())),
         SocketPlace::Private,
@@ -613,6 +621,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         }
     };
     let collector = start_collector(
+        opts.runtime,
         &runtime,
         CollectorConfig::new(SnapshotLayout::PerRun(base.clone())),
         SocketPlace::Private,
@@ -725,7 +734,12 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     catch_stop_signals();
     let mut config = CollectorConfig::new(SnapshotLayout::PerRun(out.clone()));
     config.on_connection_end = Some(Arc::new(|r: &ConnectionReport| log::info(&r.to_string())));
-    let collector = start_collector(&runtime, config, SocketPlace::At(opts.socket.clone()))?;
+    let collector = start_collector(
+        opts.runtime,
+        &runtime,
+        config,
+        SocketPlace::At(opts.socket.clone()),
+    )?;
     log::info(&format!(
         "collecting on {} into {}/<run>/ (stop with Ctrl-C)",
         collector.socket_path().display(),

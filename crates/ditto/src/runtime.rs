@@ -16,7 +16,6 @@ use hsa::{
 };
 use std::ffi::{CStr, CString, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
 /// File name (SONAME) of the HSA runtime.
 pub const HSA_RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
@@ -96,31 +95,22 @@ pub fn cpu_runtime_dir() -> Result<PathBuf, RuntimeError> {
         .join("hsa-cpu"))
 }
 
-static CPU_NOTICE: Once = Once::new();
+/// What `auto` says when it picked the CPU runtime, once an HSA
+/// application connects ([`cpu_notice`]).
+const CPU_NOTICE: &str = "ditto: no AMD GPU found (/dev/kfd is absent): the HSA application \
+                          runs on ditto's CPU HSA runtime (--hsa-runtime cpu)";
 
-/// What `auto` says when it picks the CPU runtime: on a machine with an
-/// NVIDIA GPU (`/dev/nvidiactl`) the application is most likely a CUDA
-/// one, which never meets an HSA runtime: the line is for the debug log.
-fn cpu_notice(nvidia_present: bool) -> (crate::log::Level, &'static str) {
-    if nvidia_present {
-        (
-            crate::log::Level::Debug,
-            "ditto: no AMD GPU (/dev/kfd is absent): an HSA application would run on ditto's CPU \
-             HSA runtime; CUDA applications are captured through CUPTI",
-        )
-    } else {
-        (
-            crate::log::Level::Info,
-            "ditto: no AMD GPU found (/dev/kfd is absent): running on ditto's CPU HSA runtime \
-             (--hsa-runtime cpu)",
-        )
-    }
+/// The line to say when an HSA application connects: where `auto` picked
+/// the CPU runtime, that it did. Said then, not at start: a CUDA
+/// application never meets an HSA runtime and hears nothing of one.
+pub fn cpu_notice(choice: RuntimeChoice, runtime: &ResolvedRuntime) -> Option<&'static str> {
+    (choice == RuntimeChoice::Auto && matches!(runtime, ResolvedRuntime::Cpu { .. }))
+        .then_some(CPU_NOTICE)
 }
 
-/// Resolves `--hsa-runtime`. `auto` picks the system runtime when
-/// `/dev/kfd` exists and otherwise says once on stderr that ditto runs on
-/// its CPU runtime (at debug level where an NVIDIA GPU is: [`cpu_notice`]).
-/// The CPU runtime must exist.
+/// Resolves `--hsa-runtime`: `auto` picks the system runtime when
+/// `/dev/kfd` exists, else the CPU runtime ([`cpu_notice`] is what to say
+/// of it). The CPU runtime must exist.
 pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
     let cpu = || -> Result<ResolvedRuntime, RuntimeError> {
         let dir = cpu_runtime_dir()?;
@@ -135,18 +125,7 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
         RuntimeChoice::Cpu => cpu(),
         RuntimeChoice::System => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
-        RuntimeChoice::Auto => {
-            let r = cpu()?;
-            CPU_NOTICE.call_once(|| {
-                // As before for an AMD user: always said. On an NVIDIA
-                // machine: only in the debug log.
-                let (level, text) = cpu_notice(Path::new("/dev/nvidiactl").exists());
-                if level != crate::log::Level::Debug || crate::log::enabled(level) {
-                    eprintln!("{text}");
-                }
-            });
-            Ok(r)
-        }
+        RuntimeChoice::Auto => cpu(),
     }
 }
 
@@ -495,23 +474,81 @@ impl BufferSource for HsaBufferSource {
     }
 }
 
+/// The collector's HSA source, the runtime loaded when the first HSA IPC
+/// buffer arrives (or at once, [`LazyHsaSource::new`]): a CUDA run never
+/// starts an HSA runtime. The load's error is kept and given to every
+/// buffer that needs it.
+pub struct LazyHsaSource {
+    library: PathBuf,
+    host_mapped: bool,
+    source: std::sync::OnceLock<Result<HsaBufferSource, String>>,
+}
+
+impl LazyHsaSource {
+    /// A source over the HSA runtime `library`; `host_mapped` as in
+    /// [`HsaBufferSource::reading_in_place`]. With `now`, the runtime is
+    /// loaded here and its error returned.
+    pub fn new(library: PathBuf, host_mapped: bool, now: bool) -> Result<Self, RuntimeError> {
+        let lazy = LazyHsaSource {
+            library,
+            host_mapped,
+            source: std::sync::OnceLock::new(),
+        };
+        if now {
+            let source =
+                HsaBufferSource::new(std::sync::Arc::new(HsaRuntime::load(&lazy.library)?))
+                    .reading_in_place(host_mapped);
+            let _ = lazy.source.set(Ok(source));
+        }
+        Ok(lazy)
+    }
+
+    fn loaded(&self) -> Result<&HsaBufferSource, String> {
+        self.source
+            .get_or_init(|| {
+                HsaRuntime::load(&self.library)
+                    .map(|rt| {
+                        HsaBufferSource::new(std::sync::Arc::new(rt))
+                            .reading_in_place(self.host_mapped)
+                    })
+                    .map_err(|e| {
+                        format!("the collector needs the HSA runtime to map the buffer: {e}")
+                    })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl BufferSource for LazyHsaSource {
+    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+        self.loaded()?.attach(handle, alloc_size)
+    }
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+        self.loaded()?.copy(mapping, offset, dst)
+    }
+    fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
+        self.loaded().ok()?.host_bytes(mapping, offset, len)
+    }
+    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+        self.loaded()?.detach(mapping)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn on_an_nvidia_machine_the_cpu_runtime_notice_speaks_no_hsa_to_a_cuda_user() {
-        let (level, text) = cpu_notice(true);
-        assert_eq!(level, crate::log::Level::Debug);
-        assert!(
-            text.contains("CUDA applications are captured through CUPTI"),
-            "{text}"
-        );
-        let (level, text) = cpu_notice(false);
-        assert_eq!(level, crate::log::Level::Info);
-        assert!(
-            text.contains("running on ditto's CPU HSA runtime"),
-            "{text}"
+    fn only_an_automatic_choice_of_the_cpu_runtime_is_announced() {
+        let cpu = ResolvedRuntime::Cpu {
+            dir: PathBuf::from("/x"),
+        };
+        assert_eq!(cpu_notice(RuntimeChoice::Auto, &cpu), Some(CPU_NOTICE));
+        assert_eq!(cpu_notice(RuntimeChoice::Cpu, &cpu), None);
+        assert_eq!(
+            cpu_notice(RuntimeChoice::Auto, &ResolvedRuntime::System),
+            None
         );
     }
 

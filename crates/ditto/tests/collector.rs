@@ -390,6 +390,47 @@ fn wrong_protocol_version_is_rejected_with_the_reason() {
 }
 
 #[test]
+fn a_tool_of_the_previous_version_whose_hello_lacks_a_field_is_told_the_versions() {
+    // Version 8's Hello, field for field: no `api`.
+    #[derive(serde::Serialize)]
+    struct HelloV8 {
+        version: u32,
+        pid: u32,
+        run: String,
+        kernel_query: String,
+        command_line: Vec<String>,
+        working_directory: String,
+        rank: Option<u32>,
+    }
+    #[derive(serde::Serialize)]
+    enum ToolMessageV8 {
+        Hello(HelloV8),
+    }
+    let s = setup();
+    let mut tool = Tool::connect(s.collector.socket_path());
+    let old = ToolMessageV8::Hello(HelloV8 {
+        version: 8,
+        pid: 4242,
+        run: "ref".into(),
+        kernel_query: "scale_values".into(),
+        command_line: vec![],
+        working_directory: "/".into(),
+        rank: None,
+    });
+    write_frame(&mut tool.stream, &old).unwrap();
+    match tool.receive() {
+        CollectorMessage::Reject { reason } => assert!(
+            reason.contains("protocol version 8")
+                && reason.contains(&format!("version {}", ditto_protocol::PROTOCOL_VERSION))
+                && reason.contains("built together"),
+            "{reason}"
+        ),
+        other => panic!("expected Reject, got {other:?}"),
+    }
+    finish(s);
+}
+
+#[test]
 fn a_peer_of_another_uid_is_rejected() {
     // SAFETY: getuid cannot fail.
     let ours = unsafe { libc::getuid() };

@@ -58,7 +58,7 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 ///    started the tool says so at exit).
 /// 8: `Goodbye.matched` (how many dispatches matched, so the collector can
 ///    account for every one) and `MissReason::Lost`.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -129,6 +129,20 @@ pub struct Hello {
     /// PMI_RANK or SLURM_PROCID, first one set); `None`: the collector
     /// numbers processes in connection order.
     pub rank: Option<u32>,
+    /// The API whose launches this connection captures: what the collector
+    /// speaks of to the user (a CUDA application hears nothing of HSA).
+    pub api: Api,
+}
+
+/// The runtime interface a tool connection captures through.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// The HSA runtime's tool interface (HIP applications).
+    #[default]
+    Hsa,
+    /// CUPTI's launch callbacks (CUDA applications).
+    Cuda,
 }
 
 /// One captured dispatch of the target kernel, sent after it completed and
@@ -399,6 +413,28 @@ pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> Result<(), Fra
 /// the length is [`FrameError::Closed`]; a length over the limit is rejected
 /// before anything is allocated.
 pub fn read_frame<R: Read, T: serde::de::DeserializeOwned>(r: &mut R) -> Result<T, FrameError> {
+    let body = read_frame_body(r)?;
+    Ok(postcard::from_bytes(&body)?)
+}
+
+/// Decodes the body of a frame ([`read_frame_body`]).
+pub fn decode_frame<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(body)?)
+}
+
+/// The protocol version a [`ToolMessage::Hello`] frame's body claims, read
+/// from its first two fields alone (the message's variant and
+/// [`Hello::version`], which every version keeps first), so that a tool
+/// of another version, whose Hello may hold other fields, is told what is
+/// wrong. `None` for another message or bytes that do not start so.
+pub fn hello_version(body: &[u8]) -> Option<u32> {
+    let ((variant, version), _) = postcard::take_from_bytes::<(u32, u32)>(body).ok()?;
+    (variant == 0).then_some(version)
+}
+
+/// Reads the body of one frame written by [`write_frame`], as
+/// [`read_frame`] does, without decoding it.
+pub fn read_frame_body<R: Read>(r: &mut R) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -411,12 +447,34 @@ pub fn read_frame<R: Read, T: serde::de::DeserializeOwned>(r: &mut R) -> Result<
     }
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
-    Ok(postcard::from_bytes(&body)?)
+    Ok(body)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hello_of_another_layout_still_tells_its_version() {
+        let hello = Hello {
+            version: 8,
+            pid: 1,
+            run: "ref".into(),
+            kernel_query: "k".into(),
+            command_line: vec![],
+            working_directory: "/".into(),
+            rank: None,
+            api: Api::Cuda,
+        };
+        let body = postcard::to_stdvec(&ToolMessage::Hello(hello)).unwrap();
+        assert_eq!(hello_version(&body), Some(8));
+        // Version 8's Hello had no `api`: its bytes end before it.
+        let older = &body[..body.len() - 1];
+        assert!(decode_frame::<ToolMessage>(older).is_err());
+        assert_eq!(hello_version(older), Some(8));
+        let goodbye = postcard::to_stdvec(&ToolMessage::Goodbye(Goodbye::default())).unwrap();
+        assert_eq!(hello_version(&goodbye), None);
+    }
 
     fn sample_dispatch() -> Dispatch {
         Dispatch {

@@ -129,6 +129,7 @@ fn hello() -> Hello {
         command_line: vec!["app".into()],
         working_directory: "/".into(),
         rank: None,
+        api: ditto_protocol::Api::Hsa,
     }
 }
 

@@ -45,7 +45,39 @@ static void run_scale(unsigned char* a) {
   for (int i = 0; i < n; ++i) out[i] = in[i] * f;
 }
 
-int main(void) {
+static void run_nothing(unsigned char* a) { (void)a; }
+
+// `fake_app long-names`: what a PyTorch program launches, 40 kernels of
+// long template names (mangled, as CUPTI gives them), each a few times.
+#define LONG_NAMES 40
+static int launch_long_names(void) {
+  static char names[LONG_NAMES][400];
+  static fake_function f[LONG_NAMES];
+  for (int i = 0; i < LONG_NAMES; ++i) {
+    if (i < 24)
+      snprintf(names[i], sizeof names[i],
+               "_ZN2at6native29vectorized_elementwise_kernelILi%dENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+               i + 1);
+    else if (i < 34)
+      snprintf(names[i], sizeof names[i],
+               "_ZN2at6native13reduce_kernelILi512ELi%dENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4EEEEEvT1_",
+               i);
+    else
+      snprintf(names[i], sizeof names[i],
+               "_ZN2at6native18elementwise_kernelILi128ELi%dEZNS0_22gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
+               i);
+    f[i].name = names[i];
+    f[i].nparams = 0;
+    f[i].run = run_nothing;
+  }
+  for (int round = 0; round < 3; ++round)
+    for (int i = 0; i < LONG_NAMES; ++i) fake_launch(&f[i], 0, 0);
+  fake_device_synchronize();
+  printf("fake_app: %d long-named kernels launched 3 times each\n", LONG_NAMES);
+  return 0;
+}
+
+int main(int argc, char** argv) {
   const char* path = getenv("CUDA_INJECTION64_PATH");
   if (path) {
     void* tool = dlopen(path, RTLD_NOW);
@@ -55,6 +87,7 @@ int main(void) {
       return 3;
     }
   }
+  if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
   fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};

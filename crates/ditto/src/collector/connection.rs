@@ -13,8 +13,8 @@ use crate::store::SnapshotWriter;
 use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
-    Ack, CollectorMessage, FrameError, Hello, IndexRuns, MissReason, PROTOCOL_VERSION, Phase,
-    ToolMessage, read_frame, write_frame,
+    Ack, Api, CollectorMessage, FrameError, Hello, IndexRuns, MissReason, PROTOCOL_VERSION, Phase,
+    ToolMessage, decode_frame, hello_version, read_frame, read_frame_body, write_frame,
 };
 use ditto_types::panic_message;
 use std::io::{self, Read};
@@ -206,7 +206,17 @@ fn run_connection(
         fds: ReceivedFds::default(),
     };
     reader.next_frame(Some(Instant::now() + shared.config.frame_timeout));
-    let hello = match read_frame::<_, ToolMessage>(&mut reader) {
+    let other_version = |version: u32| {
+        format!(
+            "the tool speaks protocol version {version} but this collector speaks version \
+             {PROTOCOL_VERSION}: use the libditto.so built together with this ditto"
+        )
+    };
+    let body = match read_frame_body(&mut reader) {
+        Ok(body) => body,
+        Err(e) => return ended_by(shared, &reader, e, None, "waiting for Hello"),
+    };
+    let hello = match decode_frame::<ToolMessage>(&body) {
         Ok(ToolMessage::Hello(h)) => h,
         Ok(other) => {
             return reject(
@@ -214,19 +224,17 @@ fn run_connection(
                 format!("expected Hello first, got {}", message_kind(&other)),
             );
         }
+        // A tool of another version may lay its Hello out otherwise.
+        Err(_) if hello_version(&body).is_some_and(|v| v != PROTOCOL_VERSION) => {
+            let version = hello_version(&body).expect("checked");
+            return reject(stream, other_version(version));
+        }
         Err(e) => return ended_by(shared, &reader, e, None, "waiting for Hello"),
     };
     report.run = Some(hello.run.clone());
     report.pid = Some(hello.pid);
     if hello.version != PROTOCOL_VERSION {
-        return reject(
-            stream,
-            format!(
-                "the tool speaks protocol version {} but this collector speaks version {PROTOCOL_VERSION}: \
-                 use the libditto.so built together with this ditto",
-                hello.version
-            ),
-        );
+        return reject(stream, other_version(hello.version));
     }
     let (dir, writer) = match snapshot_for(shared, &hello) {
         Ok(x) => x,
@@ -247,6 +255,11 @@ fn run_connection(
         }
     };
     report.rank = Some(rank);
+    if hello.api == Api::Hsa
+        && let Some(hook) = &shared.config.on_hsa_connection
+    {
+        hook();
+    }
     live.update(|l| {
         l.run = Some(hello.run.clone());
         l.pid = Some(hello.pid);

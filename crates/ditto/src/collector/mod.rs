@@ -99,6 +99,9 @@ pub struct CollectorConfig {
     pub allowed_uid: u32,
     /// Called as each connection ends.
     pub on_connection_end: Option<ConnectionObserver>,
+    /// Called when an HSA application's connection is welcomed (its Hello
+    /// says [`ditto_protocol::Api::Hsa`]), before anything it sends is read.
+    pub on_hsa_connection: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl CollectorConfig {
@@ -109,6 +112,7 @@ impl CollectorConfig {
             // SAFETY: getuid cannot fail.
             allowed_uid: unsafe { libc::getuid() },
             on_connection_end: None,
+            on_hsa_connection: None,
         }
     }
 }

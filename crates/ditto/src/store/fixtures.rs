@@ -14,6 +14,7 @@ pub fn hello(run: &str) -> Hello {
         command_line: vec!["app".into(), "float".into()],
         working_directory: "/tmp".into(),
         rank: None,
+        api: ditto_protocol::Api::Hsa,
     }
 }
 

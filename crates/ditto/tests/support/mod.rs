@@ -160,6 +160,7 @@ pub fn hello(run: &str) -> Hello {
         command_line: vec!["scale_values".into(), "float".into()],
         working_directory: "/".into(),
         rank: None,
+        api: ditto_protocol::Api::Hsa,
     }
 }
 

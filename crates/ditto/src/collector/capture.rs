@@ -147,7 +147,13 @@ impl<'a> Attachment<'a> {
                 Err(e) => return Err(cannot_write(e)),
             }
         }
-        let chunk_len = extent.min(STREAM_CHUNK as u64) as usize;
+        // A source that copies in parallel gets longer chunks.
+        let most = if self.source.copies_long_runs() {
+            PARALLEL_CHUNK
+        } else {
+            STREAM_CHUNK
+        };
+        let chunk_len = extent.min(most as u64) as usize;
         let mut chunk = zeroed_buffer(chunk_len)
             .ok_or_else(|| format!("cannot allocate {chunk_len} bytes to copy it through"))?;
         let started = Instant::now();
@@ -323,6 +329,11 @@ pub(super) const STREAM_FROM_BYTES: u64 = 1 << 20;
 
 /// Bytes per copy where a mapping is not host memory.
 const STREAM_CHUNK: usize = 8 << 20;
+
+/// Bytes per copy from a source that copies long runs in parallel
+/// ([`BufferSource::copies_long_runs`]) into a file that cannot be filled
+/// in place.
+const PARALLEL_CHUNK: usize = 64 << 20;
 
 /// Refuses an extent that is not whole elements or lies outside its
 /// allocation (before anything is attached).

@@ -150,18 +150,19 @@ fn fill_mapped(
         return Ok(Filled::NotMapped);
     }
     let pos = file.stream_position()?;
-    // On tmpfs, fallocate allocates and zeroes every page on one thread
-    // (and its inode lock serialises calls): 1 GiB took 200 ms of a 274 ms
-    // capture on the H200 machine. There the file is extended and its pages
-    // allocated by several threads at once ([`populate_in_shares`]).
-    let threads = threads_for(len);
-    let populate = threads >= 2 && is_tmpfs(fd);
-    if populate {
-        if file.metadata()?.len() < pos + len as u64 {
-            file.set_len(pos + len as u64)?;
-        }
-    } else if !allocate(fd, pos, len)? {
-        return Ok(Filled::NotMapped);
+    // On tmpfs this allocates and zeroes every page on one thread, the
+    // costliest step there: on the H200 machine 1 GiB took 120 ms, then 58
+    // ms to fill with 16 threads. Populating the pages with 16 threads
+    // instead (MADV_POPULATE_WRITE) took 200 ms, mapping lock contention:
+    // not better, so not done.
+    // SAFETY: fallocate(2) on an open descriptor; it changes no byte
+    // already written (mode 0 allocates, and grows the size over the range).
+    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, len as libc::off_t) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(Filled::NotMapped),
+            _ => Err(e),
+        };
     }
     let lead = pos as usize % PAGE;
     let map_len = lead + len;
@@ -195,18 +196,6 @@ fn fill_mapped(
             )
         };
     }
-    if populate && let Err(e) = populate_in_shares(base + lead, len, threads) {
-        // A kernel without MADV_POPULATE_WRITE (before 5.14): allocate.
-        let allocated = match e.raw_os_error() {
-            Some(libc::EINVAL) => allocate(fd, pos, len),
-            _ => Err(e),
-        };
-        if !matches!(allocated, Ok(true)) {
-            // SAFETY: the mapping made above, unmapped once.
-            unsafe { libc::munmap(map, map_len) };
-            return allocated.map(|_| Filled::NotMapped);
-        }
-    }
     // SAFETY: `len` writable bytes of the mapping, after the `lead` bytes
     // that precede the position; nothing else refers to them.
     let dst = unsafe { std::slice::from_raw_parts_mut((base + lead) as *mut u8, len) };
@@ -220,88 +209,6 @@ fn fill_mapped(
         }
         Err(reason) => Ok(Filled::Refused(reason)),
     }
-}
-
-/// Allocates `len` bytes at `pos` of `fd` with `fallocate` (the file grows
-/// over the range); `Ok(false)` where the file system cannot.
-fn allocate(fd: std::os::fd::RawFd, pos: u64, len: usize) -> std::io::Result<bool> {
-    // SAFETY: fallocate(2) on an open descriptor; it changes no byte
-    // already written (mode 0 allocates, and grows the size over the range).
-    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, len as libc::off_t) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(false),
-        _ => Err(e),
-    }
-}
-
-/// Allocates the pages of the `len` mapped bytes at `addr` (a shared
-/// mapping of a tmpfs file) with `threads` threads, each a share cut as
-/// [`share_cuts`] cuts them, by `MADV_POPULATE_WRITE`: a page that cannot
-/// be had (the tmpfs is full) is this call's error, where a write fault
-/// would have raised SIGBUS. Contents do not change.
-fn populate_in_shares(addr: usize, len: usize, threads: usize) -> std::io::Result<()> {
-    let cuts = share_cuts(addr, len, threads);
-    let populate = |from: usize, to: usize| -> std::io::Result<()> {
-        let start = (addr + from) & !(PAGE - 1);
-        // SAFETY: whole pages of the caller's live mapping; populating for
-        // writing allocates pages and changes no contents.
-        let r = unsafe {
-            libc::madvise(
-                start as *mut libc::c_void,
-                addr + to - start,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        Err(match e.raw_os_error() {
-            Some(libc::EFAULT | libc::ENOMEM) => std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                format!("no room on the tmpfs for {len} bytes ({e})"),
-            ),
-            _ => e,
-        })
-    };
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = cuts
-            .windows(2)
-            .skip(1)
-            .map(|w| {
-                let (from, to) = (w[0], w[1]);
-                let populate = &populate;
-                std::thread::Builder::new()
-                    .name("ditto-populate".into())
-                    .spawn_scoped(scope, move || populate(from, to))
-                    .map_err(|_| (from, to))
-            })
-            .collect();
-        let mut result = populate(cuts[0], cuts[1]);
-        for h in handles {
-            let r = match h {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(std::io::Error::other("a populating thread panicked"))
-                }),
-                // A thread that does not start leaves its share to this one.
-                Err((from, to)) => populate(from, to),
-            };
-            result = result.and(r);
-        }
-        result
-    })
-}
-
-/// Whether `fd` is a file of a tmpfs.
-fn is_tmpfs(fd: std::os::fd::RawFd) -> bool {
-    let mut fs = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: fstatfs(2) fills the struct for an open descriptor.
-    (unsafe { libc::fstatfs(fd, fs.as_mut_ptr()) }) == 0
-        // SAFETY: filled by the successful call above.
-        && unsafe { fs.assume_init() }.f_type as u64 == libc::TMPFS_MAGIC as u64
 }
 
 /// Whether the file system of `fd` backs every page of a range once
@@ -534,50 +441,6 @@ mod tests {
             assert_eq!(&back[..4], b"head");
             assert!(back[4..4 + run.len()] == run[..]);
         }
-    }
-
-    #[test]
-    fn a_long_run_on_tmpfs_is_populated_by_several_threads_and_reads_back_exactly() {
-        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
-            panic!("/dev/shm is needed (tmpfs)");
-        };
-        let mut file = tempfile::tempfile_in(dir.path()).unwrap();
-        assert!(is_tmpfs(file.as_raw_fd()));
-        file.write_all(b"header").unwrap();
-        let run = pattern(PLACE_FROM_BYTES + 12345, 3);
-        assert!(place(&mut file, &run, 2).expect("placed"));
-        let mut back = Vec::new();
-        file.seek(SeekFrom::Start(0)).unwrap();
-        file.read_to_end(&mut back).unwrap();
-        assert_eq!(back.len(), 6 + run.len());
-        assert!(back[6..] == run[..]);
-    }
-
-    #[test]
-    fn pages_that_cannot_be_had_are_an_error_of_the_populate_not_a_sigbus() {
-        // A mapping past the end of its file: a write fault there raises
-        // SIGBUS, as on a full tmpfs.
-        let file = tempfile::tempfile_in("/dev/shm").unwrap();
-        file.set_len(1 << 20).unwrap();
-        let len = 8 << 20;
-        // SAFETY: a fresh shared mapping, unmapped below; its pages past
-        // the file's end are never touched, only populated (which fails).
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        let e = populate_in_shares(map as usize, len, 4).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
-        assert!(e.to_string().contains("no room on the tmpfs"), "{e}");
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map, len) };
     }
 
     #[test]

@@ -91,3 +91,25 @@ def test_a_renamed_kernel_validates_with_opt_kernel_and_carries_the_timing(apps,
 def test_a_kernel_regex_captures_the_kernel_it_matches(apps):
     snap = ditto.Ditto(kernel="re:^reduce_sum_v[0-9]").capture([apps / "reduce_sum_renamed"])
     assert len(snap) == 1
+
+
+def test_a_sub_allocated_output_is_compared_by_what_the_kernels_wrote(apps):
+    # The caching allocator's output lies inside a 1 MiB pool; the second
+    # tensor after it differs between the runs (--tail), and is not the kernel's.
+    app = str(apps / "caching_allocator")
+    ok = ditto.validate("scale_add", [app], [app, "--tail", "8"])
+    assert ok.valid, ok.summary()
+    (array,) = ok.written
+    assert array["arg"] == 2 and array["written"]["compared"] == 1000
+    assert ok.outside_comparison == (1 << 20) // 4 - 2 * 1024 - 1000
+    assert ok.written_by_one_side("optimized") == []
+    # A planted out-of-bounds write of 8 elements by the optimized build.
+    bad = ditto.validate("scale_add", [app], [app, "--write", "1008"])
+    assert not bad.valid
+    assert bad.written_by_one_side("optimized") == [
+        {"rank": 0, "dispatch": 0, "arg": 2, "name": None, "count": 8,
+         "runs": [[1000, 1007]], "past_the_other": True}
+    ]
+    assert bad.written_by_one_side("reference") == []
+    with pytest.raises(ValueError, match="side"):
+        bad.written_by_one_side("both")

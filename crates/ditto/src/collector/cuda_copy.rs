@@ -17,7 +17,7 @@
 //!
 //! Owns no attachment: the caller's mapping stays open across the call.
 
-use super::cuda::{CuDevicePtr, CuStream, Driver};
+use super::cuda_driver::{CuDevicePtr, CuStream, Driver};
 use crate::store::share_cuts;
 use std::ffi::c_void;
 use std::sync::Mutex;

@@ -617,6 +617,7 @@ mod capture;
 mod connection;
 mod cuda;
 mod cuda_copy;
+mod cuda_driver;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,207 @@
+//! The CUDA driver as the collector uses it, loaded at run time: dlopen of
+//! libcuda.so.1 (or `DITTO_CUDA_DRIVER`), cuInit, device 0's primary
+//! context retained, and the entry points of the importer (`cuda`) and of
+//! the copy engine (`cuda_copy`, optional: without them long runs are
+//! copied with cuMemcpyDtoH). Owns no state beyond the function pointers
+//! and the context; the library is never dlclosed.
+
+use ditto_protocol::CUDA_IPC_HANDLE_BYTES;
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+
+pub(super) type CuResult = c_int;
+type CuDevice = c_int;
+pub(super) type CuContext = *mut c_void;
+pub(super) type CuDevicePtr = u64;
+pub(super) type CuStream = *mut c_void;
+
+/// `CUipcMemHandle`: 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(super) struct CuIpcMemHandle {
+    pub(super) reserved: [u8; CUDA_IPC_HANDLE_BYTES],
+}
+
+/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+pub(super) const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
+
+pub(super) struct Driver {
+    cu_ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
+    pub(super) cu_ipc_open:
+        unsafe extern "C" fn(*mut CuDevicePtr, CuIpcMemHandle, c_uint) -> CuResult,
+    pub(super) cu_ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
+    cu_memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
+    cu_get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+    /// The entry points of [`CopyEngine`]'s overlapped copies: without
+    /// them, long runs are copied with cuMemcpyDtoH.
+    pub(super) cu_stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
+    pub(super) cu_stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
+    pub(super) cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+    pub(super) cu_memcpy_dtoh_async:
+        Option<unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult>,
+    context: usize,
+}
+
+// SAFETY: function pointers and the primary context handle, which the
+// driver lets any thread make current.
+unsafe impl Send for Driver {}
+unsafe impl Sync for Driver {}
+
+/// The driver library the importer loads.
+fn library_name() -> String {
+    std::env::var("DITTO_CUDA_DRIVER").unwrap_or_else(|_| "libcuda.so.1".into())
+}
+
+fn dlerror_text() -> String {
+    // SAFETY: dlerror returns null or a thread-local C string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dynamic-loader error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// A symbol's address as the function-pointer type `F`.
+///
+/// # Safety
+/// `p` is the address of a function whose C signature is exactly `F`.
+unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller vouches for the signature.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+impl Driver {
+    pub(super) fn load() -> Result<Driver, String> {
+        let name = library_name();
+        let c_name = CString::new(name.clone()).map_err(|_| format!("bad library name {name}"))?;
+        // SAFETY: valid C string.
+        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(format!(
+                "a CUDA buffer arrived but the CUDA driver {name} cannot be loaded ({}): \
+                 run the collector on the machine of the CUDA application",
+                dlerror_text()
+            ));
+        }
+        let sym = |s: &str| -> Result<*mut c_void, String> {
+            let c = CString::new(s).expect("symbol names have no NUL");
+            // SAFETY: live handle, valid C string.
+            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() {
+                Err(format!("the CUDA driver {name} lacks {s}"))
+            } else {
+                Ok(p)
+            }
+        };
+        // SAFETY: each symbol has the C signature of the driver API named.
+        unsafe {
+            let cu_init: unsafe extern "C" fn(c_uint) -> CuResult = as_fn(sym("cuInit")?);
+            let cu_device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
+                as_fn(sym("cuDeviceGet")?);
+            let cu_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult =
+                as_fn(sym("cuDevicePrimaryCtxRetain")?);
+            let mut driver = Driver {
+                cu_ctx_set_current: as_fn(sym("cuCtxSetCurrent")?),
+                cu_ipc_open: as_fn(sym("cuIpcOpenMemHandle_v2")?),
+                cu_ipc_close: as_fn(sym("cuIpcCloseMemHandle")?),
+                cu_memcpy_dtoh: as_fn(sym("cuMemcpyDtoH_v2")?),
+                cu_get_error_string: sym("cuGetErrorString").ok().map(|p| as_fn(p)),
+                cu_stream_create: sym("cuStreamCreate").ok().map(|p| as_fn(p)),
+                cu_stream_synchronize: sym("cuStreamSynchronize").ok().map(|p| as_fn(p)),
+                cu_mem_alloc_host: sym("cuMemAllocHost_v2").ok().map(|p| as_fn(p)),
+                cu_memcpy_dtoh_async: sym("cuMemcpyDtoHAsync_v2").ok().map(|p| as_fn(p)),
+                context: 0,
+            };
+            driver.check(cu_init(0), "cuInit")?;
+            let mut device: CuDevice = 0;
+            driver.check(cu_device_get(&mut device, 0), "cuDeviceGet(0)")?;
+            let mut ctx: CuContext = std::ptr::null_mut();
+            driver.check(cu_retain(&mut ctx, device), "cuDevicePrimaryCtxRetain")?;
+            driver.context = ctx as usize;
+            Ok(driver)
+        }
+    }
+
+    pub(super) fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
+        if result == 0 {
+            return Ok(());
+        }
+        let mut text: *const c_char = std::ptr::null();
+        let described = self.cu_get_error_string.is_some_and(|f| {
+            // SAFETY: out-pointer to a static string of the driver.
+            unsafe { f(result, &mut text) == 0 && !text.is_null() }
+        });
+        let name = if described {
+            // SAFETY: non-null static NUL-terminated string.
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            "unknown error".into()
+        };
+        Err(format!("{call} failed: CUDA error {result} ({name})"))
+    }
+
+    pub(super) fn make_current(&self) -> Result<(), String> {
+        // SAFETY: the retained primary context stays valid for the process.
+        let r = unsafe { (self.cu_ctx_set_current)(self.context as CuContext) };
+        self.check(r, "cuCtxSetCurrent")
+    }
+
+    /// Copies `dst.len()` bytes at device address `src` with one
+    /// cuMemcpyDtoH; the context must be current.
+    pub(super) fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), String> {
+        // SAFETY: dst is a writable host buffer of dst.len() bytes; the
+        // driver checks the device range.
+        let r = unsafe { (self.cu_memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
+        self.check(r, "cuMemcpyDtoH")
+    }
+}
+
+#[cfg(test)]
+impl Driver {
+    /// A driver over host memory for the copy engine's tests: the plain
+    /// copy is a memcpy, the context a no-op; the engine's entry points are
+    /// the test's.
+    pub(super) fn stand_in(
+        stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
+        stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
+        mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+        memcpy_dtoh_async: Option<
+            unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult,
+        >,
+    ) -> Driver {
+        unsafe extern "C" fn set_current(_: CuContext) -> CuResult {
+            0
+        }
+        unsafe extern "C" fn ipc_open(
+            _: *mut CuDevicePtr,
+            _: CuIpcMemHandle,
+            _: c_uint,
+        ) -> CuResult {
+            1
+        }
+        unsafe extern "C" fn ipc_close(_: CuDevicePtr) -> CuResult {
+            1
+        }
+        unsafe extern "C" fn memcpy(dst: *mut c_void, src: CuDevicePtr, len: usize) -> CuResult {
+            // SAFETY: the tests pass host ranges of `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len) };
+            0
+        }
+        Driver {
+            cu_ctx_set_current: set_current,
+            cu_ipc_open: ipc_open,
+            cu_ipc_close: ipc_close,
+            cu_memcpy_dtoh: memcpy,
+            cu_get_error_string: None,
+            cu_stream_create: stream_create,
+            cu_stream_synchronize: stream_synchronize,
+            cu_mem_alloc_host: mem_alloc_host,
+            cu_memcpy_dtoh_async: memcpy_dtoh_async,
+            context: 0,
+        }
+    }
+}

@@ -129,7 +129,8 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
     }
 }
 
-fn dlerror_text() -> String {
+/// What the dynamic loader says of its last failure.
+pub(crate) fn dlerror_text() -> String {
     // SAFETY: dlerror returns null or a thread-local C string valid until the next dl* call.
     let e = unsafe { libc::dlerror() };
     if e.is_null() {

@@ -5,6 +5,7 @@
 //! copied with cuMemcpyDtoH). Owns no state beyond the function pointers
 //! and the context; the library is never dlclosed.
 
+use crate::runtime::dlerror_text;
 use ditto_protocol::CUDA_IPC_HANDLE_BYTES;
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 
@@ -49,17 +50,6 @@ unsafe impl Sync for Driver {}
 /// The driver library the importer loads.
 fn library_name() -> String {
     std::env::var("DITTO_CUDA_DRIVER").unwrap_or_else(|_| "libcuda.so.1".into())
-}
-
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a thread-local C string.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dynamic-loader error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
 }
 
 /// A symbol's address as the function-pointer type `F`.

@@ -198,6 +198,41 @@ fn a_cuda_program_of_long_kernel_names_hears_a_short_never_dispatched_message_an
 }
 
 #[test]
+fn a_cuda_run_never_loads_an_hsa_runtime_in_the_collector_and_an_hsa_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    // Without a staging file every buffer travels by IPC (or a copy).
+    let run = |kernel: &str, program: &Path, out: &str| {
+        Command::new(ditto_bin())
+            .args(["run", "--kernel", kernel, "--out"])
+            .arg(dir.path().join(out))
+            .arg("--")
+            .arg(program)
+            .env("DITTO_CUDA_DRIVER", &lib)
+            .env("DITTO_CUPTI_LIBRARY", &lib)
+            .env("DITTO_LOG", "debug")
+            .env("DITTO_STAGING_MIB", "0")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto")
+    };
+    let cuda = run("reduce_sum", &fake_app, "cuda");
+    let se = stderr(&cuda);
+    assert_eq!(cuda.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("dispatch 0 of `reduce_sum"),
+        "the debug log ran: {se}"
+    );
+    assert!(!se.contains("loading the HSA runtime"), "{se}");
+    // An HSA application's first IPC buffer loads it (here: the CPU
+    // runtime; a staged buffer would not need it).
+    let hsa = run("reduce_sum", &app("reduce_sum_baseline"), "hsa");
+    let se = stderr(&hsa);
+    assert_eq!(hsa.status.code(), Some(0), "{se}");
+    assert!(se.contains("loading the HSA runtime"), "{se}");
+}
+
+#[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());

@@ -496,25 +496,27 @@ impl LazyHsaSource {
             source: std::sync::OnceLock::new(),
         };
         if now {
-            let source =
-                HsaBufferSource::new(std::sync::Arc::new(HsaRuntime::load(&lazy.library)?))
-                    .reading_in_place(host_mapped);
-            let _ = lazy.source.set(Ok(source));
+            let _ = lazy.source.set(Ok(lazy.load()?));
         }
         Ok(lazy)
+    }
+
+    /// Loads the runtime (the debug log says when).
+    fn load(&self) -> Result<HsaBufferSource, RuntimeError> {
+        crate::log::debug(&format!(
+            "collector: loading the HSA runtime {}",
+            self.library.display()
+        ));
+        let runtime = HsaRuntime::load(&self.library)?;
+        Ok(HsaBufferSource::new(std::sync::Arc::new(runtime)).reading_in_place(self.host_mapped))
     }
 
     fn loaded(&self) -> Result<&HsaBufferSource, String> {
         self.source
             .get_or_init(|| {
-                HsaRuntime::load(&self.library)
-                    .map(|rt| {
-                        HsaBufferSource::new(std::sync::Arc::new(rt))
-                            .reading_in_place(self.host_mapped)
-                    })
-                    .map_err(|e| {
-                        format!("the collector needs the HSA runtime to map the buffer: {e}")
-                    })
+                self.load().map_err(|e| {
+                    format!("the collector needs the HSA runtime to map the buffer: {e}")
+                })
             })
             .as_ref()
             .map_err(Clone::clone)

@@ -71,45 +71,6 @@ impl AttachmentLog {
     }
 }
 
-/// The bytes of a buffer's fingerprint windows, gathered from its parts
-/// as they are copied (in order, contiguous): the fingerprint of what was
-/// written without reading it back.
-struct WindowBytes {
-    extent: u64,
-    windows: Vec<(u64, u64)>,
-    bytes: Vec<Vec<u8>>,
-}
-
-impl WindowBytes {
-    fn new(extent: u64) -> WindowBytes {
-        let windows = fingerprint_windows(extent);
-        let bytes = windows
-            .iter()
-            .map(|&(_, len)| Vec::with_capacity(len as usize))
-            .collect();
-        WindowBytes {
-            extent,
-            windows,
-            bytes,
-        }
-    }
-
-    /// `part`, the bytes at offset `at` of the buffer.
-    fn take(&mut self, at: u64, part: &[u8]) {
-        let n = part.len() as u64;
-        for (&(start, len), bytes) in self.windows.iter().zip(&mut self.bytes) {
-            let (from, to) = (start.max(at), (start + len).min(at + n));
-            if from < to {
-                bytes.extend_from_slice(&part[(from - at) as usize..(to - at) as usize]);
-            }
-        }
-    }
-
-    fn fingerprint(&self) -> u64 {
-        fingerprint_of_windows(self.extent, self.bytes.iter().map(|b| &b[..]))
-    }
-}
-
 /// An attachment that is detached exactly once: explicitly through
 /// [`Attachment::detach`] (to see its error) or on drop (every other path).
 struct Attachment<'a> {
@@ -169,17 +130,17 @@ impl<'a> Attachment<'a> {
             return Ok(seen);
         }
         if self.source.copies_long_runs() {
-            let mut windows = WindowBytes::new(extent);
-            let mut copy = |dst: &mut [u8], at: usize| {
-                self.copy(offset + at as u64, dst)?;
-                windows.take(at as u64, dst);
+            let mut seen = 0;
+            let mut copy = |dst: &mut [u8]| {
+                self.copy(offset, dst)?;
+                seen = fingerprint(dst);
                 Ok(())
             };
             let started = Instant::now();
             match out.fill_run(extent as usize, &mut copy) {
                 Ok(Filled::Done) => {
                     self.say_time(extent, started, "copied into the file's mapping");
-                    return Ok(windows.fingerprint());
+                    return Ok(seen);
                 }
                 Ok(Filled::Refused(reason)) => return Err(reason),
                 Ok(Filled::NotMapped) => {}
@@ -197,7 +158,11 @@ impl<'a> Attachment<'a> {
             .ok_or_else(|| format!("cannot allocate {chunk_len} bytes to copy it through"))?;
         let started = Instant::now();
         let mut copying = std::time::Duration::ZERO;
-        let mut windows = WindowBytes::new(extent);
+        let windows = fingerprint_windows(extent);
+        let mut window_bytes: Vec<Vec<u8>> = windows
+            .iter()
+            .map(|&(_, len)| Vec::with_capacity(len as usize))
+            .collect();
         let mut at = 0u64;
         while at < extent {
             let n = (extent - at).min(chunk_len as u64);
@@ -205,7 +170,12 @@ impl<'a> Attachment<'a> {
             let copy_started = Instant::now();
             self.copy(offset + at, part)?;
             copying += copy_started.elapsed();
-            windows.take(at, part);
+            for (&(start, len), bytes) in windows.iter().zip(&mut window_bytes) {
+                let (from, to) = (start.max(at), (start + len).min(at + n));
+                if from < to {
+                    bytes.extend_from_slice(&part[(from - at) as usize..(to - at) as usize]);
+                }
+            }
             out.write_all(part).map_err(cannot_write)?;
             at += n;
         }
@@ -217,7 +187,10 @@ impl<'a> Attachment<'a> {
                 copying.as_millis()
             ),
         );
-        Ok(windows.fingerprint())
+        Ok(fingerprint_of_windows(
+            extent,
+            window_bytes.iter().map(|b| &b[..]),
+        ))
     }
 
     /// The debug line of a long run stored from a mapping that is not
@@ -727,26 +700,4 @@ pub(super) fn capture_dispatch(
         arrays,
         bytes,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::WindowBytes;
-    use ditto_protocol::fingerprint;
-
-    #[test]
-    fn the_fingerprint_of_a_buffer_gathered_from_its_parts_is_the_fingerprint_of_the_whole() {
-        let buffer: Vec<u8> = (0..100_003u32).map(|i| (i * 7 % 251) as u8).collect();
-        for part in [1, 63, 64, 4096, 33_333, 100_003] {
-            let mut windows = WindowBytes::new(buffer.len() as u64);
-            for (k, chunk) in buffer.chunks(part).enumerate() {
-                windows.take((k * part) as u64, chunk);
-            }
-            assert_eq!(
-                windows.fingerprint(),
-                fingerprint(&buffer),
-                "parts of {part}"
-            );
-        }
-    }
 }

@@ -31,10 +31,6 @@ const MIN_SHARE: usize = 16 << 20;
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// What [`TensorOut::fill_run`] calls with each piece of a run and its
-/// offset in the run; an `Err` is its refusal.
-pub type FillPiece<'a> = dyn FnMut(&mut [u8], usize) -> Result<(), String> + 'a;
-
 /// What [`TensorOut::fill_run`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Filled {
@@ -55,12 +51,15 @@ pub trait TensorOut: Write {
         self.write_all(bytes)
     }
 
-    /// Hands the next `len` bytes of the output to `fill` as writable
-    /// slices of a file's shared mapping, so that a source can copy into
-    /// them directly, with as many threads as it likes: one or more pieces,
-    /// in order and contiguous, each with its offset in the run.
-    /// [`Filled::NotMapped`] where the output cannot (by default).
-    fn fill_run(&mut self, len: usize, fill: &mut FillPiece) -> std::io::Result<Filled> {
+    /// Hands the next `len` bytes of the output to `fill` as one writable
+    /// slice (a file's shared mapping), so that a source can copy into it
+    /// directly, with as many threads as it likes. [`Filled::NotMapped`]
+    /// where the output cannot (by default).
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
         let _ = (len, fill);
         Ok(Filled::NotMapped)
     }
@@ -76,7 +75,11 @@ impl TensorOut for File {
         self.write_all(bytes)
     }
 
-    fn fill_run(&mut self, len: usize, fill: &mut FillPiece) -> std::io::Result<Filled> {
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
         fill_mapped(self, len, fill)
     }
 }
@@ -111,8 +114,8 @@ fn threads_for(len: usize) -> usize {
 /// file cannot be filled in place: then nothing was copied, the position
 /// is unchanged and the caller writes.
 fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool> {
-    let mut copy = |dst: &mut [u8], at: usize| {
-        copy_in_shares(dst, &bytes[at..at + dst.len()], threads);
+    let mut copy = |dst: &mut [u8]| {
+        copy_in_shares(dst, bytes, threads);
         Ok(())
     };
     Ok(match fill_mapped(file, bytes.len(), &mut copy)? {
@@ -121,10 +124,6 @@ fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool>
         Filled::Refused(reason) => unreachable!("a host copy never refuses: {reason}"),
     })
 }
-
-/// On tmpfs, runs of at least two of these are allocated a piece at a
-/// time, ahead of the fill ([`fill_mapped`]).
-const ALLOCATION_PIECE: usize = 128 << 20;
 
 /// Fills `len` bytes at `file`'s position through a shared mapping: on a
 /// file system where that is safe ([`faults_cannot_fail_after_fallocate`]),
@@ -135,27 +134,13 @@ const ALLOCATION_PIECE: usize = 128 << 20;
 /// moves past it when `fill` succeeded. [`Filled::NotMapped`] where the
 /// file system cannot allocate ahead or the range cannot be mapped: then
 /// nothing was done; so also on other file systems.
-///
-/// On tmpfs, `fallocate` allocates and zeroes every page on one thread
-/// (its inode lock serialises calls): on the H200 machine 1 GiB took
-/// 118–126 ms, more than the device copy of it. There a long run is
-/// allocated [`ALLOCATION_PIECE`] bytes at a time by a helper thread, and
-/// `fill` gets each piece as soon as it is allocated, while the next one
-/// is. (Populating the pages with 16 threads instead, MADV_POPULATE_WRITE,
-/// took 199–220 ms there: not better.)
-fn fill_mapped(file: &mut File, len: usize, fill: &mut FillPiece) -> std::io::Result<Filled> {
-    fill_mapped_in_pieces(file, len, ALLOCATION_PIECE, fill)
-}
-
-/// [`fill_mapped`] with tmpfs pieces of `tmpfs_piece` bytes.
-fn fill_mapped_in_pieces(
+fn fill_mapped(
     file: &mut File,
     len: usize,
-    tmpfs_piece: usize,
-    fill: &mut FillPiece,
+    fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
 ) -> std::io::Result<Filled> {
     if len == 0 {
-        return Ok(match fill(&mut [], 0) {
+        return Ok(match fill(&mut []) {
             Ok(()) => Filled::Done,
             Err(reason) => Filled::Refused(reason),
         });
@@ -165,23 +150,24 @@ fn fill_mapped_in_pieces(
         return Ok(Filled::NotMapped);
     }
     let pos = file.stream_position()?;
-    let piece = if len >= 2 * tmpfs_piece && is_tmpfs(fd) {
-        tmpfs_piece
-    } else {
-        len
-    };
-    let pieces: Vec<(usize, usize)> = (0..len)
-        .step_by(piece)
-        .map(|at| (at, piece.min(len - at)))
-        .collect();
-    if !allocate(fd, pos, pieces[0].1)? {
-        return Ok(Filled::NotMapped);
+    // On tmpfs this allocates and zeroes every page on one thread, the
+    // costliest step there: on the H200 machine 1 GiB took 120 ms, then 58
+    // ms to fill with 16 threads. Populating the pages with 16 threads
+    // instead (MADV_POPULATE_WRITE) took 200 ms, mapping lock contention:
+    // not better, so not done.
+    // SAFETY: fallocate(2) on an open descriptor; it changes no byte
+    // already written (mode 0 allocates, and grows the size over the range).
+    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, len as libc::off_t) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(Filled::NotMapped),
+            _ => Err(e),
+        };
     }
     let lead = pos as usize % PAGE;
     let map_len = lead + len;
     // SAFETY: a fresh shared mapping of a range of the file that fallocate
-    // made (or makes, piece by piece, before each is touched) part of it;
-    // used only within `map_len` and unmapped below.
+    // just made part of it; used only within `map_len` and unmapped below.
     let map = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -211,122 +197,18 @@ fn fill_mapped_in_pieces(
         };
     }
     // SAFETY: `len` writable bytes of the mapping, after the `lead` bytes
-    // that precede the position; nothing else refers to them, and each
-    // piece is touched only once it is allocated.
+    // that precede the position; nothing else refers to them.
     let dst = unsafe { std::slice::from_raw_parts_mut((base + lead) as *mut u8, len) };
-    let filled = fill_pieces(fd, pos, &pieces, dst, fill);
+    let filled = fill(dst);
     // SAFETY: the mapping made above, unmapped once; `dst` is not used after.
     unsafe { libc::munmap(map, map_len) };
-    match filled? {
+    match filled {
         Ok(()) => {
             file.seek(SeekFrom::Start(pos + len as u64))?;
             Ok(Filled::Done)
         }
         Err(reason) => Ok(Filled::Refused(reason)),
     }
-}
-
-/// Hands each of `pieces` ((offset, length) in `dst`, the first already
-/// allocated) to `fill` once it is allocated; a helper thread allocates
-/// the others in order (or this one, before each, when the helper cannot
-/// be started). The outer error is the allocation's, the inner the fill's
-/// refusal; either stops the helper.
-fn fill_pieces(
-    fd: std::os::fd::RawFd,
-    pos: u64,
-    pieces: &[(usize, usize)],
-    dst: &mut [u8],
-    fill: &mut FillPiece,
-) -> std::io::Result<Result<(), String>> {
-    use std::sync::Condvar;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    // (pieces allocated, the allocation's error)
-    let state = Mutex::new((1usize, None::<std::io::Error>));
-    let ready = Condvar::new();
-    let stop = AtomicBool::new(false);
-    let allocate_piece = |k: usize| -> std::io::Result<()> {
-        let (at, n) = pieces[k];
-        match allocate(fd, pos + at as u64, n)? {
-            true => Ok(()),
-            false => Err(std::io::Error::other("fallocate refused part of the range")),
-        }
-    };
-    std::thread::scope(|scope| {
-        let helper = (pieces.len() > 1)
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("ditto-allocate".into())
-                    .spawn_scoped(scope, || {
-                        for k in 1..pieces.len() {
-                            if stop.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            let r = allocate_piece(k);
-                            let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-                            match r {
-                                Ok(()) => s.0 = k + 1,
-                                Err(e) => s.1 = Some(e),
-                            }
-                            let failed = s.1.is_some();
-                            drop(s);
-                            ready.notify_all();
-                            if failed {
-                                break;
-                            }
-                        }
-                    })
-                    .ok()
-            })
-            .flatten();
-        let mut result = Ok(Ok(()));
-        for (k, &(at, n)) in pieces.iter().enumerate() {
-            if k > 0 && helper.is_none() {
-                if let Err(e) = allocate_piece(k) {
-                    result = Err(e);
-                    break;
-                }
-            } else {
-                let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-                while s.0 <= k && s.1.is_none() {
-                    s = ready.wait(s).unwrap_or_else(|e| e.into_inner());
-                }
-                if s.0 <= k {
-                    result = Err(s.1.take().expect("an error stopped the helper"));
-                    break;
-                }
-            }
-            if let Err(reason) = fill(&mut dst[at..at + n], at) {
-                result = Ok(Err(reason));
-                break;
-            }
-        }
-        stop.store(true, Ordering::Relaxed);
-        result
-    })
-}
-
-/// Allocates `len` bytes at `pos` of `fd` with `fallocate` (the file grows
-/// over the range); `Ok(false)` where the file system cannot.
-fn allocate(fd: std::os::fd::RawFd, pos: u64, len: usize) -> std::io::Result<bool> {
-    // SAFETY: fallocate(2) on an open descriptor; it changes no byte
-    // already written (mode 0 allocates, and grows the size over the range).
-    if unsafe { libc::fallocate(fd, 0, pos as libc::off_t, len as libc::off_t) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EOPNOTSUPP | libc::ENOSYS) => Ok(false),
-        _ => Err(e),
-    }
-}
-
-/// Whether `fd` is a file of a tmpfs.
-fn is_tmpfs(fd: std::os::fd::RawFd) -> bool {
-    let mut fs = std::mem::MaybeUninit::<libc::statfs>::zeroed();
-    // SAFETY: fstatfs(2) fills the struct for an open descriptor.
-    (unsafe { libc::fstatfs(fd, fs.as_mut_ptr()) }) == 0
-        // SAFETY: filled by the successful call above.
-        && unsafe { fs.assume_init() }.f_type as u64 == libc::TMPFS_MAGIC as u64
 }
 
 /// Whether the file system of `fd` backs every page of a range once
@@ -541,13 +423,13 @@ mod tests {
             let mut file = tempfile::tempfile_in(dir.path()).unwrap();
             file.write_all(b"head").unwrap();
             let run = pattern((3 << 20) + 5, 9);
-            let mut fill = |dst: &mut [u8], at: usize| {
-                dst.copy_from_slice(&run[at..at + dst.len()]);
+            let mut fill = |dst: &mut [u8]| {
+                dst.copy_from_slice(&run);
                 Ok(())
             };
             assert_eq!(file.fill_run(run.len(), &mut fill).unwrap(), Filled::Done);
             assert_eq!(file.stream_position().unwrap(), 4 + run.len() as u64);
-            let mut refuse = |_: &mut [u8], _: usize| Err("fingerprint mismatch".to_string());
+            let mut refuse = |_: &mut [u8]| Err("fingerprint mismatch".to_string());
             assert_eq!(
                 file.fill_run(100, &mut refuse).unwrap(),
                 Filled::Refused("fingerprint mismatch".into())
@@ -559,56 +441,6 @@ mod tests {
             assert_eq!(&back[..4], b"head");
             assert!(back[4..4 + run.len()] == run[..]);
         }
-    }
-
-    #[test]
-    fn a_run_on_tmpfs_is_filled_piece_by_piece_in_order_as_each_is_allocated() {
-        let dir = tempfile::tempdir_in("/dev/shm").expect("/dev/shm (tmpfs) is needed");
-        let mut file = tempfile::tempfile_in(dir.path()).unwrap();
-        file.write_all(b"header").unwrap();
-        let run = pattern((5 << 20) + 4099, 11);
-        let mut seen = Vec::new();
-        let mut fill = |dst: &mut [u8], at: usize| {
-            seen.push((at, dst.len()));
-            dst.copy_from_slice(&run[at..at + dst.len()]);
-            Ok(())
-        };
-        let filled = fill_mapped_in_pieces(&mut file, run.len(), 1 << 20, &mut fill).unwrap();
-        assert_eq!(filled, Filled::Done);
-        let mi = 1 << 20;
-        assert_eq!(
-            seen,
-            vec![
-                (0, mi),
-                (mi, mi),
-                (2 * mi, mi),
-                (3 * mi, mi),
-                (4 * mi, mi),
-                (5 * mi, 4099)
-            ]
-        );
-        assert_eq!(file.stream_position().unwrap(), 6 + run.len() as u64);
-        let mut back = Vec::new();
-        file.seek(SeekFrom::Start(0)).unwrap();
-        file.read_to_end(&mut back).unwrap();
-        assert_eq!(back.len(), 6 + run.len());
-        assert!(back[6..] == run[..], "the run differs");
-        // A fill that refuses at the third piece: nothing more is asked,
-        // the position stays, the helper stops.
-        let mut asked = 0;
-        let mut refuse = |_: &mut [u8], at: usize| {
-            asked += 1;
-            if at >= 2 << 20 {
-                Err("mismatch".to_string())
-            } else {
-                Ok(())
-            }
-        };
-        let pos = file.stream_position().unwrap();
-        let filled = fill_mapped_in_pieces(&mut file, 8 << 20, 1 << 20, &mut refuse).unwrap();
-        assert_eq!(filled, Filled::Refused("mismatch".into()));
-        assert_eq!(asked, 3);
-        assert_eq!(file.stream_position().unwrap(), pos);
     }
 
     #[test]

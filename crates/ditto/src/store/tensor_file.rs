@@ -16,7 +16,7 @@
 //! mapping): readers decode elements from bytes (`from_le_bytes`).
 
 use super::error::StoreError;
-use super::placement::{FillPiece, Filled, TensorOut};
+use super::placement::{Filled, TensorOut};
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use std::fs::File;
 use std::io::Write;
@@ -364,7 +364,11 @@ impl TensorOut for Counted<'_> {
         }
     }
 
-    fn fill_run(&mut self, len: usize, fill: &mut FillPiece) -> std::io::Result<Filled> {
+    fn fill_run(
+        &mut self,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<Filled> {
         match self.out.fill_run(len, fill) {
             Ok(filled) => {
                 if filled == Filled::Done {

@@ -6,8 +6,10 @@
 //! and synchronised before the snapshot (else the deferred kernel's result
 //! would be missing), cuLaunchKernel and cuLaunchKernelEx_ptsz are both
 //! read, non-target launches are never synchronised, a launch into a
-//! capturing stream is not captured, and memory the fake driver will not
-//! export travels by the copy transport.
+//! capturing stream is not captured, small buffers are staged (without a
+//! staging file, memory the fake driver will not export travels by the
+//! copy transport), a program of many long kernel names hears a short
+//! "never dispatched" message, and nothing says HSA to a CUDA program.
 
 mod common;
 use common::*;

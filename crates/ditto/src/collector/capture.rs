@@ -129,7 +129,8 @@ impl<'a> Attachment<'a> {
             }
             return Ok(seen);
         }
-        if self.source.copies_long_runs() {
+        let parallel = self.source.copies_long_runs();
+        if parallel {
             let mut seen = 0;
             let mut copy = |dst: &mut [u8]| {
                 self.copy(offset, dst)?;
@@ -148,7 +149,7 @@ impl<'a> Attachment<'a> {
             }
         }
         // A source that copies in parallel gets longer chunks.
-        let most = if self.source.copies_long_runs() {
+        let most = if parallel {
             PARALLEL_CHUNK
         } else {
             STREAM_CHUNK

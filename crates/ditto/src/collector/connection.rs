@@ -225,11 +225,12 @@ fn run_connection(
             );
         }
         // A tool of another version may lay its Hello out otherwise.
-        Err(_) if hello_version(&body).is_some_and(|v| v != PROTOCOL_VERSION) => {
-            let version = hello_version(&body).expect("checked");
-            return reject(stream, other_version(version));
-        }
-        Err(e) => return ended_by(shared, &reader, e, None, "waiting for Hello"),
+        Err(e) => match hello_version(&body) {
+            Some(version) if version != PROTOCOL_VERSION => {
+                return reject(stream, other_version(version));
+            }
+            _ => return ended_by(shared, &reader, e, None, "waiting for Hello"),
+        },
     };
     report.run = Some(hello.run.clone());
     report.pid = Some(hello.pid);

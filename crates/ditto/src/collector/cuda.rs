@@ -51,9 +51,10 @@ pub fn cuda_source() -> Result<CudaBufferSource, String> {
     }
 }
 
-/// Whether `DITTO_CUDA_COPY=chunked` asks for the older copy.
+/// Whether `DITTO_CUDA_COPY=chunked` asks for the older copy (read once).
 fn chunked_copy_asked() -> bool {
-    std::env::var("DITTO_CUDA_COPY").is_ok_and(|v| v == "chunked")
+    static ASKED: OnceLock<bool> = OnceLock::new();
+    *ASKED.get_or_init(|| std::env::var("DITTO_CUDA_COPY").is_ok_and(|v| v == "chunked"))
 }
 
 impl BufferSource for CudaBufferSource {

@@ -105,8 +105,9 @@ impl CopyEngine {
         src: CuDevicePtr,
         dst: &mut [u8],
     ) -> Result<(), String> {
+        let debug = crate::log::enabled(crate::log::Level::Debug);
         let started = Instant::now();
-        let faults_before = minor_faults();
+        let faults_before = if debug { minor_faults() } else { 0 };
         let threads = Self::threads_for(dst.len());
         let cuts = share_cuts(dst.as_ptr() as usize, dst.len(), threads);
         let spent = Spent::default();
@@ -152,7 +153,7 @@ impl CopyEngine {
                 })
                 .collect()
         });
-        if crate::log::enabled(crate::log::Level::Debug) {
+        if debug {
             let ms = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 / 1e6;
             crate::log::debug(&format!(
                 "CUDA copy of {} bytes: {:.1} ms with {} thread(s), {} through page-locked \

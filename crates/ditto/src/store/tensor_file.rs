@@ -322,25 +322,27 @@ struct Counted<'w> {
     error: Option<std::io::Error>,
 }
 
+impl Counted<'_> {
+    /// Keeps a copy of `e` unless an earlier error is kept; returns `e`.
+    fn keep(&mut self, e: std::io::Error) -> std::io::Error {
+        self.error
+            .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
+        e
+    }
+}
+
 impl Write for Counted<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self.out.write(buf) {
             Ok(0) if !buf.is_empty() => {
-                let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
-                self.error
-                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
-                Err(e)
+                Err(self.keep(std::io::Error::from(std::io::ErrorKind::WriteZero)))
             }
             Ok(n) => {
                 self.written += n;
                 Ok(n)
             }
-            Err(e) => {
-                if e.kind() != std::io::ErrorKind::Interrupted && self.error.is_none() {
-                    self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
-                }
-                Err(e)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Err(e),
+            Err(e) => Err(self.keep(e)),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -356,11 +358,7 @@ impl TensorOut for Counted<'_> {
                 self.written += bytes.len();
                 Ok(())
             }
-            Err(e) => {
-                self.error
-                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
-                Err(e)
-            }
+            Err(e) => Err(self.keep(e)),
         }
     }
 
@@ -376,11 +374,7 @@ impl TensorOut for Counted<'_> {
                 }
                 Ok(filled)
             }
-            Err(e) => {
-                self.error
-                    .get_or_insert(std::io::Error::new(e.kind(), e.to_string()));
-                Err(e)
-            }
+            Err(e) => Err(self.keep(e)),
         }
     }
 }

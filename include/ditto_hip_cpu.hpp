@@ -115,10 +115,10 @@
 // Cost: a switch takes tens of nanoseconds; a 65536-work-item reduction with
 // nine barriers per work-item runs in tens of milliseconds on one core.
 //
-// Not supported: warp-level built-ins (__shfl, __ballot, warpSize), cooperative
-// groups, the `kernel<<<grid, block>>>(...)` launch syntax (use
-// hipLaunchKernelGGL), and exceptions leaving a kernel (the entry is
-// noexcept: std::terminate). printf in a kernel is the host's printf.
+// Wavefronts of 64 lanes with their cross-lane operations (__shfl*,
+// __ballot, __any, __all, __activemask, __lane_id, warpSize): see
+// "Wavefronts" below. Not supported: exceptions leaving a kernel (the entry
+// is noexcept: std::terminate). printf in a kernel is the host's printf.
 // Dynamic shared memory: HIP_DYNAMIC_SHARED(type, name) gives the packet's
 // group_segment_size bytes per group.
 #ifndef DITTO_HIP_CPU_HPP
@@ -175,11 +175,14 @@
 #define DITTO_FIBER_STACK_BYTES (64 * 1024)
 #endif
 
-// dim3 and uint3, as in HIP.
+// dim3, as in HIP (the HIP host build takes HIP's own from hip_runtime_api.h
+// and defines DITTO_HIP_HAS_DIM3 first).
+#ifndef DITTO_HIP_HAS_DIM3
 struct dim3 {
   uint32_t x, y, z;
   constexpr dim3(uint32_t x_ = 1, uint32_t y_ = 1, uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}
 };
+#endif
 
 namespace ditto {
 namespace detail {
@@ -267,12 +270,29 @@ namespace {
 
 struct Group;
 
+// Where a suspended fiber waits (see run_grid).
+enum class FiberWait : uint8_t {
+  kNone,     // ready to run (or running)
+  kBarrier,  // at __syncthreads()
+  kWaveOp,   // at a cross-lane operation of its wavefront (wave_op below)
+};
+
 struct Fiber {
   void* sp;        // saved stack pointer while suspended
   char* stack_top; // 16-byte aligned top of this fiber's stack
   Index3 thread_idx;
   bool finished;
+  FiberWait wait;
+  uint32_t wave;   // linear work-item id / 64
+  uint32_t lane;   // linear work-item id % 64
   Group* group;
+  // The cross-lane operation this fiber waits at (valid while wait == kWaveOp):
+  const void* wave_site;  // its call site: lanes at the same site exchange
+  uint32_t wave_kind;     // WaveOpKind
+  int32_t wave_source;    // shuffle: the lane read (0..63)
+  uint64_t wave_value;    // this lane's operand bits
+  uint64_t wave_result;   // filled in when the operation completes
+  uint64_t wave_active;   // the lanes that took part, bit i = lane i
 };
 
 // The group being run on this OS thread, or null (host code, or a group of
@@ -299,6 +319,175 @@ static inline void __syncthreads() {
   if (g != nullptr && g->running != nullptr) {
     ditto_fiber_switch_v1(&g->running->sp, g->scheduler_sp);
   }
+}
+
+// ───────────────────────────── Wavefronts ─────────────────────────────────
+// A work-group's work-items form wavefronts of 64 by linear id (x fastest):
+// lane = id % 64, as on CDNA GPUs (gfx90a, gfx942). Between cross-lane
+// operations the lanes of a wavefront run one after another (fibers), which
+// no correct program can tell apart from lockstep: lanes exchange data only
+// through memory ordered by barriers, or through the operations below.
+//
+// A cross-lane operation (shuffle, ballot, tile sync) suspends the lane at
+// the operation's CALL SITE. When every unfinished work-item of the group is
+// suspended (at a barrier or at a cross-lane operation), the lanes of one
+// wavefront waiting at the same call site complete it together: they are
+// that operation's ACTIVE lanes, the EXEC mask of the hardware. Lanes of the
+// wavefront that finished, wait at __syncthreads() or at another call site
+// (the other side of a divergent branch) are inactive for it, as on the
+// GPU, where divergent paths run one after the other with the other lanes
+// masked off. Reading an inactive lane returns 0, as ds_bpermute_b32 does;
+// a ballot sees inactive lanes as 0 bits. Where the model differs from the
+// hardware: (1) lanes are told apart by the call site of the operation, so
+// a device function that is NOT inlined and is called from both sides of a
+// divergent branch completes one operation for the lanes of both sides,
+// where the GPU would run two; (2) lanes that wait at __syncthreads() while
+// others of their wavefront run on are simply inactive, where the GPU's
+// behaviour for a barrier in divergent code is undefined.
+namespace ditto {
+namespace detail {
+namespace {
+
+enum WaveOpKind : uint32_t { kWaveShuffle = 1, kWaveBallot = 2, kWaveSync = 3 };
+
+struct WaveOutcome {
+  uint64_t result;
+  uint64_t active;
+};
+
+// One lane alone (a group of one work-item, or host code): lane 0 is the
+// only active lane.
+inline WaveOutcome wave_op_alone(uint32_t kind, uint64_t value, int32_t source) {
+  switch (kind) {
+    case kWaveShuffle:
+      return {(source & 63) == 0 ? value : 0, 1};
+    case kWaveBallot:
+      return {value != 0 ? 1u : 0u, 1};
+    default:
+      return {0, 1};
+  }
+}
+
+// Suspends the running lane at its caller's call site until the active lanes
+// of its wavefront complete the operation (see above). Never inlined: its
+// return address names the call site, and the built-ins that call it are
+// always inlined into the kernel.
+__attribute__((noinline)) WaveOutcome wave_op(uint32_t kind, uint64_t value, int32_t source) {
+  Group* g = t_group;
+  if (g == nullptr || g->running == nullptr) return wave_op_alone(kind, value, source);
+  Fiber* f = g->running;
+  f->wave_site = __builtin_return_address(0);
+  f->wave_kind = kind;
+  f->wave_source = source & 63;
+  f->wave_value = value;
+  f->wait = FiberWait::kWaveOp;
+  ditto_fiber_switch_v1(&f->sp, g->scheduler_sp);
+  return {f->wave_result, f->wave_active};
+}
+
+inline uint32_t lane_id() {
+  Group* g = t_group;
+  return g != nullptr && g->running != nullptr ? g->running->lane : 0;
+}
+
+template <typename T>
+inline uint64_t to_lane_bits(T value) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                "a cross-lane operand is at most 8 bytes of plain data");
+  uint64_t bits = 0;
+  memcpy(&bits, &value, sizeof(T));
+  return bits;
+}
+template <typename T>
+inline T from_lane_bits(uint64_t bits) {
+  T value;
+  memcpy(&value, &bits, sizeof(T));
+  return value;
+}
+template <typename T>
+__attribute__((always_inline)) inline T shuffle_from(T value, int source_lane) {
+  return from_lane_bits<T>(wave_op(kWaveShuffle, to_lane_bits(value), source_lane).result);
+}
+
+}  // namespace
+}  // namespace detail
+}  // namespace ditto
+
+static constexpr int warpSize = 64;
+
+static __attribute__((always_inline)) inline unsigned int __lane_id() { return ::ditto::detail::lane_id(); }
+
+// Shuffles, with HIP's lane arithmetic (amd_warp_functions.h of HIP 6.x:
+// the source lane is taken modulo `width` inside the lane's segment of
+// `width` lanes; a lane whose source falls outside its segment reads itself).
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl(T var, int src_lane, int width = warpSize) {
+  const int self = static_cast<int>(__lane_id());
+  return ::ditto::detail::shuffle_from(var, (src_lane & (width - 1)) + (self & ~(width - 1)));
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_up(T var, unsigned int lane_delta, int width = warpSize) {
+  const int self = static_cast<int>(__lane_id());
+  int index = self - static_cast<int>(lane_delta);
+  index = index < (self & ~(width - 1)) ? self : index;
+  return ::ditto::detail::shuffle_from(var, index);
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_down(T var, unsigned int lane_delta, int width = warpSize) {
+  const int self = static_cast<int>(__lane_id());
+  int index = self + static_cast<int>(lane_delta);
+  index = static_cast<int>((self & (width - 1)) + lane_delta) >= width ? self : index;
+  return ::ditto::detail::shuffle_from(var, index);
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_xor(T var, int lane_mask, int width = warpSize) {
+  const int self = static_cast<int>(__lane_id());
+  int index = self ^ lane_mask;
+  index = index >= ((self + width) & ~(width - 1)) ? self : index;
+  return ::ditto::detail::shuffle_from(var, index);
+}
+// The _sync forms (HIP 6.2 and later) with a mask of the lanes that take
+// part; the mask is not checked against the active lanes.
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_sync(unsigned long long, T var, int src_lane, int width = warpSize) {
+  return __shfl(var, src_lane, width);
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_up_sync(unsigned long long, T var, unsigned int d, int width = warpSize) {
+  return __shfl_up(var, d, width);
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_down_sync(unsigned long long, T var, unsigned int d, int width = warpSize) {
+  return __shfl_down(var, d, width);
+}
+template <typename T>
+static __attribute__((always_inline)) inline T __shfl_xor_sync(unsigned long long, T var, int m, int width = warpSize) {
+  return __shfl_xor(var, m, width);
+}
+
+// Votes: bit i of a ballot is lane i's predicate; inactive lanes give 0.
+static __attribute__((always_inline)) inline unsigned long long __ballot(int predicate) {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0).result;
+}
+static __attribute__((always_inline)) inline unsigned long long __activemask() {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, 1, 0).result;
+}
+static __attribute__((always_inline)) inline int __any(int predicate) {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0).result != 0;
+}
+static __attribute__((always_inline)) inline int __all(int predicate) {
+  const ::ditto::detail::WaveOutcome o = ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0);
+  return o.result == o.active;
+}
+static __attribute__((always_inline)) inline unsigned long long __ballot_sync(unsigned long long, int predicate) {
+  return __ballot(predicate);
+}
+static __attribute__((always_inline)) inline int __any_sync(unsigned long long, int predicate) { return __any(predicate); }
+static __attribute__((always_inline)) inline int __all_sync(unsigned long long, int predicate) { return __all(predicate); }
+// A barrier of the active lanes of the wavefront (cooperative groups' tile
+// sync, __syncwarp).
+static __attribute__((always_inline)) inline void __syncwarp(unsigned long long = ~0ull) {
+  (void)::ditto::detail::wave_op(::ditto::detail::kWaveSync, 0, 0);
 }
 
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -571,6 +760,52 @@ void prepare_fiber(Fiber* fiber) {
   frame[7] = reinterpret_cast<uint64_t>(&ditto_fiber_start_v1); // return address
   fiber->sp = frame;
   fiber->finished = false;
+  fiber->wait = FiberWait::kNone;
+}
+
+// Completes the cross-lane operations fibers wait at (see "Wavefronts"):
+// per wavefront (the fibers of one wavefront are consecutive, in linear id
+// order), the lanes waiting at one call site complete it together. True
+// when any did (those lanes are ready again).
+bool complete_wave_ops(const FiberStacks& stacks, size_t n) {
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    Fiber& first = stacks.fiber(i);
+    if (first.finished || first.wait != FiberWait::kWaveOp) continue;
+    // The lanes of this wavefront waiting at the same site, by lane.
+    Fiber* lanes[64] = {};
+    uint64_t active = 0;
+    for (size_t j = i; j < n && stacks.fiber(j).wave == first.wave; ++j) {
+      Fiber& f = stacks.fiber(j);
+      if (f.finished || f.wait != FiberWait::kWaveOp || f.wave_site != first.wave_site) continue;
+      lanes[f.lane] = &f;
+      active |= uint64_t{1} << f.lane;
+    }
+    uint64_t ballot = 0;
+    for (unsigned l = 0; l < 64; ++l) {
+      if (lanes[l] != nullptr && lanes[l]->wave_value != 0) ballot |= uint64_t{1} << l;
+    }
+    for (unsigned l = 0; l < 64; ++l) {
+      Fiber* f = lanes[l];
+      if (f == nullptr) continue;
+      switch (f->wave_kind) {
+        case kWaveShuffle: {
+          const Fiber* source = lanes[f->wave_source];
+          f->wave_result = source != nullptr ? source->wave_value : 0;
+          break;
+        }
+        case kWaveBallot:
+          f->wave_result = ballot;
+          break;
+        default:
+          f->wave_result = 0;
+      }
+      f->wave_active = active;
+      f->wait = FiberWait::kNone;
+    }
+    any = true;
+  }
+  return any;
 }
 
 inline uint32_t dim_or_one(uint32_t value) { return value == 0 ? 1 : value; }
@@ -640,23 +875,34 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
           f.stack_top = stacks.top(n);
           f.thread_idx = {x, y, z};
           f.group = &state;
+          const size_t linear = x + static_cast<size_t>(group[0]) * (y + static_cast<size_t>(group[1]) * z);
+          f.wave = static_cast<uint32_t>(linear / 64);
+          f.lane = static_cast<uint32_t>(linear % 64);
           prepare_fiber(&f);
           ++n;
         }
     t_group = &state;
-    // Each pass resumes every unfinished fiber once; a fiber runs until
-    // it finishes or reaches __syncthreads(). After a pass, every
-    // unfinished fiber waits at a barrier, so the next pass releases it.
+    // Each pass resumes every ready fiber once; a fiber runs until it
+    // finishes, reaches __syncthreads() or a cross-lane operation. After a
+    // pass every unfinished fiber waits. Cross-lane operations complete
+    // first (their lanes become ready); only when none is waiting does the
+    // barrier release every fiber.
     size_t unfinished = n;
     while (unfinished > 0) {
       for (size_t i = 0; i < n; ++i) {
         Fiber& f = stacks.fiber(i);
-        if (f.finished) continue;
+        if (f.finished || f.wait != FiberWait::kNone) continue;
         state.running = &f;
         t_ids.thread_idx = f.thread_idx;
         ditto_fiber_switch_v1(&state.scheduler_sp, f.sp);
-        if (f.finished) --unfinished;
+        if (f.finished) {
+          --unfinished;
+        } else if (f.wait == FiberWait::kNone) {
+          f.wait = FiberWait::kBarrier;
+        }
       }
+      if (complete_wave_ops(stacks, n)) continue;
+      for (size_t i = 0; i < n; ++i) stacks.fiber(i).wait = FiberWait::kNone;
     }
     state.running = nullptr;
   }
@@ -677,8 +923,11 @@ template <typename... Params, void (*F)(Params...)>
 struct KernelEntry<void (*)(Params...), F> {
   using Layout = KernargLayout<std::decay_t<Params>...>;
   using Args = std::tuple<std::decay_t<Params>...>;
-  static_assert((std::is_trivially_copyable<std::decay_t<Params>>::value && ...),
-                "kernel parameters must be trivially copyable (they are copied from kernarg bytes)");
+  // HIP's own vector types (float4, uint2, ...) have user-provided copy
+  // operations under g++, so trivially destructible and default-constructible
+  // is what is asked: the bytes are copied as on a GPU.
+  static_assert((std::is_trivially_destructible<std::decay_t<Params>>::value && ...),
+                "kernel parameters must be plain data (they are copied from kernarg bytes)");
   static_assert(!(std::is_reference<Params>::value || ...), "kernel parameters cannot be references");
 
   template <size_t... I>
@@ -731,6 +980,20 @@ struct KernelRecord {
                ::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::Layout::alignment()), \
            0, 0, &::ditto::detail::KernelEntry<decltype(&__VA_ARGS__), &__VA_ARGS__>::entry}};
 
+// Registers the overload of a kernel whose type is `signature`, a function
+// pointer type: DITTO_KERNEL_AS(void (*)(float*, int), scale). `ditto hipcc`
+// writes this form from the code object's mangled names, so overloaded
+// kernels are told apart.
+#define DITTO_KERNEL_AS(signature, ...)                                                                  \
+  __attribute__((section("ditto_kernels"), used, aligned(8))) static ::ditto::detail::KernelRecord    \
+      DITTO_CONCAT(ditto_kernel_record_, __COUNTER__) = {                                               \
+          &::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::function_address,                     \
+          {nullptr,                                                                                     \
+           static_cast<uint32_t>(::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::Layout::size()), \
+           static_cast<uint32_t>(                                                                       \
+               ::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::Layout::alignment()),             \
+           0, 0, &::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::entry}};
+
 extern "C" {
 extern ::ditto::detail::KernelRecord __start_ditto_kernels[] __attribute__((visibility("hidden"), weak));
 extern ::ditto::detail::KernelRecord __stop_ditto_kernels[] __attribute__((visibility("hidden"), weak));
@@ -769,6 +1032,7 @@ __attribute__((visibility("default"), weak)) const ditto_cpu_kernel_t* ditto_cpu
 #else  // host pass: kernels are compiled but never run; registration is device-only
 
 #define DITTO_KERNEL(...)
+#define DITTO_KERNEL_AS(...)
 
 #endif  // DITTO_DEVICE_PASS
 

@@ -8,6 +8,7 @@ pub mod collector;
 pub mod commands;
 pub mod compare;
 pub mod diagnose;
+pub mod hipcc;
 pub mod inspect;
 pub mod kernel_list;
 pub mod launch;

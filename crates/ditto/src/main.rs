@@ -38,6 +38,13 @@ Example:
   ditto kernels ./scale_values
   ditto kernels kernels.co --kernel vector_add_c --arg-types 'const f32*,const f32*,f32*,i32' --json";
 
+const HIPCC_EXAMPLE: &str = "\
+Example:
+  ditto hipcc --offload-arch=gfx90a -O2 main.hip -o app   (also writes app.host.so)
+  ditto hipcc -c lib.hip -o lib.o && ditto hipcc main.o lib.o -o app
+  make HIPCC=\"ditto hipcc\"
+  ditto run --kernel my_kernel -- ./app                       (runs on the CPU runtime without a GPU)";
+
 const MCP_EXAMPLE: &str = "\
 Example:
   ditto mcp
@@ -255,6 +262,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run hipcc with ARGS, and make the host build that runs the program on ditto's CPU runtime
+    #[command(after_help = HIPCC_EXAMPLE)]
+    Hipcc {
+        /// hipcc's arguments, unchanged (a first argument that is a compiler path runs that compiler)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, kernels)
     #[command(after_help = MCP_EXAMPLE)]
     Mcp,
@@ -356,6 +370,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         }),
         Command::Inspect { dir, dump, json } => commands::inspect(&dir, dump, json),
         Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
+        Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),
         Command::Kernels {
             file,
             kernel,
@@ -386,6 +401,16 @@ fn kernel_query(kernel: Option<String>, regex: Option<String>) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Hipcc { args } = cli.command {
+        // hipcc's own exit status passes through; a failed host build is 1.
+        return match ditto_cli::hipcc::run(args) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => {
+                eprintln!("ditto hipcc: error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let json = match &cli.command {
         Command::Compare { json, .. }
         | Command::Validate { json, .. }

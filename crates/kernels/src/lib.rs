@@ -25,7 +25,7 @@ pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;
 pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_object};
 pub use names::{KernelNames, demangle};
-pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects};
+pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects, elf_section};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
 
 use ditto_types::{DType, KernelName};

@@ -222,7 +222,7 @@ pub fn parse_bundles(section: &[u8]) -> Result<Vec<Vec<BundleEntry<'_>>>, Bundle
 }
 
 /// The contents of section `name` of a 64-bit ELF file, `None` without one.
-fn elf_section<'a>(bytes: &'a [u8], name: &str) -> Result<Option<&'a [u8]>, BundleError> {
+pub fn elf_section<'a>(bytes: &'a [u8], name: &str) -> Result<Option<&'a [u8]>, BundleError> {
     let elf_error = |e: object::read::Error| BundleError::Elf(e.to_string());
     let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(elf_error)?;
     let endian = header.endian().map_err(elf_error)?;

@@ -8,111 +8,79 @@
 // the runtime finds by the kernel's mangled name (crates/hsa-cpu/src/
 // host_kernels.rs: DITTO_HIP_HOST_KERNELS, then <executable>.host.so).
 //
-// This directory stands in for HIP's headers in that build. With it first on
-// the include path, `#include <hip/hip_runtime.h>` gives the HIP kernel
-// language on the CPU (include/ditto_hip_cpu.hpp, device pass: threadIdx,
-// blockIdx, blockDim, gridDim, __shared__, __syncthreads, atomics,
-// __global__, templates) and declarations of the host API that let the
-// host part of the source compile. The host part never runs: `main` is
-// renamed away, and every host API function below returns
-// hipErrorNotSupported without doing anything.
-//
-// Recipe (crates/test-apps/build.rs does exactly this):
-//   1. hipcc --offload-arch=gfx90a app.hip -o app
-//   2. list the kernels of app's code object (`ditto kernels --json app`, or
-//      ditto_kernels::device_code_objects + parse_code_object) and write a
-//      registration file:
-//          #include "/abs/path/app.hip"
-//          DITTO_KERNEL(scale_values<float>)   // one line per kernel `name`
-//   3. g++ -std=c++17 -O2 -fPIC -shared -fno-gnu-unique -Wl,-Bsymbolic
-//          -I include/ditto_hip_host -I include -Dmain=ditto_hip_host_build_main
-//          app.host.cpp -o app.host.so
-// Kernel names must be unambiguous (no overloaded non-template kernels), and
-// the kernel-language limits of ditto_hip_cpu.hpp apply (no warp built-ins,
-// no `<<<>>>` launches: use hipLaunchKernelGGL, which is ordinary HIP).
+// `ditto hipcc ARGS...` makes it: it runs hipcc with ARGS, then compiles
+// each HIP source again with g++, this directory first on the include path,
+// and links <executable>.host.so beside the executable (crates/ditto/src/
+// hipcc/). With this directory first, `#include <hip/hip_runtime.h>` gives:
+//   - the macros of hipcc's DEVICE pass (ditto_hip_platform.h): every `#if`
+//     picks the code the GPU runs;
+//   - HIP's own host API (<hip/hip_runtime_api.h>: types, enums, every
+//     function declared; none of them runs in a host build, and the host
+//     code is discarded at link time), HIP's vector types with HIP's layout;
+//   - the kernel language on the CPU (include/ditto_hip_cpu.hpp: threadIdx,
+//     __shared__, __syncthreads, atomics, wavefronts of 64 with shuffles and
+//     ballots) and the device built-ins (ditto_device_functions.h).
+// The host part of the source is compiled (it must parse) but never runs:
+// `main` is renamed away, launches are plain calls nobody makes, and the
+// linker drops every function no kernel reaches.
 #ifndef DITTO_HIP_HOST_HIP_RUNTIME_H
 #define DITTO_HIP_HOST_HIP_RUNTIME_H
 
 #ifndef DITTO_DEVICE_PASS
 #define DITTO_DEVICE_PASS 1
 #endif
-#include "ditto_hip_cpu.hpp"
+
+#include "ditto_hip_platform.h"
+
+#include <hip/hip_runtime_api.h>
+#include <hip/hip_vector_types.h>
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
-// ───────────────────────── host API: declarations only ─────────────────────
-typedef enum hipError_t {
-  hipSuccess = 0,
-  hipErrorInvalidValue = 1,
-  hipErrorOutOfMemory = 2,
-  hipErrorNotSupported = 801,
-} hipError_t;
+// HIP's headers define the keywords empty for g++; the kernel language
+// below gives them their host-build meaning.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __constant__
+#undef __forceinline__
+#undef __noinline__
+#undef __launch_bounds__
+#define DITTO_HIP_HAS_DIM3 1
+#include "ditto_hip_cpu.hpp"
 
-typedef enum hipMemcpyKind {
-  hipMemcpyHostToHost = 0,
-  hipMemcpyHostToDevice = 1,
-  hipMemcpyDeviceToHost = 2,
-  hipMemcpyDeviceToDevice = 3,
-  hipMemcpyDefault = 4,
-} hipMemcpyKind;
+// Device variables are ordinary globals of the host build: the CPU runtime
+// hands their addresses to HIP (hipMemcpyToSymbol, hipGetSymbolAddress), and
+// kernels read what the host wrote there.
+#undef __constant__
+#define __constant__
+#define __managed__
 
-typedef struct ihipStream_t* hipStream_t;
-typedef struct ihipEvent_t* hipEvent_t;
-typedef struct hipIpcMemHandle_st {
-  char reserved[64];
-} hipIpcMemHandle_t;
-#define hipIpcMemLazyEnablePeerAccess 0
+#include "ditto_device_functions.h"
 
-namespace ditto {
-namespace host_build {
-// What every host API call does in a host build: nothing (it never runs).
-inline hipError_t not_run() { return hipErrorNotSupported; }
-}  // namespace host_build
-}  // namespace ditto
+#define HIP_SYMBOL(X) X
+#define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
-template <typename T>
-inline hipError_t hipMalloc(T**, size_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipFree(void*) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipMemcpy(void*, const void*, size_t, hipMemcpyKind) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipMemcpyAsync(void*, const void*, size_t, hipMemcpyKind, hipStream_t = nullptr) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipMemset(void*, int, size_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipMemsetD32(void*, int, size_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipMemsetD16(void*, unsigned short, size_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipMemcpy2D(void*, size_t, const void*, size_t, size_t, size_t, hipMemcpyKind) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipMemset2D(void*, size_t, int, size_t, size_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipStreamWriteValue32(hipStream_t, void*, uint32_t, unsigned int) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipStreamWriteValue64(hipStream_t, void*, uint64_t, unsigned int) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipStreamWaitValue32(hipStream_t, void*, uint32_t, unsigned int, uint32_t = 0xffffffffu) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipStreamWaitValue64(hipStream_t, void*, uint64_t, unsigned int, uint64_t = ~0ull) {
-  return ::ditto::host_build::not_run();
-}
-#define hipStreamWaitValueGte 0x0
-#define hipStreamWaitValueEq 0x1
-#define hipStreamWaitValueAnd 0x2
-#define hipStreamWaitValueNor 0x3
-inline hipError_t hipDeviceSynchronize() { return ::ditto::host_build::not_run(); }
-inline hipError_t hipStreamSynchronize(hipStream_t) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipGetLastError() { return ::ditto::host_build::not_run(); }
-inline hipError_t hipPeekAtLastError() { return ::ditto::host_build::not_run(); }
-inline const char* hipGetErrorString(hipError_t) { return "host build: the host API does not run"; }
-inline hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t*, void*) { return ::ditto::host_build::not_run(); }
-inline hipError_t hipIpcOpenMemHandle(void**, hipIpcMemHandle_t, unsigned int) {
-  return ::ditto::host_build::not_run();
-}
-inline hipError_t hipIpcCloseMemHandle(void*) { return ::ditto::host_build::not_run(); }
-// The launch never happens in a host build; the arguments are still
-// evaluated by nothing, so any expression compiles.
+// A launch in a host build is never made: `hipLaunchKernelGGL(k, ...)` and
+// `k<<<...>>>(args)` (which `ditto hipcc` rewrites to `k(args)`) only have to
+// compile.
 #define hipLaunchKernelGGL(...) ((void)0)
+
+// hipThreadIdx_x and friends, HIP's older spellings.
+#define hipThreadIdx_x (threadIdx.x)
+#define hipThreadIdx_y (threadIdx.y)
+#define hipThreadIdx_z (threadIdx.z)
+#define hipBlockIdx_x (blockIdx.x)
+#define hipBlockIdx_y (blockIdx.y)
+#define hipBlockIdx_z (blockIdx.z)
+#define hipBlockDim_x (blockDim.x)
+#define hipBlockDim_y (blockDim.y)
+#define hipBlockDim_z (blockDim.z)
+#define hipGridDim_x (gridDim.x)
+#define hipGridDim_y (gridDim.y)
+#define hipGridDim_z (gridDim.z)
 
 #endif  // DITTO_HIP_HOST_HIP_RUNTIME_H

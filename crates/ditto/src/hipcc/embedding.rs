@@ -1,0 +1,109 @@
+//! Host-build objects carried inside hipcc's own objects, so that they
+//! travel wherever the objects go (into static libraries with `ar`, into
+//! the link of a program) without any file beside them to lose.
+//!
+//! `ditto hipcc -c` adds one section, `.ditto_host_build`, to the object
+//! hipcc wrote: a frame (magic, length, bytes) holding the source's host
+//! object. The section is not allocated: it takes no memory in the program
+//! and changes nothing the program does. A linker concatenates the sections
+//! of every object it links, so the linked program's section holds the
+//! frames of all of them, which `ditto hipcc` reads back to link the
+//! program's host build.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+pub const SECTION: &str = ".ditto_host_build";
+const MAGIC: &[u8; 16] = b"ditto-host-obj\x01\x00";
+
+/// One frame holding `object`.
+pub fn frame(object: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(object.len() + 24);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&(object.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(object);
+    bytes
+}
+
+/// The objects of every frame in a section's bytes (a linker may pad
+/// between the frames of two input objects).
+pub fn unframe(section: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut objects = Vec::new();
+    let mut at = 0;
+    while let Some(found) = find(&section[at..], MAGIC) {
+        let start = at + found + MAGIC.len();
+        let Some(length) = section.get(start..start + 8) else {
+            bail!("a {SECTION} frame is cut short");
+        };
+        let length = u64::from_le_bytes(length.try_into().expect("8 bytes")) as usize;
+        let body = start + 8;
+        let Some(object) = section.get(body..body.saturating_add(length)) else {
+            bail!("a {SECTION} frame is cut short");
+        };
+        objects.push(object.to_vec());
+        at = body + length;
+    }
+    Ok(objects)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The objcopy to use: `OBJCOPY`, else objcopy.
+fn objcopy() -> std::ffi::OsString {
+    std::env::var_os("OBJCOPY").unwrap_or_else(|| "objcopy".into())
+}
+
+/// Adds the frame of `host_object` to the object file `object`.
+pub fn embed(object: &Path, host_object: &[u8], scratch: &Path) -> Result<()> {
+    let framed = scratch.join(format!(
+        "frame-{}",
+        object.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    std::fs::write(&framed, frame(host_object))?;
+    let mut section = std::ffi::OsString::from(format!("{SECTION}="));
+    section.push(&framed);
+    let output = Command::new(objcopy())
+        .arg("--add-section")
+        .arg(section)
+        .arg(object)
+        .output()
+        .context("cannot run objcopy to add the host build to the object")?;
+    if !output.status.success() {
+        bail!(
+            "objcopy could not add the host build to {}: {}",
+            object.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The host objects carried by a linked program or library.
+pub fn carried(linked: &Path) -> Result<Vec<Vec<u8>>> {
+    let bytes =
+        std::fs::read(linked).with_context(|| format!("cannot read {}", linked.display()))?;
+    match ditto_kernels::elf_section(&bytes, SECTION) {
+        Ok(Some(section)) => unframe(section),
+        Ok(None) | Err(_) => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_read_back_through_padding_between_them() {
+        let mut section = frame(b"first object");
+        section.extend_from_slice(&[0, 0, 0]);
+        section.extend_from_slice(&frame(b"second"));
+        let objects = unframe(&section).unwrap();
+        assert_eq!(objects, vec![b"first object".to_vec(), b"second".to_vec()]);
+        assert!(unframe(&frame(b"abc")[..20]).is_err());
+        assert!(unframe(b"no frames here").unwrap().is_empty());
+    }
+}

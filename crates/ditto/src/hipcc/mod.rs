@@ -1,0 +1,223 @@
+//! `ditto hipcc ARGS...`: hipcc as before, plus the host build that lets
+//! the program run on ditto's CPU runtime, where no AMD GPU is.
+//!
+//! hipcc runs first with ARGS exactly as given (its output is the user's
+//! build, untouched but for one unallocated section in `-c` objects); then:
+//! - each HIP source it compiled is compiled again by g++ as the host build
+//!   (host_compile.rs), registering the kernels of the source's own code
+//!   objects (registration.rs);
+//! - a compile step (`-c`) carries that object inside hipcc's object
+//!   (embedding.rs);
+//! - a link step writes `<output>.host.so` beside the program, from the
+//!   sources it compiled and the host objects carried by the objects and
+//!   static libraries it linked. The CPU runtime looks there.
+//!
+//! `ditto hipcc` is a drop-in compiler: `HIPCC="ditto hipcc"`, a Makefile's
+//! compiler variable, or a CMake launcher (`ditto;hipcc`: when the first
+//! argument is a compiler path, that compiler is run instead of hipcc).
+
+mod args;
+mod embedding;
+mod headers;
+mod host_compile;
+pub mod host_source;
+mod registration;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use args::HipccArgs;
+use registration::Registration;
+
+/// Runs the command; returns hipcc's exit status when hipcc fails, else 0
+/// (an error when the host build fails).
+pub fn run(all: Vec<OsString>) -> Result<i32> {
+    let (compiler, args) = split_compiler(all);
+    let status = Command::new(&compiler)
+        .args(&args)
+        .status()
+        .with_context(|| {
+            format!(
+                "cannot run {} (set HIPCC, or give the compiler as the first argument)",
+                compiler.to_string_lossy()
+            )
+        })?;
+    if !status.success() {
+        return Ok(status.code().unwrap_or(1));
+    }
+    let parsed = args::parse(&args);
+    if parsed.no_output || (parsed.sources.is_empty() && parsed.inputs.is_empty()) {
+        return Ok(0);
+    }
+    host_build(&compiler, &parsed)?;
+    Ok(0)
+}
+
+/// The compiler to run and its arguments: a first argument that is a
+/// compiler (a path whose name has clang, hipcc or c++ in it) is the
+/// compiler, as a CMake launcher passes it; else `HIPCC`, else hipcc.
+fn split_compiler(mut all: Vec<OsString>) -> (OsString, Vec<OsString>) {
+    if let Some(first) = all.first() {
+        let name = Path::new(first)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let looks_like_compiler = !first.to_string_lossy().starts_with('-')
+            && ["clang", "hipcc", "c++", "g++"]
+                .iter()
+                .any(|c| name.contains(c))
+            && !name.contains('.');
+        if looks_like_compiler {
+            let compiler = all.remove(0);
+            return (compiler, all);
+        }
+    }
+    let compiler = std::env::var_os("HIPCC").unwrap_or_else(|| "hipcc".into());
+    (compiler, all)
+}
+
+fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
+    let scratch = tempfile::Builder::new()
+        .prefix("ditto-hipcc-")
+        .tempdir()
+        .context("cannot make a scratch directory for the host build")?;
+    let include = headers::write(&scratch.path().join("include"))
+        .context("cannot write the host-build headers")?;
+    let gfx942 = parsed.offload_archs.iter().any(|a| a.starts_with("gfx942"));
+    let mut host_objects = Vec::new();
+    for (index, source) in parsed.sources.iter().enumerate() {
+        let work = scratch.path().join(format!("source-{index}"));
+        std::fs::create_dir_all(&work)?;
+        let kernels = source_kernels(compiler, parsed, source, &work)?;
+        let mut registration = Registration::default();
+        for kernel in &kernels {
+            registration.add(kernel);
+        }
+        for u in &registration.unnamable {
+            eprintln!(
+                "ditto hipcc: warning: the kernel `{}` of {} has no host build: {}; its dispatches \
+                 on ditto's CPU runtime will fail naming it",
+                u.kernel,
+                source.display(),
+                u.why
+            );
+        }
+        let object = work.join("host.o");
+        host_compile::HostCompile {
+            include: &include,
+            scratch: &work,
+            preprocessor: &parsed.preprocessor,
+            standard: parsed.standard.as_deref(),
+            gfx942,
+        }
+        .compile(source, &registration.text(), &object)?;
+        let bytes = std::fs::read(&object)?;
+        if parsed.compile_only {
+            embedding::embed(&parsed.object_of(source), &bytes, &work)?;
+        } else {
+            host_objects.push(bytes);
+        }
+    }
+    if parsed.compile_only {
+        return Ok(());
+    }
+    let output = parsed.linked_output();
+    host_objects.extend(embedding::carried(&output)?);
+    if host_objects.is_empty() {
+        return Ok(());
+    }
+    link(&host_objects, &host_library_path(&output), scratch.path())
+}
+
+/// Where the CPU runtime looks for a program's host build.
+pub fn host_library_path(program: &Path) -> PathBuf {
+    let mut name = program.as_os_str().to_owned();
+    name.push(".host.so");
+    PathBuf::from(name)
+}
+
+/// The kernels of `source`'s own code objects: from hipcc's output when it
+/// holds exactly this source's device code, else from a device-only
+/// compile of the source.
+fn source_kernels(
+    compiler: &OsString,
+    parsed: &HipccArgs,
+    source: &Path,
+    work: &Path,
+) -> Result<Vec<ditto_kernels::KernelNames>> {
+    let own_output = if parsed.compile_only && !parsed.relocatable_device_code {
+        Some(parsed.object_of(source))
+    } else if !parsed.compile_only
+        && parsed.sources.len() == 1
+        && parsed.inputs.is_empty()
+        && !parsed.relocatable_device_code
+    {
+        Some(parsed.linked_output())
+    } else {
+        None
+    };
+    let file = match own_output {
+        Some(file) => file,
+        None => {
+            let device = work.join("device.o");
+            let output = Command::new(compiler)
+                .args(&parsed.compile_flags)
+                .args(["--cuda-device-only", "-fno-gpu-rdc", "-c"])
+                .arg(source)
+                .arg("-o")
+                .arg(&device)
+                .output()
+                .with_context(|| format!("cannot run {}", compiler.to_string_lossy()))?;
+            if !output.status.success() {
+                bail!(
+                    "a device-only compile of {} (to list its kernels) failed:\n{}",
+                    source.display(),
+                    String::from_utf8_lossy(&output.stderr).trim_end()
+                );
+            }
+            device
+        }
+    };
+    let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    registration::kernels_in(&bytes)
+        .map_err(|e| anyhow::anyhow!("cannot list the kernels of {}: {e}", file.display()))
+}
+
+fn link(objects: &[Vec<u8>], library: &Path, scratch: &Path) -> Result<()> {
+    let mut command = Command::new(host_compile::host_cxx());
+    command.args([
+        "-shared",
+        "-fPIC",
+        "-Wl,-Bsymbolic",
+        "-Wl,--gc-sections",
+        "-o",
+    ]);
+    let partial = scratch.join("host.so");
+    command.arg(&partial);
+    for (i, object) in objects.iter().enumerate() {
+        let path = scratch.join(format!("linked-{i}.o"));
+        std::fs::write(&path, object)?;
+        command.arg(path);
+    }
+    command.arg("-lm");
+    let output = command
+        .output()
+        .context("cannot run g++ to link the host build")?;
+    if !output.status.success() {
+        bail!(
+            "linking the host build {} failed:\n{}",
+            library.display(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+    }
+    // Beside the program, replaced whole (a running program keeps its copy).
+    let staged = library.with_extension("so.partial");
+    std::fs::copy(&partial, &staged)
+        .with_context(|| format!("cannot write {}", staged.display()))?;
+    std::fs::rename(&staged, library)
+        .with_context(|| format!("cannot write {}", library.display()))?;
+    Ok(())
+}

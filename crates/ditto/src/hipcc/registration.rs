@@ -1,0 +1,123 @@
+//! Which kernels a host build registers: every kernel of the source's own
+//! code objects, named as C++ from its mangled name, each line of the form
+//! the kernel language takes (DITTO_KERNEL_AS with the kernel's type, so
+//! that overloads and template instances are told apart).
+
+use std::collections::BTreeSet;
+
+use ditto_kernels::KernelNames;
+
+/// A kernel the host build cannot name, and why.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Unnamable {
+    pub kernel: String,
+    pub why: &'static str,
+}
+
+#[derive(Debug, Default)]
+pub struct Registration {
+    /// `DITTO_KERNEL...` lines, sorted, without repeats.
+    pub lines: BTreeSet<String>,
+    pub unnamable: BTreeSet<Unnamable>,
+}
+
+/// The kernels of every AMDGPU code object in `bytes` (an executable, an
+/// object, an offload bundle or a code object). A file without device code
+/// has no kernels.
+pub fn kernels_in(bytes: &[u8]) -> Result<Vec<KernelNames>, String> {
+    let objects = match ditto_kernels::device_code_objects(bytes) {
+        Err(ditto_kernels::BundleError::NoFatbin) => return Ok(Vec::new()),
+        other => other.map_err(|e| e.to_string())?,
+    };
+    let mut kernels = Vec::new();
+    for object in objects {
+        let found = ditto_kernels::parse_code_object(object.bytes)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        kernels.extend(found.iter().map(|k| KernelNames::new(&k.name)));
+    }
+    Ok(kernels)
+}
+
+impl Registration {
+    pub fn add(&mut self, kernel: &KernelNames) {
+        match line_for(kernel) {
+            Ok(line) => {
+                self.lines.insert(line);
+            }
+            Err(why) => {
+                self.unnamable.insert(Unnamable {
+                    kernel: kernel.signature.clone(),
+                    why,
+                });
+            }
+        }
+    }
+
+    /// The text appended to the host build's copy of the source.
+    pub fn text(&self) -> String {
+        let mut text = String::from("\n#line 1 \"<ditto hipcc: kernel registration>\"\n");
+        for line in &self.lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+fn line_for(kernel: &KernelNames) -> Result<String, &'static str> {
+    let name = &kernel.name;
+    if name.contains("(anonymous namespace)") {
+        return Err("it is in an anonymous namespace, which no other file can name");
+    }
+    if name.contains("lambda") || name.contains("{unnamed") || name.contains('\'') {
+        return Err("it is a lambda or an unnamed type, which C++ cannot name");
+    }
+    match &kernel.params_text {
+        Some(params) if params.contains("(anonymous namespace)") || params.contains("lambda") => {
+            Err("one of its parameter types cannot be named")
+        }
+        Some(params) => Ok(format!(
+            "DITTO_KERNEL_AS(void (*)({}), {name})",
+            if params.is_empty() { "" } else { params }
+        )),
+        // extern "C": the symbol is the name.
+        None => Ok(format!("DITTO_KERNEL({name})")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_are_registered_with_their_type_so_overloads_are_told_apart() {
+        let mut r = Registration::default();
+        r.add(&KernelNames::new("_Z12scale_valuesIfEvPT_S1_S0_i"));
+        r.add(&KernelNames::new("_Z5scalePfi.kd"));
+        r.add(&KernelNames::new("_Z5scalePdi"));
+        r.add(&KernelNames::new("_Z5scalePfi"));
+        r.add(&KernelNames::new("plain_c_kernel"));
+        let lines: Vec<&str> = r.lines.iter().map(String::as_str).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "DITTO_KERNEL(plain_c_kernel)",
+                "DITTO_KERNEL_AS(void (*)(double*, int), scale)",
+                "DITTO_KERNEL_AS(void (*)(float*, float*, float, int), scale_values<float>)",
+                "DITTO_KERNEL_AS(void (*)(float*, int), scale)",
+            ]
+        );
+        assert!(r.unnamable.is_empty());
+    }
+
+    #[test]
+    fn a_kernel_in_an_anonymous_namespace_is_named_as_unnamable() {
+        let mut r = Registration::default();
+        r.add(&KernelNames::new("_ZN12_GLOBAL__N_16hiddenEPf"));
+        assert!(r.lines.is_empty());
+        let u = r.unnamable.iter().next().unwrap();
+        assert!(u.kernel.contains("hidden"), "{u:?}");
+        assert!(u.why.contains("anonymous namespace"));
+    }
+}

@@ -155,7 +155,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+// Empty: libstdc++ spells its own attribute `__attribute__((__noinline__))`.
+#define __noinline__
 #define __launch_bounds__(...)
 // Per work-group memory: one copy per OS thread, which runs one group at a time.
 #define __shared__ static thread_local

@@ -11,7 +11,11 @@
 //! Search order, first match wins:
 //! 1. each path of `DITTO_HIP_HOST_KERNELS` (colon-separated);
 //! 2. `<executable>.host.so` beside the running executable
-//!    (`/proc/self/exe` resolved, with `.host.so` appended).
+//!    (`/proc/self/exe` resolved, with `.host.so` appended);
+//! 3. every other `*.host.so` in the executable's directory, in name order:
+//!    the host builds of code objects the program loads itself
+//!    (`hipModuleLoad` of a `ditto hipcc --genco` output, which writes
+//!    `<module>.host.so`).
 //!
 //! A kernel found nowhere is not an error at load (a code object may hold
 //! kernels that are never dispatched); `find` says where it looked, and
@@ -57,9 +61,24 @@ fn search_path() -> Vec<PathBuf> {
         })
         .unwrap_or_default();
     if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
-        let mut beside = exe.into_os_string();
+        let mut beside = exe.clone().into_os_string();
         beside.push(".host.so");
-        paths.push(PathBuf::from(beside));
+        let own = PathBuf::from(beside);
+        let mut others: Vec<PathBuf> = exe
+            .parent()
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p != &own
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().ends_with(".host.so"))
+            })
+            .collect();
+        others.sort();
+        paths.push(own);
+        paths.extend(others);
     }
     paths
 }
@@ -139,8 +158,9 @@ pub(crate) fn find(mangled: &str) -> Result<HostKernel, String> {
         None => format!(" ({HOST_KERNELS_VAR} is unset)"),
     };
     Err(format!(
-        "looked in {}{var}; build the application's host build (include/ditto_hip_host/) and put it \
-         beside the executable as <executable>.host.so or name it in {HOST_KERNELS_VAR}",
+        "looked in {}{var}; build the program with `ditto hipcc` in place of hipcc (it writes the \
+         host build beside the program as <executable>.host.so), or name a host build in \
+         {HOST_KERNELS_VAR}",
         if looked.is_empty() {
             "nothing".to_string()
         } else {

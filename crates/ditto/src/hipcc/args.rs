@@ -24,6 +24,13 @@ pub struct HipccArgs {
     pub relocatable_device_code: bool,
     /// `-shared`.
     pub shared: bool,
+    /// `--genco`: the output is a code object the program loads itself
+    /// (hipModuleLoad); its host build is `<output>.host.so`.
+    pub code_object_only: bool,
+    /// `-L` directories and `-l` names, to find the static libraries a link
+    /// takes.
+    pub link_dirs: Vec<PathBuf>,
+    pub libs: Vec<String>,
     /// Flags for g++ that change how the source reads: -I, -isystem,
     /// -iquote, -idirafter, -include, -D, -U.
     pub preprocessor: Vec<OsString>,
@@ -84,7 +91,11 @@ pub fn parse(args: &[OsString]) -> HipccArgs {
                         parsed.compile_flags.push(v);
                     }
                 }
-                "-L" | "-l" | "-Xlinker" | "-Xoffload-linker" => {}
+                "-L" => parsed.link_dirs.extend(v.map(PathBuf::from)),
+                "-l" => parsed
+                    .libs
+                    .extend(v.map(|v| v.to_string_lossy().into_owned())),
+                "-Xlinker" | "-Xoffload-linker" => {}
                 "-MF" | "-MT" | "-MQ" => {}
                 _ => {
                     parsed.compile_flags.push(arg.clone());
@@ -111,6 +122,7 @@ pub fn parse(args: &[OsString]) -> HipccArgs {
                 parsed.compile_flags.push(arg.clone());
             }
             "-shared" => parsed.shared = true,
+            "--genco" => parsed.code_object_only = true,
             "-MD" | "-MMD" | "-MP" => {}
             _ if text.starts_with("-o") && text.len() > 2 => {
                 parsed.output = Some(PathBuf::from(&text[2..]));
@@ -136,7 +148,9 @@ pub fn parse(args: &[OsString]) -> HipccArgs {
                     .extend(value.split(',').map(|a| a.to_string()));
                 parsed.compile_flags.push(arg.clone());
             }
-            _ if text.starts_with("-L") || text.starts_with("-l") || text.starts_with("-Wl,") => {}
+            _ if text.starts_with("-L") => parsed.link_dirs.push(PathBuf::from(&text[2..])),
+            _ if text.starts_with("-l") => parsed.libs.push(text[2..].to_string()),
+            _ if text.starts_with("-Wl,") => {}
             _ if text.starts_with('-') => parsed.compile_flags.push(arg.clone()),
             _ => {
                 let path = PathBuf::from(arg);
@@ -179,6 +193,19 @@ impl HipccArgs {
         }
         let stem = source.file_stem().unwrap_or_default();
         PathBuf::from(stem).with_extension("o")
+    }
+
+    /// The static libraries `-l` names that the `-L` directories hold.
+    pub fn static_libs(&self) -> Vec<PathBuf> {
+        self.libs
+            .iter()
+            .filter_map(|name| {
+                self.link_dirs
+                    .iter()
+                    .map(|dir| dir.join(format!("lib{name}.a")))
+                    .find(|path| path.is_file())
+            })
+            .collect()
     }
 
     /// The program or library a link writes.
@@ -245,6 +272,8 @@ mod tests {
             vec![PathBuf::from("main.o"), PathBuf::from("libdev.a")]
         );
         assert_eq!(l.linked_output(), PathBuf::from("app"));
+        assert_eq!(l.link_dirs, vec![PathBuf::from(".")]);
+        assert_eq!(l.libs, vec!["dev".to_string()]);
         let two = parse(&os(&["-c", "a.hip", "dir/b.cu"]));
         assert_eq!(
             two.object_of(&PathBuf::from("dir/b.cu")),

@@ -7,8 +7,10 @@
 //! object. The section is not allocated: it takes no memory in the program
 //! and changes nothing the program does. A linker concatenates the sections
 //! of every object it links, so the linked program's section holds the
-//! frames of all of them, which `ditto hipcc` reads back to link the
-//! program's host build.
+//! frames of all of them; but a linker pulls an archive member in only for
+//! a host symbol, and device code linked with -fgpu-rdc needs none, so
+//! `ditto hipcc` reads the frames from the objects and archives the link
+//! is given, not from the program.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,28 +84,10 @@ pub fn embed(object: &Path, host_object: &[u8], scratch: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The host objects carried by a linked program or library.
-pub fn carried(linked: &Path) -> Result<Vec<Vec<u8>>> {
-    let bytes =
-        std::fs::read(linked).with_context(|| format!("cannot read {}", linked.display()))?;
-    match ditto_kernels::elf_section(&bytes, SECTION) {
-        Ok(Some(section)) => unframe(section),
-        Ok(None) | Err(_) => Ok(Vec::new()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_read_back_through_padding_between_them() {
-        let mut section = frame(b"first object");
-        section.extend_from_slice(&[0, 0, 0]);
-        section.extend_from_slice(&frame(b"second"));
-        let objects = unframe(&section).unwrap();
-        assert_eq!(objects, vec![b"first object".to_vec(), b"second".to_vec()]);
-        assert!(unframe(&frame(b"abc")[..20]).is_err());
-        assert!(unframe(b"no frames here").unwrap().is_empty());
-    }
+/// The host objects carried by an object file or a static library (each
+/// member's section holds whole frames, so the file's bytes are scanned as
+/// they are).
+pub fn carried(file: &Path) -> Result<Vec<Vec<u8>>> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    unframe(&bytes)
 }

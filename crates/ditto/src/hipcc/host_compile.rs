@@ -50,16 +50,15 @@ impl HostCompile<'_> {
             return Ok(());
         }
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        if stderr.contains("Assembler messages") {
-            if let Ok(explained) = self.explain_assembly(source, &copy) {
-                if !explained.is_empty() {
-                    bail!(
-                        "the host build of {} cannot run on ditto's CPU runtime:\n{}",
-                        source.display(),
-                        explained
-                    );
-                }
-            }
+        if stderr.contains("Assembler messages")
+            && let Ok(explained) = self.explain_assembly(source, &copy, &stderr)
+            && !explained.is_empty()
+        {
+            bail!(
+                "the host build of {} cannot run on ditto's CPU runtime:\n{}",
+                source.display(),
+                explained
+            );
         }
         bail!(
             "the host build of {} failed (g++ compiles the source as hipcc's device pass sees it, \
@@ -104,7 +103,7 @@ impl HostCompile<'_> {
 
     /// Each inline-assembly statement the assembler rejects, as
     /// "  `function` (file:line): instruction — error".
-    fn explain_assembly(&self, source: &Path, copy: &Path) -> Result<String> {
+    fn explain_assembly(&self, source: &Path, copy: &Path, errors: &str) -> Result<String> {
         let assembly = self.scratch.join("explain.s");
         let status = self
             .command(source)
@@ -116,81 +115,55 @@ impl HostCompile<'_> {
         if !status.status.success() {
             bail!("no assembly");
         }
-        let assembled = Command::new("as")
-            .arg(&assembly)
-            .arg("-o")
-            .arg(self.scratch.join("explain.o"))
-            .output()?;
         let text = std::fs::read_to_string(&assembly)?;
-        let errors = String::from_utf8_lossy(&assembled.stderr).into_owned();
-        Ok(explain(&text, &errors))
+        Ok(explain(&text, errors))
     }
 }
 
-/// Maps `as` error lines (`file.s:N: Error: ...`) onto the function and the
-/// source line of the inline assembly at line N of `assembly`.
+/// Maps assembler errors (`file:line: Error: ...`: the assembler follows
+/// the `# line "file"` markers g++ writes around inline assembly, so it
+/// names the source line) onto the function of `assembly` that holds the
+/// marker.
 pub fn explain(assembly: &str, errors: &str) -> String {
     let lines: Vec<&str> = assembly.lines().collect();
     let mut seen = HashSet::new();
     let mut out = String::new();
     for error in errors.lines() {
-        let mut parts = error.splitn(3, ':');
-        let (Some(_), Some(number), Some(message)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let Some((place, message)) = error.split_once(": Error:") else {
+            continue;
+        };
+        let Some((file, number)) = place.rsplit_once(':') else {
             continue;
         };
         let Ok(number) = number.trim().parse::<usize>() else {
             continue;
         };
-        let Some(message) = message.trim().strip_prefix("Error:") else {
-            continue;
-        };
-        let index = number.saturating_sub(1).min(lines.len().saturating_sub(1));
-        let mut function = None;
-        let mut place = None;
-        for line in lines[..=index].iter().rev() {
-            let t = line.trim();
-            if place.is_none() {
-                if let Some(marker) = line_marker(t) {
-                    place = Some(marker);
-                }
-            }
-            if let Some(rest) = t.strip_prefix(".type") {
-                if let Some((symbol, kind)) = rest.trim().split_once(',') {
-                    if kind.contains("@function") {
-                        function = Some(symbol.trim().to_string());
-                        break;
-                    }
-                }
-            }
-        }
-        let function = function
+        let marker = format!("# {number} \"{file}\" 1");
+        let at = lines.iter().position(|l| l.trim() == marker);
+        let function = at
+            .and_then(|at| {
+                lines[..at].iter().rev().find_map(|l| {
+                    let rest = l.trim().strip_prefix(".type")?;
+                    let (symbol, kind) = rest.trim().split_once(',')?;
+                    kind.contains("@function").then(|| symbol.trim().to_string())
+                })
+            })
             .map(|f| ditto_kernels::KernelNames::new(&f).signature)
             .unwrap_or_else(|| "a function".to_string());
-        let place = place.unwrap_or_else(|| "unknown line".to_string());
-        let instruction = lines.get(number - 1).map(|l| l.trim()).unwrap_or("");
-        if seen.insert((function.clone(), place.clone())) {
+        let instruction = at
+            .and_then(|at| lines.get(at + 1))
+            .map(|l| l.trim())
+            .unwrap_or("");
+        if seen.insert((function.clone(), place.to_string())) {
             out.push_str(&format!(
-                "  `{function}` ({place}) has GCN inline assembly (`{instruction}`: {}), which only an \
-                 AMD GPU runs; the host build sees the code hipcc's device pass compiles for gfx90a. \
-                 Give it a path in C++ (e.g. under `#if !defined(__gfx90a__)`-style guards that the host \
-                 build also takes) or run this program on a GPU\n",
+                "  `{function}` ({file}:{number}) has GCN inline assembly (`{instruction}`: {}), which \
+                 only an AMD GPU runs (the host build compiles what hipcc's device pass compiles for \
+                 the GPU); give it a C++ path the host build can take, or run this program on a GPU\n",
                 message.trim()
             ));
         }
     }
     out
-}
-
-/// `# 12 "file.hip" 1` (the marker g++ writes before inline assembly) as
-/// "file.hip:12".
-fn line_marker(line: &str) -> Option<String> {
-    let rest = line.strip_prefix('#')?.trim_start();
-    let (number, rest) = rest.split_once(' ')?;
-    let number: usize = number.parse().ok()?;
-    let file = rest.trim().strip_prefix('"')?;
-    let (file, _) = file.split_once('"')?;
-    Some(format!("{file}:{number}"))
 }
 
 /// ROCm's include directory, where HIP's own headers are when they are not
@@ -270,12 +243,9 @@ mod tests {
     #[test]
     fn a_rejected_instruction_is_traced_to_its_function_and_source_line() {
         let assembly = "\t.text\n\t.globl\t_Z6kernelPf\n\t.type\t_Z6kernelPf, @function\n_Z6kernelPf:\n#APP\n# 12 \"/src/app.hip\" 1\n\tv_add_f32 v0, v1, v2\n# 0 \"\" 2\n#NO_APP\n\tret\n";
-        let errors = "/tmp/explain.s: Assembler messages:\n/tmp/explain.s:7: Error: no such instruction: `v_add_f32 v0,v1,v2'\n";
+        let errors = "/src/app.hip: Assembler messages:\n/src/app.hip:12: Error: no such instruction: `v_add_f32 v0,v1,v2'\n";
         let text = explain(assembly, errors);
-        assert!(
-            text.contains("`kernel(float*)` (/src/app.hip:12)"),
-            "{text}"
-        );
+        assert!(text.contains("`kernel(float*)` (/src/app.hip:12)"), "{text}");
         assert!(text.contains("v_add_f32 v0, v1, v2"), "{text}");
         assert!(text.contains("no such instruction"), "{text}");
     }

@@ -10,7 +10,8 @@
 //!   (embedding.rs);
 //! - a link step writes `<output>.host.so` beside the program, from the
 //!   sources it compiled and the host objects carried by the objects and
-//!   static libraries it linked. The CPU runtime looks there.
+//!   static libraries it links (given by path or by -L/-l). The CPU
+//!   runtime looks there.
 //!
 //! `ditto hipcc` is a drop-in compiler: `HIPCC="ditto hipcc"`, a Makefile's
 //! compiler variable, or a CMake launcher (`ditto;hipcc`: when the first
@@ -88,6 +89,7 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         .context("cannot write the host-build headers")?;
     let gfx942 = parsed.offload_archs.iter().any(|a| a.starts_with("gfx942"));
     let mut host_objects = Vec::new();
+    let mut kernel_count = 0;
     for (index, source) in parsed.sources.iter().enumerate() {
         let work = scratch.path().join(format!("source-{index}"));
         std::fs::create_dir_all(&work)?;
@@ -96,6 +98,7 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         for kernel in &kernels {
             registration.add(kernel);
         }
+        kernel_count += registration.lines.len();
         for u in &registration.unnamable {
             eprintln!(
                 "ditto hipcc: warning: the kernel `{}` of {} has no host build: {}; its dispatches \
@@ -125,7 +128,20 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         return Ok(());
     }
     let output = parsed.linked_output();
-    host_objects.extend(embedding::carried(&output)?);
+    // A program whose sources have no kernels needs a host build only for
+    // kernels that objects and libraries carry.
+    if kernel_count == 0 {
+        host_objects.clear();
+    }
+    for input in parsed.inputs.iter().cloned().chain(parsed.static_libs()) {
+        for object in embedding::carried(&input)? {
+            // The same object given twice (directly and in an archive) is
+            // linked once.
+            if !host_objects.contains(&object) {
+                host_objects.push(object);
+            }
+        }
+    }
     if host_objects.is_empty() {
         return Ok(());
     }
@@ -150,6 +166,8 @@ fn source_kernels(
 ) -> Result<Vec<ditto_kernels::KernelNames>> {
     let own_output = if parsed.compile_only && !parsed.relocatable_device_code {
         Some(parsed.object_of(source))
+    } else if parsed.code_object_only && parsed.sources.len() == 1 {
+        Some(parsed.linked_output())
     } else if !parsed.compile_only
         && parsed.sources.len() == 1
         && parsed.inputs.is_empty()
@@ -159,31 +177,52 @@ fn source_kernels(
     } else {
         None
     };
-    let file = match own_output {
-        Some(file) => file,
-        None => {
-            let device = work.join("device.o");
-            let output = Command::new(compiler)
-                .args(&parsed.compile_flags)
-                .args(["--cuda-device-only", "-fno-gpu-rdc", "-c"])
-                .arg(source)
-                .arg("-o")
-                .arg(&device)
-                .output()
-                .with_context(|| format!("cannot run {}", compiler.to_string_lossy()))?;
-            if !output.status.success() {
-                bail!(
-                    "a device-only compile of {} (to list its kernels) failed:\n{}",
-                    source.display(),
-                    String::from_utf8_lossy(&output.stderr).trim_end()
-                );
-            }
-            device
-        }
+    let Some(file) = own_output else {
+        return device_ir_kernels(compiler, parsed, source, work);
     };
     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
     registration::kernels_in(&bytes)
         .map_err(|e| anyhow::anyhow!("cannot list the kernels of {}: {e}", file.display()))
+}
+
+/// The kernels of one source from the LLVM IR of its device pass (for one
+/// target): works for relocatable device code, whose objects hold bitcode
+/// and whose kernels may call device functions of other files.
+fn device_ir_kernels(
+    compiler: &OsString,
+    parsed: &HipccArgs,
+    source: &Path,
+    work: &Path,
+) -> Result<Vec<ditto_kernels::KernelNames>> {
+    let ir = work.join("device.ll");
+    let flags = parsed.compile_flags.iter().filter(|f| {
+        let f = f.to_string_lossy();
+        !(f.starts_with("--offload-arch=") || f.starts_with("--amdgpu-target="))
+    });
+    let arch = parsed
+        .offload_archs
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "gfx90a".to_string());
+    let output = Command::new(compiler)
+        .args(flags)
+        .arg(format!("--offload-arch={arch}"))
+        .args(["--cuda-device-only", "-S", "-emit-llvm"])
+        .arg(source)
+        .arg("-o")
+        .arg(&ir)
+        .output()
+        .with_context(|| format!("cannot run {}", compiler.to_string_lossy()))?;
+    if !output.status.success() {
+        bail!(
+            "the device pass of {} (run again to list its kernels) failed:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+    }
+    let text = std::fs::read_to_string(&ir)
+        .with_context(|| format!("cannot read {}", ir.display()))?;
+    Ok(registration::kernels_in_ir(&text))
 }
 
 fn link(objects: &[Vec<u8>], library: &Path, scratch: &Path) -> Result<()> {

@@ -39,6 +39,22 @@ pub fn kernels_in(bytes: &[u8]) -> Result<Vec<KernelNames>, String> {
     Ok(kernels)
 }
 
+/// The kernels defined in LLVM IR text: `define ... amdgpu_kernel ... @name(`.
+pub fn kernels_in_ir(text: &str) -> Vec<KernelNames> {
+    text.lines()
+        .filter(|l| l.starts_with("define ") && l.contains(" amdgpu_kernel "))
+        .filter_map(|l| {
+            let at = l.find(" @")? + 2;
+            let rest = &l[at..];
+            let name = match rest.strip_prefix('"') {
+                Some(quoted) => quoted.split('"').next()?,
+                None => rest.split('(').next()?,
+            };
+            Some(KernelNames::new(name))
+        })
+        .collect()
+}
+
 impl Registration {
     pub fn add(&mut self, kernel: &KernelNames) {
         match line_for(kernel) {
@@ -109,6 +125,13 @@ mod tests {
             ]
         );
         assert!(r.unnamable.is_empty());
+    }
+
+    #[test]
+    fn kernels_are_read_from_the_device_pass_ir() {
+        let ir = "define hidden void @_Z13device_squarei(i32 %0) #0 {\ndefine protected amdgpu_kernel void @_Z13square_kernelPiPKij(ptr addrspace(1) %0) #1 {\ndefine amdgpu_kernel void @\"weird name\"() {\n";
+        let names: Vec<String> = kernels_in_ir(ir).into_iter().map(|k| k.mangled).collect();
+        assert_eq!(names, vec!["_Z13square_kernelPiPKij".to_string(), "weird name".to_string()]);
     }
 
     #[test]

@@ -995,6 +995,27 @@ struct KernelRecord {
                ::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::Layout::alignment()),             \
            0, 0, &::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::entry}};
 
+// Registers a device variable under the symbol name it has in hipcc's code
+// object: DITTO_VARIABLE("_ZN2ns5tableE", ns::table).
+#define DITTO_VARIABLE(symbol, ...)                                                          \
+  __attribute__((section("ditto_variables"), used, aligned(8))) static ditto_cpu_variable_t \
+      DITTO_CONCAT(ditto_variable_record_, __COUNTER__) = {                                  \
+          symbol, const_cast<void*>(static_cast<const volatile void*>(&(__VA_ARGS__))), sizeof(__VA_ARGS__)};
+
+extern "C" {
+extern ditto_cpu_variable_t __start_ditto_variables[] __attribute__((visibility("hidden"), weak));
+extern ditto_cpu_variable_t __stop_ditto_variables[] __attribute__((visibility("hidden"), weak));
+
+// The device variables of the host build (DITTO_VARIABLE), in section order.
+__attribute__((visibility("default"), weak)) const ditto_cpu_variable_t* ditto_cpu_code_object_variables(
+    uint32_t* count) {
+  const ditto_cpu_variable_t* first = __start_ditto_variables;
+  const size_t n = first == nullptr ? 0 : static_cast<size_t>(__stop_ditto_variables - __start_ditto_variables);
+  if (count != nullptr) *count = static_cast<uint32_t>(n);
+  return n == 0 ? nullptr : first;
+}
+}
+
 extern "C" {
 extern ::ditto::detail::KernelRecord __start_ditto_kernels[] __attribute__((visibility("hidden"), weak));
 extern ::ditto::detail::KernelRecord __stop_ditto_kernels[] __attribute__((visibility("hidden"), weak));
@@ -1034,6 +1055,7 @@ __attribute__((visibility("default"), weak)) const ditto_cpu_kernel_t* ditto_cpu
 
 #define DITTO_KERNEL(...)
 #define DITTO_KERNEL_AS(...)
+#define DITTO_VARIABLE(...)
 
 #endif  // DITTO_DEVICE_PASS
 

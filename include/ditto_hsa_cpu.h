@@ -167,6 +167,19 @@ typedef struct ditto_cpu_kernel_s {
 /* Exported by every CPU code object: its kernels, valid while it is loaded. */
 const ditto_cpu_kernel_t* ditto_cpu_code_object_kernels(uint32_t* count);
 
+/* One device variable (`__device__`, `__constant__`) of a host build: the
+ * storage the kernels of the host build read and write. */
+typedef struct ditto_cpu_variable_s {
+  const char* name; /* the symbol name of the variable in hipcc's code object */
+  void* address;
+  uint64_t size;
+} ditto_cpu_variable_t;
+
+/* Optionally exported by a host build: its device variables. The runtime
+ * gives a variable symbol of an AMDGPU code object this storage, so that
+ * hipMemcpyToSymbol, hipGetSymbolAddress and the kernels meet in it. */
+const ditto_cpu_variable_t* ditto_cpu_code_object_variables(uint32_t* count);
+
 #ifdef __cplusplus
 }
 #endif

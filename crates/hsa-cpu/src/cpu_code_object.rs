@@ -143,6 +143,46 @@ impl Library {
     }
 }
 
+/// One device variable of a host build (`ditto_cpu_variable_t`).
+#[repr(C)]
+struct CpuVariable {
+    name: *const std::ffi::c_char,
+    address: *mut c_void,
+    size: u64,
+}
+
+impl Library {
+    /// The device variables the code object exports (name, address, size);
+    /// none when it exports no `ditto_cpu_code_object_variables`.
+    pub(crate) fn variables(&self) -> Vec<(String, u64, u64)> {
+        // SAFETY: looking up a symbol in a live handle.
+        let f = unsafe { libc::dlsym(self.handle(), c"ditto_cpu_code_object_variables".as_ptr()) };
+        if f.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: the symbol has the documented signature.
+        let f: unsafe extern "C" fn(*mut u32) -> *const CpuVariable =
+            unsafe { std::mem::transmute::<*mut c_void, _>(f) };
+        let mut count = 0u32;
+        // SAFETY: calling the code object's exported function as documented.
+        let list = unsafe { f(&mut count) };
+        if list.is_null() {
+            return Vec::new();
+        }
+        // SAFETY: `count` records valid while the library is loaded.
+        let records = unsafe { std::slice::from_raw_parts(list, count as usize) };
+        records
+            .iter()
+            .filter(|v| !v.name.is_null())
+            .map(|v| {
+                // SAFETY: a NUL-terminated name in the library.
+                let name = unsafe { std::ffi::CStr::from_ptr(v.name) };
+                (name.to_string_lossy().into_owned(), v.address as u64, v.size)
+            })
+            .collect()
+    }
+}
+
 impl Drop for Library {
     fn drop(&mut self) {
         // SAFETY: the handle came from dlopen and fd from dup; each closed once.

@@ -45,13 +45,48 @@ impl KernelDescriptor {
 }
 
 struct Symbol {
-    /// `<mangled>.kd`
+    /// `<mangled>.kd` for a kernel, the symbol name for a variable.
     name: String,
     agent: hsa_agent_t,
     kernarg_size: u32,
     kernarg_alignment: u32,
     group_size: u32,
     descriptor: Box<KernelDescriptor>,
+    /// Set for a variable symbol (its descriptor is then unused).
+    variable: Option<VariableStorage>,
+}
+
+/// Where a device variable of an AMDGPU code object lives: in the host
+/// build that has it (where its kernels read it), else in zeroed memory of
+/// the runtime's own, so that HIP's copies to and from the symbol work even
+/// where no kernel can run.
+struct VariableStorage {
+    address: u64,
+    size: u64,
+    _keep: VariableOwner,
+}
+
+enum VariableOwner {
+    HostBuild(#[allow(dead_code)] Arc<Library>),
+    Runtime(#[allow(dead_code)] Box<[u64]>),
+}
+
+impl VariableStorage {
+    fn for_symbol(name: &str, size: u64) -> VariableStorage {
+        if let Some(v) = crate::host_kernels::find_variable(name) {
+            return VariableStorage {
+                address: v.address,
+                size: v.size,
+                _keep: VariableOwner::HostBuild(v.library),
+            };
+        }
+        let words = vec![0u64; size.div_ceil(8).max(1) as usize].into_boxed_slice();
+        VariableStorage {
+            address: words.as_ptr() as u64,
+            size,
+            _keep: VariableOwner::Runtime(words),
+        }
+    }
 }
 
 struct Executable {
@@ -237,6 +272,25 @@ fn load_amdgpu(
                 kernarg_alignment: 16,
                 group_size,
                 descriptor,
+                variable: None,
+            },
+        );
+        new_symbols.push(id);
+    }
+    // Device variables, backed by the host build's storage.
+    for v in ditto_kernels::code_object_variables(&bytes).unwrap_or_default() {
+        let id = next_id();
+        let storage = VariableStorage::for_symbol(&v.name, v.size);
+        st.symbols.insert(
+            id,
+            Symbol {
+                name: v.name,
+                agent,
+                kernarg_size: 0,
+                kernarg_alignment: 0,
+                group_size: 0,
+                descriptor: KernelDescriptor::from_bytes([0; 64]),
+                variable: Some(storage),
             },
         );
         new_symbols.push(id);
@@ -356,6 +410,7 @@ pub(crate) fn load_agent_code_object(
                 kernarg_alignment: k.kernarg_segment_alignment.max(16),
                 group_size: k.group_segment_size,
                 descriptor,
+                variable: None,
             },
         );
         new_symbols.push(id);
@@ -396,7 +451,9 @@ pub(crate) fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
         return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
     };
     for id in e.symbols {
-        if let Some(sym) = st.symbols.remove(&id) {
+        if let Some(sym) = st.symbols.remove(&id)
+            && sym.variable.is_none()
+        {
             let address = &*sym.descriptor as *const KernelDescriptor as u64;
             st.kernels.remove(&address);
         }
@@ -483,6 +540,27 @@ pub(crate) fn symbol_get_info(
             std::ptr::copy_nonoverlapping(&v as *const u64 as *const u8, value as *mut u8, bytes);
             HSA_STATUS_SUCCESS
         };
+        if let Some(v) = &s.variable {
+            return match attribute {
+                HSA_EXECUTABLE_SYMBOL_INFO_TYPE => put(HSA_SYMBOL_KIND_VARIABLE as u64, 4),
+                HSA_EXECUTABLE_SYMBOL_INFO_NAME_LENGTH => put(s.name.len() as u64, 4),
+                HSA_EXECUTABLE_SYMBOL_INFO_NAME => {
+                    std::ptr::copy_nonoverlapping(s.name.as_ptr(), value as *mut u8, s.name.len());
+                    HSA_STATUS_SUCCESS
+                }
+                3 | 4 => put(0, 4),
+                HSA_EXECUTABLE_SYMBOL_INFO_LINKAGE => put(1, 4),
+                6 => put(1, 4),  // VARIABLE_ALLOCATION: PROGRAM
+                7 => put(0, 4),  // VARIABLE_SEGMENT: GLOBAL
+                8 => put(8, 4),  // VARIABLE_ALIGNMENT
+                9 => put(v.size, 4), // VARIABLE_SIZE
+                10 => put(0, 1), // VARIABLE_IS_CONST
+                HSA_EXECUTABLE_SYMBOL_INFO_IS_DEFINITION => put(1, 1),
+                HSA_EXECUTABLE_SYMBOL_INFO_AGENT => put(s.agent.handle, 8),
+                21 => put(v.address, 8), // VARIABLE_ADDRESS
+                _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
+            };
+        }
         match attribute {
             HSA_EXECUTABLE_SYMBOL_INFO_TYPE => put(HSA_SYMBOL_KIND_KERNEL as u64, 4),
             // As ROCr: the length excludes any NUL and NAME writes exactly

@@ -43,6 +43,16 @@ pub(crate) struct HostKernel {
 struct HostLibrary {
     library: Arc<Library>,
     kernels: HashMap<String, (KernelEntry, u32)>,
+    /// Device variables: symbol name → (address, size).
+    variables: HashMap<String, (u64, u64)>,
+}
+
+/// A device variable's storage in a host build.
+#[derive(Clone)]
+pub(crate) struct HostVariable {
+    pub address: u64,
+    pub size: u64,
+    pub library: Arc<Library>,
 }
 
 /// A host build as loaded, or why it could not be used.
@@ -123,7 +133,40 @@ fn open(path: &Path) -> Loaded {
             .into_owned();
         kernels.insert(name, (entry, k.kernarg_segment_size));
     }
-    Ok(Arc::new(HostLibrary { library, kernels }))
+    let variables = library
+        .variables()
+        .into_iter()
+        .map(|(name, address, size)| (name, (address, size)))
+        .collect();
+    Ok(Arc::new(HostLibrary {
+        library,
+        kernels,
+        variables,
+    }))
+}
+
+/// The host build's storage of the device variable `symbol`, when a host
+/// build on the search path has it.
+pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
+    for path in search_path() {
+        let loaded = {
+            let mut cache = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+            cache
+                .entry(path.clone())
+                .or_insert_with(|| open(&path))
+                .clone()
+        };
+        if let Ok(lib) = loaded
+            && let Some(&(address, size)) = lib.variables.get(symbol)
+        {
+            return Some(HostVariable {
+                address,
+                size,
+                library: lib.library.clone(),
+            });
+        }
+    }
+    None
 }
 
 /// The host implementation of kernel `mangled`, or a message saying where

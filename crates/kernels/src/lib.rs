@@ -18,6 +18,7 @@ pub mod metadata;
 pub mod names;
 pub mod offload_bundle;
 pub mod param_type;
+pub mod variables;
 
 pub use arg_sizes::ArgSizes;
 pub use dwarf::{DwarfError, DwarfParam, kernel_params};
@@ -27,6 +28,7 @@ pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_obje
 pub use names::{KernelNames, demangle};
 pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects, elf_section};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
+pub use variables::{CodeObjectVariable, code_object_variables};
 
 use ditto_types::{DType, KernelName};
 

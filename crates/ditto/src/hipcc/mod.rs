@@ -93,10 +93,13 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
     for (index, source) in parsed.sources.iter().enumerate() {
         let work = scratch.path().join(format!("source-{index}"));
         std::fs::create_dir_all(&work)?;
-        let kernels = source_kernels(compiler, parsed, source, &work)?;
+        let code = source_device_code(compiler, parsed, source, &work)?;
         let mut registration = Registration::default();
-        for kernel in &kernels {
+        for kernel in &code.kernels {
             registration.add(kernel);
+        }
+        for variable in &code.variables {
+            registration.add_variable(variable);
         }
         kernel_count += registration.lines.len();
         for u in &registration.unnamable {
@@ -155,15 +158,15 @@ pub fn host_library_path(program: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The kernels of `source`'s own code objects: from hipcc's output when it
-/// holds exactly this source's device code, else from a device-only
-/// compile of the source.
-fn source_kernels(
+/// The kernels and variables of `source`'s own code objects: from hipcc's
+/// output when it holds exactly this source's device code, else from the
+/// device pass run again for the source.
+fn source_device_code(
     compiler: &OsString,
     parsed: &HipccArgs,
     source: &Path,
     work: &Path,
-) -> Result<Vec<ditto_kernels::KernelNames>> {
+) -> Result<registration::DeviceCode> {
     let own_output = if parsed.compile_only && !parsed.relocatable_device_code {
         Some(parsed.object_of(source))
     } else if parsed.code_object_only && parsed.sources.len() == 1 {
@@ -178,22 +181,23 @@ fn source_kernels(
         None
     };
     let Some(file) = own_output else {
-        return device_ir_kernels(compiler, parsed, source, work);
+        return device_ir_code(compiler, parsed, source, work);
     };
     let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-    registration::kernels_in(&bytes)
+    registration::device_code_in(&bytes)
         .map_err(|e| anyhow::anyhow!("cannot list the kernels of {}: {e}", file.display()))
 }
 
-/// The kernels of one source from the LLVM IR of its device pass (for one
+/// The kernels and variables of one source from the LLVM IR of its device
+/// pass (for one
 /// target): works for relocatable device code, whose objects hold bitcode
 /// and whose kernels may call device functions of other files.
-fn device_ir_kernels(
+fn device_ir_code(
     compiler: &OsString,
     parsed: &HipccArgs,
     source: &Path,
     work: &Path,
-) -> Result<Vec<ditto_kernels::KernelNames>> {
+) -> Result<registration::DeviceCode> {
     let ir = work.join("device.ll");
     let flags = parsed.compile_flags.iter().filter(|f| {
         let f = f.to_string_lossy();
@@ -222,7 +226,7 @@ fn device_ir_kernels(
     }
     let text = std::fs::read_to_string(&ir)
         .with_context(|| format!("cannot read {}", ir.display()))?;
-    Ok(registration::kernels_in_ir(&text))
+    Ok(registration::device_code_in_ir(&text))
 }
 
 fn link(objects: &[Vec<u8>], library: &Path, scratch: &Path) -> Result<()> {

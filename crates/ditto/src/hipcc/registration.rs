@@ -21,26 +21,64 @@ pub struct Registration {
     pub unnamable: BTreeSet<Unnamable>,
 }
 
-/// The kernels of every AMDGPU code object in `bytes` (an executable, an
-/// object, an offload bundle or a code object). A file without device code
-/// has no kernels.
-pub fn kernels_in(bytes: &[u8]) -> Result<Vec<KernelNames>, String> {
+/// What the host build of one source registers: its kernels and its
+/// device variables (symbol names as in hipcc's code object).
+#[derive(Debug, Default)]
+pub struct DeviceCode {
+    pub kernels: Vec<KernelNames>,
+    pub variables: Vec<String>,
+}
+
+/// The kernels and variables of every AMDGPU code object in `bytes` (an
+/// executable, an object, an offload bundle or a code object). A file
+/// without device code has none.
+pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, String> {
     let objects = match ditto_kernels::device_code_objects(bytes) {
-        Err(ditto_kernels::BundleError::NoFatbin) => return Ok(Vec::new()),
+        Err(ditto_kernels::BundleError::NoFatbin) => return Ok(DeviceCode::default()),
         other => other.map_err(|e| e.to_string())?,
     };
-    let mut kernels = Vec::new();
+    let mut code = DeviceCode::default();
     for object in objects {
         let found = ditto_kernels::parse_code_object(object.bytes)
             .map_err(|e| e.to_string())?
             .unwrap_or_default();
-        kernels.extend(found.iter().map(|k| KernelNames::new(&k.name)));
+        code.kernels
+            .extend(found.iter().map(|k| KernelNames::new(&k.name)));
+        code.variables.extend(
+            ditto_kernels::code_object_variables(object.bytes)?
+                .into_iter()
+                .map(|v| v.name),
+        );
     }
-    Ok(kernels)
+    Ok(code)
 }
 
-/// The kernels defined in LLVM IR text: `define ... amdgpu_kernel ... @name(`.
-pub fn kernels_in_ir(text: &str) -> Vec<KernelNames> {
+/// The kernels (`define ... amdgpu_kernel ... @name(`) and device
+/// variables (`@name = ... addrspace(1|4) ... global|constant`, not
+/// internal) of a
+/// device pass's LLVM IR text.
+pub fn device_code_in_ir(text: &str) -> DeviceCode {
+    let variables = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix('@')?;
+            let (name, definition) = rest.split_once(" = ")?;
+            let device = definition.contains("addrspace(1) ") || definition.contains("addrspace(4) ");
+            let local = ["internal ", "private ", "external ", "extern_weak "]
+                .iter()
+                .any(|k| definition.starts_with(k) || definition.contains(&format!(" {k}")));
+            (device && !local && (definition.contains("global ") || definition.contains("constant ")))
+                .then(|| name.trim_matches('"').to_string())
+        })
+        .filter(|n| !n.starts_with("__hip_cuid") && !n.starts_with("llvm."))
+        .collect();
+    DeviceCode {
+        kernels: kernels_in_ir(text),
+        variables,
+    }
+}
+
+fn kernels_in_ir(text: &str) -> Vec<KernelNames> {
     text.lines()
         .filter(|l| l.starts_with("define ") && l.contains(" amdgpu_kernel "))
         .filter_map(|l| {
@@ -68,6 +106,20 @@ impl Registration {
                 });
             }
         }
+    }
+
+    /// Registers the device variable whose code-object symbol is `symbol`.
+    pub fn add_variable(&mut self, symbol: &str) {
+        let name = ditto_kernels::demangle(symbol).unwrap_or_else(|| symbol.to_string());
+        if symbol.contains(".static.") || name.contains("(anonymous namespace)") {
+            self.unnamable.insert(Unnamable {
+                kernel: name,
+                why: "it is a file-local (static) device variable, which no registration can name",
+            });
+            return;
+        }
+        self.lines
+            .insert(format!("DITTO_VARIABLE(\"{symbol}\", {name})"));
     }
 
     /// The text appended to the host build's copy of the source.
@@ -128,9 +180,29 @@ mod tests {
     }
 
     #[test]
+    fn device_variables_are_registered_under_their_symbol_names() {
+        let mut r = Registration::default();
+        r.add_variable("_ZN2ns5tableE");
+        r.add_variable("counter");
+        r.add_variable("_ZL5local.static.4d22c59b");
+        let lines: Vec<&str> = r.lines.iter().map(String::as_str).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "DITTO_VARIABLE(\"_ZN2ns5tableE\", ns::table)",
+                "DITTO_VARIABLE(\"counter\", counter)",
+            ]
+        );
+        assert_eq!(r.unnamable.len(), 1);
+        let ir = "@counter = addrspace(1) externally_initialized global i32 0, align 4\n@_ZL1s = internal addrspace(1) global i32 0\n@table = protected addrspace(4) externally_initialized constant [4 x float] zeroinitializer\n@__hip_cuid_abc = addrspace(1) global i8 0\n";
+        let code = device_code_in_ir(ir);
+        assert_eq!(code.variables, vec!["counter".to_string(), "table".to_string()]);
+    }
+
+    #[test]
     fn kernels_are_read_from_the_device_pass_ir() {
         let ir = "define hidden void @_Z13device_squarei(i32 %0) #0 {\ndefine protected amdgpu_kernel void @_Z13square_kernelPiPKij(ptr addrspace(1) %0) #1 {\ndefine amdgpu_kernel void @\"weird name\"() {\n";
-        let names: Vec<String> = kernels_in_ir(ir).into_iter().map(|k| k.mangled).collect();
+        let names: Vec<String> = device_code_in_ir(ir).kernels.into_iter().map(|k| k.mangled).collect();
         assert_eq!(names, vec!["_Z13square_kernelPiPKij".to_string(), "weird name".to_string()]);
     }
 

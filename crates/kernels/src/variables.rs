@@ -1,0 +1,63 @@
+//! The device variables of an AMDGPU code object (`__device__`,
+//! `__constant__`, `__managed__`): its defined global data symbols but the
+//! kernel descriptors (`<kernel>.kd`, data symbols too), read
+//! from the dynamic symbol table (where the loader finds them) or, without
+//! one, the static table.
+
+use object::Endianness;
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader, Sym};
+
+/// A variable symbol: its name (mangled, as HIP asks for it) and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeObjectVariable {
+    pub name: String,
+    pub size: u64,
+}
+
+/// The defined global and weak data symbols of a 64-bit AMDGPU ELF code
+/// object, without the compiler's own (`__hip_cuid_*`, `llvm.*`).
+pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, String> {
+    let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(|e| e.to_string())?;
+    let endian = header.endian().map_err(|e| e.to_string())?;
+    let sections = header.sections(endian, bytes).map_err(|e| e.to_string())?;
+    let mut table = sections
+        .symbols(endian, bytes, elf::SHT_DYNSYM)
+        .map_err(|e| e.to_string())?;
+    if table.is_empty() {
+        table = sections
+            .symbols(endian, bytes, elf::SHT_SYMTAB)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut found = Vec::new();
+    for symbol in table.iter() {
+        let binding = symbol.st_bind();
+        if symbol.st_type() != elf::STT_OBJECT
+            || !(binding == elf::STB_GLOBAL || binding == elf::STB_WEAK)
+            || symbol.st_shndx(endian) == elf::SHN_UNDEF
+        {
+            continue;
+        }
+        let name = table.symbol_name(endian, symbol).map_err(|e| e.to_string())?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        // A kernel descriptor (`<kernel>.kd`) is a data symbol too.
+        if name.is_empty()
+            || name.ends_with(".kd")
+            || name.starts_with("__hip_cuid")
+            || name.starts_with("llvm.")
+        {
+            continue;
+        }
+        if sections
+            .section(object::SectionIndex(symbol.st_shndx(endian) as usize))
+            .is_ok_and(|s| s.sh_flags(endian) & u64::from(elf::SHF_ALLOC) == 0)
+        {
+            continue;
+        }
+        found.push(CodeObjectVariable {
+            name,
+            size: symbol.st_size(endian),
+        });
+    }
+    Ok(found)
+}

@@ -181,6 +181,40 @@ static inline float cospif(float x) { return cosf(static_cast<float>(M_PI) * x);
 #define __powf ditto_fast__powf
 #define exp10f ditto_fast_exp10f
 
+// Textures and surfaces sample GPU image memory, which the CPU runtime does
+// not model: a kernel that reads or writes one fails the host build, naming
+// the call, instead of running with something else.
+#define DITTO_NO_IMAGES                                                                                   \
+  __attribute__((error("textures and surfaces (tex*, surf*) are not modelled by ditto's CPU runtime: this " \
+                       "kernel cannot run there; read the data through a plain pointer, or run on a GPU")))
+template <typename T = void, typename... A>
+T tex1D(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex1Dfetch(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex2D(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex3D(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex1DLayered(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex2DLayered(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T texCubemap(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex2Dgather(A...) DITTO_NO_IMAGES;
+template <typename T = void, typename... A>
+T tex2DLod(A...) DITTO_NO_IMAGES;
+template <typename... A>
+void surf1Dwrite(A...) DITTO_NO_IMAGES;
+template <typename... A>
+void surf2Dwrite(A...) DITTO_NO_IMAGES;
+template <typename... A>
+void surf1Dread(A...) DITTO_NO_IMAGES;
+template <typename... A>
+void surf2Dread(A...) DITTO_NO_IMAGES;
+#undef DITTO_NO_IMAGES
+
 // Read-only cache loads are plain loads on the CPU.
 template <typename T>
 static inline T __ldg(const T* p) { return *p; }

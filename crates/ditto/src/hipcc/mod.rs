@@ -91,6 +91,7 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
     let mut host_objects = Vec::new();
     let mut kernel_count = 0;
     for (index, source) in parsed.sources.iter().enumerate() {
+        warn_of_run_time_compilation(source);
         let work = scratch.path().join(format!("source-{index}"));
         std::fs::create_dir_all(&work)?;
         let code = source_device_code(compiler, parsed, source, &work)?;
@@ -149,6 +150,22 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         return Ok(());
     }
     link(&host_objects, &host_library_path(&output), scratch.path())
+}
+
+/// Kernels compiled while the program runs (hiprtc) have no host build:
+/// said at build time, where it can be known.
+fn warn_of_run_time_compilation(source: &Path) {
+    let Ok(text) = std::fs::read(source) else {
+        return;
+    };
+    if String::from_utf8_lossy(&text).contains("hiprtcCompileProgram") {
+        eprintln!(
+            "ditto hipcc: warning: {} compiles kernels while it runs (hiprtc); ditto's CPU runtime \
+             cannot run those (no host build can exist for them): it refuses their code objects \
+             when the program loads them",
+            source.display()
+        );
+    }
 }
 
 /// Where the CPU runtime looks for a program's host build.

@@ -289,6 +289,7 @@ struct Fiber {
   Group* group;
   // The cross-lane operation this fiber waits at (valid while wait == kWaveOp):
   const void* wave_site;  // its call site: lanes at the same site exchange
+  uint64_t wave_order;    // the site's line in the source: order of completion
   uint32_t wave_kind;     // WaveOpKind
   int32_t wave_source;    // shuffle: the lane read (0..63)
   uint64_t wave_value;    // this lane's operand bits
@@ -337,8 +338,15 @@ static inline void __syncthreads() {
 // wavefront that finished, wait at __syncthreads() or at another call site
 // (the other side of a divergent branch) are inactive for it, as on the
 // GPU, where divergent paths run one after the other with the other lanes
-// masked off. Reading an inactive lane returns 0, as ds_bpermute_b32 does;
-// a ballot sees inactive lanes as 0 bits. Where the model differs from the
+// masked off. Lanes reconverge: when lanes of a wavefront wait at several
+// sites, the site that comes first in the source (the line where the
+// built-in is called; then the code address) completes first, and the lanes waiting further on
+// wait for the others to catch up. Source order stands in for program
+// order: right for straight-line code and loops; wrong where a device
+// function written ABOVE the kernel is called after a divergent branch of
+// the kernel that also holds a cross-lane operation. Reading an inactive lane
+// returns 0, as ds_bpermute_b32 does; a ballot sees inactive lanes as 0
+// bits. Where the model differs from the
 // hardware: (1) lanes are told apart by the call site of the operation, so
 // a device function that is NOT inlined and is called from both sides of a
 // divergent branch completes one operation for the lanes of both sides,
@@ -373,11 +381,12 @@ inline WaveOutcome wave_op_alone(uint32_t kind, uint64_t value, int32_t source) 
 // of its wavefront complete the operation (see above). Never inlined: its
 // return address names the call site, and the built-ins that call it are
 // always inlined into the kernel.
-__attribute__((noinline)) WaveOutcome wave_op(uint32_t kind, uint64_t value, int32_t source) {
+__attribute__((noinline)) WaveOutcome wave_op(uint32_t kind, uint64_t value, int32_t source, uint64_t order) {
   Group* g = t_group;
   if (g == nullptr || g->running == nullptr) return wave_op_alone(kind, value, source);
   Fiber* f = g->running;
   f->wave_site = __builtin_return_address(0);
+  f->wave_order = order;
   f->wave_kind = kind;
   f->wave_source = source & 63;
   f->wave_value = value;
@@ -405,9 +414,13 @@ inline T from_lane_bits(uint64_t bits) {
   memcpy(&value, &bits, sizeof(T));
   return value;
 }
+// The place of a cross-lane operation in the source, from the built-ins'
+// defaulted `__builtin_LINE()` argument (evaluated where the built-in is
+// called).
+constexpr uint64_t site_order(unsigned line) { return line; }
 template <typename T>
-__attribute__((always_inline)) inline T shuffle_from(T value, int source_lane) {
-  return from_lane_bits<T>(wave_op(kWaveShuffle, to_lane_bits(value), source_lane).result);
+__attribute__((always_inline)) inline T shuffle_from(T value, int source_lane, uint64_t order) {
+  return from_lane_bits<T>(wave_op(kWaveShuffle, to_lane_bits(value), source_lane, order).result);
 }
 
 }  // namespace
@@ -422,73 +435,83 @@ static __attribute__((always_inline)) inline unsigned int __lane_id() { return :
 // the source lane is taken modulo `width` inside the lane's segment of
 // `width` lanes; a lane whose source falls outside its segment reads itself).
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl(T var, int src_lane, int width = warpSize) {
+static __attribute__((always_inline)) inline T __shfl(T var, int src_lane, int width = warpSize, unsigned line_ = __builtin_LINE()) {
   const int self = static_cast<int>(__lane_id());
-  return ::ditto::detail::shuffle_from(var, (src_lane & (width - 1)) + (self & ~(width - 1)));
+  return ::ditto::detail::shuffle_from(var, (src_lane & (width - 1)) + (self & ~(width - 1)), ::ditto::detail::site_order(line_));
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_up(T var, unsigned int lane_delta, int width = warpSize) {
+static __attribute__((always_inline)) inline T __shfl_up(T var, unsigned int lane_delta, int width = warpSize, unsigned line_ = __builtin_LINE()) {
   const int self = static_cast<int>(__lane_id());
   int index = self - static_cast<int>(lane_delta);
   index = index < (self & ~(width - 1)) ? self : index;
-  return ::ditto::detail::shuffle_from(var, index);
+  return ::ditto::detail::shuffle_from(var, index, ::ditto::detail::site_order(line_));
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_down(T var, unsigned int lane_delta, int width = warpSize) {
+static __attribute__((always_inline)) inline T __shfl_down(T var, unsigned int lane_delta, int width = warpSize, unsigned line_ = __builtin_LINE()) {
   const int self = static_cast<int>(__lane_id());
   int index = self + static_cast<int>(lane_delta);
   index = static_cast<int>((self & (width - 1)) + lane_delta) >= width ? self : index;
-  return ::ditto::detail::shuffle_from(var, index);
+  return ::ditto::detail::shuffle_from(var, index, ::ditto::detail::site_order(line_));
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_xor(T var, int lane_mask, int width = warpSize) {
+static __attribute__((always_inline)) inline T __shfl_xor(T var, int lane_mask, int width = warpSize, unsigned line_ = __builtin_LINE()) {
   const int self = static_cast<int>(__lane_id());
   int index = self ^ lane_mask;
   index = index >= ((self + width) & ~(width - 1)) ? self : index;
-  return ::ditto::detail::shuffle_from(var, index);
+  return ::ditto::detail::shuffle_from(var, index, ::ditto::detail::site_order(line_));
 }
 // The _sync forms (HIP 6.2 and later) with a mask of the lanes that take
 // part; the mask is not checked against the active lanes.
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_sync(unsigned long long, T var, int src_lane, int width = warpSize) {
-  return __shfl(var, src_lane, width);
+static __attribute__((always_inline)) inline T __shfl_sync(unsigned long long, T var, int src_lane, int width = warpSize,
+    unsigned line_ = __builtin_LINE()) {
+  return __shfl(var, src_lane, width, line_);
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_up_sync(unsigned long long, T var, unsigned int d, int width = warpSize) {
-  return __shfl_up(var, d, width);
+static __attribute__((always_inline)) inline T __shfl_up_sync(unsigned long long, T var, unsigned int d, int width = warpSize,
+    unsigned line_ = __builtin_LINE()) {
+  return __shfl_up(var, d, width, line_);
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_down_sync(unsigned long long, T var, unsigned int d, int width = warpSize) {
-  return __shfl_down(var, d, width);
+static __attribute__((always_inline)) inline T __shfl_down_sync(unsigned long long, T var, unsigned int d, int width = warpSize,
+    unsigned line_ = __builtin_LINE()) {
+  return __shfl_down(var, d, width, line_);
 }
 template <typename T>
-static __attribute__((always_inline)) inline T __shfl_xor_sync(unsigned long long, T var, int m, int width = warpSize) {
-  return __shfl_xor(var, m, width);
+static __attribute__((always_inline)) inline T __shfl_xor_sync(unsigned long long, T var, int m, int width = warpSize,
+    unsigned line_ = __builtin_LINE()) {
+  return __shfl_xor(var, m, width, line_);
 }
 
 // Votes: bit i of a ballot is lane i's predicate; inactive lanes give 0.
-static __attribute__((always_inline)) inline unsigned long long __ballot(int predicate) {
-  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0).result;
+static __attribute__((always_inline)) inline unsigned long long __ballot(int predicate, unsigned line_ = __builtin_LINE()) {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0, ::ditto::detail::site_order(line_)).result;
 }
-static __attribute__((always_inline)) inline unsigned long long __activemask() {
-  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, 1, 0).result;
+static __attribute__((always_inline)) inline unsigned long long __activemask(unsigned line_ = __builtin_LINE()) {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, 1, 0, ::ditto::detail::site_order(line_)).result;
 }
-static __attribute__((always_inline)) inline int __any(int predicate) {
-  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0).result != 0;
+static __attribute__((always_inline)) inline int __any(int predicate, unsigned line_ = __builtin_LINE()) {
+  return ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0, ::ditto::detail::site_order(line_)).result != 0;
 }
-static __attribute__((always_inline)) inline int __all(int predicate) {
-  const ::ditto::detail::WaveOutcome o = ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0);
+static __attribute__((always_inline)) inline int __all(int predicate, unsigned line_ = __builtin_LINE()) {
+  const ::ditto::detail::WaveOutcome o =
+      ::ditto::detail::wave_op(::ditto::detail::kWaveBallot, predicate != 0, 0, ::ditto::detail::site_order(line_));
   return o.result == o.active;
 }
-static __attribute__((always_inline)) inline unsigned long long __ballot_sync(unsigned long long, int predicate) {
-  return __ballot(predicate);
+static __attribute__((always_inline)) inline unsigned long long __ballot_sync(unsigned long long, int predicate,
+                                                                              unsigned line_ = __builtin_LINE()) {
+  return __ballot(predicate, line_);
 }
-static __attribute__((always_inline)) inline int __any_sync(unsigned long long, int predicate) { return __any(predicate); }
-static __attribute__((always_inline)) inline int __all_sync(unsigned long long, int predicate) { return __all(predicate); }
+static __attribute__((always_inline)) inline int __any_sync(unsigned long long, int predicate, unsigned line_ = __builtin_LINE()) {
+  return __any(predicate, line_);
+}
+static __attribute__((always_inline)) inline int __all_sync(unsigned long long, int predicate, unsigned line_ = __builtin_LINE()) {
+  return __all(predicate, line_);
+}
 // A barrier of the active lanes of the wavefront (cooperative groups' tile
 // sync, __syncwarp).
-static __attribute__((always_inline)) inline void __syncwarp(unsigned long long = ~0ull) {
-  (void)::ditto::detail::wave_op(::ditto::detail::kWaveSync, 0, 0);
+static __attribute__((always_inline)) inline void __syncwarp(unsigned long long = ~0ull, unsigned line_ = __builtin_LINE()) {
+  (void)::ditto::detail::wave_op(::ditto::detail::kWaveSync, 0, 0, ::ditto::detail::site_order(line_));
 }
 
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -764,21 +787,40 @@ void prepare_fiber(Fiber* fiber) {
   fiber->wait = FiberWait::kNone;
 }
 
-// Completes the cross-lane operations fibers wait at (see "Wavefronts"):
-// per wavefront (the fibers of one wavefront are consecutive, in linear id
-// order), the lanes waiting at one call site complete it together. True
-// when any did (those lanes are ready again).
+// Completes cross-lane operations fibers wait at (see "Wavefronts"): per
+// wavefront (its fibers are consecutive, in linear id order), the lanes
+// waiting at the call site that comes first in the code complete it
+// together; lanes waiting at later sites wait on, for the lanes still
+// behind them may reach the same site (divergent lanes reconverge). True
+// when any completed (those lanes are ready again).
 bool complete_wave_ops(const FiberStacks& stacks, size_t n) {
   bool any = false;
-  for (size_t i = 0; i < n; ++i) {
-    Fiber& first = stacks.fiber(i);
-    if (first.finished || first.wait != FiberWait::kWaveOp) continue;
-    // The lanes of this wavefront waiting at the same site, by lane.
+  size_t i = 0;
+  while (i < n) {
+    const uint32_t wave = stacks.fiber(i).wave;
+    size_t end = i;
+    const void* site = nullptr;
+    uint64_t order = 0;
+    for (; end < n && stacks.fiber(end).wave == wave; ++end) {
+      const Fiber& f = stacks.fiber(end);
+      if (f.finished || f.wait != FiberWait::kWaveOp) continue;
+      const bool earlier = f.wave_order < order ||
+                           (f.wave_order == order &&
+                            reinterpret_cast<uintptr_t>(f.wave_site) < reinterpret_cast<uintptr_t>(site));
+      if (site == nullptr || earlier) {
+        site = f.wave_site;
+        order = f.wave_order;
+      }
+    }
+    const size_t begin = i;
+    i = end;
+    if (site == nullptr) continue;
+    // The lanes of this wavefront waiting at that site, by lane.
     Fiber* lanes[64] = {};
     uint64_t active = 0;
-    for (size_t j = i; j < n && stacks.fiber(j).wave == first.wave; ++j) {
+    for (size_t j = begin; j < end; ++j) {
       Fiber& f = stacks.fiber(j);
-      if (f.finished || f.wait != FiberWait::kWaveOp || f.wave_site != first.wave_site) continue;
+      if (f.finished || f.wait != FiberWait::kWaveOp || f.wave_site != site) continue;
       lanes[f.lane] = &f;
       active |= uint64_t{1} << f.lane;
     }

@@ -111,6 +111,11 @@ impl Registration {
     /// Registers the device variable whose code-object symbol is `symbol`.
     pub fn add_variable(&mut self, symbol: &str) {
         let name = ditto_kernels::demangle(symbol).unwrap_or_else(|| symbol.to_string());
+        // Names reserved to the implementation are HIP's own (its device
+        // headers' `__HIP_Coordinates<...>::x`, `__hip_device_heap`, ...).
+        if name.starts_with("__") {
+            return;
+        }
         if symbol.contains(".static.") || name.contains("(anonymous namespace)") {
             self.unnamable.insert(Unnamable {
                 kernel: name,
@@ -185,6 +190,7 @@ mod tests {
         r.add_variable("_ZN2ns5tableE");
         r.add_variable("counter");
         r.add_variable("_ZL5local.static.4d22c59b");
+        r.add_variable("_ZN17__HIP_CoordinatesI14__HIP_BlockDimE1xE");
         let lines: Vec<&str> = r.lines.iter().map(String::as_str).collect();
         assert_eq!(
             lines,

@@ -39,6 +39,10 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
+/// `HSA_AMD_PACKET_TYPE_BARRIER_VALUE`: the vendor format byte of AMD's
+/// barrier-value packet (hsa_ext_amd.h).
+const AMD_PACKET_BARRIER_VALUE: u8 = 2;
+
 /// A ring of AQL packets with its `hsa_queue_t`, indices and doorbell.
 pub struct Ring {
     /// Boxed so the address handed to the application never moves.
@@ -238,6 +242,30 @@ impl HwQueue {
         signals::condition_holds(cond, seen, value) || s.is_destroyed()
     }
 
+    /// Waits until `(s & mask) cond value` holds, or the queue stops
+    /// (false). A destroyed signal counts as satisfied, as for barriers.
+    fn wait_masked(
+        &self,
+        s: &Arc<Signal>,
+        cond: hsa_signal_condition_t,
+        value: i64,
+        mask: i64,
+    ) -> bool {
+        if mask == -1 {
+            return self.wait_signal(s, cond, value);
+        }
+        loop {
+            let seen = s.load(Order::Acquire);
+            if signals::condition_holds(cond, seen & mask, value) || s.is_destroyed() {
+                return true;
+            }
+            // Until the value changes from what was seen.
+            if !self.wait_signal(s, HSA_SIGNAL_CONDITION_NE, seen) {
+                return false;
+            }
+        }
+    }
+
     fn process(&self) {
         let ring = &self.ring;
         loop {
@@ -311,6 +339,23 @@ impl HwQueue {
                         }
                     }
                     b.completion_signal
+                }
+                // AMD's barrier-value packet (vendor format 2), which HIP 6.x
+                // uses for events and stream waits: holds the queue until
+                // (signal & mask) meets the condition against value.
+                HSA_PACKET_TYPE_VENDOR_SPECIFIC if pkt.0[2] == AMD_PACKET_BARRIER_VALUE => {
+                    let word = |at: usize| {
+                        u64::from_le_bytes(pkt.0[at..at + 8].try_into().expect("8 bytes"))
+                    };
+                    let signal = hsa_signal_t { handle: word(8) };
+                    let (value, mask) = (word(16) as i64, word(24) as i64);
+                    let cond = u32::from_le_bytes(pkt.0[32..36].try_into().expect("4 bytes"));
+                    if let Some(s) = signals::lookup(signal)
+                        && !self.wait_masked(&s, cond as hsa_signal_condition_t, value, mask)
+                    {
+                        return;
+                    }
+                    hsa_signal_t { handle: word(56) }
                 }
                 _ => {
                     self.report(HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);

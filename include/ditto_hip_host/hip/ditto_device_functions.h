@@ -123,9 +123,9 @@ static inline unsigned long long ullmin(unsigned long long a, unsigned long long
 static inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 
 // ─────────────────────────── float functions ──────────────────────────────
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+static inline float ditto_fast_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double ditto_fast_rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float ditto_fast_rcbrtf(float x) { return 1.0f / cbrtf(x); }
 static inline float ditto_fast__expf(float x) { return expf(x); }
 static inline float ditto_fast__exp10f(float x) { return powf(10.0f, x); }
 static inline float ditto_fast__logf(float x) { return logf(x); }
@@ -162,13 +162,14 @@ static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x
 static inline float __uint_as_float(unsigned int i) { float x; memcpy(&x, &i, 4); return x; }
 static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
 static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
-static inline float fdividef(float x, float y) { return x / y; }
+static inline float ditto_fast_fdividef(float x, float y) { return x / y; }
 static inline float ditto_fast_exp10f(float x) { return powf(10.0f, x); }
-static inline float sinpif(float x) { return sinf(static_cast<float>(M_PI) * x); }
-static inline float cospif(float x) { return cosf(static_cast<float>(M_PI) * x); }
+static inline float ditto_fast_sinpif(float x) { return sinf(static_cast<float>(M_PI) * x); }
+static inline float ditto_fast_cospif(float x) { return cosf(static_cast<float>(M_PI) * x); }
 
-// glibc declares these names itself: the host build's forms get their own
-// names and the HIP spellings are macros for them.
+// glibc declares some of these names itself (and newer glibc more: C23's
+// sinpi, cospi, rsqrt): the host build's forms get names of their own and
+// the HIP spellings are macros for them.
 #define __expf ditto_fast__expf
 #define __exp10f ditto_fast__exp10f
 #define __logf ditto_fast__logf
@@ -180,6 +181,12 @@ static inline float cospif(float x) { return cosf(static_cast<float>(M_PI) * x);
 #define __sincosf ditto_fast__sincosf
 #define __powf ditto_fast__powf
 #define exp10f ditto_fast_exp10f
+#define fdividef ditto_fast_fdividef
+#define cospif ditto_fast_cospif
+#define sinpif ditto_fast_sinpif
+#define rcbrtf ditto_fast_rcbrtf
+#define rsqrt ditto_fast_rsqrt
+#define rsqrtf ditto_fast_rsqrtf
 
 // Textures and surfaces sample GPU image memory, which the CPU runtime does
 // not model: a kernel that reads or writes one fails the host build, naming

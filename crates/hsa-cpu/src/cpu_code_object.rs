@@ -177,7 +177,11 @@ impl Library {
             .map(|v| {
                 // SAFETY: a NUL-terminated name in the library.
                 let name = unsafe { std::ffi::CStr::from_ptr(v.name) };
-                (name.to_string_lossy().into_owned(), v.address as u64, v.size)
+                (
+                    name.to_string_lossy().into_owned(),
+                    v.address as u64,
+                    v.size,
+                )
             })
             .collect()
     }

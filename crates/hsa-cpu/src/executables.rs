@@ -550,11 +550,11 @@ pub(crate) fn symbol_get_info(
                 }
                 3 | 4 => put(0, 4),
                 HSA_EXECUTABLE_SYMBOL_INFO_LINKAGE => put(1, 4),
-                6 => put(1, 4),  // VARIABLE_ALLOCATION: PROGRAM
-                7 => put(0, 4),  // VARIABLE_SEGMENT: GLOBAL
-                8 => put(8, 4),  // VARIABLE_ALIGNMENT
+                6 => put(1, 4),      // VARIABLE_ALLOCATION: PROGRAM
+                7 => put(0, 4),      // VARIABLE_SEGMENT: GLOBAL
+                8 => put(8, 4),      // VARIABLE_ALIGNMENT
                 9 => put(v.size, 4), // VARIABLE_SIZE
-                10 => put(0, 1), // VARIABLE_IS_CONST
+                10 => put(0, 1),     // VARIABLE_IS_CONST
                 HSA_EXECUTABLE_SYMBOL_INFO_IS_DEFINITION => put(1, 1),
                 HSA_EXECUTABLE_SYMBOL_INFO_AGENT => put(s.agent.handle, 8),
                 21 => put(v.address, 8), // VARIABLE_ADDRESS

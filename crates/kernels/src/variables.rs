@@ -38,7 +38,9 @@ pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, St
         {
             continue;
         }
-        let name = table.symbol_name(endian, symbol).map_err(|e| e.to_string())?;
+        let name = table
+            .symbol_name(endian, symbol)
+            .map_err(|e| e.to_string())?;
         let name = String::from_utf8_lossy(name).into_owned();
         // A kernel descriptor (`<kernel>.kd`) is a data symbol too.
         if name.is_empty()

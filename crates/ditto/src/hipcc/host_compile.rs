@@ -145,7 +145,8 @@ pub fn explain(assembly: &str, errors: &str) -> String {
                 lines[..at].iter().rev().find_map(|l| {
                     let rest = l.trim().strip_prefix(".type")?;
                     let (symbol, kind) = rest.trim().split_once(',')?;
-                    kind.contains("@function").then(|| symbol.trim().to_string())
+                    kind.contains("@function")
+                        .then(|| symbol.trim().to_string())
                 })
             })
             .map(|f| ditto_kernels::KernelNames::new(&f).signature)
@@ -245,7 +246,10 @@ mod tests {
         let assembly = "\t.text\n\t.globl\t_Z6kernelPf\n\t.type\t_Z6kernelPf, @function\n_Z6kernelPf:\n#APP\n# 12 \"/src/app.hip\" 1\n\tv_add_f32 v0, v1, v2\n# 0 \"\" 2\n#NO_APP\n\tret\n";
         let errors = "/src/app.hip: Assembler messages:\n/src/app.hip:12: Error: no such instruction: `v_add_f32 v0,v1,v2'\n";
         let text = explain(assembly, errors);
-        assert!(text.contains("`kernel(float*)` (/src/app.hip:12)"), "{text}");
+        assert!(
+            text.contains("`kernel(float*)` (/src/app.hip:12)"),
+            "{text}"
+        );
         assert!(text.contains("v_add_f32 v0, v1, v2"), "{text}");
         assert!(text.contains("no such instruction"), "{text}");
     }

@@ -79,19 +79,19 @@ pub fn rewrite(text: &str) -> (String, Rewrites) {
             i = end;
             continue;
         }
-        if bytes[i..].starts_with(b"<<<") {
-            if let Some(close) = launch_config_end(bytes, i + 3) {
-                out.push_str(&text[copied..i]);
-                // Keep the config's line breaks so that lines stay put.
-                for _ in 0..count_newlines(&bytes[i..close]) {
-                    out.push('\n');
-                }
-                line += count_newlines(&bytes[i..close]);
-                done.launches += 1;
-                i = close;
-                copied = i;
-                continue;
+        if bytes[i..].starts_with(b"<<<")
+            && let Some(close) = launch_config_end(bytes, i + 3)
+        {
+            out.push_str(&text[copied..i]);
+            // Keep the config's line breaks so that lines stay put.
+            for _ in 0..count_newlines(&bytes[i..close]) {
+                out.push('\n');
             }
+            line += count_newlines(&bytes[i..close]);
+            done.launches += 1;
+            i = close;
+            copied = i;
+            continue;
         }
         i += 1;
     }
@@ -291,9 +291,9 @@ fn dynamic_shared(
             rest = &rest[1..];
             continue;
         }
-        if rest.starts_with('[') {
+        if let Some(inside) = rest.strip_prefix('[') {
             // The unsized array: `[]` and nothing after it.
-            let after = rest[1..].trim_start();
+            let after = inside.trim_start();
             if !after.starts_with(']') || !after[1..].trim().is_empty() {
                 return None;
             }

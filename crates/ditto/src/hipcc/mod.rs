@@ -186,12 +186,11 @@ fn source_device_code(
 ) -> Result<registration::DeviceCode> {
     let own_output = if parsed.compile_only && !parsed.relocatable_device_code {
         Some(parsed.object_of(source))
-    } else if parsed.code_object_only && parsed.sources.len() == 1 {
-        Some(parsed.linked_output())
-    } else if !parsed.compile_only
-        && parsed.sources.len() == 1
-        && parsed.inputs.is_empty()
-        && !parsed.relocatable_device_code
+    } else if (parsed.code_object_only && parsed.sources.len() == 1)
+        || (!parsed.compile_only
+            && parsed.sources.len() == 1
+            && parsed.inputs.is_empty()
+            && !parsed.relocatable_device_code)
     {
         Some(parsed.linked_output())
     } else {
@@ -241,8 +240,8 @@ fn device_ir_code(
             String::from_utf8_lossy(&output.stderr).trim_end()
         );
     }
-    let text = std::fs::read_to_string(&ir)
-        .with_context(|| format!("cannot read {}", ir.display()))?;
+    let text =
+        std::fs::read_to_string(&ir).with_context(|| format!("cannot read {}", ir.display()))?;
     Ok(registration::device_code_in_ir(&text))
 }
 

@@ -63,12 +63,15 @@ pub fn device_code_in_ir(text: &str) -> DeviceCode {
         .filter_map(|l| {
             let rest = l.strip_prefix('@')?;
             let (name, definition) = rest.split_once(" = ")?;
-            let device = definition.contains("addrspace(1) ") || definition.contains("addrspace(4) ");
+            let device =
+                definition.contains("addrspace(1) ") || definition.contains("addrspace(4) ");
             let local = ["internal ", "private ", "external ", "extern_weak "]
                 .iter()
                 .any(|k| definition.starts_with(k) || definition.contains(&format!(" {k}")));
-            (device && !local && (definition.contains("global ") || definition.contains("constant ")))
-                .then(|| name.trim_matches('"').to_string())
+            (device
+                && !local
+                && (definition.contains("global ") || definition.contains("constant ")))
+            .then(|| name.trim_matches('"').to_string())
         })
         .filter(|n| !n.starts_with("__hip_cuid") && !n.starts_with("llvm."))
         .collect();
@@ -202,14 +205,27 @@ mod tests {
         assert_eq!(r.unnamable.len(), 1);
         let ir = "@counter = addrspace(1) externally_initialized global i32 0, align 4\n@_ZL1s = internal addrspace(1) global i32 0\n@table = protected addrspace(4) externally_initialized constant [4 x float] zeroinitializer\n@__hip_cuid_abc = addrspace(1) global i8 0\n";
         let code = device_code_in_ir(ir);
-        assert_eq!(code.variables, vec!["counter".to_string(), "table".to_string()]);
+        assert_eq!(
+            code.variables,
+            vec!["counter".to_string(), "table".to_string()]
+        );
     }
 
     #[test]
     fn kernels_are_read_from_the_device_pass_ir() {
         let ir = "define hidden void @_Z13device_squarei(i32 %0) #0 {\ndefine protected amdgpu_kernel void @_Z13square_kernelPiPKij(ptr addrspace(1) %0) #1 {\ndefine amdgpu_kernel void @\"weird name\"() {\n";
-        let names: Vec<String> = device_code_in_ir(ir).kernels.into_iter().map(|k| k.mangled).collect();
-        assert_eq!(names, vec!["_Z13square_kernelPiPKij".to_string(), "weird name".to_string()]);
+        let names: Vec<String> = device_code_in_ir(ir)
+            .kernels
+            .into_iter()
+            .map(|k| k.mangled)
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                "_Z13square_kernelPiPKij".to_string(),
+                "weird name".to_string()
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,330 @@
+//! `ditto hipcc`: HIP programs written the way HIP programmers write them
+//! (tests/hip/as_written/: `<<<>>>` launches, dynamic shared memory, events,
+//! a warp-shuffle reduction, a `__constant__` table filled with
+//! hipMemcpyToSymbol, kernel printf, cooperative-group tiles, a static
+//! device library), built by `ditto hipcc` in place of hipcc and run
+//! unmodified by the real HIP runtime (5.2 here, 6.4 in its chroot) on the
+//! CPU runtime; `ditto validate` on them; and the builds that must fail:
+//! GCN inline assembly under the device-pass macros and grid-wide sync.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// Far beyond what any of these builds and runs needs.
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn source(name: &str) -> PathBuf {
+    repo_root().join("tests/hip/as_written").join(name)
+}
+
+/// `ditto hipcc --offload-arch=gfx90a -O2 ARGS...` in `dir`.
+fn hipcc(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.current_dir(dir)
+        .args(["hipcc", "--offload-arch=gfx90a", "-O2"])
+        .args(args);
+    output_within(&mut cmd, LIMIT, &format!("ditto hipcc {args:?}"))
+}
+
+fn build(dir: &Path, args: &[&str]) {
+    let out = hipcc(dir, args);
+    assert!(
+        out.status.success(),
+        "ditto hipcc {args:?} failed:\n{}",
+        stderr(&out)
+    );
+}
+
+fn run(program: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", cpu_runtime_dir())
+        .env_remove("DITTO_HIP_HOST_KERNELS");
+    output_within(&mut cmd, LIMIT, &format!("{}", program.display()))
+}
+
+fn assert_runs(program: &Path, args: &[&str], expected: &str) {
+    let out = run(program, args);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), expected),
+        "{}; stderr:\n{}",
+        program.display(),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_warp_shuffle_reduction_with_launch_brackets_events_and_a_constant_table_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source("warp_reduce.hip");
+    build(dir.path(), &[src.to_str().unwrap(), "-o", "warp_reduce"]);
+    let program = dir.path().join("warp_reduce");
+    assert!(
+        dir.path().join("warp_reduce.host.so").is_file(),
+        "no host build beside the program"
+    );
+    // The kernel's printf, the right total (weights from hipMemcpyToSymbol),
+    // the events' elapsed time.
+    assert_runs(
+        &program,
+        &[],
+        "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n",
+    );
+    assert_runs(
+        &program,
+        &["1000"],
+        "block_sum: 1000 elements, wavefront of 64\ntotal -37.5 expected -37.5 PASS (timed)\n",
+    );
+}
+
+#[test]
+fn ditto_validate_passes_the_shuffle_reduction_against_its_baseline_and_names_a_tail_bug() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source("warp_reduce.hip");
+    let src = src.to_str().unwrap();
+    for (flag, name) in [
+        ("-DNONE", "opt"),
+        ("-DBASELINE", "baseline"),
+        ("-DTAIL_BUG", "tail"),
+    ] {
+        build(
+            dir.path(),
+            &["-fhip-kernel-arg-name", flag, src, "-o", name],
+        );
+    }
+    let validate = |opt: &str| {
+        let mut cmd = Command::new(ditto_bin());
+        cmd.current_dir(dir.path())
+            .env("LD_LIBRARY_PATH", cpu_runtime_dir())
+            .args(["validate", "--kernel", "block_sum", "--hsa-runtime", "cpu"])
+            .args(["--ref", "./baseline 20000 --report-only", "--opt"])
+            .arg(format!("./{opt} 20000 --report-only"));
+        output_within(&mut cmd, LIMIT, "ditto validate")
+    };
+    let valid = validate("opt");
+    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
+    assert!(
+        stdout(&valid).contains("PASS block_sum(float const*, float*, int)"),
+        "{}",
+        stdout(&valid)
+    );
+    let invalid = validate("tail");
+    assert_eq!(invalid.status.code(), Some(1), "{}", stderr(&invalid));
+    let report = stdout(&invalid);
+    // 20000 elements: 79 blocks, the last element in block 78.
+    assert!(report.contains("FAIL block_sum"), "{report}");
+    assert!(report.contains("partial_sums"), "{report}");
+    assert!(report.contains("Mismatched elements: 1 / 79"), "{report}");
+    assert!(report.contains("at index (78,)"), "{report}");
+}
+
+#[test]
+fn cross_lane_operations_give_what_the_isa_says_including_divergent_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[source("wave_ops.hip").to_str().unwrap(), "-o", "wave_ops"],
+    );
+    // The program holds the ISA's rules (computed on the host); the ballot
+    // of the 32-lane wavefront has bits 0, 3, ..., 30; lane 70 (lane 6 of
+    // wavefront 1) reads lane 5 of its own wavefront: work-item 69, 690.
+    assert_runs(
+        &dir.path().join("wave_ops"),
+        &[],
+        "wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n",
+    );
+}
+
+#[test]
+fn cooperative_group_tiles_static_and_dynamic_reduce_right() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[source("tiles.hip").to_str().unwrap(), "-o", "tiles"],
+    );
+    assert_runs(
+        &dir.path().join("tiles"),
+        &[],
+        "tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n",
+    );
+}
+
+#[test]
+fn a_static_device_library_carries_its_host_build_through_ar_into_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib_src = source("device_library/scale.hip");
+    build(
+        dir.path(),
+        &[
+            "-fgpu-rdc",
+            "-c",
+            lib_src.to_str().unwrap(),
+            "-o",
+            "scale.o",
+        ],
+    );
+    // The object hipcc wrote carries the host build in a section of its own.
+    let object = std::fs::read(dir.path().join("scale.o")).unwrap();
+    assert!(
+        object.windows(14).any(|w| w == b"ditto-host-obj"),
+        "scale.o carries no host build"
+    );
+    let ar = Command::new("ar")
+        .current_dir(dir.path())
+        .args(["rcs", "libscale.a", "scale.o"])
+        .status()
+        .unwrap();
+    assert!(ar.success());
+    let include = source("device_library");
+    build(
+        dir.path(),
+        &[
+            "-fgpu-rdc",
+            "-I",
+            include.to_str().unwrap(),
+            source("two_files_main.hip").to_str().unwrap(),
+            "-L.",
+            "-lscale",
+            "-o",
+            "two_files",
+        ],
+    );
+    assert_runs(
+        &dir.path().join("two_files"),
+        &[],
+        "two files: sum 3987.00 expected 3987.00 PASS\n",
+    );
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn gcn_inline_assembly_under_the_device_pass_macros_fails_the_build_naming_kernel_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "transpose.hip",
+        "#include <hip/hip_runtime.h>\n\
+         __global__ void transpose(float* out, const float* in) {\n\
+         \x20 const int i = threadIdx.x;\n\
+         #if defined(__gfx90a__)\n\
+         \x20 asm volatile(\"v_mov_b32_e32 %0, %1\" : \"=v\"(out[i]) : \"v\"(in[i]));\n\
+         #else\n\
+         \x20 out[i] = in[i];\n\
+         #endif\n\
+         }\n\
+         int main() { return 0; }\n",
+    );
+    let out = hipcc(dir.path(), &[src.to_str().unwrap(), "-o", "transpose"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`transpose(float*, float const*)`"),
+        "the kernel is not named: {err}"
+    );
+    assert!(
+        err.contains("transpose.hip:5)"),
+        "the line is not named: {err}"
+    );
+    assert!(err.contains("GCN inline assembly"), "{err}");
+    assert!(err.contains("v_mov_b32_e32"), "{err}");
+    // hipcc's own build is there; no host build that would compute else.
+    assert!(dir.path().join("transpose").is_file());
+    assert!(!dir.path().join("transpose.host.so").exists());
+}
+
+#[test]
+fn grid_wide_sync_fails_the_build_naming_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "grid.hip",
+        "#include <hip/hip_runtime.h>\n\
+         #include <hip/hip_cooperative_groups.h>\n\
+         __global__ void two_phases(int* x) {\n\
+         \x20 x[blockIdx.x] = 1;\n\
+         \x20 cooperative_groups::this_grid().sync();\n\
+         \x20 x[blockIdx.x] += x[0];\n\
+         }\n\
+         int main() { return 0; }\n",
+    );
+    let out = hipcc(dir.path(), &[src.to_str().unwrap(), "-o", "grid"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("grid.hip:5"), "the call is not named: {err}");
+    assert!(err.contains("grid-wide sync"), "{err}");
+}
+
+#[test]
+fn hipcc_s_own_failure_passes_through_with_its_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "broken.hip",
+        "int main() { return undeclared; }\n",
+    );
+    let out = hipcc(dir.path(), &[src.to_str().unwrap(), "-o", "broken"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("undeclared"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("host build"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
+    let chroot = repo_root().join("scripts/rocm-chroot");
+    let versions = Command::new(&chroot)
+        .args(["versions", "6.4"])
+        .output()
+        .unwrap();
+    assert!(
+        versions.status.success(),
+        "the ROCm 6.4 chroot is missing: run `scripts/rocm-chroot create 6.4` as root \
+         (scripts/install-deps does it): {}",
+        stderr(&versions)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ditto = ditto_bin();
+    let script = format!(
+        "set -e; cd {dir}; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {wr} -o warp_reduce; ./warp_reduce; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {wo} -o wave_ops; ./wave_ops; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {tiles} -o tiles; ./tiles",
+        dir = dir.path().display(),
+        ditto = ditto.display(),
+        wr = source("warp_reduce.hip").display(),
+        wo = source("wave_ops.hip").display(),
+        tiles = source("tiles.hip").display(),
+    );
+    let mut cmd = Command::new(&chroot);
+    cmd.args(["run", "6.4", "--bind"]).arg(repo_root());
+    let profile = profile_dir();
+    if !profile.starts_with(repo_root()) {
+        cmd.arg("--bind").arg(&profile);
+    }
+    cmd.arg("--bind-rw")
+        .arg(dir.path())
+        .arg("--env")
+        .arg(format!("LD_LIBRARY_PATH={}", cpu_runtime_dir().display()))
+        .args(["--env", "DITTO_HSA_CPU_ABI=6.4", "--", "sh", "-c"])
+        .arg(&script);
+    let out = output_within(&mut cmd, LIMIT, "ditto hipcc in the ROCm 6.4 chroot");
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (
+            Some(0),
+            "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n\
+             wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n\
+             tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n"
+        ),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+}

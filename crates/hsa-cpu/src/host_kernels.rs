@@ -145,18 +145,20 @@ fn open(path: &Path) -> Loaded {
     }))
 }
 
+/// The host build at `path`, opened once per process.
+fn loaded(path: &Path) -> Loaded {
+    let mut cache = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(path.to_path_buf())
+        .or_insert_with(|| open(path))
+        .clone()
+}
+
 /// The host build's storage of the device variable `symbol`, when a host
 /// build on the search path has it.
 pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
     for path in search_path() {
-        let loaded = {
-            let mut cache = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-            cache
-                .entry(path.clone())
-                .or_insert_with(|| open(&path))
-                .clone()
-        };
-        if let Ok(lib) = loaded
+        if let Ok(lib) = loaded(&path)
             && let Some(&(address, size)) = lib.variables.get(symbol)
         {
             return Some(HostVariable {
@@ -174,14 +176,7 @@ pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
 pub(crate) fn find(mangled: &str) -> Result<HostKernel, String> {
     let mut looked = Vec::new();
     for path in search_path() {
-        let loaded = {
-            let mut cache = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-            cache
-                .entry(path.clone())
-                .or_insert_with(|| open(&path))
-                .clone()
-        };
-        match loaded {
+        match loaded(&path) {
             Ok(lib) => match lib.kernels.get(mangled) {
                 Some(&(entry, kernarg_size)) => {
                     return Ok(HostKernel {

@@ -1,8 +1,10 @@
-//! Agents, their ISA and memory pools, and system information. Owns the fixed
-//! topology: one CPU agent (fine-grained, kernarg and coarse-grained pools) and one GPU-type
-//! agent "gfx90a" (coarse-grained pool, group segment) whose kernels run on
-//! the host.
-//! Holds no mutable state; never allocates memory (see `memory`).
+//! Agents, their ISA and memory pools, and system information. Owns the
+//! topology: one CPU agent (fine-grained, kernarg and coarse-grained pools)
+//! and one or more GPU-type agents "gfx90a" (each with its own
+//! coarse-grained pool and group segment) whose kernels run on the host.
+//! The GPU count is DITTO_HSA_CPU_GPUS (1 to `MAX_GPUS`, default 1), read
+//! once; the topology never changes afterwards.
+//! Holds no mutable state but that count; never allocates memory (see `memory`).
 
 use hsa::*;
 use std::ffi::{c_char, c_void};
@@ -10,11 +12,108 @@ use std::ffi::{c_char, c_void};
 pub const CPU_AGENT: hsa_agent_t = hsa_agent_t {
     handle: 0xD170_A6E0_0001,
 };
-pub const GPU_AGENT: hsa_agent_t = hsa_agent_t {
-    handle: 0xD170_A6E0_0002,
-};
-pub const AGENTS: [hsa_agent_t; 2] = [CPU_AGENT, GPU_AGENT];
+/// The first GPU agent (the only one unless DITTO_HSA_CPU_GPUS says more).
+pub const GPU_AGENT: hsa_agent_t = gpu_agent(0);
 
+/// Environment variable: how many GPU agents the runtime reports.
+pub const GPUS_ENV: &str = "DITTO_HSA_CPU_GPUS";
+/// Largest accepted DITTO_HSA_CPU_GPUS (the GPUs of one MI300X node).
+pub const MAX_GPUS: usize = 8;
+
+/// Handles of GPU `i` and of its pools step by these from GPU 0's.
+const GPU_HANDLE_STEP: u64 = 0x10;
+const GPU_POOL_STEP: u64 = 0x100;
+
+/// GPU agent `i` (0-based, in iteration order).
+pub const fn gpu_agent(i: usize) -> hsa_agent_t {
+    hsa_agent_t {
+        handle: 0xD170_A6E0_0002 + GPU_HANDLE_STEP * i as u64,
+    }
+}
+
+/// GPU `i`'s coarse-grained pool (what hipMalloc allocates from).
+pub const fn gpu_coarse_pool(i: usize) -> hsa_amd_memory_pool_t {
+    hsa_amd_memory_pool_t {
+        handle: GPU_COARSE_POOL.handle + GPU_POOL_STEP * i as u64,
+    }
+}
+
+/// GPU `i`'s group (LDS) segment.
+pub const fn gpu_group_pool(i: usize) -> hsa_amd_memory_pool_t {
+    hsa_amd_memory_pool_t {
+        handle: GPU_GROUP_POOL.handle + GPU_POOL_STEP * i as u64,
+    }
+}
+
+/// GPU agents reported: DITTO_HSA_CPU_GPUS, read once.
+pub fn gpu_count() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| {
+        let value = std::env::var_os(GPUS_ENV);
+        match parse_gpu_count(value.as_deref().map(|v| v.to_string_lossy()).as_deref()) {
+            Ok(n) => n,
+            Err(text) => {
+                eprintln!(
+                    "hsa-cpu: {GPUS_ENV}={text:?} is not a GPU count from 1 to {MAX_GPUS}; \
+                     using 1 GPU agent"
+                );
+                1
+            }
+        }
+    })
+}
+
+/// 1 when unset or empty; the offending text when invalid.
+fn parse_gpu_count(value: Option<&str>) -> Result<usize, String> {
+    let Some(text) = value.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(1);
+    };
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_GPUS).contains(&n) => Ok(n),
+        _ => Err(text.to_string()),
+    }
+}
+
+/// Every agent, in iteration order: the CPU agent, then the GPU agents.
+pub fn all() -> &'static [hsa_agent_t] {
+    static ALL: std::sync::OnceLock<Vec<hsa_agent_t>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        std::iter::once(CPU_AGENT)
+            .chain((0..gpu_count()).map(gpu_agent))
+            .collect()
+    })
+}
+
+/// The index of a GPU agent this runtime reports.
+pub(crate) fn gpu_index(agent: hsa_agent_t) -> Option<usize> {
+    let offset = agent.handle.checked_sub(GPU_AGENT.handle)?;
+    let i = (offset / GPU_HANDLE_STEP) as usize;
+    (offset % GPU_HANDLE_STEP == 0 && i < gpu_count()).then_some(i)
+}
+
+pub(crate) fn is_gpu(agent: hsa_agent_t) -> bool {
+    gpu_index(agent).is_some()
+}
+
+/// The GPU pool's owner index and whether it is the group segment.
+fn gpu_pool_index(pool: hsa_amd_memory_pool_t) -> Option<(usize, bool)> {
+    (0..gpu_count()).find_map(|i| {
+        if pool == gpu_coarse_pool(i) {
+            Some((i, false))
+        } else if pool == gpu_group_pool(i) {
+            Some((i, true))
+        } else {
+            None
+        }
+    })
+}
+
+/// Whether `pool` is a GPU's group segment (not allocatable).
+pub(crate) fn is_group_pool(pool: hsa_amd_memory_pool_t) -> bool {
+    gpu_pool_index(pool).is_some_and(|(_, group)| group)
+}
+
+/// GPU 0's coarse-grained pool.
 pub const GPU_COARSE_POOL: hsa_amd_memory_pool_t = hsa_amd_memory_pool_t {
     handle: 0xD170_9001_0001,
 };
@@ -48,13 +147,20 @@ pub const QUEUE_MAX_SIZE: u32 = 131072;
 pub const ALLOC_GRANULE: usize = 4096;
 
 pub(crate) fn is_agent(agent: hsa_agent_t) -> bool {
-    AGENTS.contains(&agent)
+    agent == CPU_AGENT || is_gpu(agent)
 }
 
 /// Pool's owning agent and global flags.
 pub(crate) fn pool_info(pool: hsa_amd_memory_pool_t) -> Option<(hsa_agent_t, u32)> {
+    if let Some((i, group)) = gpu_pool_index(pool) {
+        let flags = if group {
+            0
+        } else {
+            HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED
+        };
+        return Some((gpu_agent(i), flags));
+    }
     match pool {
-        GPU_COARSE_POOL => Some((GPU_AGENT, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)),
         CPU_FINE_POOL => Some((CPU_AGENT, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)),
         CPU_KERNARG_POOL => Some((
             CPU_AGENT,
@@ -62,16 +168,15 @@ pub(crate) fn pool_info(pool: hsa_amd_memory_pool_t) -> Option<(hsa_agent_t, u32
                 | HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
         )),
         CPU_COARSE_POOL => Some((CPU_AGENT, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)),
-        GPU_GROUP_POOL => Some((GPU_AGENT, 0)),
         _ => None,
     }
 }
 
-fn pools_of(agent: hsa_agent_t) -> &'static [hsa_amd_memory_pool_t] {
-    match agent {
-        GPU_AGENT => &[GPU_COARSE_POOL, GPU_GROUP_POOL],
-        CPU_AGENT => &[CPU_FINE_POOL, CPU_KERNARG_POOL, CPU_COARSE_POOL],
-        _ => &[],
+fn pools_of(agent: hsa_agent_t) -> Vec<hsa_amd_memory_pool_t> {
+    match gpu_index(agent) {
+        Some(i) => vec![gpu_coarse_pool(i), gpu_group_pool(i)],
+        None if agent == CPU_AGENT => vec![CPU_FINE_POOL, CPU_KERNARG_POOL, CPU_COARSE_POOL],
+        None => Vec::new(),
     }
 }
 
@@ -159,7 +264,7 @@ pub(crate) fn iterate_agents(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    visit(AGENTS, cb, data)
+    visit(all().iter().copied(), cb, data)
 }
 
 /// Calls `cb` for each item until it returns anything but success, and
@@ -190,7 +295,11 @@ pub(crate) fn agent_get_info(
     if value.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    let gpu = agent == GPU_AGENT;
+    let gpu_index = gpu_index(agent);
+    let gpu = gpu_index.is_some();
+    // Node, driver id, PCI bus and UUID tell the GPUs apart (CLR orders and
+    // names devices by them).
+    let n = gpu_index.unwrap_or(0) as u32;
     // SAFETY: value is non-null; each arm writes the attribute's documented type.
     unsafe {
         match attribute {
@@ -226,7 +335,7 @@ pub(crate) fn agent_get_info(
             HSA_AGENT_INFO_QUEUE_MIN_SIZE => put(value, if gpu { QUEUE_MIN_SIZE } else { 0 }),
             HSA_AGENT_INFO_QUEUE_MAX_SIZE => put(value, if gpu { QUEUE_MAX_SIZE } else { 0 }),
             HSA_AGENT_INFO_QUEUE_TYPE => put(value, HSA_QUEUE_TYPE_MULTI),
-            HSA_AGENT_INFO_NODE => put(value, if gpu { 1u32 } else { 0 }),
+            HSA_AGENT_INFO_NODE => put(value, if gpu { 1 + n } else { 0 }),
             HSA_AGENT_INFO_DEVICE => put(
                 value,
                 if gpu {
@@ -258,9 +367,9 @@ pub(crate) fn agent_get_info(
             0xA001 => put(value, 64u32),                           // CACHELINE_SIZE
             0xA002 => put(value, if gpu { 110u32 } else { cpu_count() }), // COMPUTE_UNIT_COUNT
             0xA003 => put(value, if gpu { 1700u32 } else { 2000 }), // MAX_CLOCK_FREQUENCY
-            0xA004 => put(value, if gpu { 1u32 } else { 0 }),      // DRIVER_NODE_ID
+            0xA004 => put(value, if gpu { 1 + n } else { 0 }),     // DRIVER_NODE_ID
             0xA005 => put(value, if gpu { 4u32 } else { 0 }),      // MAX_ADDRESS_WATCH_POINTS
-            0xA006 => put(value, 0u32),                            // BDFID
+            0xA006 => put(value, if gpu { (1 + n) << 8 } else { 0 }), // BDFID: bus 1 + n
             0xA007 => put(value, if gpu { 4096u32 } else { 64 }),  // MEMORY_WIDTH
             0xA008 => put(value, 1600u32),                         // MEMORY_MAX_FREQUENCY
             0xA009 => put_chars::<64>(
@@ -278,7 +387,14 @@ pub(crate) fn agent_get_info(
             0xA00E => put(value, [0usize; 2]),                 // HDP_FLUSH: no registers
             0xA00F => put(value, 0u32),                        // DOMAIN
             0xA010 => put(value, false),                       // COOPERATIVE_QUEUES
-            0xA011 => put_chars::<21>(value, if gpu { "GPU-d1770000000000" } else { "CPU-XX" }),
+            0xA011 => put_chars::<21>(
+                value,
+                &if gpu {
+                    format!("GPU-d177000000000{n:x}")
+                } else {
+                    "CPU-XX".to_string()
+                },
+            ),
             0xA012 => put(value, 0u32), // ASIC_REVISION
             0xA013 => put(value, true), // SVM_DIRECT_HOST_ACCESS
             0xA014 => put(value, if gpu { 110u32 } else { 0 }), // COOPERATIVE_COMPUTE_UNIT_COUNT
@@ -292,7 +408,7 @@ pub(crate) fn agent_get_info(
             0xA10B => put(value, 0u32),
             0xA110 => put(value, 0u32), // IOMMU_SUPPORT: HSA_IOMMU_SUPPORT_NONE
             0xA111 => put(value, if gpu { 1u32 } else { 0 }), // NUM_XCC
-            0xA112 => put(value, if gpu { 1u32 } else { 0 }), // DRIVER_UID
+            0xA112 => put(value, if gpu { 1 + n } else { 0 }), // DRIVER_UID
             0xA113 => put(value, CPU_AGENT), // NEAREST_CPU
             // MEMORY_PROPERTIES (no AGENT_IS_APU bit: a discrete GPU), AQL_EXTENSIONS.
             0xA114 | 0xA115 => put(value, [0u8; 8]),
@@ -314,7 +430,7 @@ pub(crate) fn agent_iterate_isas(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    if agent == GPU_AGENT {
+    if is_gpu(agent) {
         // SAFETY: calling the application's callback as the API requires.
         return unsafe { cb(GFX90A_ISA, data) };
     }
@@ -363,7 +479,7 @@ pub(crate) fn iterate_memory_pools(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    visit(pools_of(agent).iter().copied(), cb, data)
+    visit(pools_of(agent), cb, data)
 }
 
 pub(crate) fn memory_pool_get_info(
@@ -371,28 +487,24 @@ pub(crate) fn memory_pool_get_info(
     attribute: hsa_amd_memory_pool_info_t,
     value: *mut c_void,
 ) -> hsa_status_t {
-    let Some((_, flags)) = pool_info(pool) else {
+    let Some((owner, flags)) = pool_info(pool) else {
         return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
     };
     if value.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
+    let group = is_group_pool(pool);
+    let gpu_local = is_gpu(owner) && !group;
     // SAFETY: value is non-null; each arm writes the attribute's documented type.
     unsafe {
         match attribute {
-            HSA_AMD_MEMORY_POOL_INFO_SEGMENT if pool == GPU_GROUP_POOL => {
-                put(value, HSA_AMD_SEGMENT_GROUP)
-            }
-            HSA_AMD_MEMORY_POOL_INFO_SIZE if pool == GPU_GROUP_POOL => {
-                put(value, GROUP_SEGMENT_SIZE)
-            }
-            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED if pool == GPU_GROUP_POOL => {
-                put(value, false)
-            }
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT if group => put(value, HSA_AMD_SEGMENT_GROUP),
+            HSA_AMD_MEMORY_POOL_INFO_SIZE if group => put(value, GROUP_SEGMENT_SIZE),
+            HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED if group => put(value, false),
             HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE
             | HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT
             | HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE
-                if pool == GPU_GROUP_POOL =>
+                if group =>
             {
                 put(value, 0usize)
             }
@@ -402,7 +514,7 @@ pub(crate) fn memory_pool_get_info(
             HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED => put(value, true),
             HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE => put(value, ALLOC_GRANULE),
             HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT => put(value, ALLOC_GRANULE),
-            HSA_AMD_MEMORY_POOL_INFO_ACCESSIBLE_BY_ALL => put(value, pool != GPU_COARSE_POOL),
+            HSA_AMD_MEMORY_POOL_INFO_ACCESSIBLE_BY_ALL => put(value, !gpu_local),
             HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE => put(value, physical_memory()),
             _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
         }
@@ -510,7 +622,7 @@ pub(crate) fn is_sdma_engine(engine_id: u32) -> bool {
 /// `hsa_amd_agent_set_async_scratch_limit` (ROCm 6.1+): accepted for the
 /// GPU agent; the host has no scratch to reclaim.
 pub(crate) fn set_async_scratch_limit(agent: hsa_agent_t, _threshold: usize) -> hsa_status_t {
-    if agent.handle != GPU_AGENT.handle {
+    if !is_gpu(agent) {
         return HSA_STATUS_ERROR_INVALID_AGENT;
     }
     HSA_STATUS_SUCCESS

@@ -7,9 +7,14 @@
 //! both when a process dies (SIGKILL included).
 //!
 //! Handle layout (`hsa_amd_ipc_memory_t.handle[0..8]`, u32 words):
-//!   [0] owner pid   [1] memfd number in the owner   [2..4] memfd inode (lo, hi)
+//!   [0] owner pid   [1] memfd number in the owner (bits 0..24) and the
+//!   owning agent (bits 24..32: 0 the CPU agent, 1 + i GPU agent i)
+//!   [2..4] memfd inode (lo, hi)
 //!   [4] page index of the allocation in the memfd   [5] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
+//! An attachment reports the exporter's owning agent in pointer info, as
+//! ROCr reports the node the memory lives on; the attaching process's
+//! agent list only has to name agents it has (else INVALID_AGENT).
 //! Attach checks, in the owner's live memfd (through /proc/<pid>/fd): name,
 //! inode (an fd number closed and reused for another file is refused), size,
 //! and the serial recorded in the memfd's metadata page (`memory`): a freed
@@ -33,6 +38,7 @@
 //! injection: served a stale mapping ...`), so tests can count them.
 
 use crate::abi::Abi;
+use crate::agents;
 use crate::memory::{self, MEMFD_NAME, PAGE};
 use hsa::*;
 use std::collections::BTreeMap;
@@ -42,7 +48,10 @@ use std::sync::{LazyLock, Mutex};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpcHandle {
     pub pid: u32,
+    /// Below `MAX_EXPORT_FD`.
     pub fd: u32,
+    /// 0 the CPU agent, 1 + i GPU agent i.
+    pub owner: u8,
     pub inode: u64,
     /// Offset of the allocation in the memfd (page aligned).
     pub offset: u64,
@@ -57,7 +66,7 @@ impl IpcHandle {
         hsa_amd_ipc_memory_t {
             handle: [
                 self.pid,
-                self.fd,
+                self.fd | (self.owner as u32) << 24,
                 lo(self.inode),
                 hi(self.inode),
                 (self.offset / PAGE as u64) as u32,
@@ -72,7 +81,8 @@ impl IpcHandle {
         let w = |i: usize| h.handle[i] as u64 | (h.handle[i + 1] as u64) << 32;
         IpcHandle {
             pid: h.handle[0],
-            fd: h.handle[1],
+            fd: h.handle[1] & (MAX_EXPORT_FD - 1),
+            owner: (h.handle[1] >> 24) as u8,
             inode: w(2),
             offset: h.handle[4] as u64 * PAGE as u64,
             serial: h.handle[5],
@@ -81,20 +91,44 @@ impl IpcHandle {
     }
 }
 
+/// Memfd numbers an export can name (the handle keeps 24 bits of it).
+pub const MAX_EXPORT_FD: u32 = 1 << 24;
+
+impl IpcHandle {
+    /// The owning agent, as this process knows it: an owner GPU this
+    /// process does not have (fewer DITTO_HSA_CPU_GPUS) is reported as GPU 0.
+    fn owner_agent(&self) -> hsa_agent_t {
+        match self.owner {
+            0 => agents::CPU_AGENT,
+            n if (n as usize) <= agents::gpu_count() => agents::gpu_agent(n as usize - 1),
+            _ => agents::GPU_AGENT,
+        }
+    }
+}
+
+/// The handle's owner byte for an allocation of `pool`.
+fn owner_byte(pool: hsa_amd_memory_pool_t) -> u8 {
+    agents::pool_info(pool)
+        .and_then(|(owner, _)| agents::gpu_index(owner))
+        .map_or(0, |i| 1 + i as u8)
+}
+
 struct Attachment {
     map_base: usize,
     map_len: usize,
     size: usize,
+    owner: hsa_agent_t,
 }
 
 /// Mapped pointer → its mapping.
 static ATTACHMENTS: LazyLock<Mutex<BTreeMap<usize, Attachment>>> = LazyLock::new(Default::default);
 
-/// Base and size of the attachment containing `ptr` (for pointer info).
-pub(crate) fn attachment_containing(ptr: usize) -> Option<(usize, usize)> {
+/// Base, size and owning agent of the attachment containing `ptr` (for
+/// pointer info).
+pub(crate) fn attachment_containing(ptr: usize) -> Option<(usize, usize, hsa_agent_t)> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (p, a) = map.range(..=ptr).next_back()?;
-    (ptr < p + a.size.max(1)).then_some((*p, a.size))
+    (ptr < p + a.size.max(1)).then_some((*p, a.size, a.owner))
 }
 
 /// Number of live attachments in this process.
@@ -136,9 +170,13 @@ pub(crate) fn memory_create(
     if !ipc_length_accepted(crate::abi::layout_abi(), len, c.size) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
+    if info.fd < 0 || info.fd as u32 >= MAX_EXPORT_FD {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
     let h = IpcHandle {
         pid: std::process::id(),
         fd: info.fd as u32,
+        owner: owner_byte(c.pool),
         inode: info.inode,
         offset: info.offset,
         serial: info.serial,
@@ -206,7 +244,12 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<Fd, hsa_status_t> {
 }
 
 /// Maps `len` bytes of the allocation at `offset` in `fd`; registers it.
-fn map_attachment(fd: &Fd, offset: u64, len: usize) -> Result<usize, hsa_status_t> {
+fn map_attachment(
+    fd: &Fd,
+    offset: u64,
+    len: usize,
+    owner: hsa_agent_t,
+) -> Result<usize, hsa_status_t> {
     let page_offset = offset as usize % PAGE;
     let map_start = offset as usize - page_offset;
     let map_len = (page_offset + len).div_ceil(PAGE) * PAGE;
@@ -234,6 +277,7 @@ fn map_attachment(fd: &Fd, offset: u64, len: usize) -> Result<usize, hsa_status_
                 map_base: p as usize,
                 map_len,
                 size: len,
+                owner,
             },
         );
     Ok(user)
@@ -261,12 +305,19 @@ pub fn stale_attach_fault() -> bool {
 pub(crate) fn memory_attach(
     handle: *const hsa_amd_ipc_memory_t,
     len: usize,
-    _num_agents: u32,
-    _agents: *const hsa_agent_t,
+    num_agents: u32,
+    agents: *const hsa_agent_t,
     mapped: *mut *mut c_void,
 ) -> hsa_status_t {
-    if handle.is_null() || mapped.is_null() {
+    if handle.is_null() || mapped.is_null() || (num_agents > 0 && agents.is_null()) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    if num_agents > 0 {
+        // SAFETY: the caller passes num_agents agents.
+        let list = unsafe { std::slice::from_raw_parts(agents, num_agents as usize) };
+        if !list.iter().all(|a| agents::is_agent(*a)) {
+            return HSA_STATUS_ERROR_INVALID_AGENT;
+        }
     }
     // SAFETY: handle is non-null and points to 32 readable bytes.
     let raw = unsafe { *handle };
@@ -283,7 +334,7 @@ pub(crate) fn memory_attach(
         let stale = remembered
             .as_ref()
             .filter(|r| r.len == len && r.handle.handle != raw.handle)
-            .map(|r| map_attachment(&r.fd, r.offset, len));
+            .map(|r| map_attachment(&r.fd, r.offset, len, h.owner_agent()));
         let user = match stale {
             Some(stale) => {
                 // One line per injected fault, so a test can count them.
@@ -292,7 +343,7 @@ pub(crate) fn memory_attach(
                 );
                 stale
             }
-            None => map_attachment(&fd, h.offset, len),
+            None => map_attachment(&fd, h.offset, len, h.owner_agent()),
         };
         *remembered = Some(Remembered {
             handle: raw,
@@ -302,7 +353,7 @@ pub(crate) fn memory_attach(
         });
         user
     } else {
-        map_attachment(&fd, h.offset, len)
+        map_attachment(&fd, h.offset, len, h.owner_agent())
     };
     match user {
         Ok(user) => {
@@ -356,6 +407,7 @@ mod tests {
         let h = IpcHandle {
             pid: 77,
             fd: 12,
+            owner: 3,
             inode: 0x1_0000_0005,
             offset: 0x20_3000,
             serial: 41,

@@ -340,7 +340,7 @@ pub(crate) fn pool_allocate(
     if agents::pool_info(pool).is_none() {
         return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
     }
-    if pool == agents::GPU_GROUP_POOL {
+    if agents::is_group_pool(pool) {
         // As ROCr: RUNTIME_ALLOC_ALLOWED is false for the group segment.
         return HSA_STATUS_ERROR_INVALID_ALLOCATION;
     }
@@ -494,7 +494,7 @@ pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
 }
 
 /// Writes the first `info->size` bytes of the description of `ptr`.
-/// `ipc_attachment_containing` gives base and size of the IPC attachment
+/// `ipc_attachment_containing` gives base, size and owning agent of the IPC attachment
 /// holding an address (`ipc` owns attachments; memory never reaches into it).
 ///
 /// # Safety
@@ -505,7 +505,7 @@ pub(crate) unsafe fn pointer_info(
     alloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
     num_agents_accessible: *mut u32,
     accessible: *mut *mut hsa_agent_t,
-    ipc_attachment_containing: impl FnOnce(usize) -> Option<(usize, usize)>,
+    ipc_attachment_containing: impl FnOnce(usize) -> Option<(usize, usize, hsa_agent_t)>,
 ) -> hsa_status_t {
     if info.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -525,7 +525,7 @@ pub(crate) unsafe fn pointer_info(
             out.sizeInBytes = recorded_size(crate::abi::layout_abi(), c.size);
             out.agentOwner = owner;
             out.global_flags = flags;
-            agents_list = &agents::AGENTS;
+            agents_list = agents::all();
         } else if let Some((b, s)) = st
             .locked
             .range(..=p)
@@ -538,14 +538,14 @@ pub(crate) unsafe fn pointer_info(
             out.sizeInBytes = *s;
             out.agentOwner = agents::CPU_AGENT;
             out.global_flags = HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
-            agents_list = &agents::AGENTS;
-        } else if let Some((b, s)) = ipc_attachment_containing(p) {
+            agents_list = agents::all();
+        } else if let Some((b, s, owner)) = ipc_attachment_containing(p) {
             out.type_ = HSA_EXT_POINTER_TYPE_IPC;
             out.agentBaseAddress = b as *mut c_void;
             out.hostBaseAddress = b as *mut c_void;
             out.sizeInBytes = s;
-            out.agentOwner = agents::GPU_AGENT;
-            agents_list = &agents::AGENTS;
+            out.agentOwner = owner;
+            agents_list = agents::all();
         }
     }
     let n = caller_size.min(std::mem::size_of::<hsa_amd_pointer_info_t>());

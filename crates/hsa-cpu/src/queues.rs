@@ -430,7 +430,7 @@ pub(crate) fn checked_size(
     if !agents::is_agent(agent) {
         return Err(HSA_STATUS_ERROR_INVALID_AGENT);
     }
-    if agent != agents::GPU_AGENT {
+    if !agents::is_gpu(agent) {
         return Err(HSA_STATUS_ERROR_INVALID_AGENT);
     }
     if size > agents::QUEUE_MAX_SIZE {

@@ -720,7 +720,7 @@ pub(crate) fn get_dispatch_time(
     let Some(s) = lookup(signal) else {
         return HSA_STATUS_ERROR_INVALID_SIGNAL;
     };
-    if agent != crate::agents::GPU_AGENT {
+    if !crate::agents::is_gpu(agent) {
         return HSA_STATUS_ERROR_INVALID_AGENT;
     }
     let (start, end) = s.dispatch_time();

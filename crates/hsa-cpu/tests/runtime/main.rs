@@ -11,6 +11,7 @@ mod c_application;
 mod common;
 mod execution;
 mod exports;
+mod gpus;
 mod intercept;
 mod ipc;
 mod kernels;

@@ -1,0 +1,280 @@
+//! Several GPU agents (DITTO_HSA_CPU_GPUS, agents.rs): each GPU has its own
+//! node, UUID and pools; memory of one GPU's pool is owned by that GPU in
+//! pointer info, also through an IPC attachment; a peer GPU's pool is
+//! DISALLOWED_BY_DEFAULT (what CLR reads as peer access possible); a code
+//! object loaded for one GPU has symbols for that GPU only, and its kernels
+//! run on that GPU's queues. The count is read once per process, so every
+//! scenario runs in a child process.
+
+use crate::common::*;
+use hsa::*;
+use hsa_runtime64 as rt;
+use std::ffi::c_void;
+
+fn gpus() -> Vec<hsa_agent_t> {
+    agents()
+        .into_iter()
+        .filter(|a| device_type(*a) == HSA_DEVICE_TYPE_GPU)
+        .collect()
+}
+
+fn info<T: Default>(agent: hsa_agent_t, attribute: u32) -> T {
+    let mut v = T::default();
+    // SAFETY: the attribute's type is T (the caller picks it from the header).
+    let s = unsafe { rt::hsa_agent_get_info(agent, attribute, &mut v as *mut T as *mut c_void) };
+    assert_eq!(s, 0, "attribute {attribute:#x}");
+    v
+}
+
+fn access(agent: hsa_agent_t, pool: hsa_amd_memory_pool_t) -> u32 {
+    let mut v = 99u32;
+    // SAFETY: ACCESS is an hsa_amd_memory_pool_access_t (u32).
+    let s = unsafe {
+        rt::hsa_amd_agent_memory_pool_get_info(
+            agent,
+            pool,
+            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+            &mut v as *mut u32 as *mut c_void,
+        )
+    };
+    assert_eq!(s, 0);
+    v
+}
+
+fn owner(p: *const u8) -> (hsa_agent_t, u32) {
+    let mut info = hsa_amd_pointer_info_t::default();
+    // SAFETY: info is a valid, sized out structure.
+    let s = unsafe {
+        rt::hsa_amd_pointer_info(
+            p as *const c_void,
+            &mut info,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(s, 0);
+    (info.agentOwner, info.type_)
+}
+
+fn child_gpu_count(value: &str) -> (usize, String) {
+    let out = run_child(
+        "gpus::child_scenario_print_gpu_count",
+        &[("DITTO_HSA_CPU_GPUS", value.to_string())],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let count = stdout
+        .lines()
+        .find_map(|l| l.split_once("gpu agents: ").map(|(_, n)| n))
+        .expect("the child prints its count")
+        .trim()
+        .parse()
+        .unwrap();
+    (count, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_gpu_count_comes_from_its_variable_and_a_bad_value_is_named() {
+    assert_eq!(child_gpu_count("").0, 1, "unset or empty: one GPU");
+    assert_eq!(child_gpu_count("4").0, 4);
+    assert_eq!(child_gpu_count("8").0, 8);
+    for bad in ["9", "0", "two"] {
+        let (count, stderr) = child_gpu_count(bad);
+        assert_eq!(count, 1, "{bad}");
+        assert!(
+            stderr.contains(&format!(
+                "DITTO_HSA_CPU_GPUS=\"{bad}\" is not a GPU count from 1 to 8"
+            )),
+            "{bad}: {stderr}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_print_gpu_count() {
+    println!("gpu agents: {}", gpus().len());
+}
+
+#[test]
+fn two_gpus_have_their_own_pools_memory_and_kernels() {
+    run_child(
+        "gpus::child_scenario_two_gpus",
+        &[("DITTO_HSA_CPU_GPUS", "2".to_string())],
+    );
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_two_gpus() {
+    init();
+    let all = agents();
+    assert_eq!(all.len(), 3, "the CPU agent and two GPUs");
+    assert_eq!(device_type(all[0]), HSA_DEVICE_TYPE_CPU);
+    let g = gpus();
+    assert_eq!(g.len(), 2);
+    let (g0, g1) = (g[0], g[1]);
+    assert_ne!(g0, g1);
+    let node = |a| info::<u32>(a, HSA_AGENT_INFO_NODE);
+    assert_eq!((node(g0), node(g1)), (1, 2));
+    let uuid = |a| String::from_utf8_lossy(&info::<[u8; 21]>(a, 0xA011)).into_owned();
+    assert_ne!(uuid(g0), uuid(g1));
+    let bdf = |a| info::<u32>(a, 0xA006);
+    assert_ne!(bdf(g0), bdf(g1));
+    let coarse = |a| pools(a)[0];
+    let (p0, p1) = (coarse(g0), coarse(g1));
+    assert_ne!(p0, p1);
+    assert_eq!(pools(g1).len(), 2, "coarse-grained pool and group segment");
+
+    // Peers: allowed once asked; the owner by default; the CPU never by default.
+    assert_eq!(
+        access(g1, p1),
+        HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT
+    );
+    assert_eq!(
+        access(g0, p1),
+        HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
+    );
+    assert_eq!(
+        access(g1, p0),
+        HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
+    );
+    assert_eq!(
+        access(cpu(), p1),
+        HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
+    );
+
+    let mut buf = std::ptr::null_mut();
+    // SAFETY: valid out pointer.
+    assert_eq!(
+        unsafe { rt::hsa_amd_memory_pool_allocate(p1, 4096, 0, &mut buf) },
+        0
+    );
+    let buf = buf as *mut u32;
+    assert_eq!(owner(buf as *const u8), (g1, HSA_EXT_POINTER_TYPE_HSA));
+    // SAFETY: one valid agent, a live allocation.
+    let allowed = unsafe { rt::hsa_amd_agents_allow_access(1, &g0, std::ptr::null(), buf as _) };
+    assert_eq!(allowed, 0);
+
+    // An IPC attachment reports the exporter's GPU, whichever agents map it.
+    let mut handle = hsa_amd_ipc_memory_t::default();
+    // SAFETY: the base of a live allocation and its size; valid out pointers.
+    unsafe {
+        assert_eq!(
+            rt::hsa_amd_ipc_memory_create(buf as _, 4096, &mut handle),
+            0
+        );
+        let mut mapped = std::ptr::null_mut();
+        assert_eq!(
+            rt::hsa_amd_ipc_memory_attach(&handle, 4096, 1, &g0, &mut mapped),
+            0
+        );
+        assert_eq!(owner(mapped as *const u8), (g1, HSA_EXT_POINTER_TYPE_IPC));
+        assert_eq!(rt::hsa_amd_ipc_memory_detach(mapped), 0);
+        let bogus = hsa_agent_t {
+            handle: g1.handle + 1,
+        };
+        let mut unused = std::ptr::null_mut();
+        assert_eq!(
+            rt::hsa_amd_ipc_memory_attach(&handle, 4096, 1, &bogus, &mut unused),
+            HSA_STATUS_ERROR_INVALID_AGENT
+        );
+    }
+
+    // A code object loaded for GPU 1 only: its symbol is GPU 1's, and its
+    // kernel runs on GPU 1's queue into GPU 1's memory.
+    let dir = tempfile::tempdir().unwrap();
+    let so = compile_shared(dir.path(), "kernels", KERNELS_C, &[]);
+    let bytes = std::fs::read(so).unwrap();
+    let name = std::ffi::CString::new("_Z4fillPjj.kd").unwrap();
+    // SAFETY: plain API calls with valid out pointers; kernarg bytes stay
+    // alive until the dispatch has completed.
+    unsafe {
+        let mut reader = hsa_code_object_reader_t::default();
+        assert_eq!(
+            rt::hsa_code_object_reader_create_from_memory(
+                bytes.as_ptr() as *const c_void,
+                bytes.len(),
+                &mut reader
+            ),
+            0
+        );
+        let mut exe = hsa_executable_t::default();
+        assert_eq!(
+            rt::hsa_executable_create_alt(
+                HSA_PROFILE_FULL,
+                HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT,
+                std::ptr::null(),
+                &mut exe
+            ),
+            0
+        );
+        let loaded = rt::hsa_executable_load_agent_code_object(
+            exe,
+            g1,
+            reader,
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        );
+        assert_eq!(loaded, 0);
+        assert_eq!(rt::hsa_executable_freeze(exe, std::ptr::null()), 0);
+        let mut sym = hsa_executable_symbol_t::default();
+        assert_eq!(
+            rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &g0, &mut sym),
+            HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
+            "not loaded for GPU 0"
+        );
+        assert_eq!(
+            rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &g1, &mut sym),
+            0
+        );
+        let mut kernel_object = 0u64;
+        assert_eq!(
+            rt::hsa_executable_symbol_get_info(
+                sym,
+                HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+                &mut kernel_object as *mut u64 as *mut c_void
+            ),
+            0
+        );
+        let mut q = std::ptr::null_mut();
+        assert_eq!(
+            rt::hsa_queue_create(
+                g1,
+                64,
+                HSA_QUEUE_TYPE_MULTI,
+                None,
+                std::ptr::null_mut(),
+                u32::MAX,
+                u32::MAX,
+                &mut q
+            ),
+            0
+        );
+        #[repr(C, align(16))]
+        struct FillArgs {
+            out: *mut u32,
+            value: u32,
+        }
+        let args = Box::new(FillArgs {
+            out: buf,
+            value: 1000,
+        });
+        let done = signal(1);
+        let packet = dispatch(
+            kernel_object,
+            &*args as *const FillArgs as *mut c_void,
+            1024,
+            done,
+            true,
+        );
+        submit(q, &[packet]);
+        assert_eq!(wait_eq(done, 0), 0);
+        let out = std::slice::from_raw_parts(buf, 1024);
+        assert!(out.iter().enumerate().all(|(i, v)| *v == 1000 + i as u32));
+        assert_eq!(rt::hsa_queue_destroy(q), 0);
+        rt::hsa_executable_destroy(exe);
+        rt::hsa_code_object_reader_destroy(reader);
+        assert_eq!(rt::hsa_amd_memory_pool_free(buf as _), 0);
+    }
+}

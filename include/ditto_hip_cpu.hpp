@@ -135,13 +135,14 @@
 #include <type_traits>
 #include <utility>
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "ditto_hsa_cpu.h"
 
 #ifdef DITTO_DEVICE_PASS
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -307,6 +308,11 @@ struct Group {
 };
 thread_local Group* t_group = nullptr;
 [[maybe_unused]] thread_local void* t_dynamic_shared = nullptr;
+// The running dispatch's grid barrier: set for a cooperative launch only
+// (ditto_hsa_cpu.h, "Cooperative launches"), where each group has an OS
+// thread of its own.
+thread_local void (*t_grid_barrier)(void*) = nullptr;
+thread_local void* t_grid_barrier_context = nullptr;
 
 }  // namespace
 }  // namespace detail
@@ -321,6 +327,22 @@ static inline void __syncthreads() {
   if (g != nullptr && g->running != nullptr) {
     ditto_fiber_switch_v1(&g->running->sp, g->scheduler_sp);
   }
+}
+
+// Grid barrier of a cooperative launch, called by ONE work-item of each
+// group between two __syncthreads() (cooperative_groups::grid_group::sync):
+// blocks this group's OS thread until every unfinished group of the grid
+// is there. Outside a cooperative launch there is no grid to wait for: it
+// says so and aborts the program, where a GPU would hang.
+static inline bool ditto_grid_barrier_available() { return ::ditto::detail::t_grid_barrier != nullptr; }
+static inline void ditto_grid_barrier() {
+  if (::ditto::detail::t_grid_barrier == nullptr) {
+    fprintf(stderr,
+            "ditto: a grid-wide sync (cooperative_groups::grid_group::sync) in a kernel not launched with "
+            "hipLaunchCooperativeKernel: no grid to wait for (a GPU would hang); aborting\n");
+    abort();
+  }
+  ::ditto::detail::t_grid_barrier(::ditto::detail::t_grid_barrier_context);
 }
 
 // ───────────────────────────── Wavefronts ─────────────────────────────────
@@ -888,6 +910,8 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
   Group* saved_group = t_group;
   void* saved_shared = t_dynamic_shared;
   t_dynamic_shared = dynamic_shared;
+  t_grid_barrier = dispatch.grid_barrier;
+  t_grid_barrier_context = dispatch.grid_barrier_context;
   Group state{nullptr, nullptr, body, ctx};
 
   t_ids.block_dim = {group[0], group[1], group[2]};
@@ -953,6 +977,8 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
   t_group = saved_group;
   t_ids = saved_ids;
   t_dynamic_shared = saved_shared;
+  t_grid_barrier = nullptr;
+  t_grid_barrier_context = nullptr;
   free(dynamic_shared);
   return DITTO_CPU_ENTRY_OK;
 }

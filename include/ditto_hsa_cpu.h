@@ -81,6 +81,19 @@
  * (spinning on a flag a later group sets) may hang, as it may on a GPU
  * that does not run all groups at once.
  *
+ * Cooperative launches: HSA_AMD_AGENT_INFO_COOPERATIVE_QUEUES is true, and
+ * a dispatch on a queue created with HSA_QUEUE_TYPE_COOPERATIVE (where HIP
+ * sends hipLaunchCooperativeKernel) runs every group at once: each group
+ * is one chunk on a thread of its own, started for the dispatch, and the
+ * dispatch's grid_barrier is set. A grid-wide sync is then a barrier of
+ * the work-group, grid_barrier called by its first work-item, and a
+ * barrier of the work-group again (how ROCm 5.2's device library does it
+ * with the GPU's global wave sync). As on a GPU, every group must reach
+ * every grid barrier: a group that returns early leaves the others
+ * waiting. Other dispatches on a cooperative queue (CLR's copies and
+ * fills) run as on any queue. CLR's __amd_rocclr_gwsInit, which HIP
+ * dispatches before a cooperative kernel, does nothing here.
+ *
  * When every chunk has returned, the processor records the kernel's start
  * (before the first chunk) and end (after the last) (CLOCK_MONOTONIC ns,
  * the HSA system timestamp; read them with hsa_amd_profiling_get_dispatch_
@@ -146,7 +159,14 @@ typedef struct ditto_cpu_dispatch_s {
                                  first_group + group_count never exceeds the
                                  grid's group count (an entry refuses a range
                                  past it) */
-} ditto_cpu_dispatch_t;       /* 56 bytes; kernarg at 32, first_group at 40 */
+  /* A cooperative launch (see "Cooperative launches"): blocks the calling
+   * thread until every group of the grid has called it as often; NULL for
+   * every other dispatch. An entry built before these two fields existed
+   * never reads them. */
+  void (*grid_barrier)(void* grid_barrier_context);
+  void* grid_barrier_context;
+} ditto_cpu_dispatch_t;       /* 72 bytes; kernarg at 32, first_group at 40,
+                                 grid_barrier at 56 */
 
 /* Runs the groups [first_group, first_group + group_count) of a dispatch,
  * in turn, on the calling thread; called concurrently from several threads

@@ -4,8 +4,10 @@
 //! hipMemcpyToSymbol, kernel printf, cooperative-group tiles, a static
 //! device library), built by `ditto hipcc` in place of hipcc and run
 //! unmodified by the real HIP runtime (5.2 here, 6.4 in its chroot) on the
-//! CPU runtime; `ditto validate` on them; and the builds that must fail:
-//! GCN inline assembly under the device-pass macros and grid-wide sync.
+//! CPU runtime; a cooperative launch with grid-wide syncs (and a grid sync
+//! outside one, which stops the program saying why); `ditto validate` on
+//! them; and the build that must fail: GCN inline assembly under the
+//! device-pass macros.
 
 mod common;
 use common::*;
@@ -241,8 +243,22 @@ fn gcn_inline_assembly_under_the_device_pass_macros_fails_the_build_naming_kerne
     assert!(!dir.path().join("transpose.host.so").exists());
 }
 
+const GRID_SYNC_OUTPUT: &str = "cooperative: 110 groups, 0 with the wrong total\n\
+    is_valid: ordinary launch 0 0, cooperative launch 1 1\n\
+    a grid of 450560 groups: hipErrorCooperativeLaunchTooLarge\n";
+
 #[test]
-fn grid_wide_sync_fails_the_build_naming_the_call() {
+fn a_cooperative_launch_syncs_the_whole_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[source("grid_sync.hip").to_str().unwrap(), "-o", "grid_sync"],
+    );
+    assert_runs(&dir.path().join("grid_sync"), &[], GRID_SYNC_OUTPUT);
+}
+
+#[test]
+fn a_grid_wide_sync_outside_a_cooperative_launch_stops_the_program_saying_why() {
     let dir = tempfile::tempdir().unwrap();
     let src = write(
         dir.path(),
@@ -254,13 +270,29 @@ fn grid_wide_sync_fails_the_build_naming_the_call() {
          \x20 cooperative_groups::this_grid().sync();\n\
          \x20 x[blockIdx.x] += x[0];\n\
          }\n\
-         int main() { return 0; }\n",
+         int main() {\n\
+         \x20 int* x; (void)hipMalloc(&x, 8 * sizeof(int));\n\
+         \x20 two_phases<<<8, 64>>>(x);\n\
+         \x20 (void)hipDeviceSynchronize();\n\
+         \x20 return 0;\n\
+         }\n",
     );
-    let out = hipcc(dir.path(), &[src.to_str().unwrap(), "-o", "grid"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("grid.hip:5"), "the call is not named: {err}");
-    assert!(err.contains("grid-wide sync"), "{err}");
+    build(dir.path(), &[src.to_str().unwrap(), "-o", "grid"]);
+    let out = run(&dir.path().join("grid"), &[]);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGABRT),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(
+            "a grid-wide sync (cooperative_groups::grid_group::sync) in a kernel not launched \
+             with hipLaunchCooperativeKernel"
+        ),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -296,12 +328,14 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
         "set -e; cd {dir}; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {wr} -o warp_reduce; ./warp_reduce; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {wo} -o wave_ops; ./wave_ops; \
-         {ditto} hipcc --offload-arch=gfx90a -O2 {tiles} -o tiles; ./tiles",
+         {ditto} hipcc --offload-arch=gfx90a -O2 {tiles} -o tiles; ./tiles; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {grid} -o grid_sync; ./grid_sync",
         dir = dir.path().display(),
         ditto = ditto.display(),
         wr = source("warp_reduce.hip").display(),
         wo = source("wave_ops.hip").display(),
         tiles = source("tiles.hip").display(),
+        grid = source("grid_sync.hip").display(),
     );
     let mut cmd = Command::new(&chroot);
     cmd.args(["run", "6.4", "--bind"]).arg(repo_root());
@@ -316,14 +350,14 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
         .args(["--env", "DITTO_HSA_CPU_ABI=6.4", "--", "sh", "-c"])
         .arg(&script);
     let out = output_within(&mut cmd, LIMIT, "ditto hipcc in the ROCm 6.4 chroot");
+    let expected = format!(
+        "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n\
+         wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n\
+         tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n{GRID_SYNC_OUTPUT}"
+    );
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),
-        (
-            Some(0),
-            "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n\
-             wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n\
-             tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n"
-        ),
+        (Some(0), expected.as_str()),
         "stderr:\n{}",
         stderr(&out)
     );

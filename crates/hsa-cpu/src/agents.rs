@@ -141,6 +141,12 @@ pub const GFX90A_ISA: hsa_isa_t = hsa_isa_t {
 };
 pub const GFX90A_ISA_NAME: &str = "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-";
 
+/// Compute units of each GPU agent (an MI210's 104 would do as well; CLR
+/// reports COOPERATIVE_COMPUTE_UNIT_COUNT as the device's CU count).
+pub const COMPUTE_UNITS: u32 = 110;
+/// Wavefronts one compute unit keeps resident (gfx90a: 8 per SIMD, 4 SIMDs).
+pub const MAX_WAVES_PER_CU: u32 = 32;
+
 /// Ours, not gfx90a's 64: see the queue size rules in `queues`.
 pub const QUEUE_MIN_SIZE: u32 = 4;
 pub const QUEUE_MAX_SIZE: u32 = 131072;
@@ -365,13 +371,13 @@ pub(crate) fn agent_get_info(
             HSA_AGENT_INFO_VERSION_MINOR => put(value, 1u16),
             0xA000 => put(value, if gpu { 0x740cu32 } else { 0 }), // CHIP_ID
             0xA001 => put(value, 64u32),                           // CACHELINE_SIZE
-            0xA002 => put(value, if gpu { 110u32 } else { cpu_count() }), // COMPUTE_UNIT_COUNT
+            0xA002 => put(value, if gpu { COMPUTE_UNITS } else { cpu_count() }), // COMPUTE_UNIT_COUNT
             0xA003 => put(value, if gpu { 1700u32 } else { 2000 }), // MAX_CLOCK_FREQUENCY
-            0xA004 => put(value, if gpu { 1 + n } else { 0 }),     // DRIVER_NODE_ID
-            0xA005 => put(value, if gpu { 4u32 } else { 0 }),      // MAX_ADDRESS_WATCH_POINTS
+            0xA004 => put(value, if gpu { 1 + n } else { 0 }),      // DRIVER_NODE_ID
+            0xA005 => put(value, if gpu { 4u32 } else { 0 }),       // MAX_ADDRESS_WATCH_POINTS
             0xA006 => put(value, if gpu { (1 + n) << 8 } else { 0 }), // BDFID: bus 1 + n
-            0xA007 => put(value, if gpu { 4096u32 } else { 64 }),  // MEMORY_WIDTH
-            0xA008 => put(value, 1600u32),                         // MEMORY_MAX_FREQUENCY
+            0xA007 => put(value, if gpu { 4096u32 } else { 64 }),   // MEMORY_WIDTH
+            0xA008 => put(value, 1600u32),                          // MEMORY_MAX_FREQUENCY
             0xA009 => put_chars::<64>(
                 value,
                 if gpu {
@@ -380,13 +386,15 @@ pub(crate) fn agent_get_info(
                     "ditto CPU runtime host"
                 },
             ),
-            0xA00A => put(value, if gpu { 32u32 } else { 0 }), // MAX_WAVES_PER_CU
-            0xA00B => put(value, if gpu { 4u32 } else { 0 }),  // NUM_SIMDS_PER_CU
-            0xA00C => put(value, if gpu { 8u32 } else { 0 }),  // NUM_SHADER_ENGINES
-            0xA00D => put(value, 1u32),                        // NUM_SHADER_ARRAYS_PER_SE
-            0xA00E => put(value, [0usize; 2]),                 // HDP_FLUSH: no registers
-            0xA00F => put(value, 0u32),                        // DOMAIN
-            0xA010 => put(value, false),                       // COOPERATIVE_QUEUES
+            0xA00A => put(value, if gpu { MAX_WAVES_PER_CU } else { 0 }), // MAX_WAVES_PER_CU
+            0xA00B => put(value, if gpu { 4u32 } else { 0 }),             // NUM_SIMDS_PER_CU
+            0xA00C => put(value, if gpu { 8u32 } else { 0 }),             // NUM_SHADER_ENGINES
+            0xA00D => put(value, 1u32),        // NUM_SHADER_ARRAYS_PER_SE
+            0xA00E => put(value, [0usize; 2]), // HDP_FLUSH: no registers
+            0xA00F => put(value, 0u32),        // DOMAIN
+            // COOPERATIVE_QUEUES: a cooperative queue runs every group at
+            // once (dispatch.rs), so grid-wide syncs work.
+            0xA010 => put(value, gpu),
             0xA011 => put_chars::<21>(
                 value,
                 &if gpu {
@@ -397,8 +405,8 @@ pub(crate) fn agent_get_info(
             ),
             0xA012 => put(value, 0u32), // ASIC_REVISION
             0xA013 => put(value, true), // SVM_DIRECT_HOST_ACCESS
-            0xA014 => put(value, if gpu { 110u32 } else { 0 }), // COOPERATIVE_COMPUTE_UNIT_COUNT
-            0xA015 => put(value, if gpu { 64u64 << 30 } else { 0 }), // MEMORY_AVAIL
+            0xA014 => put(value, if gpu { COMPUTE_UNITS } else { 0 }), // COOPERATIVE_COMPUTE_UNIT_COUNT
+            0xA015 => put(value, if gpu { 64u64 << 30 } else { 0 }),   // MEMORY_AVAIL
             // TIMESTAMP_FREQUENCY: the system's (dispatch times are in its ticks).
             0xA016 => put(value, 1_000_000_000u64),
             0xA107 => put(value, if gpu { 141u32 } else { 0 }), // ASIC_FAMILY_ID (AI: gfx9)

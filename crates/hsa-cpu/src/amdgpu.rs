@@ -178,9 +178,9 @@ mod tests {
 
     #[test]
     fn unknown_blit_kernels_and_kernels_without_host_build_name_themselves() {
-        match implementation("__amd_rocclr_gwsInit", &[(0, 4)]) {
-            Implementation::Missing(m) => assert!(m.contains("__amd_rocclr_gwsInit"), "{m}"),
-            _ => panic!("gwsInit must not be implemented"),
+        match implementation("__amd_rocclr_initHeap", &[(0, 8)]) {
+            Implementation::Missing(m) => assert!(m.contains("__amd_rocclr_initHeap"), "{m}"),
+            _ => panic!("initHeap must not be implemented"),
         }
         match implementation("_Z14no_such_kernelPf", &[(0, 8)]) {
             Implementation::Missing(m) => {

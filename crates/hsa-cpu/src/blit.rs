@@ -63,9 +63,14 @@
 //! - `streamOpsWrite(ptrInt@0, ptrUlong@8, value@16)`: CLR sets the
 //!   pointer of the value's width and leaves the other null.
 //!
-//! Other kernels of the blit code object (`__amd_rocclr_initHeap`,
-//! `__amd_rocclr_gwsInit`, image kernels) are not implemented: dispatching
-//! one fails with a message naming it.
+//! - `__amd_rocclr_gwsInit(value:u32@0)`: sets up the GPU's global wave
+//!   sync counter before a cooperative launch (HIP 5.2 always, 6.x where
+//!   the ISA has GWS). Does nothing here: a cooperative dispatch's grid
+//!   barrier needs no set-up (dispatch.rs).
+//!
+//! Other kernels of the blit code object (`__amd_rocclr_initHeap`, image
+//! kernels) are not implemented: dispatching one fails with a message
+//! naming it.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -91,6 +96,7 @@ pub enum Blit {
     /// CLR 6.4's streamOpsWrite (no size argument).
     StreamOpsWriteUnsized,
     StreamOpsWait,
+    GwsInit,
 }
 
 /// Upper bound of one wait of streamOpsWait before it re-reads the word;
@@ -118,6 +124,7 @@ impl Blit {
             "__amd_rocclr_fillBufferAligned2D" => &[Blit::FillBufferAligned2D],
             "__amd_rocclr_streamOpsWrite" => &[Blit::StreamOpsWrite, Blit::StreamOpsWriteUnsized],
             "__amd_rocclr_streamOpsWait" => &[Blit::StreamOpsWait],
+            "__amd_rocclr_gwsInit" => &[Blit::GwsInit],
             _ => &[],
         }
     }
@@ -194,6 +201,7 @@ impl Blit {
             ],
             Blit::StreamOpsWrite => &[(0, 8), (8, 8), (16, 8), (24, 8)],
             Blit::StreamOpsWait => &[(0, 8), (8, 8), (16, 8), (24, 8), (32, 8)],
+            Blit::GwsInit => &[(0, 4)],
         }
     }
 
@@ -384,6 +392,7 @@ impl Blit {
                     std::thread::sleep(WAIT_PAUSE);
                 }
             }
+            Blit::GwsInit => Ok(()),
         }
     }
 }
@@ -507,6 +516,10 @@ mod tests {
         assert!(err.contains("implements") && err.contains(" or "), "{err}");
         assert_eq!(
             Blit::for_kernel("__amd_rocclr_gwsInit", &[(0, 4)]),
+            Ok(Some(Blit::GwsInit))
+        );
+        assert_eq!(
+            Blit::for_kernel("__amd_rocclr_initHeap", &[(0, 8)]),
             Ok(None)
         );
     }

@@ -25,6 +25,9 @@ pub struct CpuDispatch {
     pub first_group: u64,
     /// Groups this call runs from `first_group`.
     pub group_count: u64,
+    /// A cooperative launch's grid barrier (`dispatch`), else None.
+    pub grid_barrier: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub grid_barrier_context: *mut c_void,
 }
 
 /// `ditto_cpu_kernel_entry_t`.
@@ -43,7 +46,8 @@ pub struct CpuKernel {
 }
 
 const _: () = {
-    assert!(std::mem::size_of::<CpuDispatch>() == 56);
+    assert!(std::mem::size_of::<CpuDispatch>() == 72);
+    assert!(std::mem::offset_of!(CpuDispatch, grid_barrier) == 56);
     assert!(std::mem::offset_of!(CpuDispatch, kernarg) == 32);
     assert!(std::mem::offset_of!(CpuDispatch, first_group) == 40);
     assert!(std::mem::offset_of!(CpuDispatch, group_count) == 48);

@@ -2,7 +2,9 @@
 //! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2; for a
 //! kernel of an AMDGPU code object, its host build's entry), one per
 //! chunk of work-groups, run in parallel by `pool`; returns only when every
-//! chunk has returned. A CLR blit kernel runs as one call of `blit`; a
+//! chunk has returned. A cooperative dispatch (a packet of a cooperative
+//! queue) runs every group at once instead, each on a thread of its own,
+//! with the grid barrier their grid-wide syncs wait at (`grid_barrier`). A CLR blit kernel runs as one call of `blit`; a
 //! kernel that cannot run fails with its message on stderr. Owns how a
 //! live kernel runs (`KernelRun`, the record `executables` registers per
 //! kernel descriptor); the C ABI of the entry call is `cpu_code_object`'s.
@@ -13,10 +15,11 @@
 
 use crate::blit::Blit;
 use crate::cpu_code_object::{CpuDispatch, KernelEntry, Library};
-use crate::pool;
+use crate::{agents, pool};
 use hsa::*;
-use std::sync::Arc;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Chunks per group-running thread: enough to even out groups of unequal
 /// cost, few enough that per-call costs stay small (each entry call takes a
@@ -70,7 +73,7 @@ fn total_groups(d: &hsa_kernel_dispatch_packet_t) -> Result<u64, ()> {
 /// the kernel record that keeps its code object loaded.
 struct SharedDispatch {
     args: CpuDispatch,
-    _kernel: Arc<KernelRecord>,
+    _kernel: Option<Arc<KernelRecord>>,
 }
 // SAFETY: the kernarg pointer is only read by entry calls, which all return
 // before `run` does (and the packet, with its kernarg, completes).
@@ -91,7 +94,11 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 /// is one group or one thread, else in chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
 /// packet still completes); it is returned only after every chunk returned.
-pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t, kernel: Arc<KernelRecord>) -> hsa_status_t {
+pub(crate) fn run(
+    d: &hsa_kernel_dispatch_packet_t,
+    kernel: Arc<KernelRecord>,
+    cooperative: bool,
+) -> hsa_status_t {
     let entry = match &kernel.run {
         KernelRun::Entry { entry, .. } => *entry,
         KernelRun::Blit(blit) => {
@@ -122,9 +129,13 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t, kernel: Arc<KernelRecord>) -
         kernarg: d.kernarg_address,
         first_group: 0,
         group_count: groups,
+        grid_barrier: None,
+        grid_barrier_context: std::ptr::null_mut(),
     };
     let threads = pool::threads();
-    let rc = if groups <= 1 || threads == 1 {
+    let rc = if cooperative {
+        run_cooperative(entry, args, groups)
+    } else if groups <= 1 || threads == 1 {
         // Inline: no hand-off for the tiny dispatches that dominate counts.
         // SAFETY: entry belongs to a loaded code object kept alive by
         // `kernel` (an Arc on its library) for the duration of the call.
@@ -134,7 +145,7 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t, kernel: Arc<KernelRecord>) -
         args.group_count = 0;
         let shared = SharedDispatch {
             args,
-            _kernel: kernel.clone(),
+            _kernel: Some(kernel.clone()),
         };
         let first_error = Arc::new(AtomicI32::new(0));
         let error = first_error.clone();
@@ -164,6 +175,181 @@ pub(crate) fn run(d: &hsa_kernel_dispatch_packet_t, kernel: Arc<KernelRecord>) -
     } else {
         HSA_STATUS_ERROR_EXCEPTION
     }
+}
+
+/// The most groups a cooperative dispatch may have: what a gfx90a can
+/// keep resident at once (COOPERATIVE_COMPUTE_UNIT_COUNT compute units of
+/// MAX_WAVES_PER_CU wavefronts each; every group is one wavefront or more).
+pub const MAX_COOPERATIVE_GROUPS: u64 =
+    agents::COMPUTE_UNITS as u64 * agents::MAX_WAVES_PER_CU as u64;
+
+/// Stack of a cooperative group's thread: the entry and its scheduler (a
+/// group's work-items run on fiber stacks of their own; a group of one
+/// work-item runs on this one).
+const COOPERATIVE_STACK_BYTES: usize = 1 << 20;
+
+/// The barrier of a cooperative dispatch's groups. A group whose entry
+/// call has returned (finished, or failed) leaves it, so it no longer
+/// holds the others: as a finished work-item does not hold __syncthreads.
+/// (On a GPU every group must reach every grid barrier or the rest hang.)
+struct GridBarrier {
+    state: Mutex<BarrierState>,
+    released: Condvar,
+}
+
+struct BarrierState {
+    participants: u64,
+    arrived: u64,
+    generation: u64,
+}
+
+impl GridBarrier {
+    fn new(participants: u64) -> Self {
+        GridBarrier {
+            state: Mutex::new(BarrierState {
+                participants,
+                arrived: 0,
+                generation: 0,
+            }),
+            released: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BarrierState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn release_if_complete(&self, st: &mut BarrierState) {
+        if st.arrived > 0 && st.arrived >= st.participants {
+            st.arrived = 0;
+            st.generation += 1;
+            self.released.notify_all();
+        }
+    }
+
+    fn wait(&self) {
+        let mut st = self.lock();
+        st.arrived += 1;
+        let generation = st.generation;
+        self.release_if_complete(&mut st);
+        while st.generation == generation {
+            st = self.released.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn leave(&self) {
+        let mut st = self.lock();
+        st.participants -= 1;
+        self.release_if_complete(&mut st);
+    }
+}
+
+/// `grid_barrier` of ditto_cpu_dispatch_t.
+unsafe extern "C" fn grid_barrier(context: *mut c_void) {
+    if context.is_null() {
+        return;
+    }
+    // SAFETY: the context is the dispatch's GridBarrier, alive until every
+    // group's thread has returned (run_cooperative joins them all).
+    let barrier = unsafe { &*(context as *const GridBarrier) };
+    // A panic cannot cross this C boundary; waiting on a mutex does not panic.
+    barrier.wait();
+}
+
+/// Whether the group threads may start: all were spawned (true) or one
+/// could not be (false: none runs, so none waits for a missing group).
+struct StartGate {
+    open: Mutex<Option<bool>>,
+    changed: Condvar,
+}
+
+impl StartGate {
+    fn set(&self, go: bool) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        self.changed.notify_all();
+    }
+
+    fn wait(&self) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(go) = *open {
+                return go;
+            }
+            open = self.changed.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Runs every group of a cooperative dispatch at once, one thread each,
+/// all started before any runs; returns the first non-zero entry result.
+fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64) -> i32 {
+    if groups > MAX_COOPERATIVE_GROUPS {
+        eprintln!(
+            "hsa-cpu: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \
+             {MAX_COOPERATIVE_GROUPS} resident (HIP's hipLaunchCooperativeKernel checks the \
+             occupancy first); the dispatch fails"
+        );
+        return -1;
+    }
+    let barrier = GridBarrier::new(groups);
+    let gate = StartGate {
+        open: Mutex::new(None),
+        changed: Condvar::new(),
+    };
+    let shared = SharedDispatch {
+        args: CpuDispatch {
+            grid_barrier: Some(grid_barrier),
+            grid_barrier_context: &barrier as *const GridBarrier as *mut c_void,
+            ..args
+        },
+        _kernel: None,
+    };
+    let first_error = AtomicI32::new(0);
+    std::thread::scope(|scope| {
+        let mut spawned = 0u64;
+        for group in 0..groups {
+            let (shared, gate, barrier, first_error) = (&shared, &gate, &barrier, &first_error);
+            let thread = std::thread::Builder::new()
+                .name(format!("hsa-cpu-coop-{group}"))
+                .stack_size(COOPERATIVE_STACK_BYTES)
+                .spawn_scoped(scope, move || {
+                    if !gate.wait() {
+                        return;
+                    }
+                    let group_args = CpuDispatch {
+                        first_group: group,
+                        group_count: 1,
+                        ..shared.args
+                    };
+                    // SAFETY: the caller's kernel record keeps the code
+                    // object loaded until this scope has joined every
+                    // thread; the group is inside the grid.
+                    let rc = unsafe { entry(&group_args) };
+                    barrier.leave();
+                    if rc != 0 {
+                        let _ = first_error.compare_exchange(
+                            0,
+                            rc,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                });
+            if thread.is_err() {
+                break;
+            }
+            spawned += 1;
+        }
+        if spawned < groups {
+            eprintln!(
+                "hsa-cpu: a cooperative dispatch of {groups} work-groups: could start only \
+                 {spawned} threads (one per group runs at once); the dispatch fails"
+            );
+            first_error.store(-1, Ordering::Relaxed);
+        }
+        gate.set(spawned == groups);
+    });
+    first_error.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

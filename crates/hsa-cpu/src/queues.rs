@@ -64,6 +64,12 @@ unsafe impl Sync for Ring {}
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Ring {
+    /// Created as HSA_QUEUE_TYPE_COOPERATIVE: its dispatches run every
+    /// group at once (dispatch.rs).
+    pub fn cooperative(&self) -> bool {
+        self.queue.type_ == HSA_QUEUE_TYPE_COOPERATIVE
+    }
+
     pub fn new(size: u32, type_: hsa_queue_type32_t) -> Option<Ring> {
         let layout = std::alloc::Layout::from_size_align(size as usize * 64, 4096).ok()?;
         // SAFETY: layout has non-zero size (size >= QUEUE_MIN_SIZE slots).
@@ -291,7 +297,7 @@ impl HwQueue {
                     let start = agents::timestamp_ns();
                     // Only a live kernel descriptor is ever run.
                     let status = match executables::lookup_kernel(d.kernel_object) {
-                        Some(kernel) => dispatch::run(&d, kernel),
+                        Some(kernel) => dispatch::run(&d, kernel, ring.cooperative()),
                         None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
                     };
                     let end = agents::timestamp_ns();

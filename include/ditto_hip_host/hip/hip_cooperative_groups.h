@@ -7,10 +7,13 @@
 // size known at run time: their sync, shuffles and votes are the cross-lane
 // operations of ditto_hip_cpu.hpp restricted to the tile), the coalesced
 // lanes of a wavefront, and the grid. A grid-wide sync needs every group of
-// the grid running at once (a cooperative launch); the CPU runtime runs the
-// groups of a dispatch in chunks and cannot promise that, so
-// grid_group::sync() in a kernel FAILS THE BUILD with a message naming the
-// call, and the runtime reports no cooperative launch support.
+// the grid running at once: a cooperative launch (hipLaunchCooperativeKernel),
+// which the CPU runtime honours by giving each group an OS thread of its
+// own (ditto_hsa_cpu.h, "Cooperative launches"). grid_group::sync() is a
+// barrier of the work-group, the grid barrier called by the group's first
+// work-item, and a barrier of the work-group again. grid_group::is_valid()
+// is true in a cooperative launch only; a sync outside one aborts with a
+// message (a GPU would hang).
 #ifndef DITTO_HIP_HOST_HIP_COOPERATIVE_GROUPS_H
 #define DITTO_HIP_HOST_HIP_COOPERATIVE_GROUPS_H
 
@@ -143,11 +146,12 @@ class grid_group {
     return static_cast<unsigned long long>(gridDim.x) * gridDim.y * gridDim.z * detail::block_size();
   }
   unsigned long long num_threads() const { return size(); }
-  bool is_valid() const { return true; }
-  void sync() const
-      __attribute__((error("grid-wide sync (cooperative_groups::grid_group::sync) cannot run on ditto's CPU "
-                           "runtime: it runs the groups of a dispatch in chunks, not all at once; split the "
-                           "kernel at the sync into two launches")));
+  bool is_valid() const { return ditto_grid_barrier_available(); }
+  void sync() const {
+    __syncthreads();
+    if (detail::block_rank() == 0) ditto_grid_barrier();
+    __syncthreads();
+  }
 };
 static inline grid_group this_grid() { return grid_group(); }
 

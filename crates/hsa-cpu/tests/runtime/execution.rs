@@ -13,6 +13,9 @@ use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// `rendezvous` counts each group's arrival, waits at the grid barrier
+/// when the dispatch has one, and records the count it sees after it
+/// (group `skip` returns at once, reaching no barrier).
 /// `probe` records, per group, the OS thread id and the first 15 bytes of
 /// the thread's name, then sleeps 2 ms (so that with several threads the
 /// workers surely claim chunks). `mark` adds 1 to marks[group] for every
@@ -54,8 +57,22 @@ static int busy_entry(const ditto_cpu_dispatch_t* d) {
   }
   return 0;
 }
+struct rendezvous_args { uint32_t* arrived; uint32_t* seen; uint32_t* had_barrier; uint32_t skip; };
+static int rendezvous_entry(const ditto_cpu_dispatch_t* d) {
+  struct rendezvous_args a; memcpy(&a, d->kernarg, sizeof a);
+  for (uint64_t g = d->first_group; g < d->first_group + d->group_count; g++) {
+    a.had_barrier[g] = d->grid_barrier != NULL;
+    if (g == a.skip) continue;
+    __atomic_fetch_add(a.arrived, 1, __ATOMIC_RELAXED);
+    if (d->grid_barrier) d->grid_barrier(d->grid_barrier_context);
+    a.seen[g] = __atomic_load_n(a.arrived, __ATOMIC_RELAXED);
+    if (d->grid_barrier) d->grid_barrier(d->grid_barrier_context);
+  }
+  return 0;
+}
 static const ditto_cpu_kernel_t kernels[] = {
   { "probe", sizeof(struct probe_args), 8, 0, 0, probe_entry },
+  { "rendezvous", sizeof(struct rendezvous_args), 8, 0, 0, rendezvous_entry },
   { "mark", sizeof(struct mark_args), 8, 0, 0, mark_entry },
   { "busy", 8, 8, 0, 0, busy_entry },
 };
@@ -356,4 +373,73 @@ fn refusing_an_old_code_object_says_which_abi_it_has() {
         stderr.contains("code-object ABI 1") && stderr.contains("runs ABI 2"),
         "stderr:\n{stderr}"
     );
+}
+
+/// Runs `rendezvous` over `groups` groups on a queue of `type_`; returns
+/// (seen, had_barrier) per group.
+fn rendezvous(type_: hsa_queue_type32_t, groups: u32, skip: u32) -> (Vec<u32>, Vec<u32>) {
+    let exe = exec_kernels();
+    let kernel = kernel_object(exe, "rendezvous.kd");
+    let mut arrived = 0u32;
+    let mut seen = vec![0u32; groups as usize];
+    let mut had_barrier = vec![9u32; groups as usize];
+    #[repr(C)]
+    struct Args(*mut u32, *mut u32, *mut u32, u32);
+    let mut args = Args(
+        &mut arrived,
+        seen.as_mut_ptr(),
+        had_barrier.as_mut_ptr(),
+        skip,
+    );
+    let mut q = std::ptr::null_mut();
+    // SAFETY: valid out pointer; the kernarg block outlives the dispatch.
+    unsafe {
+        let s = rt::hsa_queue_create(
+            gpu(),
+            64,
+            type_,
+            None,
+            std::ptr::null_mut(),
+            u32::MAX,
+            u32::MAX,
+            &mut q,
+        );
+        assert_eq!(s, 0);
+        let done = signal(1);
+        let args_ptr = &mut args as *mut Args as *mut c_void;
+        submit(q, &[groups_dispatch(kernel, args_ptr, groups, done)]);
+        assert_eq!(wait_eq(done, 0), 0);
+        rt::hsa_queue_destroy(q);
+    }
+    (seen, had_barrier)
+}
+
+#[test]
+fn a_cooperative_queue_runs_every_group_at_once_behind_one_grid_barrier() {
+    let mut coop = false;
+    // SAFETY: COOPERATIVE_QUEUES is a bool.
+    let s = unsafe { rt::hsa_agent_get_info(gpu(), 0xA010, &mut coop as *mut bool as *mut c_void) };
+    assert_eq!(
+        (s, coop),
+        (0, true),
+        "the GPU agent reports cooperative queues"
+    );
+    // 40 groups: more than the pool has threads, so only threads of their
+    // own let every group reach the barrier. Group 7 returns at once and
+    // so no longer holds the barrier.
+    let (seen, had_barrier) = rendezvous(HSA_QUEUE_TYPE_COOPERATIVE, 40, 7);
+    assert!(had_barrier.iter().all(|b| *b == 1), "{had_barrier:?}");
+    for (g, n) in seen.iter().enumerate() {
+        let expected = if g == 7 { 0 } else { 39 };
+        assert_eq!(
+            *n, expected,
+            "group {g} passed the barrier before the others arrived"
+        );
+    }
+}
+
+#[test]
+fn an_ordinary_queue_gives_no_grid_barrier() {
+    let (_, had_barrier) = rendezvous(HSA_QUEUE_TYPE_MULTI, 8, u32::MAX);
+    assert_eq!(had_barrier, vec![0; 8]);
 }

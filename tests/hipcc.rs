@@ -208,6 +208,63 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `hipcc --emit-static-lib`: a host library whose kernel and launcher are
+/// in the archive; the program (a .cpp without kernels) only calls the
+/// launcher.
+#[test]
+fn a_library_made_with_emit_static_lib_carries_its_host_build_into_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = write(
+        dir.path(),
+        "squares.hip",
+        "#include <hip/hip_runtime.h>\n\
+         __global__ void squares(int* out, int n) {\n\
+         \x20 int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+         \x20 if (i < n) out[i] = i * i;\n\
+         }\n\
+         long long sum_of_squares(int n) {\n\
+         \x20 int* d; (void)hipMalloc(&d, n * sizeof(int));\n\
+         \x20 squares<<<(n + 63) / 64, 64>>>(d, n);\n\
+         \x20 int* h = new int[n];\n\
+         \x20 (void)hipMemcpy(h, d, n * sizeof(int), hipMemcpyDeviceToHost);\n\
+         \x20 long long s = 0; for (int i = 0; i < n; ++i) s += h[i];\n\
+         \x20 delete[] h; (void)hipFree(d); return s;\n\
+         }\n",
+    );
+    build(
+        dir.path(),
+        &[
+            "--emit-static-lib",
+            "-fPIC",
+            lib.to_str().unwrap(),
+            "-o",
+            "libsquares.a",
+        ],
+    );
+    let members = Command::new("ar")
+        .current_dir(dir.path())
+        .args(["t", "libsquares.a"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&members).contains("ditto-host-build-squares.o"),
+        "{}",
+        stdout(&members)
+    );
+    let main = write(
+        dir.path(),
+        "main.cpp",
+        "#include <cstdio>\n\
+         long long sum_of_squares(int n);\n\
+         int main() { printf(\"%lld\\n\", sum_of_squares(1000)); return 0; }\n",
+    );
+    build(
+        dir.path(),
+        &[main.to_str().unwrap(), "-L.", "-lsquares", "-o", "squares"],
+    );
+    assert_runs(&dir.path().join("squares"), &[], "332833500\n");
+}
+
 #[test]
 fn gcn_inline_assembly_under_the_device_pass_macros_fails_the_build_naming_kernel_and_line() {
     let dir = tempfile::tempdir().unwrap();

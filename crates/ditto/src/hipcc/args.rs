@@ -24,6 +24,10 @@ pub struct HipccArgs {
     pub relocatable_device_code: bool,
     /// `-shared`.
     pub shared: bool,
+    /// `--emit-static-lib`: the output is a static library of the sources
+    /// (hipcc compiles and archives in one step); the host builds travel in
+    /// it as one extra member per source (`embedding::add_to_archive`).
+    pub static_library: bool,
     /// `--genco`: the output is a code object the program loads itself
     /// (hipModuleLoad); its host build is `<output>.host.so`.
     pub code_object_only: bool,
@@ -122,6 +126,7 @@ pub fn parse(args: &[OsString]) -> HipccArgs {
                 parsed.compile_flags.push(arg.clone());
             }
             "-shared" => parsed.shared = true,
+            "--emit-static-lib" => parsed.static_library = true,
             "--genco" => parsed.code_object_only = true,
             "-MD" | "-MMD" | "-MP" => {}
             _ if text.starts_with("-o") && text.len() > 2 => {

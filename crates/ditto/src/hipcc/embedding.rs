@@ -84,6 +84,47 @@ pub fn embed(object: &Path, host_object: &[u8], scratch: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Adds the frame of `host_object` to the static library `archive` (what
+/// `hipcc --emit-static-lib` wrote) as a member of its own: an empty object
+/// whose only content is the section, so the linker never pulls it in.
+pub fn add_to_archive(
+    archive: &Path,
+    source: &Path,
+    host_object: &[u8],
+    scratch: &Path,
+) -> Result<()> {
+    let stem = source.file_stem().unwrap_or_default().to_string_lossy();
+    let member = scratch.join(format!("ditto-host-build-{stem}.o"));
+    let cc = Command::new("cc")
+        .args(["-x", "c", "-c", "-o"])
+        .arg(&member)
+        .arg("/dev/null")
+        .output()
+        .context("cannot run cc to make the archive member of the host build")?;
+    if !cc.status.success() {
+        bail!(
+            "cc could not make the archive member of the host build: {}",
+            String::from_utf8_lossy(&cc.stderr).trim()
+        );
+    }
+    embed(&member, host_object, scratch)?;
+    let ar = std::env::var_os("AR").unwrap_or_else(|| "ar".into());
+    let output = Command::new(ar)
+        .arg("rs")
+        .arg(archive)
+        .arg(&member)
+        .output()
+        .context("cannot run ar to add the host build to the library")?;
+    if !output.status.success() {
+        bail!(
+            "ar could not add the host build to {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// The host objects carried by an object file or a static library (each
 /// member's section holds whole frames, so the file's bytes are scanned as
 /// they are).

@@ -124,11 +124,13 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         let bytes = std::fs::read(&object)?;
         if parsed.compile_only {
             embedding::embed(&parsed.object_of(source), &bytes, &work)?;
+        } else if parsed.static_library {
+            embedding::add_to_archive(&parsed.linked_output(), source, &bytes, &work)?;
         } else {
             host_objects.push(bytes);
         }
     }
-    if parsed.compile_only {
+    if parsed.compile_only || parsed.static_library {
         return Ok(());
     }
     let output = parsed.linked_output();
@@ -184,12 +186,15 @@ fn source_device_code(
     source: &Path,
     work: &Path,
 ) -> Result<registration::DeviceCode> {
-    let own_output = if parsed.compile_only && !parsed.relocatable_device_code {
+    let own_output = if parsed.static_library {
+        None
+    } else if parsed.compile_only && !parsed.relocatable_device_code {
         Some(parsed.object_of(source))
     } else if (parsed.code_object_only && parsed.sources.len() == 1)
         || (!parsed.compile_only
             && parsed.sources.len() == 1
             && parsed.inputs.is_empty()
+            && parsed.static_libs().is_empty()
             && !parsed.relocatable_device_code)
     {
         Some(parsed.linked_output())

@@ -68,6 +68,11 @@
  * runs every group in turn on the processor thread (ABI 1's behaviour).
  * An invalid value is reported on stderr and the default is used.
  *
+ * GPU agents: DITTO_HSA_CPU_GPUS=<n> (1 to 8, default 1), read once: n
+ * GPU-type agents, each with its own pools (memory of one is owned by it
+ * in pointer info and IPC attachments) and queues; code objects load per
+ * agent. The GPUs share the threads that run groups.
+ *
  * An entry call runs its groups in turn on the calling thread; the
  * work-items of a group run as cooperative fibers on that thread, switching
  * at __syncthreads(), so barriers behave as on a GPU. A thread runs one

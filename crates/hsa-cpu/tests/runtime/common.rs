@@ -133,13 +133,18 @@ pub fn wait_eq(s: hsa_signal_t, v: i64) -> i64 {
 }
 
 pub fn queue(size: u32) -> *mut hsa_queue_t {
+    queue_on(gpu(), size, HSA_QUEUE_TYPE_MULTI)
+}
+
+/// A queue of `type_` on `agent`.
+pub fn queue_on(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t) -> *mut hsa_queue_t {
     let mut q = std::ptr::null_mut();
     // SAFETY: q is a valid out pointer.
     let s = unsafe {
         rt::hsa_queue_create(
-            gpu(),
+            agent,
             size,
-            HSA_QUEUE_TYPE_MULTI,
+            type_,
             None,
             std::ptr::null_mut(),
             u32::MAX,
@@ -270,6 +275,14 @@ pub struct LoadedKernels {
 }
 
 pub fn load_code_object(bytes: &[u8]) -> Result<hsa_executable_t, hsa_status_t> {
+    load_code_object_for(gpu(), bytes)
+}
+
+/// Loads `bytes` into a new, frozen executable for `agent`.
+pub fn load_code_object_for(
+    agent: hsa_agent_t,
+    bytes: &[u8],
+) -> Result<hsa_executable_t, hsa_status_t> {
     // SAFETY: plain API calls with valid out pointers.
     unsafe {
         let mut reader = hsa_code_object_reader_t::default();
@@ -291,7 +304,7 @@ pub fn load_code_object(bytes: &[u8]) -> Result<hsa_executable_t, hsa_status_t> 
         );
         let s = rt::hsa_executable_load_agent_code_object(
             exe,
-            gpu(),
+            agent,
             reader,
             std::ptr::null(),
             std::ptr::null_mut(),

@@ -391,20 +391,9 @@ fn rendezvous(type_: hsa_queue_type32_t, groups: u32, skip: u32) -> (Vec<u32>, V
         had_barrier.as_mut_ptr(),
         skip,
     );
-    let mut q = std::ptr::null_mut();
-    // SAFETY: valid out pointer; the kernarg block outlives the dispatch.
+    let q = queue_on(gpu(), 64, type_);
+    // SAFETY: the kernarg block outlives the dispatch; q is live.
     unsafe {
-        let s = rt::hsa_queue_create(
-            gpu(),
-            64,
-            type_,
-            None,
-            std::ptr::null_mut(),
-            u32::MAX,
-            u32::MAX,
-            &mut q,
-        );
-        assert_eq!(s, 0);
         let done = signal(1);
         let args_ptr = &mut args as *mut Args as *mut c_void;
         submit(q, &[groups_dispatch(kernel, args_ptr, groups, done)]);

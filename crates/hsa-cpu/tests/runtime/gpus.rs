@@ -187,37 +187,10 @@ fn child_scenario_two_gpus() {
     let so = compile_shared(dir.path(), "kernels", KERNELS_C, &[]);
     let bytes = std::fs::read(so).unwrap();
     let name = std::ffi::CString::new("_Z4fillPjj.kd").unwrap();
+    let exe = load_code_object_for(g1, &bytes).expect("load for GPU 1");
     // SAFETY: plain API calls with valid out pointers; kernarg bytes stay
     // alive until the dispatch has completed.
     unsafe {
-        let mut reader = hsa_code_object_reader_t::default();
-        assert_eq!(
-            rt::hsa_code_object_reader_create_from_memory(
-                bytes.as_ptr() as *const c_void,
-                bytes.len(),
-                &mut reader
-            ),
-            0
-        );
-        let mut exe = hsa_executable_t::default();
-        assert_eq!(
-            rt::hsa_executable_create_alt(
-                HSA_PROFILE_FULL,
-                HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT,
-                std::ptr::null(),
-                &mut exe
-            ),
-            0
-        );
-        let loaded = rt::hsa_executable_load_agent_code_object(
-            exe,
-            g1,
-            reader,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        );
-        assert_eq!(loaded, 0);
-        assert_eq!(rt::hsa_executable_freeze(exe, std::ptr::null()), 0);
         let mut sym = hsa_executable_symbol_t::default();
         assert_eq!(
             rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &g0, &mut sym),
@@ -237,20 +210,7 @@ fn child_scenario_two_gpus() {
             ),
             0
         );
-        let mut q = std::ptr::null_mut();
-        assert_eq!(
-            rt::hsa_queue_create(
-                g1,
-                64,
-                HSA_QUEUE_TYPE_MULTI,
-                None,
-                std::ptr::null_mut(),
-                u32::MAX,
-                u32::MAX,
-                &mut q
-            ),
-            0
-        );
+        let q = queue_on(g1, 64, HSA_QUEUE_TYPE_MULTI);
         #[repr(C, align(16))]
         struct FillArgs {
             out: *mut u32,
@@ -274,7 +234,6 @@ fn child_scenario_two_gpus() {
         assert!(out.iter().enumerate().all(|(i, v)| *v == 1000 + i as u32));
         assert_eq!(rt::hsa_queue_destroy(q), 0);
         rt::hsa_executable_destroy(exe);
-        rt::hsa_code_object_reader_destroy(reader);
         assert_eq!(rt::hsa_amd_memory_pool_free(buf as _), 0);
     }
 }

@@ -208,6 +208,43 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `--genco`: a code object the program loads with hipModuleLoad; its host
+/// build (`offsets.co.host.so`) is found beside the program. The program's
+/// own `__device__` variable is set through hipGetSymbolAddress. Without
+/// the module's host build, the dispatch fails naming the kernel.
+#[test]
+fn a_module_built_with_genco_runs_and_a_symbol_address_reaches_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = source("module/offsets.hip");
+    build(
+        dir.path(),
+        &["--genco", module.to_str().unwrap(), "-o", "offsets.co"],
+    );
+    assert!(dir.path().join("offsets.co.host.so").is_file());
+    build(
+        dir.path(),
+        &[
+            source("module/module_main.hip").to_str().unwrap(),
+            "-o",
+            "module_main",
+        ],
+    );
+    let program = dir.path().join("module_main");
+    assert_runs(
+        &program,
+        &[],
+        "module: 1000 values, 0 wrong; bias of 4 bytes set at its symbol address\n",
+    );
+    std::fs::remove_file(dir.path().join("offsets.co.host.so")).unwrap();
+    let out = run(&program, &[]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("kernel `offset_by` has no host implementation"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `hipcc --emit-static-lib`: a host library whose kernel and launcher are
 /// in the archive; the program (a .cpp without kernels) only calls the
 /// launcher.

@@ -6,8 +6,10 @@
 //! The processor takes packets in order at the read index: kernel dispatch
 //! (KERNEL_OBJECT looked up in `executables`' registry of live kernels,
 //! then run by `dispatch`), barrier-AND, barrier-OR. It is sequential, so the
-//! barrier bit holds trivially. After each packet it records timestamps (for
-//! dispatches, into the completion signal the packet carries), sets the header back to INVALID, advances the read index
+//! barrier bit holds trivially. After each packet it records timestamps into
+//! the completion signal the packet carries (a dispatch: around the run; a
+//! barrier: from when the processor took it to when its condition held),
+//! sets the header back to INVALID, advances the read index
 //! and then decrements the completion signal by 1. The processor sleeps
 //! whenever it waits (doorbell, barrier dependencies): no periodic wake-up;
 //! a queue destroy sets the stop flag and wakes whatever it sleeps on.
@@ -291,6 +293,16 @@ impl HwQueue {
             }
             // SAFETY: the header was published with release; the body is stable.
             let pkt: AqlPacket = unsafe { *slot };
+            // Barrier packets are timestamped too, as the command processor
+            // does for every packet with a completion signal: HIP 6.x
+            // times events by its barrier-value markers.
+            let taken = agents::timestamp_ns();
+            let barrier_done = |completion: hsa_signal_t| {
+                if let Some(s) = signals::lookup(completion) {
+                    s.set_dispatch_time(taken, agents::timestamp_ns());
+                }
+                completion
+            };
             let completion = match packet::packet_type(header) {
                 HSA_PACKET_TYPE_KERNEL_DISPATCH => {
                     let d = pkt.as_dispatch();
@@ -319,7 +331,7 @@ impl HwQueue {
                             return;
                         }
                     }
-                    b.completion_signal
+                    barrier_done(b.completion_signal)
                 }
                 HSA_PACKET_TYPE_BARRIER_OR => {
                     let b = pkt.as_barrier();
@@ -344,7 +356,7 @@ impl HwQueue {
                             return; // stopped
                         }
                     }
-                    b.completion_signal
+                    barrier_done(b.completion_signal)
                 }
                 // AMD's barrier-value packet (vendor format 2), which HIP 6.x
                 // uses for events and stream waits: holds the queue until
@@ -361,7 +373,7 @@ impl HwQueue {
                     {
                         return;
                     }
-                    hsa_signal_t { handle: word(56) }
+                    barrier_done(hsa_signal_t { handle: word(56) })
                 }
                 _ => {
                     self.report(HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);

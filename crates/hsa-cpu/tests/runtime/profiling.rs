@@ -117,3 +117,32 @@ fn dispatch_times_are_read_only_through_the_gpu_agent_as_in_rocr() {
     let null = unsafe { rt::hsa_amd_profiling_get_dispatch_time(gpu(), s, std::ptr::null_mut()) };
     assert_eq!(null, HSA_STATUS_ERROR_INVALID_ARGUMENT);
 }
+
+/// As the command processor does for every packet with a completion signal,
+/// a barrier packet's signal gets times: from when the queue took it to
+/// when its dependency was met (HIP 6.x times events by such markers).
+#[test]
+fn a_barrier_packet_is_timestamped_from_taken_to_satisfied() {
+    init();
+    let q = queue(64);
+    let dep = signal(1);
+    let done = signal(1);
+    let before = system_timestamp();
+    submit(q, &[barrier_and(&[dep], done)]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let released = system_timestamp();
+    store(dep, 0);
+    assert_eq!(wait_eq(done, 0), 0);
+    let after = system_timestamp();
+    let (start, end) = dispatch_time(done);
+    assert!(
+        before <= start && start < released,
+        "start {start} not in [{before}, {released})"
+    );
+    assert!(
+        released <= end && end <= after,
+        "end {end} not in [{released}, {after}]"
+    );
+    // SAFETY: q is live and idle.
+    unsafe { rt::hsa_queue_destroy(q) };
+}

@@ -155,6 +155,20 @@ fn cooperative_group_tiles_static_and_dynamic_reduce_right() {
     );
 }
 
+const HALVES_OUTPUT: &str = "halves: 0 wrong of 512; 2048 + 1 + 1 + 1 in half = 2048; 1 - 1 = 0\n";
+
+/// `__half2` operators and intrinsics, and `__half` operators that round
+/// every step as the device pass's half instructions do.
+#[test]
+fn half_precision_arithmetic_rounds_each_step_to_half() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[source("halves.hip").to_str().unwrap(), "-o", "halves"],
+    );
+    assert_runs(&dir.path().join("halves"), &[], HALVES_OUTPUT);
+}
+
 #[test]
 fn a_static_device_library_carries_its_host_build_through_ar_into_the_link() {
     let dir = tempfile::tempdir().unwrap();
@@ -423,13 +437,15 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
          {ditto} hipcc --offload-arch=gfx90a -O2 {wr} -o warp_reduce; ./warp_reduce; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {wo} -o wave_ops; ./wave_ops; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {tiles} -o tiles; ./tiles; \
-         {ditto} hipcc --offload-arch=gfx90a -O2 {grid} -o grid_sync; ./grid_sync",
+         {ditto} hipcc --offload-arch=gfx90a -O2 {grid} -o grid_sync; ./grid_sync; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {halves} -o halves; ./halves",
         dir = dir.path().display(),
         ditto = ditto.display(),
         wr = source("warp_reduce.hip").display(),
         wo = source("wave_ops.hip").display(),
         tiles = source("tiles.hip").display(),
         grid = source("grid_sync.hip").display(),
+        halves = source("halves.hip").display(),
     );
     let mut cmd = Command::new(&chroot);
     cmd.args(["run", "6.4", "--bind"]).arg(repo_root());
@@ -447,7 +463,7 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
     let expected = format!(
         "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n\
          wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n\
-         tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n{GRID_SYNC_OUTPUT}"
+         tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n{GRID_SYNC_OUTPUT}{HALVES_OUTPUT}"
     );
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),

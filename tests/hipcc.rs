@@ -259,6 +259,40 @@ fn a_module_built_with_genco_runs_and_a_symbol_address_reaches_the_kernel() {
     );
 }
 
+/// The program's globals are constructed and destroyed once: the host
+/// build, which compiles the same source, keeps no static initializers.
+#[test]
+fn the_programs_own_globals_are_constructed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "globals.hip",
+        "#include <hip/hip_runtime.h>\n\
+         #include <cstdio>\n\
+         #include <vector>\n\
+         struct Greeter {\n\
+         \x20 Greeter() { printf(\"constructed\\n\"); fflush(stdout); }\n\
+         \x20 ~Greeter() { printf(\"destroyed\\n\"); }\n\
+         };\n\
+         Greeter greeter;\n\
+         std::vector<int> table(16, 3);\n\
+         __global__ void fill(int* x) { x[threadIdx.x] = threadIdx.x * 16; }\n\
+         int main() {\n\
+         \x20 int* d; (void)hipMalloc(&d, 64 * sizeof(int));\n\
+         \x20 fill<<<1, 64>>>(d);\n\
+         \x20 int h[64]; (void)hipMemcpy(h, d, sizeof h, hipMemcpyDeviceToHost);\n\
+         \x20 printf(\"h[63] = %d, table[0] = %d\\n\", h[63], table[0]);\n\
+         \x20 return 0;\n\
+         }\n",
+    );
+    build(dir.path(), &[src.to_str().unwrap(), "-o", "globals"]);
+    assert_runs(
+        &dir.path().join("globals"),
+        &[],
+        "constructed\nh[63] = 1008, table[0] = 3\ndestroyed\n",
+    );
+}
+
 /// `hipcc --emit-static-lib`: a host library whose kernel and launcher are
 /// in the archive; the program (a .cpp without kernels) only calls the
 /// launcher.

@@ -55,7 +55,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// The objcopy to use: `OBJCOPY`, else objcopy.
-fn objcopy() -> std::ffi::OsString {
+pub(super) fn objcopy() -> std::ffi::OsString {
     std::env::var_os("OBJCOPY").unwrap_or_else(|| "objcopy".into())
 }
 

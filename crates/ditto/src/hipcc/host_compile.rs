@@ -6,6 +6,11 @@
 //! registration is appended to the copy of the source, which is compiled
 //! by g++ with the host-build headers first on the include path.
 //!
+//! The object keeps no static initializers: what a host build's copy of
+//! the source initialises dynamically is host code (HIP allows no dynamic
+//! initialization of device variables), which must not run a second time
+//! when the CPU runtime loads the host build (`drop_static_initializers`).
+//!
 //! When g++ fails in the assembler, the cause is GCN inline assembly that
 //! the device-pass macros let through (a kernel body under `__gfx90a__`):
 //! the source is compiled again to assembly and each rejected instruction
@@ -25,6 +30,31 @@ use super::host_source;
 /// The C++ compiler of host builds: `DITTO_HOST_CXX`, else g++.
 pub fn host_cxx() -> OsString {
     std::env::var_os("DITTO_HOST_CXX").unwrap_or_else(|| "g++".into())
+}
+
+/// Removes the object's static initializers (`.init_array`, `.ctors` and
+/// their relocations): the program's own globals, constructed once already
+/// by the program itself; with them go their destructors, registered by
+/// the initializers. `--gc-sections` then drops the code they reached.
+fn drop_static_initializers(object: &Path) -> Result<()> {
+    let output = Command::new(super::embedding::objcopy())
+        .args([
+            "--remove-section=.init_array*",
+            "--remove-section=.rela.init_array*",
+            "--remove-section=.ctors*",
+            "--remove-section=.rela.ctors*",
+        ])
+        .arg(object)
+        .output()
+        .context("cannot run objcopy on the host build's object")?;
+    if !output.status.success() {
+        bail!(
+            "objcopy could not remove the static initializers of {}: {}",
+            object.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 pub struct HostCompile<'a> {
@@ -47,7 +77,7 @@ impl HostCompile<'_> {
             .output()
             .with_context(|| format!("cannot run {:?} for the host build", host_cxx()))?;
         if output.status.success() {
-            return Ok(());
+            return drop_static_initializers(object);
         }
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         if stderr.contains("Assembler messages")

@@ -194,25 +194,19 @@ struct Index3 {
   uint32_t x, y, z;
 };
 
-// The ids the running work-item sees. The scheduler rewrites `thread_idx`
-// before every switch to a fiber (fibers share the OS thread, so a plain
-// per-thread value would be wrong); the group values change per group.
-struct WorkItemIds {
-  Index3 thread_idx;
-  Index3 block_idx;
-  Index3 block_dim;
-  Index3 grid_dim;
-};
-thread_local WorkItemIds t_ids = {{0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}};
-
 }  // namespace
 }  // namespace detail
 }  // namespace ditto
 
-#define threadIdx (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.thread_idx))
-#define blockIdx (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.block_idx))
-#define blockDim (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.block_dim))
-#define gridDim (static_cast<const ::ditto::detail::Index3&>(::ditto::detail::t_ids.grid_dim))
+// The ids the running work-item sees: variables, as HIP declares them, so
+// that a parameter or local named `blockIdx` shadows them as it does under
+// hipcc. The scheduler rewrites threadIdx before every switch to a fiber
+// (fibers share the OS thread, so a plain per-thread value would be wrong)
+// and the others per group; kernels only read them.
+[[maybe_unused]] static thread_local ::ditto::detail::Index3 threadIdx = {0, 0, 0};
+[[maybe_unused]] static thread_local ::ditto::detail::Index3 blockIdx = {0, 0, 0};
+[[maybe_unused]] static thread_local ::ditto::detail::Index3 blockDim = {1, 1, 1};
+[[maybe_unused]] static thread_local ::ditto::detail::Index3 gridDim = {1, 1, 1};
 
 // ───────────────────────────── Fiber switch ───────────────────────────────
 // void ditto_fiber_switch_v1(void** save_sp, void* load_sp)
@@ -876,7 +870,8 @@ bool complete_wave_ops(const FiberStacks& stacks, size_t n) {
 inline uint32_t dim_or_one(uint32_t value) { return value == 0 ? 1 : value; }
 
 // Runs the groups [first_group, first_group + group_count) of a dispatch;
-// `body(ctx)` runs the kernel for the work-item whose ids are in t_ids.
+// `body(ctx)` runs the kernel for the work-item whose ids are in threadIdx
+// and the other id variables.
 int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ctx) noexcept {
   const unsigned dims = dispatch.dimensions == 0 ? 1 : dispatch.dimensions;
   uint32_t grid[3], group[3], groups[3];
@@ -906,7 +901,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
     if (dynamic_shared == nullptr) return DITTO_CPU_ENTRY_NO_GROUP_MEMORY;
   }
 
-  WorkItemIds saved_ids = t_ids;
+  const Index3 saved_ids[4] = {::threadIdx, ::blockIdx, ::blockDim, ::gridDim};
   Group* saved_group = t_group;
   void* saved_shared = t_dynamic_shared;
   t_dynamic_shared = dynamic_shared;
@@ -914,14 +909,14 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
   t_grid_barrier_context = dispatch.grid_barrier_context;
   Group state{nullptr, nullptr, body, ctx};
 
-  t_ids.block_dim = {group[0], group[1], group[2]};
-  t_ids.grid_dim = {groups[0], groups[1], groups[2]};
+  ::blockDim = {group[0], group[1], group[2]};
+  ::gridDim = {groups[0], groups[1], groups[2]};
   const uint64_t end_group = dispatch.first_group + dispatch.group_count;
   for (uint64_t linear = dispatch.first_group; linear < end_group; ++linear) {
     const uint32_t gx = static_cast<uint32_t>(linear % groups[0]);
     const uint32_t gy = static_cast<uint32_t>(linear / groups[0] % groups[1]);
     const uint32_t gz = static_cast<uint32_t>(linear / groups[0] / groups[1]);
-    t_ids.block_idx = {gx, gy, gz};
+    ::blockIdx = {gx, gy, gz};
     // Work-items of this group inside the grid (the last group may be partial).
     const uint32_t nx = grid[0] - gx * group[0] < group[0] ? grid[0] - gx * group[0] : group[0];
     const uint32_t ny = grid[1] - gy * group[1] < group[1] ? grid[1] - gy * group[1] : group[1];
@@ -930,7 +925,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
     if (live == 1 && items_per_group == 1) {
       // One work-item: no barrier can wait for anyone, run it directly.
       t_group = nullptr;
-      t_ids.thread_idx = {0, 0, 0};
+      ::threadIdx = {0, 0, 0};
       body(ctx);
       continue;
     }
@@ -960,7 +955,7 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
         Fiber& f = stacks.fiber(i);
         if (f.finished || f.wait != FiberWait::kNone) continue;
         state.running = &f;
-        t_ids.thread_idx = f.thread_idx;
+        ::threadIdx = f.thread_idx;
         ditto_fiber_switch_v1(&state.scheduler_sp, f.sp);
         if (f.finished) {
           --unfinished;
@@ -975,7 +970,10 @@ int run_grid(const ditto_cpu_dispatch_t& dispatch, void (*body)(void*), void* ct
   }
 
   t_group = saved_group;
-  t_ids = saved_ids;
+  ::threadIdx = saved_ids[0];
+  ::blockIdx = saved_ids[1];
+  ::blockDim = saved_ids[2];
+  ::gridDim = saved_ids[3];
   t_dynamic_shared = saved_shared;
   t_grid_barrier = nullptr;
   t_grid_barrier_context = nullptr;

@@ -293,6 +293,69 @@ fn the_programs_own_globals_are_constructed_once() {
     );
 }
 
+/// `make HIPCC="ditto hipcc"`: make exports HIPCC to the commands it runs,
+/// so ditto sees its own command there and must still run the real hipcc.
+#[test]
+fn a_makefile_build_with_hipcc_set_to_ditto_hipcc_works() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(source("halves.hip"), dir.path().join("halves.hip")).unwrap();
+    write(
+        dir.path(),
+        "Makefile",
+        "halves: halves.hip\n\t$(HIPCC) --offload-arch=gfx90a -O2 halves.hip -o halves\n",
+    );
+    let mut make = Command::new("make");
+    make.current_dir(dir.path())
+        .arg(format!("HIPCC={} hipcc", ditto_bin().display()));
+    let out = output_within(&mut make, LIMIT, "make HIPCC=\"ditto hipcc\"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("halves.host.so").is_file());
+    assert_runs(&dir.path().join("halves"), &[], HALVES_OUTPUT);
+}
+
+/// Sources as found in public examples: an extern "C" kernel declared in a
+/// namespace, a class's `constexpr` members the device pass emits as
+/// read-only variables (private: no registration may name them), a
+/// parameter named `blockIdx`, and std::string used with no include but
+/// hip_runtime.h (clang's HIP wrapper brings it in under hipcc).
+#[test]
+fn namespaced_extern_c_kernels_private_constants_and_shadowed_ids_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = write(
+        dir.path(),
+        "burn.hip",
+        "#include <hip/hip_runtime.h>\n\
+         namespace burn {\n\
+         class Kernel {\n\
+         \x20public:\n\
+         \x20 int run(int* d);\n\
+         \x20private:\n\
+         \x20 static constexpr unsigned cBlock = 16;\n\
+         };\n\
+         constexpr unsigned Kernel::cBlock;\n\
+         __device__ unsigned row_of(unsigned blockIdx, unsigned width) { return blockIdx * width; }\n\
+         extern \"C\" __global__ void burn_kernel(int* d) {\n\
+         \x20 d[row_of(blockIdx.x, blockDim.x) + threadIdx.x] = 3;\n\
+         }\n\
+         int Kernel::run(int* d) {\n\
+         \x20 hipLaunchKernelGGL(burn_kernel, dim3(4), dim3(cBlock), 0, 0, d);\n\
+         \x20 return cBlock;\n\
+         }\n\
+         }  // namespace burn\n\
+         std::string label() { return \"burn\"; }\n\
+         int main() {\n\
+         \x20 int* d; (void)hipMalloc(&d, 64 * sizeof(int));\n\
+         \x20 burn::Kernel k; k.run(d);\n\
+         \x20 int h[64]; (void)hipMemcpy(h, d, sizeof h, hipMemcpyDeviceToHost);\n\
+         \x20 int sum = 0; for (int v : h) sum += v;\n\
+         \x20 printf(\"%s %d\\n\", label().c_str(), sum);\n\
+         \x20 return 0;\n\
+         }\n",
+    );
+    build(dir.path(), &[src.to_str().unwrap(), "-o", "burn"]);
+    assert_runs(&dir.path().join("burn"), &[], "burn 192\n");
+}
+
 /// `hipcc --emit-static-lib`: a host library whose kernel and launcher are
 /// in the archive; the program (a .cpp without kernels) only calls the
 /// launcher.

@@ -338,13 +338,22 @@ impl Blit {
                     return Err("fillBufferAligned: the pattern pointer is null".into());
                 }
                 let pattern_bytes = (pattern_elements * element) as usize;
+                if pattern_bytes == 0 {
+                    return Ok(());
+                }
+                // SAFETY: the pattern holds pattern_bytes bytes (caller's guarantee).
+                let pattern = unsafe { std::slice::from_raw_parts(pattern, pattern_bytes) };
+                let block = repeated(pattern, FILL_BLOCK_BYTES);
                 for row in 0..height {
-                    let row_start = (offset + row * pitch) * element;
-                    for i in 0..width {
-                        let at = row_start + i * pattern_bytes as u64;
-                        // SAFETY: per the caller's guarantee.
-                        unsafe { std::ptr::copy(pattern, buffer.add(at as usize), pattern_bytes) };
-                    }
+                    let row_start = ((offset + row * pitch) * element) as usize;
+                    // SAFETY: per the caller's guarantee.
+                    unsafe {
+                        fill_repeating(
+                            buffer.add(row_start),
+                            width as usize * pattern_bytes,
+                            &block,
+                        )
+                    };
                 }
                 Ok(())
             }
@@ -394,6 +403,31 @@ impl Blit {
             }
             Blit::GwsInit => Ok(()),
         }
+    }
+}
+
+/// Bytes a fill copies at a time (a whole number of patterns).
+const FILL_BLOCK_BYTES: usize = 64 << 10;
+
+/// `pattern` repeated to the largest whole number of patterns that fits in
+/// `limit` bytes (at least one).
+fn repeated(pattern: &[u8], limit: usize) -> Vec<u8> {
+    let count = (limit / pattern.len()).max(1);
+    pattern.repeat(count)
+}
+
+/// Writes `len` bytes at `dst`: `block` (whole patterns) again and again,
+/// the last copy cut short.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes.
+unsafe fn fill_repeating(dst: *mut u8, len: usize, block: &[u8]) {
+    let mut done = 0;
+    while done < len {
+        let n = block.len().min(len - done);
+        // SAFETY: per the function contract; block holds at least n bytes.
+        unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), dst.add(done), n) };
+        done += n;
     }
 }
 

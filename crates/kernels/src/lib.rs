@@ -11,6 +11,7 @@
 //! strings and bytes: no FFI, no I/O, no global state.
 
 pub mod arg_sizes;
+pub mod bundled;
 pub mod dwarf;
 pub mod layout;
 pub mod matching;
@@ -21,6 +22,7 @@ pub mod param_type;
 pub mod variables;
 
 pub use arg_sizes::ArgSizes;
+pub use bundled::{BundledDeviceCode, bundled_device_code};
 pub use dwarf::{DwarfError, DwarfParam, kernel_params};
 pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
 pub use matching::matches;

@@ -8,11 +8,16 @@ use object::Endianness;
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 
-/// A variable symbol: its name (mangled, as HIP asks for it) and size.
+/// A variable symbol: its name (mangled, as HIP asks for it), size, and
+/// whether it lies in writable memory. `__device__` and `__constant__`
+/// variables do (`.bss`, `.data`), and the host writes them through HIP
+/// (hipMemcpyToSymbol); a `constexpr` variable the device pass emitted
+/// (a static class member defined out of line) lies in `.rodata`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeObjectVariable {
     pub name: String,
     pub size: u64,
+    pub writable: bool,
 }
 
 /// The defined global and weak data symbols of a 64-bit AMDGPU ELF code
@@ -50,15 +55,16 @@ pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, St
         {
             continue;
         }
-        if sections
+        let flags = sections
             .section(object::SectionIndex(symbol.st_shndx(endian) as usize))
-            .is_ok_and(|s| s.sh_flags(endian) & u64::from(elf::SHF_ALLOC) == 0)
-        {
+            .map_or(0, |s| s.sh_flags(endian));
+        if flags & u64::from(elf::SHF_ALLOC) == 0 {
             continue;
         }
         found.push(CodeObjectVariable {
             name,
             size: symbol.st_size(endian),
+            writable: flags & u64::from(elf::SHF_WRITE) != 0,
         });
     }
     Ok(found)

@@ -141,19 +141,10 @@ impl HipBuild {
 /// Kernel names with template arguments (`scale_values<float>`) of every
 /// AMDGPU code object in a hipcc-built executable, sorted, without repeats.
 fn kernel_names(executable: &[u8]) -> Result<BTreeSet<String>, String> {
-    let objects = match ditto_kernels::device_code_objects(executable) {
-        // A program without kernels (its device work is all HIP's own).
-        Err(ditto_kernels::BundleError::NoFatbin) => return Ok(BTreeSet::new()),
-        other => other.map_err(|e| e.to_string())?,
-    };
-    let mut names = BTreeSet::new();
-    for object in objects {
-        let kernels = ditto_kernels::parse_code_object(object.bytes)
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default();
-        for k in kernels {
-            names.insert(ditto_kernels::KernelNames::new(&k.name).name);
-        }
-    }
-    Ok(names)
+    let code = ditto_kernels::bundled_device_code(executable)?;
+    Ok(code
+        .kernels
+        .iter()
+        .map(|k| ditto_kernels::KernelNames::new(k).name)
+        .collect())
 }

@@ -39,6 +39,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+// What HIP's own hip_runtime.h brings in under hipcc (ROCm 5.2 and 6.4:
+// <thread>, and with it <memory>'s unique_ptr, <chrono>, <tuple>; <cmath>,
+// <cstdlib>, <cstring>, <climits>, <cassert>, <cerrno>), so that a source
+// relying on them compiles the same in the host build.
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+#include <tuple>
+
 // HIP's headers define the keywords empty for g++; the kernel language
 // below gives them their host-build meaning.
 #undef __global__

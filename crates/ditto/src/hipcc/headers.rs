@@ -15,6 +15,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../../../include/ditto_hsa_cpu.h"),
     ),
     (
+        "ditto_hip_host/ditto_hip_prelude.h",
+        include_str!("../../../../include/ditto_hip_host/ditto_hip_prelude.h"),
+    ),
+    (
         "ditto_hip_host/hip/hip_runtime.h",
         include_str!("../../../../include/ditto_hip_host/hip/hip_runtime.h"),
     ),

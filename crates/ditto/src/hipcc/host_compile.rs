@@ -66,8 +66,14 @@ pub struct HostCompile<'a> {
 }
 
 impl HostCompile<'_> {
-    /// Compiles `source` with `registration` appended into `object`.
-    pub fn compile(&self, source: &Path, registration: &str, object: &Path) -> Result<()> {
+    /// Compiles `source` into `object`, with the registration appended:
+    /// `registration` makes it from the namespaces the source opens.
+    pub fn compile(
+        &self,
+        source: &Path,
+        registration: &dyn Fn(&[String]) -> String,
+        object: &Path,
+    ) -> Result<()> {
         let mirror_root = self.scratch.join("src");
         let mut mirrored = HashSet::new();
         let copy = mirror(source, &mirror_root, &mut mirrored, Some(registration))?;
@@ -114,7 +120,9 @@ impl HostCompile<'_> {
             .arg("-I")
             .arg(&self.include.host)
             .arg("-I")
-            .arg(&self.include.common);
+            .arg(&self.include.common)
+            .arg("-include")
+            .arg(self.include.host.join("ditto_hip_prelude.h"));
         if self.gfx942 {
             command.arg("-DDITTO_HIP_HOST_ARCH_GFX942");
         }
@@ -221,7 +229,7 @@ fn mirror(
     file: &Path,
     root: &Path,
     done: &mut HashSet<PathBuf>,
-    appended: Option<&str>,
+    appended: Option<&dyn Fn(&[String]) -> String>,
 ) -> Result<PathBuf> {
     let absolute = std::fs::canonicalize(file)
         .with_context(|| format!("cannot find the HIP source {}", file.display()))?;
@@ -232,14 +240,14 @@ fn mirror(
     let text =
         std::fs::read(&absolute).with_context(|| format!("cannot read {}", absolute.display()))?;
     let text = String::from_utf8_lossy(&text);
-    let (rewritten, _) = host_source::rewrite(&text);
+    let (rewritten, rewrites) = host_source::rewrite(&text);
     let path_text = absolute
         .to_string_lossy()
         .replace('\\', "\\\\")
         .replace('"', "\\\"");
     let mut body = format!("#line 1 \"{path_text}\"\n{rewritten}");
     if let Some(extra) = appended {
-        body.push_str(extra);
+        body.push_str(&extra(&rewrites.namespaces));
     }
     if let Some(parent) = copy.parent() {
         std::fs::create_dir_all(parent)?;

@@ -14,11 +14,15 @@
 //! Comments, string and character literals (raw strings included) are
 //! copied unchanged; a `<<<` inside them is not a launch.
 
-/// What a rewrite did, for messages.
+/// What a rewrite did, for messages, and the named namespaces the text
+/// opens (qualified, in order of appearance: `a`, `a::b`), so that a
+/// registration appended to it can find an extern "C" kernel declared in
+/// one of them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Rewrites {
     pub launches: usize,
     pub dynamic_shared: usize,
+    pub namespaces: Vec<String>,
 }
 
 /// The rewritten text (same number of lines as `text`).
@@ -26,9 +30,10 @@ pub fn rewrite(text: &str) -> (String, Rewrites) {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut done = Rewrites::default();
-    // Brace stack: true for a namespace's (or extern "C"'s) braces.
-    let mut braces: Vec<bool> = Vec::new();
-    let mut pending_namespace = false;
+    // Brace stack: Some(name) for a namespace's braces (an empty name for an
+    // anonymous namespace or extern "C"), None for any other braces.
+    let mut braces: Vec<Option<String>> = Vec::new();
+    let mut pending_namespace: Option<String> = None;
     let mut i = 0;
     let mut copied = 0;
     let mut line = 1usize;
@@ -45,25 +50,39 @@ pub fn rewrite(text: &str) -> (String, Rewrites) {
             continue;
         }
         if b == b'{' {
-            braces.push(pending_namespace);
-            pending_namespace = false;
+            if let Some(name) = &pending_namespace
+                && !name.is_empty()
+            {
+                let mut path: Vec<&str> = braces
+                    .iter()
+                    .flatten()
+                    .filter(|n| !n.is_empty())
+                    .map(String::as_str)
+                    .collect();
+                path.push(name);
+                let qualified = path.join("::");
+                if !done.namespaces.contains(&qualified) {
+                    done.namespaces.push(qualified);
+                }
+            }
+            braces.push(pending_namespace.take());
         } else if b == b'}' {
             braces.pop();
         } else if b == b';' {
-            pending_namespace = false;
+            pending_namespace = None;
         }
         if is_ident_start(b) && (i == 0 || !is_ident_char(bytes[i - 1])) {
             let end = ident_end(bytes, i);
             let word = &text[i..end];
             match word {
-                "namespace" => pending_namespace = true,
+                "namespace" => pending_namespace = Some(namespace_name(text, end)),
                 "extern" => {
                     // extern "C" { ... } counts as namespace scope.
                     let next = skip_space(bytes, end);
                     if bytes.get(next) == Some(&b'"') {
-                        pending_namespace = true;
+                        pending_namespace = Some(String::new());
                     } else if let Some((stmt_end, replacement)) =
-                        dynamic_shared(text, i, end, braces.iter().all(|ns| *ns), line)
+                        dynamic_shared(text, i, end, braces.iter().all(Option::is_some), line)
                     {
                         out.push_str(&text[copied..i]);
                         out.push_str(&replacement);
@@ -97,6 +116,26 @@ pub fn rewrite(text: &str) -> (String, Rewrites) {
     }
     out.push_str(&text[copied..]);
     (out, done)
+}
+
+/// The name after `namespace` at `from`: `a`, `a::b` (C++17), or empty
+/// for an anonymous namespace.
+fn namespace_name(text: &str, from: usize) -> String {
+    let bytes = text.as_bytes();
+    let mut name = String::new();
+    let mut i = skip_space(bytes, from);
+    while i < bytes.len() && is_ident_start(bytes[i]) {
+        let end = ident_end(bytes, i);
+        name.push_str(&text[i..end]);
+        i = skip_space(bytes, end);
+        if bytes[i..].starts_with(b"::") {
+            name.push_str("::");
+            i = skip_space(bytes, i + 2);
+        } else {
+            break;
+        }
+    }
+    name
 }
 
 fn count_newlines(bytes: &[u8]) -> usize {
@@ -379,6 +418,15 @@ mod tests {
 
     fn lines(text: &str) -> usize {
         text.matches('\n').count()
+    }
+
+    #[test]
+    fn the_named_namespaces_a_source_opens_are_listed_qualified() {
+        let text = "namespace a {\nnamespace b { int x; }\n}\nnamespace { namespace hidden { } }\n\
+                    namespace c::d { }\nusing namespace std;\nnamespace e = a::b;\n\
+                    // namespace commented { }\nextern \"C\" { }\nnamespace a { }\n";
+        let (_, done) = rewrite(text);
+        assert_eq!(done.namespaces, vec!["a", "a::b", "hidden", "c::d"]);
     }
 
     #[test]

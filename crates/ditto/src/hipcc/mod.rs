@@ -42,7 +42,8 @@ pub fn run(all: Vec<OsString>) -> Result<i32> {
         .status()
         .with_context(|| {
             format!(
-                "cannot run {} (set HIPCC, or give the compiler as the first argument)",
+                "cannot run {} (set DITTO_HIPCC to hipcc's path, or give the compiler as the \
+                 first argument)",
                 compiler.to_string_lossy()
             )
         })?;
@@ -59,7 +60,7 @@ pub fn run(all: Vec<OsString>) -> Result<i32> {
 
 /// The compiler to run and its arguments: a first argument that is a
 /// compiler (a path whose name has clang, hipcc or c++ in it) is the
-/// compiler, as a CMake launcher passes it; else `HIPCC`, else hipcc.
+/// compiler, as a CMake launcher passes it; else `real_hipcc`.
 fn split_compiler(mut all: Vec<OsString>) -> (OsString, Vec<OsString>) {
     if let Some(first) = all.first() {
         let name = Path::new(first)
@@ -76,8 +77,43 @@ fn split_compiler(mut all: Vec<OsString>) -> (OsString, Vec<OsString>) {
             return (compiler, all);
         }
     }
-    let compiler = std::env::var_os("HIPCC").unwrap_or_else(|| "hipcc".into());
-    (compiler, all)
+    (real_hipcc(), all)
+}
+
+/// The hipcc that `ditto hipcc` runs: `DITTO_HIPCC`, else `HIPCC` when it
+/// names a compiler, else hipcc. A `HIPCC` that is ditto's own command
+/// (`make HIPCC="ditto hipcc"` exports it to the commands it runs) or any
+/// command with arguments is not a compiler path, and is passed over.
+fn real_hipcc() -> OsString {
+    if let Some(chosen) = std::env::var_os("DITTO_HIPCC").filter(|v| !v.is_empty()) {
+        return chosen;
+    }
+    std::env::var_os("HIPCC")
+        .filter(|v| names_a_compiler(v))
+        .unwrap_or_else(|| "hipcc".into())
+}
+
+fn names_a_compiler(value: &std::ffi::OsStr) -> bool {
+    let text = value.to_string_lossy();
+    if text.trim().is_empty() || text.contains(char::is_whitespace) {
+        return false;
+    }
+    let path = Path::new(value);
+    if path.file_name().is_some_and(|n| n == "ditto") {
+        return false;
+    }
+    let itself = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let resolved = if path.components().count() > 1 {
+        std::fs::canonicalize(path).ok()
+    } else {
+        std::env::var_os("PATH").and_then(|dirs| {
+            std::env::split_paths(&dirs)
+                .map(|d| d.join(path))
+                .find(|p| p.is_file())
+                .and_then(|p| std::fs::canonicalize(p).ok())
+        })
+    };
+    resolved.is_none() || resolved != itself
 }
 
 fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
@@ -120,7 +156,7 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
             standard: parsed.standard.as_deref(),
             gfx942,
         }
-        .compile(source, &registration.text(), &object)?;
+        .compile(source, &|namespaces| registration.text(namespaces), &object)?;
         let bytes = std::fs::read(&object)?;
         if parsed.compile_only {
             embedding::embed(&parsed.object_of(source), &bytes, &work)?;

@@ -1,7 +1,9 @@
 //! Which kernels a host build registers: every kernel of the source's own
 //! code objects, named as C++ from its mangled name, each line of the form
 //! the kernel language takes (DITTO_KERNEL_AS with the kernel's type, so
-//! that overloads and template instances are told apart).
+//! that overloads and template instances are told apart). An extern "C"
+//! kernel's symbol carries no namespace, so its line is placed where every
+//! namespace of the source is visible (`text`).
 
 use std::collections::BTreeSet;
 
@@ -33,24 +35,11 @@ pub struct DeviceCode {
 /// executable, an object, an offload bundle or a code object). A file
 /// without device code has none.
 pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, String> {
-    let objects = match ditto_kernels::device_code_objects(bytes) {
-        Err(ditto_kernels::BundleError::NoFatbin) => return Ok(DeviceCode::default()),
-        other => other.map_err(|e| e.to_string())?,
-    };
-    let mut code = DeviceCode::default();
-    for object in objects {
-        let found = ditto_kernels::parse_code_object(object.bytes)
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default();
-        code.kernels
-            .extend(found.iter().map(|k| KernelNames::new(&k.name)));
-        code.variables.extend(
-            ditto_kernels::code_object_variables(object.bytes)?
-                .into_iter()
-                .map(|v| v.name),
-        );
-    }
-    Ok(code)
+    let code = ditto_kernels::bundled_device_code(bytes)?;
+    Ok(DeviceCode {
+        kernels: code.kernels.iter().map(|k| KernelNames::new(k)).collect(),
+        variables: code.variables,
+    })
 }
 
 /// The kernels (`define ... amdgpu_kernel ... @name(`) and device
@@ -63,8 +52,12 @@ pub fn device_code_in_ir(text: &str) -> DeviceCode {
         .filter_map(|l| {
             let rest = l.strip_prefix('@')?;
             let (name, definition) = rest.split_once(" = ")?;
-            let device =
-                definition.contains("addrspace(1) ") || definition.contains("addrspace(4) ");
+            // `externally_initialized`: what the host may write through
+            // HIP (`__device__`, `__constant__`), not a `constexpr` the
+            // device pass emitted.
+            let device = (definition.contains("addrspace(1) ")
+                || definition.contains("addrspace(4) "))
+                && definition.contains("externally_initialized");
             let local = ["internal ", "private ", "external ", "extern_weak "]
                 .iter()
                 .any(|k| definition.starts_with(k) || definition.contains(&format!(" {k}")));
@@ -130,12 +123,32 @@ impl Registration {
             .insert(format!("DITTO_VARIABLE(\"{symbol}\", {name})"));
     }
 
-    /// The text appended to the host build's copy of the source.
-    pub fn text(&self) -> String {
+    /// The text appended to the host build's copy of the source, whose
+    /// named namespaces are `namespaces` (qualified, outer ones first).
+    /// extern "C" kernels (`DITTO_KERNEL(name)`) are registered in a
+    /// namespace of ditto's that uses every one of them, so a kernel
+    /// declared in any of them is found (extern "C" functions of one name
+    /// are one function, so none is ambiguous).
+    pub fn text(&self, namespaces: &[String]) -> String {
         let mut text = String::from("\n#line 1 \"<ditto hipcc: kernel registration>\"\n");
-        for line in &self.lines {
+        let (extern_c, typed): (Vec<&String>, Vec<&String>) = self
+            .lines
+            .iter()
+            .partition(|l| l.starts_with("DITTO_KERNEL("));
+        for line in typed {
             text.push_str(line);
             text.push('\n');
+        }
+        if !extern_c.is_empty() {
+            text.push_str("namespace ditto_extern_c_kernels {\n");
+            for namespace in namespaces {
+                text.push_str(&format!("using namespace ::{namespace};\n"));
+            }
+            for line in extern_c {
+                text.push_str(line);
+                text.push('\n');
+            }
+            text.push_str("}\n");
         }
         text
     }
@@ -203,12 +216,35 @@ mod tests {
             ]
         );
         assert_eq!(r.unnamable.len(), 1);
-        let ir = "@counter = addrspace(1) externally_initialized global i32 0, align 4\n@_ZL1s = internal addrspace(1) global i32 0\n@table = protected addrspace(4) externally_initialized constant [4 x float] zeroinitializer\n@__hip_cuid_abc = addrspace(1) global i8 0\n";
+        let ir = "@counter = addrspace(1) externally_initialized global i32 0, align 4\n@_ZL1s = internal addrspace(1) global i32 0\n@table = protected addrspace(4) externally_initialized constant [4 x float] zeroinitializer\n@__hip_cuid_abc = addrspace(1) global i8 0\n@_ZN5burn6Kernel6cBlockE = weak_odr hidden addrspace(4) constant i32 16, comdat, align 4\n";
         let code = device_code_in_ir(ir);
         assert_eq!(
             code.variables,
             vec!["counter".to_string(), "table".to_string()]
         );
+    }
+
+    #[test]
+    fn extern_c_kernels_are_registered_where_every_namespace_is_visible() {
+        let mut r = Registration::default();
+        r.add(&KernelNames::new("burn_kernel"));
+        r.add(&KernelNames::new("_Z5scalePfi"));
+        let text = r.text(&["burn".to_string(), "burn::inner".to_string()]);
+        let lines: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "DITTO_KERNEL_AS(void (*)(float*, int), scale)",
+                "namespace ditto_extern_c_kernels {",
+                "using namespace ::burn;",
+                "using namespace ::burn::inner;",
+                "DITTO_KERNEL(burn_kernel)",
+                "}",
+            ]
+        );
+        let mut typed_only = Registration::default();
+        typed_only.add(&KernelNames::new("_Z5scalePfi"));
+        assert!(!typed_only.text(&["burn".to_string()]).contains("namespace"));
     }
 
     #[test]

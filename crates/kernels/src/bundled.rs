@@ -1,0 +1,53 @@
+//! The device code a program, object or library member carries: the
+//! mangled names of the kernels and device variables of every AMDGPU code
+//! object in its offload bundle. Owns nothing but that walk; bundles are
+//! read by `offload_bundle`, kernels by `metadata`, variables by
+//! `variables`.
+
+use crate::{BundleError, code_object_variables, device_code_objects, parse_code_object};
+
+/// Names found in the code objects, in their order (a name present in
+/// several code objects, one per target, appears once per object).
+/// `variables` are the writable ones only: what the host can write
+/// through HIP (a `constexpr` member in `.rodata` is left out).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BundledDeviceCode {
+    pub kernels: Vec<String>,
+    pub variables: Vec<String>,
+}
+
+/// The kernels and variables of `bytes` (a host ELF with `.hip_fatbin`, an
+/// offload bundle or a code object). A file without a fatbin carries no
+/// device code: empty, not an error.
+pub fn bundled_device_code(bytes: &[u8]) -> Result<BundledDeviceCode, String> {
+    let objects = match device_code_objects(bytes) {
+        Err(BundleError::NoFatbin) => return Ok(BundledDeviceCode::default()),
+        other => other.map_err(|e| e.to_string())?,
+    };
+    let mut code = BundledDeviceCode::default();
+    for object in objects {
+        let kernels = parse_code_object(object.bytes)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        code.kernels.extend(kernels.into_iter().map(|k| k.name));
+        code.variables.extend(
+            code_object_variables(object.bytes)?
+                .into_iter()
+                .filter(|v| v.writable)
+                .map(|v| v.name),
+        );
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_without_device_code_carries_none() {
+        // A host ELF without .hip_fatbin: this test binary itself.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(bundled_device_code(&me), Ok(BundledDeviceCode::default()));
+    }
+}

@@ -57,6 +57,10 @@ fn drop_static_initializers(object: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Makes the registration appended to a source from the namespaces it
+/// opens (`Registration::text`).
+pub type RegistrationText<'a> = &'a dyn Fn(&[String]) -> String;
+
 pub struct HostCompile<'a> {
     pub include: &'a IncludeDirs,
     pub scratch: &'a Path,
@@ -71,7 +75,7 @@ impl HostCompile<'_> {
     pub fn compile(
         &self,
         source: &Path,
-        registration: &dyn Fn(&[String]) -> String,
+        registration: RegistrationText<'_>,
         object: &Path,
     ) -> Result<()> {
         let mirror_root = self.scratch.join("src");
@@ -229,7 +233,7 @@ fn mirror(
     file: &Path,
     root: &Path,
     done: &mut HashSet<PathBuf>,
-    appended: Option<&dyn Fn(&[String]) -> String>,
+    appended: Option<RegistrationText<'_>>,
 ) -> Result<PathBuf> {
     let absolute = std::fs::canonicalize(file)
         .with_context(|| format!("cannot find the HIP source {}", file.display()))?;

@@ -45,8 +45,9 @@ pub struct HsaTool {
     pub code_objects: CodeObjects,
     jobs: Sender<WorkerMessage>,
     free_pairs: (Sender<HeldBarrier>, Receiver<HeldBarrier>),
-    /// allocation base → (size, handle), forgotten when the allocation is freed.
-    ipc_handles: Mutex<AddressMap<(u64, hsa_amd_ipc_memory_t)>>,
+    /// allocation base → (size, handle, owning node), forgotten when the
+    /// allocation is freed.
+    ipc_handles: Mutex<AddressMap<(u64, hsa_amd_ipc_memory_t, Option<u32>)>>,
     /// Set (never cleared) before the first handle is cached: until then
     /// the allocate and free wraps skip the cache and its lock (most
     /// allocations, e.g. every kernarg buffer, are never exported).
@@ -225,7 +226,28 @@ impl HsaTool {
         }
     }
 
-    fn pointer_info(&self, address: u64) -> Option<Allocation> {
+    /// The NODE of the agent that owns the memory at `address` (pointer
+    /// info's agentOwner), for the collector to attach on the same GPU.
+    fn owner_node(&self, address: u64) -> Option<u32> {
+        let info = self.pointer_info_of(address)?;
+        let get_info = self.core.hsa_agent_get_info_fn?;
+        if info.agentOwner.handle == 0 {
+            return None;
+        }
+        let mut node = u32::MAX;
+        // SAFETY: original hsa_agent_get_info; NODE is a uint32_t.
+        let st = unsafe {
+            get_info(
+                info.agentOwner,
+                HSA_AGENT_INFO_NODE,
+                (&mut node as *mut u32).cast(),
+            )
+        };
+        (st == HSA_STATUS_SUCCESS && node != u32::MAX).then_some(node)
+    }
+
+    /// The runtime's description of the memory at `address`.
+    fn pointer_info_of(&self, address: u64) -> Option<hsa_amd_pointer_info_t> {
         let f = self.amd.hsa_amd_pointer_info_fn?;
         let mut info = hsa_amd_pointer_info_t::default();
         // SAFETY: original hsa_amd_pointer_info; `info.size` is set by Default;
@@ -242,6 +264,11 @@ impl HsaTool {
         if st != HSA_STATUS_SUCCESS || info.type_ == HSA_EXT_POINTER_TYPE_UNKNOWN {
             return None;
         }
+        Some(info)
+    }
+
+    fn pointer_info(&self, address: u64) -> Option<Allocation> {
+        let info = self.pointer_info_of(address)?;
         let base = if info.agentBaseAddress.is_null() {
             info.hostBaseAddress
         } else {
@@ -371,8 +398,8 @@ impl BufferAccess for HsaTool {
     /// every time, as its free (and a reuse of its address) goes unseen.
     fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
         let mut cache = self.ipc_handles.lock().unwrap_or_else(|e| e.into_inner());
-        let handle = match cache.get(&allocation.base) {
-            Some((size, h)) if *size == allocation.size => *h,
+        let (handle, owner_node) = match cache.get(&allocation.base) {
+            Some((size, h, node)) if *size == allocation.size => (*h, *node),
             _ => {
                 let create = self
                     .amd
@@ -396,16 +423,17 @@ impl BufferAccess for HsaTool {
                         "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
                     ));
                 }
+                let node = self.owner_node(allocation.base);
                 // Before the check: see forget_ipc_handle.
                 self.ipc_handles_used.store(true, Ordering::SeqCst);
                 if self.allocations.find(allocation.base) == Some(*allocation) {
-                    cache.insert(allocation.base, (allocation.size, h));
+                    cache.insert(allocation.base, (allocation.size, h, node));
                 }
-                h
+                (h, node)
             }
         };
         let handle = handle.handle.iter().flat_map(|w| w.to_le_bytes()).collect();
-        Ok(Transport::Ipc { handle })
+        Ok(Transport::Ipc { handle, owner_node })
     }
 
     /// The copy transport, for memory the runtime would not export.

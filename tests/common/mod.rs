@@ -109,6 +109,22 @@ impl Collector {
         Self::start_with(socket, out, |c| c.env("DITTO_LOG", "debug").stderr(file))
     }
 
+    /// [`Collector::start_logging`] with extra environment variables.
+    pub fn start_logging_with(
+        socket: &Path,
+        out: &Path,
+        log: &Path,
+        envs: &[(&str, &str)],
+    ) -> Collector {
+        let file = std::fs::File::create(log)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        Self::start_with(socket, out, |c| {
+            c.env("DITTO_LOG", "debug")
+                .envs(envs.iter().copied())
+                .stderr(file)
+        })
+    }
+
     fn start_with(
         socket: &Path,
         out: &Path,

@@ -9,9 +9,9 @@
 
 use crate::collector::{BufferSource, Mapping};
 use hsa::{
-    HSA_AGENT_INFO_DEVICE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK, HSA_STATUS_SUCCESS,
-    HsaAgentGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn, HsaInitFn,
-    HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t,
+    HSA_AGENT_INFO_DEVICE, HSA_AGENT_INFO_NODE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
+    HSA_STATUS_SUCCESS, HsaAgentGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn,
+    HsaInitFn, HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t,
     hsa_amd_ipc_memory_t, hsa_status_t,
 };
 use std::ffi::{CStr, CString, c_void};
@@ -151,7 +151,8 @@ pub struct HsaRuntime {
     attach: HsaAmdIpcMemoryAttachFn,
     detach: HsaAmdIpcMemoryDetachFn,
     memory_copy: HsaMemoryCopyFn,
-    gpu_agent: Option<hsa_agent_t>,
+    /// Every GPU agent and its NODE, in iteration order.
+    gpu_agents: Vec<(hsa_agent_t, u32)>,
 }
 
 // SAFETY: the handle and function pointers are process-global; HSA's API is thread-safe.
@@ -163,17 +164,17 @@ impl std::fmt::Debug for HsaRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HsaRuntime")
             .field("library", &self.library)
-            .field("gpu_agent", &self.gpu_agent)
+            .field("gpu_agents", &self.gpu_agents)
             .finish()
     }
 }
 
 struct AgentSearch {
     get_info: HsaAgentGetInfoFn,
-    found: Option<hsa_agent_t>,
+    found: Vec<(hsa_agent_t, u32)>,
 }
 
-unsafe extern "C" fn find_gpu_agent(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+unsafe extern "C" fn collect_gpu_agents(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
     // A panic must not unwind into the runtime.
     std::panic::catch_unwind(|| {
         // SAFETY: `data` is the &mut AgentSearch passed to hsa_iterate_agents below.
@@ -188,8 +189,19 @@ unsafe extern "C" fn find_gpu_agent(agent: hsa_agent_t, data: *mut c_void) -> hs
             )
         };
         if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_GPU {
-            search.found = Some(agent);
-            return HSA_STATUS_INFO_BREAK;
+            let mut node = u32::MAX;
+            // SAFETY: NODE writes one uint32_t.
+            let st = unsafe {
+                (search.get_info)(agent, HSA_AGENT_INFO_NODE, (&mut node as *mut u32).cast())
+            };
+            search.found.push((
+                agent,
+                if st == HSA_STATUS_SUCCESS {
+                    node
+                } else {
+                    u32::MAX
+                },
+            ));
         }
         HSA_STATUS_SUCCESS
     })
@@ -198,7 +210,7 @@ unsafe extern "C" fn find_gpu_agent(agent: hsa_agent_t, data: *mut c_void) -> hs
 
 impl HsaRuntime {
     /// dlopens `library` (a path, or a SONAME searched the usual way),
-    /// runs hsa_init and finds the first GPU agent.
+    /// runs hsa_init and finds the GPU agents.
     pub fn load(library: &Path) -> Result<HsaRuntime, RuntimeError> {
         let name = library.display().to_string();
         let c_name = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
@@ -253,7 +265,7 @@ impl HsaRuntime {
             attach,
             detach,
             memory_copy,
-            gpu_agent: None,
+            gpu_agents: Vec::new(),
         };
         // SAFETY: hsa_init takes no arguments.
         let st = unsafe { init() };
@@ -269,12 +281,12 @@ impl HsaRuntime {
         }
         let mut search = AgentSearch {
             get_info,
-            found: None,
+            found: Vec::new(),
         };
         // SAFETY: the callback matches the declared type and `search` outlives the call.
         let st = unsafe {
             iterate(
-                Some(find_gpu_agent),
+                Some(collect_gpu_agents),
                 (&mut search as *mut AgentSearch).cast(),
             )
         };
@@ -285,7 +297,7 @@ impl HsaRuntime {
                 status: rt.describe(st),
             });
         }
-        rt.gpu_agent = search.found;
+        rt.gpu_agents = search.found;
         Ok(rt)
     }
 
@@ -293,8 +305,16 @@ impl HsaRuntime {
         &self.library
     }
 
+    /// The first GPU agent.
     pub fn gpu_agent(&self) -> Option<hsa_agent_t> {
-        self.gpu_agent
+        self.gpu_agents.first().map(|(agent, _)| *agent)
+    }
+
+    /// The GPU agent whose NODE is `node`; else the first GPU agent.
+    pub fn gpu_agent_of_node(&self, node: Option<u32>) -> Option<hsa_agent_t> {
+        node.and_then(|n| self.gpu_agents.iter().find(|(_, at)| *at == n))
+            .map(|(agent, _)| *agent)
+            .or_else(|| self.gpu_agent())
     }
 
     /// Looks up any other HSA function (tests allocate and export memory
@@ -388,9 +408,24 @@ impl HsaBufferSource {
 
 impl BufferSource for HsaBufferSource {
     fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+        self.attach_on_node(handle, alloc_size, None)
+    }
+
+    /// On the GPU agent of the owner's node (its first GPU agent when the
+    /// node is unknown or not one of its agents).
+    fn attach_on_node(
+        &self,
+        handle: &[u8],
+        alloc_size: u64,
+        owner_node: Option<u32>,
+    ) -> Result<Mapping, String> {
         let h = ipc_handle_from_bytes(handle)?;
         let rt = &self.runtime;
-        let agents: Vec<hsa_agent_t> = rt.gpu_agent.into_iter().collect();
+        let agent = rt.gpu_agent_of_node(owner_node);
+        let node = agent
+            .and_then(|a| rt.gpu_agents.iter().find(|(at, _)| *at == a))
+            .map(|(_, n)| *n);
+        let agents: Vec<hsa_agent_t> = agent.into_iter().collect();
         let mut mapped: *mut c_void = std::ptr::null_mut();
         // SAFETY: h and agents live across the call; mapped receives the address.
         let st = unsafe {
@@ -414,6 +449,7 @@ impl BufferSource for HsaBufferSource {
         Ok(Mapping {
             address: mapped as usize,
             len: alloc_size,
+            node,
         })
     }
 
@@ -526,6 +562,15 @@ impl LazyHsaSource {
 impl BufferSource for LazyHsaSource {
     fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
         self.loaded()?.attach(handle, alloc_size)
+    }
+    fn attach_on_node(
+        &self,
+        handle: &[u8],
+        alloc_size: u64,
+        owner_node: Option<u32>,
+    ) -> Result<Mapping, String> {
+        self.loaded()?
+            .attach_on_node(handle, alloc_size, owner_node)
     }
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
         self.loaded()?.copy(mapping, offset, dst)

@@ -177,6 +177,7 @@ fn output_buffer(alloc: &Exported, offset: usize, extent: usize, fingerprint: u6
         dtype: DType::F32,
         transport: Transport::Ipc {
             handle: alloc.handle.clone(),
+            owner_node: None,
         },
         owner_pid: std::process::id(),
         alloc_base: alloc.ptr as u64,
@@ -433,7 +434,10 @@ fn a_handle_the_runtime_refuses_is_an_error_ack_and_maps_nothing() {
         arg_index: 0,
         name: None,
         dtype: DType::U8,
-        transport: Transport::Ipc { handle: forged },
+        transport: Transport::Ipc {
+            handle: forged,
+            owner_node: None,
+        },
         owner_pid: std::process::id(),
         alloc_base: alloc.ptr as u64,
         alloc_size: 4096,

@@ -8,12 +8,16 @@ use crate::{BundleError, code_object_variables, device_code_objects, parse_code_
 
 /// Names found in the code objects, in their order (a name present in
 /// several code objects, one per target, appears once per object).
-/// `variables` are the writable ones only: what the host can write
-/// through HIP (a `constexpr` member in `.rodata` is left out).
+/// Variables are split by where they lie: `variables` in writable memory
+/// (`__device__`, and `__constant__` under clang 15), `read_only_variables`
+/// in `.rodata`, where clang 21 puts `__constant__` variables too, beside
+/// the `constexpr` class members a device pass emits (which are not device
+/// variables: only the device pass's IR tells them apart).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct BundledDeviceCode {
     pub kernels: Vec<String>,
     pub variables: Vec<String>,
+    pub read_only_variables: Vec<String>,
 }
 
 /// The kernels and variables of `bytes` (a host ELF with `.hip_fatbin`, an
@@ -30,12 +34,13 @@ pub fn bundled_device_code(bytes: &[u8]) -> Result<BundledDeviceCode, String> {
             .map_err(|e| e.to_string())?
             .unwrap_or_default();
         code.kernels.extend(kernels.into_iter().map(|k| k.name));
-        code.variables.extend(
-            code_object_variables(object.bytes)?
-                .into_iter()
-                .filter(|v| v.writable)
-                .map(|v| v.name),
-        );
+        for v in code_object_variables(object.bytes)? {
+            if v.writable {
+                code.variables.push(v.name);
+            } else {
+                code.read_only_variables.push(v.name);
+            }
+        }
     }
     Ok(code)
 }

@@ -58,7 +58,9 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 ///    started the tool says so at exit).
 /// 8: `Goodbye.matched` (how many dispatches matched, so the collector can
 ///    account for every one) and `MissReason::Lost`.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: `Transport::Ipc.owner_node` (the GPU that owns the allocation, so
+///    the collector attaches on it).
+pub const PROTOCOL_VERSION: u32 = 10;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -199,7 +201,15 @@ pub enum Transport {
     /// `hsa_amd_ipc_memory_t` bytes (or the backend's equivalent) of the
     /// whole containing allocation: the collector maps it and reads
     /// `extent` bytes at `offset`.
-    Ipc { handle: Vec<u8> },
+    /// `owner_node`: the GPU that owns the allocation, as the HSA agent
+    /// attribute NODE numbers it (the kernel driver's topology node, the
+    /// same in every process of the machine); the collector attaches the
+    /// handle on its agent of that node. `None` when the tool could not
+    /// tell: the collector's first GPU agent.
+    Ipc {
+        handle: Vec<u8>,
+        owner_node: Option<u32>,
+    },
     /// Memory the runtime cannot export (locked host memory, fine-grained
     /// system memory, a refused export): the tool copied the `extent` bytes
     /// into a sealed memfd, attached to the Dispatch frame (SCM_RIGHTS,
@@ -494,6 +504,7 @@ mod tests {
                     dtype: DType::F32,
                     transport: Transport::Ipc {
                         handle: vec![7; 32],
+                        owner_node: Some(2),
                     },
                     owner_pid: 4242,
                     alloc_base: 0x7f00_0000_0000,
@@ -733,12 +744,12 @@ mod tests {
         assert_eq!(
             hex,
             concat!(
-                "b100000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
+                "b300000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
                 "5f53305f6934766f6964207363616c655f76616c7565733c666c6f61743e2866",
                 "6c6f61742a2c20666c6f61742a2c20666c6f61742c20696e7429800801018002",
                 "010101dc0b02010001066f757470757402002007070707070707070707070707",
-                "0707070707070707070707070707070707070792218080808080e01f80200080",
-                "20b42402010008019221808080a805640a5af8ac01",
+                "07070707070707070707070707070707070707010292218080808080e01f8020",
+                "008020b42402010008019221808080a805640a5af8ac01",
             )
         );
     }

@@ -81,6 +81,7 @@ impl BufferAccess for FakeDevice {
         }
         Ok(Transport::Ipc {
             handle: allocation.base.to_le_bytes().repeat(4),
+            owner_node: None,
         })
     }
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
@@ -620,7 +621,8 @@ fn release_waits_for_the_collectors_ack_and_buffers_describe_the_output_allocati
     assert_eq!(
         b.transport,
         Transport::Ipc {
-            handle: output_base.to_le_bytes().repeat(4)
+            handle: output_base.to_le_bytes().repeat(4),
+            owner_node: None,
         }
     );
     assert_eq!(b.owner_pid, std::process::id());

@@ -56,8 +56,8 @@ impl AttachmentLog {
         crate::log::enabled(crate::log::Level::Debug).then(|| AttachmentLog {
             started,
             what: format!(
-                "connection {} (pid {}), dispatch {}, argument {}",
-                origin.connection, origin.pid, d.index, b.arg_index
+                "connection {} (pid {}, rank {}), dispatch {}, argument {}",
+                origin.connection, origin.pid, origin.rank, d.index, b.arg_index
             ),
         })
     }
@@ -86,12 +86,16 @@ impl<'a> Attachment<'a> {
         live: &'a AtomicUsize,
         handle: &[u8],
         size: u64,
+        owner_node: Option<u32>,
         log: Option<AttachmentLog>,
     ) -> Result<Self, String> {
-        let mapping = source.attach(handle, size)?;
+        let mapping = source.attach_on_node(handle, size, owner_node)?;
         live.fetch_add(1, Ordering::SeqCst);
         if let Some(log) = &log {
-            log.say("attach", &format!(", {size} bytes mapped"));
+            let on = mapping
+                .node
+                .map_or(String::new(), |n| format!(", on the GPU of node {n}"));
+            log.say("attach", &format!(", {size} bytes mapped{on}"));
         }
         Ok(Attachment {
             source,
@@ -377,30 +381,38 @@ fn with_attachment<T>(
 ) -> Result<T, String> {
     let what = || describe_buffer(d, b);
     let cuda;
-    let (source, handle, opening): (&dyn BufferSource, &[u8], &str) = match &b.transport {
-        Transport::Ipc { handle } => (&*shared.source, handle, "cannot map the allocation"),
-        Transport::CudaIpc { handle } => {
-            cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
-            (&cuda, handle, "cannot open the CUDA IPC handle")
-        }
-        Transport::SharedMemory | Transport::Staged { .. } => {
-            return Err(format!(
-                "{}: a copy (shared memory or staged) has no IPC handle to attach",
-                what()
-            ));
-        }
-    };
+    let (source, handle, owner_node, opening): (&dyn BufferSource, &[u8], Option<u32>, &str) =
+        match &b.transport {
+            Transport::Ipc { handle, owner_node } => (
+                &*shared.source,
+                handle,
+                *owner_node,
+                "cannot map the allocation",
+            ),
+            Transport::CudaIpc { handle } => {
+                cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
+                (&cuda, handle, None, "cannot open the CUDA IPC handle")
+            }
+            Transport::SharedMemory | Transport::Staged { .. } => {
+                return Err(format!(
+                    "{}: a copy (shared memory or staged) has no IPC handle to attach",
+                    what()
+                ));
+            }
+        };
     let log = AttachmentLog::new(shared.started, origin, d, b);
     let attachment =
-        Attachment::attach(source, &shared.live, handle, b.alloc_size, log).map_err(|e| {
-            format!(
-                "{}: {opening} of pid {} (0x{:x}, {} bytes): {e}",
-                what(),
-                b.owner_pid,
-                b.alloc_base,
-                b.alloc_size
-            )
-        })?;
+        Attachment::attach(source, &shared.live, handle, b.alloc_size, owner_node, log).map_err(
+            |e| {
+                format!(
+                    "{}: {opening} of pid {} (0x{:x}, {} bytes): {e}",
+                    what(),
+                    b.owner_pid,
+                    b.alloc_base,
+                    b.alloc_size
+                )
+            },
+        )?;
     let result = f(&attachment).map_err(|e| format!("{}: {e}", what()))?;
     attachment
         .detach()

@@ -79,6 +79,7 @@ impl BufferSource for CudaBufferSource {
         Ok(Mapping {
             address: dptr as usize,
             len: alloc_size,
+            node: None,
         })
     }
 

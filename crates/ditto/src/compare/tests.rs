@@ -423,6 +423,7 @@ fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
                 dtype: DType::U8,
                 transport: ditto_protocol::Transport::Ipc {
                     handle: vec![0; 32],
+                    owner_node: None,
                 },
                 owner_pid: 1,
                 alloc_base: 0,
@@ -483,6 +484,7 @@ fn snapshot_with(dir: &std::path::Path, buffers: &[(u32, Phase, f32)]) -> Snapsh
                     dtype: DType::F32,
                     transport: ditto_protocol::Transport::Ipc {
                         handle: vec![0; 32],
+                        owner_node: None,
                     },
                     owner_pid: 1,
                     alloc_base: 0,

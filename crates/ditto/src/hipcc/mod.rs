@@ -130,7 +130,11 @@ fn host_build(compiler: &OsString, parsed: &HipccArgs) -> Result<()> {
         warn_of_run_time_compilation(source);
         let work = scratch.path().join(format!("source-{index}"));
         std::fs::create_dir_all(&work)?;
-        let code = source_device_code(compiler, parsed, source, &work)?;
+        let mut code = source_device_code(compiler, parsed, source, &work)?;
+        if !code.unconfirmed_variables.is_empty() {
+            let ir = device_ir_code(compiler, parsed, source, &work)?;
+            code.confirm_variables(&ir);
+        }
         let mut registration = Registration::default();
         for kernel in &code.kernels {
             registration.add(kernel);

@@ -25,10 +25,26 @@ pub struct Registration {
 
 /// What the host build of one source registers: its kernels and its
 /// device variables (symbol names as in hipcc's code object).
+/// `unconfirmed_variables`: read-only symbols of a code object, which may
+/// be `__constant__` variables or `constexpr` class members; the device
+/// pass's IR says which (`confirm_variables`).
 #[derive(Debug, Default)]
 pub struct DeviceCode {
     pub kernels: Vec<KernelNames>,
     pub variables: Vec<String>,
+    pub unconfirmed_variables: Vec<String>,
+}
+
+impl DeviceCode {
+    /// Keeps the unconfirmed variables that `ir` (the same source's device
+    /// pass) lists as device variables.
+    pub fn confirm_variables(&mut self, ir: &DeviceCode) {
+        for name in std::mem::take(&mut self.unconfirmed_variables) {
+            if ir.variables.contains(&name) && !self.variables.contains(&name) {
+                self.variables.push(name);
+            }
+        }
+    }
 }
 
 /// The kernels and variables of every AMDGPU code object in `bytes` (an
@@ -39,6 +55,7 @@ pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, String> {
     Ok(DeviceCode {
         kernels: code.kernels.iter().map(|k| KernelNames::new(k)).collect(),
         variables: code.variables,
+        unconfirmed_variables: code.read_only_variables,
     })
 }
 
@@ -71,6 +88,7 @@ pub fn device_code_in_ir(text: &str) -> DeviceCode {
     DeviceCode {
         kernels: kernels_in_ir(text),
         variables,
+        unconfirmed_variables: Vec::new(),
     }
 }
 

@@ -27,6 +27,7 @@ pub fn captured(arg: u32, dtype: DType, data: Vec<u8>) -> CapturedBuffer {
             dtype,
             transport: Transport::Ipc {
                 handle: vec![0xab; 32],
+                owner_node: None,
             },
             owner_pid: 77,
             alloc_base: 0x1000,

@@ -77,6 +77,7 @@ impl BufferSource for FakeSource {
         Ok(Mapping {
             address: key,
             len: alloc_size,
+            node: None,
         })
     }
 
@@ -130,6 +131,7 @@ pub fn buffer(arg: u32, handle: &[u8], alloc: &[u8], offset: u64, extent: u64) -
         dtype: DType::F32,
         transport: Transport::Ipc {
             handle: handle.to_vec(),
+            owner_node: None,
         },
         owner_pid: 4242,
         alloc_base: 0x7f00_0000_0000,

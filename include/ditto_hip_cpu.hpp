@@ -1062,11 +1062,34 @@ struct KernelRecord {
            0, 0, &::ditto::detail::KernelEntry<signature, &__VA_ARGS__>::entry}};
 
 // Registers a device variable under the symbol name it has in hipcc's code
-// object: DITTO_VARIABLE("_ZN2ns5tableE", ns::table).
-#define DITTO_VARIABLE(symbol, ...)                                                          \
-  __attribute__((section("ditto_variables"), used, aligned(8))) static ditto_cpu_variable_t \
-      DITTO_CONCAT(ditto_variable_record_, __COUNTER__) = {                                  \
-          symbol, const_cast<void*>(static_cast<const volatile void*>(&(__VA_ARGS__))), sizeof(__VA_ARGS__)};
+// object: DITTO_VARIABLE("_ZN2ns5tableE", ns::table), at namespace scope.
+// The variable may be a private static member (a class's constexpr member,
+// which the device pass emits as an implicit __constant__): its address is
+// taken in an explicit instantiation, where C++ checks no access, and read
+// back through a friend of a tag type of this registration's own. Tags and
+// the template have internal linkage, so the registrations of several
+// sources in one host build never meet.
+namespace {
+template <typename Tag, auto Address>
+struct ditto_variable_at {
+  friend constexpr auto ditto_variable_address(Tag) { return Address; }
+};
+}  // namespace
+#define DITTO_VARIABLE(symbol, ...) DITTO_VARIABLE_NUMBERED(__COUNTER__, symbol, __VA_ARGS__)
+#define DITTO_VARIABLE_NUMBERED(n, symbol, ...) DITTO_VARIABLE_AT(n, symbol, __VA_ARGS__)
+#define DITTO_VARIABLE_AT(n, symbol, ...)                                                            \
+  namespace {                                                                                       \
+  struct ditto_variable_tag_##n {                                                                   \
+    friend constexpr auto ditto_variable_address(ditto_variable_tag_##n);                           \
+  };                                                                                                \
+  template struct ditto_variable_at<ditto_variable_tag_##n, &__VA_ARGS__>;                          \
+  __attribute__((section("ditto_variables"), used, aligned(8))) ditto_cpu_variable_t                \
+      ditto_variable_record_##n = {                                                                 \
+          symbol,                                                                                   \
+          const_cast<void*>(                                                                        \
+              static_cast<const volatile void*>(ditto_variable_address(ditto_variable_tag_##n{}))), \
+          sizeof(*ditto_variable_address(ditto_variable_tag_##n{}))};                               \
+  }
 
 extern "C" {
 extern ditto_cpu_variable_t __start_ditto_variables[] __attribute__((visibility("hidden"), weak));

@@ -10,7 +10,8 @@
 //! frames of all of them; but a linker pulls an archive member in only for
 //! a host symbol, and device code linked with -fgpu-rdc needs none, so
 //! `ditto hipcc` reads the frames from the objects and archives the link
-//! is given, not from the program.
+//! is given, not from the program. The binutils it drives for that (and
+//! that the host compile uses too) run through `run_tool`.
 
 use std::path::Path;
 use std::process::Command;
@@ -68,16 +69,24 @@ pub fn embed(object: &Path, host_object: &[u8], scratch: &Path) -> Result<()> {
     std::fs::write(&framed, frame(host_object))?;
     let mut section = std::ffi::OsString::from(format!("{SECTION}="));
     section.push(&framed);
-    let output = Command::new(objcopy())
-        .arg("--add-section")
-        .arg(section)
-        .arg(object)
+    run_tool(
+        Command::new(objcopy())
+            .arg("--add-section")
+            .arg(section)
+            .arg(object),
+        &format!("objcopy, adding the host build to {}", object.display()),
+    )
+}
+
+/// Runs a build tool (objcopy, cc, ar) to its end; its failure, with its
+/// standard error, names `what` it was doing.
+pub(super) fn run_tool(command: &mut Command, what: &str) -> Result<()> {
+    let output = command
         .output()
-        .context("cannot run objcopy to add the host build to the object")?;
+        .with_context(|| format!("cannot run {what}"))?;
     if !output.status.success() {
         bail!(
-            "objcopy could not add the host build to {}: {}",
-            object.display(),
+            "{what} failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
@@ -95,34 +104,19 @@ pub fn add_to_archive(
 ) -> Result<()> {
     let stem = source.file_stem().unwrap_or_default().to_string_lossy();
     let member = scratch.join(format!("ditto-host-build-{stem}.o"));
-    let cc = Command::new("cc")
-        .args(["-x", "c", "-c", "-o"])
-        .arg(&member)
-        .arg("/dev/null")
-        .output()
-        .context("cannot run cc to make the archive member of the host build")?;
-    if !cc.status.success() {
-        bail!(
-            "cc could not make the archive member of the host build: {}",
-            String::from_utf8_lossy(&cc.stderr).trim()
-        );
-    }
+    run_tool(
+        Command::new("cc")
+            .args(["-x", "c", "-c", "-o"])
+            .arg(&member)
+            .arg("/dev/null"),
+        "cc, making the archive member of the host build",
+    )?;
     embed(&member, host_object, scratch)?;
     let ar = std::env::var_os("AR").unwrap_or_else(|| "ar".into());
-    let output = Command::new(ar)
-        .arg("rs")
-        .arg(archive)
-        .arg(&member)
-        .output()
-        .context("cannot run ar to add the host build to the library")?;
-    if !output.status.success() {
-        bail!(
-            "ar could not add the host build to {}: {}",
-            archive.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
+    run_tool(
+        Command::new(ar).arg("rs").arg(archive).arg(&member),
+        &format!("ar, adding the host build to {}", archive.display()),
+    )
 }
 
 /// The host objects carried by an object file or a static library (each

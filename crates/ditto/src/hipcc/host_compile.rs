@@ -37,24 +37,20 @@ pub fn host_cxx() -> OsString {
 /// by the program itself; with them go their destructors, registered by
 /// the initializers. `--gc-sections` then drops the code they reached.
 fn drop_static_initializers(object: &Path) -> Result<()> {
-    let output = Command::new(super::embedding::objcopy())
-        .args([
-            "--remove-section=.init_array*",
-            "--remove-section=.rela.init_array*",
-            "--remove-section=.ctors*",
-            "--remove-section=.rela.ctors*",
-        ])
-        .arg(object)
-        .output()
-        .context("cannot run objcopy on the host build's object")?;
-    if !output.status.success() {
-        bail!(
-            "objcopy could not remove the static initializers of {}: {}",
-            object.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
+    super::embedding::run_tool(
+        Command::new(super::embedding::objcopy())
+            .args([
+                "--remove-section=.init_array*",
+                "--remove-section=.rela.init_array*",
+                "--remove-section=.ctors*",
+                "--remove-section=.rela.ctors*",
+            ])
+            .arg(object),
+        &format!(
+            "objcopy, removing the static initializers of {}",
+            object.display()
+        ),
+    )
 }
 
 /// Makes the registration appended to a source from the namespaces it

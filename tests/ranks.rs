@@ -50,13 +50,7 @@ fn four_ranks_through_ditto_run_pair_by_rank_in_compare() {
         ranks.sort();
         assert_eq!(ranks, [0, 1, 2, 3], "{run}");
     }
-    let out = ditto(&[
-        "compare",
-        "--json",
-        snaps.join("ref").to_str().unwrap(),
-        snaps.join("opt").to_str().unwrap(),
-    ]);
-    let v = json(&out);
+    let (v, out) = compare_json(&snaps.join("ref"), &snaps.join("opt"));
     assert_eq!(v["valid"], true, "{}", stderr(&out));
     let arrays = v["arrays"].as_array().unwrap();
     assert_eq!(arrays.len(), 8, "two arrays per rank");

@@ -109,13 +109,7 @@ fn two_ranks_on_two_gpus_are_attached_on_their_own_gpu_and_compared_by_rank() {
         );
     }
 
-    let out = ditto(&[
-        "compare",
-        "--json",
-        snaps.join("ref").to_str().unwrap(),
-        snaps.join("opt").to_str().unwrap(),
-    ]);
-    let v = json(&out);
+    let (v, out) = compare_json(&snaps.join("ref"), &snaps.join("opt"));
     assert_eq!(v["valid"], false, "{}", stderr(&out));
     let arrays = v["arrays"].as_array().unwrap();
     assert_eq!(

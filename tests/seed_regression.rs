@@ -42,13 +42,7 @@ fn two_hundred_cycles_of_float_then_double_self_compares_through_one_collector_a
             let (r, o) = (format!("{dtype}-ref-{i}"), format!("{dtype}-opt-{i}"));
             capture(&socket, &r, dtype);
             capture(&socket, &o, dtype);
-            let cmp = ditto(&[
-                "compare",
-                "--json",
-                out.join(&r).to_str().unwrap(),
-                out.join(&o).to_str().unwrap(),
-            ]);
-            let v = json(&cmp);
+            let (v, cmp) = compare_json(&out.join(&r), &out.join(&o));
             assert_eq!(
                 v["valid"],
                 true,

@@ -226,10 +226,9 @@ impl HsaTool {
         }
     }
 
-    /// The NODE of the agent that owns the memory at `address` (pointer
-    /// info's agentOwner), for the collector to attach on the same GPU.
-    fn owner_node(&self, address: u64) -> Option<u32> {
-        let info = self.pointer_info_of(address)?;
+    /// The NODE of the agent that owns the memory pointer info describes
+    /// (its agentOwner), for the collector to attach on the same GPU.
+    fn owner_node(&self, info: &hsa_amd_pointer_info_t) -> Option<u32> {
         let get_info = self.core.hsa_agent_get_info_fn?;
         if info.agentOwner.handle == 0 {
             return None;
@@ -269,17 +268,22 @@ impl HsaTool {
 
     fn pointer_info(&self, address: u64) -> Option<Allocation> {
         let info = self.pointer_info_of(address)?;
-        let base = if info.agentBaseAddress.is_null() {
-            info.hostBaseAddress
-        } else {
-            info.agentBaseAddress
-        };
-        let a = Allocation {
-            base: base as u64,
-            size: info.sizeInBytes as u64,
-        };
-        a.contains(address).then_some(a)
+        allocation_described(&info, address)
     }
+}
+
+/// The allocation holding `address` that pointer info `info` describes.
+fn allocation_described(info: &hsa_amd_pointer_info_t, address: u64) -> Option<Allocation> {
+    let base = if info.agentBaseAddress.is_null() {
+        info.hostBaseAddress
+    } else {
+        info.agentBaseAddress
+    };
+    let a = Allocation {
+        base: base as u64,
+        size: info.sizeInBytes as u64,
+    };
+    a.contains(address).then_some(a)
 }
 
 impl HeldSignals for HsaTool {
@@ -411,8 +415,10 @@ impl BufferAccess for HsaTool {
                 // 7.x with the size asked for (see the CPU runtime's
                 // ipc_length_accepted); what pointer info reports is what
                 // the release's IPC create compares with.
-                let len = self
-                    .pointer_info(allocation.base)
+                let info = self.pointer_info_of(allocation.base);
+                let len = info
+                    .as_ref()
+                    .and_then(|i| allocation_described(i, allocation.base))
                     .filter(|recorded| recorded.base == allocation.base)
                     .map_or(allocation.size, |recorded| recorded.size);
                 // SAFETY: original IPC export of a whole live allocation (base and size
@@ -423,7 +429,7 @@ impl BufferAccess for HsaTool {
                         "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
                     ));
                 }
-                let node = self.owner_node(allocation.base);
+                let node = info.as_ref().and_then(|i| self.owner_node(i));
                 // Before the check: see forget_ipc_handle.
                 self.ipc_handles_used.store(true, Ordering::SeqCst);
                 if self.allocations.find(allocation.base) == Some(*allocation) {

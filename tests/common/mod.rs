@@ -238,6 +238,18 @@ pub fn ditto_run(socket: &Path, kernel: &str, run: &str, cmd: &Path) -> Command 
     c
 }
 
+/// `ditto compare --json REFERENCE OPTIMIZED`: its JSON report (the
+/// output for messages).
+pub fn compare_json(reference: &Path, optimized: &Path) -> (serde_json::Value, Output) {
+    let out = ditto(&[
+        "compare",
+        "--json",
+        reference.to_str().unwrap(),
+        optimized.to_str().unwrap(),
+    ]);
+    (json(&out), out)
+}
+
 /// A snapshot's manifest.json with the dispatches that so far only its
 /// journal (dispatches.jsonl) holds, as `ditto compare` reads it: the
 /// collector rewrites the manifest at most once a second while dispatches

@@ -310,11 +310,12 @@ impl HsaRuntime {
         self.gpu_agents.first().map(|(agent, _)| *agent)
     }
 
-    /// The GPU agent whose NODE is `node`; else the first GPU agent.
-    pub fn gpu_agent_of_node(&self, node: Option<u32>) -> Option<hsa_agent_t> {
+    /// The GPU agent whose NODE is `node`, else the first GPU agent, with
+    /// its NODE.
+    pub fn gpu_agent_of_node(&self, node: Option<u32>) -> Option<(hsa_agent_t, u32)> {
         node.and_then(|n| self.gpu_agents.iter().find(|(_, at)| *at == n))
-            .map(|(agent, _)| *agent)
-            .or_else(|| self.gpu_agent())
+            .or_else(|| self.gpu_agents.first())
+            .copied()
     }
 
     /// Looks up any other HSA function (tests allocate and export memory
@@ -407,13 +408,9 @@ impl HsaBufferSource {
 }
 
 impl BufferSource for HsaBufferSource {
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
-        self.attach_on_node(handle, alloc_size, None)
-    }
-
     /// On the GPU agent of the owner's node (its first GPU agent when the
     /// node is unknown or not one of its agents).
-    fn attach_on_node(
+    fn attach(
         &self,
         handle: &[u8],
         alloc_size: u64,
@@ -421,11 +418,9 @@ impl BufferSource for HsaBufferSource {
     ) -> Result<Mapping, String> {
         let h = ipc_handle_from_bytes(handle)?;
         let rt = &self.runtime;
-        let agent = rt.gpu_agent_of_node(owner_node);
-        let node = agent
-            .and_then(|a| rt.gpu_agents.iter().find(|(at, _)| *at == a))
-            .map(|(_, n)| *n);
-        let agents: Vec<hsa_agent_t> = agent.into_iter().collect();
+        let chosen = rt.gpu_agent_of_node(owner_node);
+        let node = chosen.map(|(_, n)| n);
+        let agents: Vec<hsa_agent_t> = chosen.map(|(a, _)| a).into_iter().collect();
         let mut mapped: *mut c_void = std::ptr::null_mut();
         // SAFETY: h and agents live across the call; mapped receives the address.
         let st = unsafe {
@@ -560,17 +555,13 @@ impl LazyHsaSource {
 }
 
 impl BufferSource for LazyHsaSource {
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
-        self.loaded()?.attach(handle, alloc_size)
-    }
-    fn attach_on_node(
+    fn attach(
         &self,
         handle: &[u8],
         alloc_size: u64,
         owner_node: Option<u32>,
     ) -> Result<Mapping, String> {
-        self.loaded()?
-            .attach_on_node(handle, alloc_size, owner_node)
+        self.loaded()?.attach(handle, alloc_size, owner_node)
     }
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
         self.loaded()?.copy(mapping, offset, dst)

@@ -217,8 +217,13 @@ impl Spy {
 }
 
 impl BufferSource for Spy {
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
-        let m = self.inner.attach(handle, alloc_size)?;
+    fn attach(
+        &self,
+        handle: &[u8],
+        alloc_size: u64,
+        owner_node: Option<u32>,
+    ) -> Result<Mapping, String> {
+        let m = self.inner.attach(handle, alloc_size, owner_node)?;
         self.mappings_while_attached
             .store(pool_mappings(), Ordering::SeqCst);
         Ok(m)
@@ -462,7 +467,7 @@ fn a_copy_beyond_the_mapping_is_refused_not_read() {
     let rt = runtime();
     let alloc = export(&rt, 4096);
     let source = HsaBufferSource::new(rt.clone());
-    let mapping = source.attach(&alloc.handle, 4096).unwrap();
+    let mapping = source.attach(&alloc.handle, 4096, None).unwrap();
     let mut dst = vec![0u8; 16];
     for offset in [4096 - 8, 4096, u64::MAX - 4] {
         let err = source.copy(&mapping, offset, &mut dst).unwrap_err();

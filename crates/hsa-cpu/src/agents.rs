@@ -84,11 +84,16 @@ pub fn all() -> &'static [hsa_agent_t] {
     })
 }
 
+/// `i` where `handle` is `first + step * i` for a GPU this runtime reports.
+fn gpu_step(handle: u64, first: u64, step: u64) -> Option<usize> {
+    let offset = handle.checked_sub(first)?;
+    let i = (offset / step) as usize;
+    (offset % step == 0 && i < gpu_count()).then_some(i)
+}
+
 /// The index of a GPU agent this runtime reports.
 pub(crate) fn gpu_index(agent: hsa_agent_t) -> Option<usize> {
-    let offset = agent.handle.checked_sub(GPU_AGENT.handle)?;
-    let i = (offset / GPU_HANDLE_STEP) as usize;
-    (offset % GPU_HANDLE_STEP == 0 && i < gpu_count()).then_some(i)
+    gpu_step(agent.handle, GPU_AGENT.handle, GPU_HANDLE_STEP)
 }
 
 pub(crate) fn is_gpu(agent: hsa_agent_t) -> bool {
@@ -97,15 +102,11 @@ pub(crate) fn is_gpu(agent: hsa_agent_t) -> bool {
 
 /// The GPU pool's owner index and whether it is the group segment.
 fn gpu_pool_index(pool: hsa_amd_memory_pool_t) -> Option<(usize, bool)> {
-    (0..gpu_count()).find_map(|i| {
-        if pool == gpu_coarse_pool(i) {
-            Some((i, false))
-        } else if pool == gpu_group_pool(i) {
-            Some((i, true))
-        } else {
-            None
-        }
-    })
+    let index_from =
+        |first: hsa_amd_memory_pool_t| gpu_step(pool.handle, first.handle, GPU_POOL_STEP);
+    index_from(GPU_COARSE_POOL)
+        .map(|i| (i, false))
+        .or_else(|| index_from(GPU_GROUP_POOL).map(|i| (i, true)))
 }
 
 /// Whether `pool` is a GPU's group segment (not allocatable).

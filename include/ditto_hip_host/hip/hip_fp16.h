@@ -31,18 +31,20 @@ DITTO_HALF_COMPARE(__hge, >=)
 static inline __half __int2half_rn(int i) { return __float2half(static_cast<float>(i)); }
 static inline int __half2int_rz(__half h) { return static_cast<int>(__half2float(h)); }
 
-// Operators on __half round each result to half, as the device pass's
-// half instructions do (g++'s form converts to float and would keep the
-// intermediate results of a chain in float).
-static inline __half operator+(__half a, __half b) { return __hadd(a, b); }
-static inline __half operator-(__half a, __half b) { return __hsub(a, b); }
-static inline __half operator*(__half a, __half b) { return __hmul(a, b); }
-static inline __half operator/(__half a, __half b) { return __hdiv(a, b); }
-static inline __half operator-(__half a) { return __hneg(a); }
-static inline __half& operator+=(__half& a, __half b) { return a = a + b; }
-static inline __half& operator-=(__half& a, __half b) { return a = a - b; }
-static inline __half& operator*=(__half& a, __half b) { return a = a * b; }
-static inline __half& operator/=(__half& a, __half b) { return a = a / b; }
+// Operators on __half and __half2 round each result to half, as the device
+// pass's half instructions do (g++'s form converts to float and would keep
+// the intermediate results of a chain in float).
+#define DITTO_HALF_OPERATORS(T, add, sub, mul, div, neg)                          \
+  static inline T operator+(T a, T b) { return add(a, b); }                       \
+  static inline T operator-(T a, T b) { return sub(a, b); }                       \
+  static inline T operator*(T a, T b) { return mul(a, b); }                       \
+  static inline T operator/(T a, T b) { return div(a, b); }                       \
+  static inline T operator-(T a) { return neg(a); }                               \
+  static inline T& operator+=(T& a, T b) { return a = a + b; }                    \
+  static inline T& operator-=(T& a, T b) { return a = a - b; }                    \
+  static inline T& operator*=(T& a, T b) { return a = a * b; }                    \
+  static inline T& operator/=(T& a, T b) { return a = a / b; }
+DITTO_HALF_OPERATORS(__half, __hadd, __hsub, __hmul, __hdiv, __hneg)
 
 // __half2: two halves, each lane computed as __half is.
 static inline __half2 make_half2(__half x, __half y) { return __half2{x, y}; }
@@ -68,13 +70,6 @@ static inline __half2 __hneg2(__half2 a) { return __half2{__hneg(a.x), __hneg(a.
 static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
   return __half2{__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)};
 }
-static inline __half2 operator+(__half2 a, __half2 b) { return __hadd2(a, b); }
-static inline __half2 operator-(__half2 a, __half2 b) { return __hsub2(a, b); }
-static inline __half2 operator*(__half2 a, __half2 b) { return __hmul2(a, b); }
-static inline __half2 operator/(__half2 a, __half2 b) { return __h2div(a, b); }
-static inline __half2 operator-(__half2 a) { return __hneg2(a); }
-static inline __half2& operator+=(__half2& a, __half2 b) { return a = a + b; }
-static inline __half2& operator-=(__half2& a, __half2 b) { return a = a - b; }
-static inline __half2& operator*=(__half2& a, __half2 b) { return a = a * b; }
-static inline __half2& operator/=(__half2& a, __half2 b) { return a = a / b; }
+DITTO_HALF_OPERATORS(__half2, __hadd2, __hsub2, __hmul2, __h2div, __hneg2)
+#undef DITTO_HALF_OPERATORS
 #endif

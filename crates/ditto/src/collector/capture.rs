@@ -89,7 +89,7 @@ impl<'a> Attachment<'a> {
         owner_node: Option<u32>,
         log: Option<AttachmentLog>,
     ) -> Result<Self, String> {
-        let mapping = source.attach_on_node(handle, size, owner_node)?;
+        let mapping = source.attach(handle, size, owner_node)?;
         live.fetch_add(1, Ordering::SeqCst);
         if let Some(log) = &log {
             let on = mapping

@@ -58,7 +58,14 @@ fn chunked_copy_asked() -> bool {
 }
 
 impl BufferSource for CudaBufferSource {
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+    /// In the primary context of device 0 (`owner_node` is HSA's; CUDA
+    /// buffers carry no owner yet).
+    fn attach(
+        &self,
+        handle: &[u8],
+        alloc_size: u64,
+        _owner_node: Option<u32>,
+    ) -> Result<Mapping, String> {
         let bytes: [u8; CUDA_IPC_HANDLE_BYTES] = handle.try_into().map_err(|_| {
             format!(
                 "a CUDA IPC handle has {CUDA_IPC_HANDLE_BYTES} bytes, this one {}",

@@ -47,20 +47,15 @@ pub struct Mapping {
 /// Where buffer bytes come from: IPC attach, copy, detach. The HSA runtime
 /// in production ([`crate::runtime::HsaBufferSource`]), a fake in tests.
 pub trait BufferSource: Send + Sync {
-    /// Maps the whole allocation named by `handle` (`alloc_size` bytes).
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String>;
-    /// The same, on the GPU whose HSA NODE is `owner_node` (the GPU that
-    /// owns the allocation, as the tool reported it) where the source has
-    /// several; by default, as `attach`.
-    fn attach_on_node(
+    /// Maps the whole allocation named by `handle` (`alloc_size` bytes), on
+    /// the GPU whose HSA NODE is `owner_node` (the GPU that owns the
+    /// allocation, as the tool reported it) where the source has several.
+    fn attach(
         &self,
         handle: &[u8],
         alloc_size: u64,
         owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
-        let _ = owner_node;
-        self.attach(handle, alloc_size)
-    }
+    ) -> Result<Mapping, String>;
     /// Copies `dst.len()` bytes at `offset` of a live mapping.
     fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String>;
     /// `len` bytes at `offset` of a live mapping, read in place, where the

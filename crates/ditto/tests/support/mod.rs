@@ -51,7 +51,12 @@ impl FakeSource {
 }
 
 impl BufferSource for FakeSource {
-    fn attach(&self, handle: &[u8], alloc_size: u64) -> Result<Mapping, String> {
+    fn attach(
+        &self,
+        handle: &[u8],
+        alloc_size: u64,
+        _owner_node: Option<u32>,
+    ) -> Result<Mapping, String> {
         let mut bytes = self
             .allocations
             .lock()

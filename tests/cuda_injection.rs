@@ -16,33 +16,9 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Builds the fake driver (one library serving as libcuda and libcupti)
-/// and the fake application into `dir` with the C compiler ($CC or cc).
+/// The fake driver and the fake application, built into `dir`.
 fn build_fakes(dir: &Path) -> (PathBuf, PathBuf) {
-    let src = repo_root().join("tests/cuda/fake");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let lib = dir.join("libfakecuda.so");
-    let app = dir.join("fake_app");
-    let run = |cmd: &mut Command| {
-        let o = cmd.output().expect("run the C compiler");
-        assert!(
-            o.status.success(),
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    run(Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&lib)
-        .arg(src.join("fake_cuda.c")));
-    run(Command::new(&cc)
-        .args(["-O1", "-o"])
-        .arg(&app)
-        .arg(src.join("fake_app.c"))
-        .arg(&lib)
-        .arg(format!("-Wl,-rpath,{}", dir.display()))
-        .arg("-ldl"));
-    (lib, app)
+    build_fake_cuda(dir, "fake_app")
 }
 
 /// `ditto run --kernel KERNEL [EXTRA] --out DIR/snap-KERNEL -- fake_app`

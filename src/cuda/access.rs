@@ -1,6 +1,7 @@
 //! The CUDA backend's buffer access: the driver as the capture core's
 //! describe step reads it ([`BufferAccess`]): containing allocations
-//! (cuMemGetAddressRange), IPC export (cuIpcGetMemHandle), shared-memory
+//! (cuMemGetAddressRange), IPC export (cuIpcGetMemHandle, with the owning
+//! device's UUID), shared-memory
 //! copies through a host copy, small buffers staged (one device-to-host
 //! copy into a page-locked bounce buffer, written into the staging file
 //! and fingerprinted from it), and fingerprints of other buffers computed
@@ -11,6 +12,7 @@ use super::driver::{Driver, HostBuffer, IPC_HANDLE_BYTES};
 use crate::capture::allocation_map::Allocation;
 use crate::capture::staging::{MAX_STAGED_BUFFER, StagingFile};
 use crate::capture::{BufferAccess, StagedCopy};
+use crate::log::log_debug;
 use ditto_protocol::{Transport, fingerprint, fingerprint_of_windows, fingerprint_windows};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -37,8 +39,21 @@ impl BufferAccess for CudaDevice<'_> {
         // SAFETY: out-pointer to 64 bytes; the driver checks the address.
         let r = unsafe { (self.driver.ipc_get_mem_handle)(&mut handle, allocation.base) };
         self.driver.check(r, "cuIpcGetMemHandle")?;
+        // Without an owner the collector opens the handle on its device 0
+        // (peer access enabled lazily), as before owners were sent.
+        let device_uuid = self
+            .driver
+            .owner_uuid(allocation.base)
+            .inspect_err(|e| {
+                log_debug!(
+                    "the owner of the allocation at 0x{:x} is not known: {e}",
+                    allocation.base
+                )
+            })
+            .ok();
         Ok(Transport::CudaIpc {
             handle: handle.to_vec(),
+            device_uuid,
         })
     }
 

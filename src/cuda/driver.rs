@@ -18,6 +18,11 @@ pub const CU_STREAM_PER_THREAD: usize = 0x2;
 pub const CAPTURE_STATUS_NONE: c_int = 0;
 /// Size of `CUipcMemHandle`.
 pub const IPC_HANDLE_BYTES: usize = ditto_protocol::CUDA_IPC_HANDLE_BYTES;
+/// Size of `CUuuid`.
+pub const UUID_BYTES: usize = ditto_protocol::CUDA_UUID_BYTES;
+/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`: the ordinal (in this process)
+/// of the device that owns an allocation.
+const POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
 
 /// Error text of a dynamic-loader failure.
 pub fn dlerror_text() -> String {
@@ -86,6 +91,13 @@ pub struct Driver {
     /// `cuMemAllocHost_v2`: page-locked host memory, which a device-to-host
     /// copy fills by DMA without the driver's own bounce buffer.
     pub mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+    /// The owner of an allocation, as a device UUID: `cuPointerGetAttribute`
+    /// (its device ordinal), `cuDeviceGet`, and `cuDeviceGetUuid_v2` (else
+    /// `cuDeviceGetUuid`). Without them the owner is not reported.
+    pointer_get_attribute:
+        Option<unsafe extern "C" fn(*mut c_void, c_int, CuDevicePtr) -> CuResult>,
+    device_get: Option<unsafe extern "C" fn(*mut c_int, c_int) -> CuResult>,
+    device_get_uuid: Option<unsafe extern "C" fn(*mut [u8; UUID_BYTES], c_int) -> CuResult>,
 }
 
 impl Driver {
@@ -110,6 +122,12 @@ impl Driver {
                 stream_is_capturing: as_fn(need("cuStreamIsCapturing")?),
                 get_error_string: handle.symbol("cuGetErrorString").map(|p| as_fn(p)),
                 mem_alloc_host: handle.symbol("cuMemAllocHost_v2").map(|p| as_fn(p)),
+                pointer_get_attribute: handle.symbol("cuPointerGetAttribute").map(|p| as_fn(p)),
+                device_get: handle.symbol("cuDeviceGet").map(|p| as_fn(p)),
+                device_get_uuid: handle
+                    .symbol("cuDeviceGetUuid_v2")
+                    .or_else(|| handle.symbol("cuDeviceGetUuid"))
+                    .map(|p| as_fn(p)),
             })
         }
     }
@@ -161,6 +179,38 @@ impl Driver {
         let r = unsafe { (self.mem_get_address_range)(&mut base, &mut size, address) };
         self.check(r, "cuMemGetAddressRange")?;
         Ok((base, size as u64))
+    }
+
+    /// The UUID of the device that owns the allocation at `address`, or
+    /// why it cannot be told. The collector finds the device by it: its
+    /// ordinals may differ from this process's (CUDA_VISIBLE_DEVICES).
+    pub fn owner_uuid(&self, address: CuDevicePtr) -> Result<[u8; UUID_BYTES], String> {
+        let (Some(attribute), Some(device_get), Some(uuid_of)) = (
+            self.pointer_get_attribute,
+            self.device_get,
+            self.device_get_uuid,
+        ) else {
+            return Err(
+                "the driver lacks cuPointerGetAttribute, cuDeviceGet or cuDeviceGetUuid".into(),
+            );
+        };
+        let mut ordinal: c_int = -1;
+        // SAFETY: the attribute is an int written through the out-pointer.
+        let r = unsafe {
+            attribute(
+                (&mut ordinal as *mut c_int).cast(),
+                POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                address,
+            )
+        };
+        self.check(r, "cuPointerGetAttribute(DEVICE_ORDINAL)")?;
+        let mut device: c_int = 0;
+        // SAFETY: out-pointer; the driver checks the ordinal.
+        self.check(unsafe { device_get(&mut device, ordinal) }, "cuDeviceGet")?;
+        let mut uuid = [0u8; UUID_BYTES];
+        // SAFETY: out-pointer to 16 bytes.
+        self.check(unsafe { uuid_of(&mut uuid, device) }, "cuDeviceGetUuid")?;
+        Ok(uuid)
     }
 
     /// Copies `dst.len()` bytes at device address `src` to the host.

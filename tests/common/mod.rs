@@ -399,3 +399,43 @@ pub fn zero_configuration_run(
         .map(|bytes| serde_json::from_slice(&bytes).expect("manifest.json is JSON"));
     (out, manifest)
 }
+
+/// Builds the fake CUDA driver of tests/cuda/fake/ (one library serving as
+/// libcuda and libcupti) and the fake application `app` (`app`.c there,
+/// linked against it) into `dir` with the C compiler ($CC or cc), with
+/// `defines` (`-DNAME`); returns the library and the application.
+pub fn build_fake_cuda_with(dir: &Path, app: &str, defines: &[&str]) -> (PathBuf, PathBuf) {
+    let src = repo_root().join("tests/cuda/fake");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let lib = dir.join("libfakecuda.so");
+    let exe = dir.join(format!("{app}{}", defines.concat()));
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().expect("run the C compiler");
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    if !lib.exists() {
+        run(Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&lib)
+            .arg(src.join("fake_cuda.c"))
+            .arg("-ldl"));
+    }
+    run(Command::new(&cc)
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .args(defines)
+        .arg(src.join(format!("{app}.c")))
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .arg("-ldl"));
+    (lib, exe)
+}
+
+/// [`build_fake_cuda_with`] without defines.
+pub fn build_fake_cuda(dir: &Path, app: &str) -> (PathBuf, PathBuf) {
+    build_fake_cuda_with(dir, app, &[])
+}

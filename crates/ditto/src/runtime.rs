@@ -444,7 +444,7 @@ impl BufferSource for HsaBufferSource {
         Ok(Mapping {
             address: mapped as usize,
             len: alloc_size,
-            node,
+            gpu: node,
         })
     }
 

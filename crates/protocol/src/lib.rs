@@ -60,7 +60,11 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 ///    account for every one) and `MissReason::Lost`.
 /// 10: `Transport::Ipc.owner_node` (the GPU that owns the allocation, so
 ///    the collector attaches on it).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// 11: `Transport::CudaIpc.device_uuid` (the CUDA device that owns the
+///    allocation, so the collector opens and copies it there).
+pub const PROTOCOL_VERSION: u32 = 11;
+/// Size of a CUDA device's UUID (`CUuuid`).
+pub const CUDA_UUID_BYTES: usize = 16;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
 pub const CUDA_IPC_HANDLE_BYTES: usize = 64;
 /// Largest frame either side accepts (16 MiB); larger is a protocol error.
@@ -220,7 +224,15 @@ pub enum Transport {
     /// [`CUDA_IPC_HANDLE_BYTES`] bytes of the whole containing allocation's
     /// handle. The collector opens it with `cuIpcOpenMemHandle`, copies
     /// `extent` bytes at `offset` to the host and closes it before the Ack.
-    CudaIpc { handle: Vec<u8> },
+    /// `device_uuid`: the UUID of the device that owns the allocation
+    /// (`cuDeviceGetUuid`; ordinals differ between processes under
+    /// CUDA_VISIBLE_DEVICES, UUIDs do not): the collector opens and copies
+    /// the handle in that device's primary context. `None` when the tool
+    /// could not tell: the collector's device 0.
+    CudaIpc {
+        handle: Vec<u8>,
+        device_uuid: Option<[u8; CUDA_UUID_BYTES]>,
+    },
     /// A small buffer the tool copied (after the dispatch completed, before
     /// releasing it) into the connection's staging file
     /// ([`ToolMessage::Staging`]): the `extent` bytes lie at `at` in that
@@ -669,6 +681,7 @@ mod tests {
         let mut d = sample_dispatch();
         d.buffers[0].transport = Transport::CudaIpc {
             handle: (0..CUDA_IPC_HANDLE_BYTES as u8).collect(),
+            device_uuid: Some([0xa5; CUDA_UUID_BYTES]),
         };
         let msg = ToolMessage::Dispatch(d);
         let mut wire = Vec::new();
@@ -678,10 +691,15 @@ mod tests {
         let ToolMessage::Dispatch(back) = back else {
             unreachable!()
         };
-        let Transport::CudaIpc { handle } = &back.buffers[0].transport else {
+        let Transport::CudaIpc {
+            handle,
+            device_uuid,
+        } = &back.buffers[0].transport
+        else {
             panic!("transport changed: {:?}", back.buffers[0].transport);
         };
         assert_eq!(handle[63], 63);
+        assert_eq!(device_uuid.map(|u| u[15]), Some(0xa5));
     }
 
     #[test]

@@ -5,7 +5,6 @@
 // and reduce_sum once more into a stream being captured into a graph.
 // Prints what it computed and how many stream synchronisations the tool
 // made during the non-target launches.
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@ typedef struct fake_function {
   size_t offset[8], size[8];
   void (*run)(unsigned char* args);
 } fake_function;
+int fake_inject(void);
 void* fake_malloc(size_t n);
 void fake_launch(const fake_function* f, void** args, int ex);
 void fake_set_capturing(int on);
@@ -78,15 +78,7 @@ static int launch_long_names(void) {
 }
 
 int main(int argc, char** argv) {
-  const char* path = getenv("CUDA_INJECTION64_PATH");
-  if (path) {
-    void* tool = dlopen(path, RTLD_NOW);
-    int (*init)(void) = tool ? (int (*)(void))dlsym(tool, "InitializeInjection") : 0;
-    if (!init || init() != 1) {
-      fprintf(stderr, "fake_app: InitializeInjection missing or not 1\n");
-      return 3;
-    }
-  }
+  if (fake_inject() != 0) return 3;
   if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};

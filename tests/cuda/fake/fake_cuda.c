@@ -5,10 +5,29 @@
 // a snapshot taken without synchronising would see the old values.
 // fake_launch drives the tool's CUPTI callback around each launch as the
 // driver does (API_ENTER, then API_EXIT), with the real structure layouts.
+//
+// Several devices (the collector's side too): FAKE_CUDA_DEVICES=N physical
+// devices (1 to 8, default 1), of which CUDA_VISIBLE_DEVICES shows some, in
+// its order, as ordinals 0, 1, ...; each has a UUID of its physical index.
+// fake_set_device picks the application's device, as cudaSetDevice does.
+// With FAKE_CUDA_IPC=1, fake_malloc memory is exportable: a memfd that
+// cuIpcGetMemHandle names (pid, fd), which another process opens through
+// /proc/<pid>/fd. cuIpcOpenMemHandle in a context of another device than the
+// owner's needs the lazy-peer flag, and fails as on GPUs without a peer path
+// (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) under FAKE_CUDA_NO_PEER=1. Each open
+// appends "open: owner device P, context of device C" to FAKE_CUDA_LOG.
+// Streams belong to the context current when they were made; an
+// asynchronous copy on a stream of another context fails.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef void (*callback_t)(void*, uint32_t, uint32_t, const void*);
@@ -59,7 +78,7 @@ static uint32_t g_enabled[16];
 static int g_nenabled;
 static int g_capturing;
 static int g_syncs;
-static struct { uint64_t base; size_t size; } g_allocs[64];
+static struct { uint64_t base; size_t size; int device; int fd; } g_allocs[64];
 static int g_nallocs;
 static const fake_function* g_pending;
 static unsigned char g_pending_args[256];
@@ -99,13 +118,176 @@ CUresult cuMemGetAddressRange_v2(uint64_t* base, size_t* size, uint64_t p) {
     }
   return 1;
 }
-// Host memory cannot be exported: the tool takes its copy transport.
+
+// --- devices and contexts ----------------------------------------------------
+enum { MAX_DEVICES = 8, INVALID_DEVICE = 101, INVALID_CONTEXT = 201, PEER_UNSUPPORTED = 217 };
+static int g_nvisible = -1;
+static int g_visible[MAX_DEVICES];  // ordinal -> physical device
+static __thread int t_context = -1;  // physical device of the current context
+
+static void init_devices(void) {
+  if (g_nvisible >= 0) return;
+  const char* n = getenv("FAKE_CUDA_DEVICES");
+  int physical = n ? atoi(n) : 1;
+  if (physical < 1 || physical > MAX_DEVICES) physical = 1;
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  int count = 0;
+  if (visible) {
+    for (const char* c = visible; *c && count < MAX_DEVICES;) {
+      char* end;
+      long d = strtol(c, &end, 10);
+      if (end == c || d < 0 || d >= physical) break;  // as CUDA: the list stops at a bad entry
+      g_visible[count++] = (int)d;
+      c = *end == ',' ? end + 1 : end;
+    }
+  } else {
+    for (; count < physical; ++count) g_visible[count] = count;
+  }
+  g_nvisible = count;
+}
+static int ordinal_of(int physical) {
+  init_devices();
+  for (int i = 0; i < g_nvisible; ++i)
+    if (g_visible[i] == physical) return i;
+  return -1;
+}
+static int current_device(void) {
+  init_devices();
+  return t_context >= 0 ? t_context : (g_nvisible > 0 ? g_visible[0] : 0);
+}
+
+CUresult cuInit(unsigned flags) {
+  (void)flags;
+  init_devices();
+  return 0;
+}
+CUresult cuDeviceGetCount(int* count) {
+  init_devices();
+  *count = g_nvisible;
+  return 0;
+}
+CUresult cuDeviceGet(int* device, int ordinal) {
+  init_devices();
+  if (ordinal < 0 || ordinal >= g_nvisible) return INVALID_DEVICE;
+  *device = ordinal;
+  return 0;
+}
+// Only the first version: the tool and the collector both fall back to it.
+CUresult cuDeviceGetUuid(unsigned char uuid[16], int device) {
+  init_devices();
+  if (device < 0 || device >= g_nvisible) return INVALID_DEVICE;
+  memcpy(uuid, "fake-cuda-gpu-", 14);
+  uuid[14] = '0' + g_visible[device];
+  uuid[15] = 0;
+  return 0;
+}
+CUresult cuDevicePrimaryCtxRetain(void** context, int device) {
+  init_devices();
+  if (device < 0 || device >= g_nvisible) return INVALID_DEVICE;
+  *context = (void*)(uintptr_t)(0x1000 + g_visible[device]);
+  return 0;
+}
+CUresult cuCtxSetCurrent(void* context) {
+  t_context = context ? (int)((uintptr_t)context - 0x1000) : -1;
+  return 0;
+}
+// CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (9) only.
+CUresult cuPointerGetAttribute(void* data, int attribute, uint64_t p) {
+  if (attribute != 9) return 1;
+  for (int i = 0; i < g_nallocs; ++i)
+    if (p >= g_allocs[i].base && p < g_allocs[i].base + g_allocs[i].size) {
+      int ordinal = ordinal_of(g_allocs[i].device);
+      if (ordinal < 0) return INVALID_DEVICE;
+      *(int*)data = ordinal;
+      return 0;
+    }
+  return 1;
+}
+
+// --- IPC -----------------------------------------------------------------
+typedef struct {
+  char magic[8];
+  int32_t pid, fd, device;
+  uint64_t size;
+  char unused[32];
+} fake_ipc_handle;
+_Static_assert(sizeof(fake_ipc_handle) == 64, "CUipcMemHandle has 64 bytes");
+
+static struct { uint64_t base; size_t size; } g_opened[64];
+
+// Memory fake_malloc made without FAKE_CUDA_IPC (host memory) cannot be
+// exported: the tool takes its copy transport.
 CUresult cuIpcGetMemHandle(void* handle, uint64_t p) {
-  (void)handle;
-  (void)p;
+  for (int i = 0; i < g_nallocs; ++i)
+    if (g_allocs[i].base == p && g_allocs[i].fd >= 0) {
+      fake_ipc_handle h = {"fakeipc", getpid(), g_allocs[i].fd, g_allocs[i].device, g_allocs[i].size, {0}};
+      memcpy(handle, &h, sizeof h);
+      return 0;
+    }
   return 801;
 }
+static void log_line(const char* line) {
+  const char* path = getenv("FAKE_CUDA_LOG");
+  if (!path) return;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0) return;
+  ssize_t written = write(fd, line, strlen(line));  // one write: lines never interleave
+  (void)written;
+  close(fd);
+}
+CUresult cuIpcOpenMemHandle_v2(uint64_t* dptr, fake_ipc_handle h, unsigned flags) {
+  if (memcmp(h.magic, "fakeipc", 8) != 0) return 1;
+  if (t_context < 0) return INVALID_CONTEXT;
+  char line[128];
+  snprintf(line, sizeof line, "open: owner device %d, context of device %d\n", h.device, t_context);
+  log_line(line);
+  if (t_context != h.device && (!(flags & 1) || getenv("FAKE_CUDA_NO_PEER"))) return PEER_UNSUPPORTED;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return 1;
+  void* p = mmap(0, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return 2;
+  for (int i = 0; i < 64; ++i)
+    if (!g_opened[i].base) {
+      g_opened[i].base = (uint64_t)(uintptr_t)p;
+      g_opened[i].size = h.size;
+      *dptr = g_opened[i].base;
+      return 0;
+    }
+  munmap(p, h.size);
+  return 2;
+}
+CUresult cuIpcCloseMemHandle(uint64_t dptr) {
+  for (int i = 0; i < 64; ++i)
+    if (g_opened[i].base == dptr && dptr) {
+      munmap((void*)(uintptr_t)dptr, g_opened[i].size);
+      g_opened[i].base = 0;
+      return 0;
+    }
+  return 1;
+}
+
+// --- copies and streams ------------------------------------------------------
 CUresult cuMemcpyDtoH_v2(void* dst, uint64_t src, size_t n) {
+  memcpy(dst, (const void*)(uintptr_t)src, n);
+  return 0;
+}
+CUresult cuMemAllocHost_v2(void** p, size_t n) {
+  *p = malloc(n);
+  return *p ? 0 : 2;
+}
+typedef struct { int device; } fake_stream;
+CUresult cuStreamCreate(void** stream, unsigned flags) {
+  (void)flags;
+  fake_stream* s = malloc(sizeof *s);
+  s->device = current_device();
+  *stream = s;
+  return 0;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, uint64_t src, size_t n, void* stream) {
+  if (stream && ((fake_stream*)stream)->device != current_device()) return INVALID_CONTEXT;
   memcpy(dst, (const void*)(uintptr_t)src, n);
   return 0;
 }
@@ -131,12 +313,64 @@ CUresult cuGetErrorString(CUresult r, const char** text) {
 }
 
 // --- for the fake application ----------------------------------------------
+// Does what the driver does at cuInit: dlopen CUDA_INJECTION64_PATH and call
+// its InitializeInjection. 0 when it did (or none is named), else 3.
+int fake_inject(void) {
+  const char* path = getenv("CUDA_INJECTION64_PATH");
+  if (!path) return 0;
+  void* tool = dlopen(path, RTLD_NOW);
+  int (*init)(void) = tool ? (int (*)(void))dlsym(tool, "InitializeInjection") : 0;
+  if (!init || init() != 1) {
+    fprintf(stderr, "fake driver: InitializeInjection missing or not 1\n");
+    return 3;
+  }
+  return 0;
+}
+// cudaSetDevice: the calling thread's context becomes device `ordinal`'s.
+int fake_set_device(int ordinal) {
+  init_devices();
+  if (ordinal < 0 || ordinal >= g_nvisible) return INVALID_DEVICE;
+  t_context = g_visible[ordinal];
+  return 0;
+}
+// The ordinal of the calling thread's device, and its physical index.
+int fake_current_ordinal(void) { return ordinal_of(current_device()); }
+int fake_current_physical(void) { return current_device(); }
+
+// Zeroed "device memory" of the current device: a memfd (exportable) with
+// FAKE_CUDA_IPC=1, else host memory. At most 64 live allocations.
 void* fake_malloc(size_t n) {
-  void* p = calloc(1, n);
+  if (g_nallocs == 64) return 0;
+  int fd = -1;
+  void* p;
+  const char* ipc = getenv("FAKE_CUDA_IPC");
+  if (ipc && strcmp(ipc, "1") == 0) {
+    fd = memfd_create("fake-cuda-device-memory", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)n) != 0) return 0;
+    p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 0;
+  } else {
+    p = calloc(1, n);
+  }
   g_allocs[g_nallocs].base = (uint64_t)(uintptr_t)p;
   g_allocs[g_nallocs].size = n;
+  g_allocs[g_nallocs].device = current_device();
+  g_allocs[g_nallocs].fd = fd;
   ++g_nallocs;
   return p;
+}
+void fake_free(void* p) {
+  for (int i = 0; i < g_nallocs; ++i)
+    if (g_allocs[i].base == (uint64_t)(uintptr_t)p) {
+      if (g_allocs[i].fd >= 0) {
+        munmap(p, g_allocs[i].size);
+        close(g_allocs[i].fd);
+      } else {
+        free(p);
+      }
+      g_allocs[i] = g_allocs[--g_nallocs];
+      return;
+    }
 }
 void fake_set_capturing(int on) { g_capturing = on; }
 int fake_syncs(void) { return g_syncs; }

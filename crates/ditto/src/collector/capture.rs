@@ -93,8 +93,8 @@ impl<'a> Attachment<'a> {
         live.fetch_add(1, Ordering::SeqCst);
         if let Some(log) = &log {
             let on = mapping
-                .node
-                .map_or(String::new(), |n| format!(", on the GPU of node {n}"));
+                .gpu
+                .map_or(String::new(), |g| format!(", on {}", source.gpu_name(g)));
             log.say("attach", &format!(", {size} bytes mapped{on}"));
         }
         Ok(Attachment {
@@ -389,8 +389,12 @@ fn with_attachment<T>(
                 *owner_node,
                 "cannot map the allocation",
             ),
-            Transport::CudaIpc { handle } => {
-                cuda = super::cuda::cuda_source().map_err(|e| format!("{}: {e}", what()))?;
+            Transport::CudaIpc {
+                handle,
+                device_uuid,
+            } => {
+                cuda = super::cuda::cuda_source(device_uuid.as_ref())
+                    .map_err(|e| format!("{}: {e}", what()))?;
                 (&cuda, handle, None, "cannot open the CUDA IPC handle")
             }
             Transport::SharedMemory | Transport::Staged { .. } => {

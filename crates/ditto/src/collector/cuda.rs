@@ -3,11 +3,15 @@
 //! ([`ditto_protocol::Transport::CudaIpc`]).
 //!
 //! The driver (`cuda_driver`) is loaded the first time a CUDA buffer
-//! arrives (never at start, so the collector runs where no CUDA exists);
-//! device 0's primary context is made current on the connection thread,
-//! then per buffer cuIpcOpenMemHandle (lazy peer access) → the copy →
-//! cuIpcCloseMemHandle, through the same [`BufferSource`] contract (and
-//! RAII guard) as HSA mappings: the handle is closed before the Ack on
+//! arrives (never at start, so the collector runs where no CUDA exists).
+//! A buffer names the device that owns it by UUID (ordinals differ between
+//! processes under CUDA_VISIBLE_DEVICES); that device's primary context is
+//! made current on the connection thread, then per buffer
+//! cuIpcOpenMemHandle → the copy → cuIpcCloseMemHandle, all in that
+//! context, so no peer mapping is needed to read a rank's buffer. A buffer
+//! without an owner, or whose owner this process does not see, is opened on
+//! device 0 with peer access enabled lazily. Same [`BufferSource`] contract
+//! (and RAII guard) as HSA mappings: the handle is closed before the Ack on
 //! every path.
 //!
 //! The copy: a long run (a large buffer stored into its tensor file) goes
@@ -22,15 +26,17 @@
 //! missing file to see the error).
 
 use super::cuda_copy::CopyEngine;
-use super::cuda_driver::{CuDevicePtr, CuIpcMemHandle, Driver, LAZY_ENABLE_PEER_ACCESS};
+use super::cuda_driver::{CuDevicePtr, CuIpcMemHandle, Driver, LAZY_ENABLE_PEER_ACCESS, uuid_text};
 use super::{BufferSource, Mapping};
-use ditto_protocol::CUDA_IPC_HANDLE_BYTES;
+use ditto_protocol::{CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES};
 use std::sync::OnceLock;
 
-/// Device 0's primary context through libcuda, loaded on first use.
+/// The buffers of one owning device through libcuda, loaded on first use.
 pub struct CudaBufferSource {
     driver: &'static Driver,
     engine: &'static CopyEngine,
+    /// The owner the tool named, if any.
+    owner: Option<[u8; CUDA_UUID_BYTES]>,
 }
 
 static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
@@ -39,13 +45,15 @@ static ENGINE: OnceLock<CopyEngine> = OnceLock::new();
 /// Runs at least this long go through [`CopyEngine`].
 const ENGINE_FROM_BYTES: usize = 8 << 20;
 
-/// The importer, loading the driver the first time (its error is kept and
+/// The importer of buffers owned by the device `owner` (a UUID from the
+/// tool), loading the driver the first time (its error is kept and
 /// returned to every later caller).
-pub fn cuda_source() -> Result<CudaBufferSource, String> {
+pub fn cuda_source(owner: Option<&[u8; CUDA_UUID_BYTES]>) -> Result<CudaBufferSource, String> {
     match DRIVER.get_or_init(Driver::load) {
         Ok(driver) => Ok(CudaBufferSource {
             driver,
             engine: ENGINE.get_or_init(CopyEngine::new),
+            owner: owner.copied(),
         }),
         Err(e) => Err(e.clone()),
     }
@@ -57,9 +65,32 @@ fn chunked_copy_asked() -> bool {
     *ASKED.get_or_init(|| std::env::var("DITTO_CUDA_COPY").is_ok_and(|v| v == "chunked"))
 }
 
+impl CudaBufferSource {
+    /// The ordinal of the owning device here, or device 0 (with why, for
+    /// an error) where there is no owner or this process does not see it.
+    fn device(&self) -> (usize, Option<String>) {
+        let Some(owner) = &self.owner else {
+            return (0, None);
+        };
+        match self.driver.device_of(owner) {
+            Some(ordinal) => (ordinal, None),
+            None => (
+                0,
+                Some(format!(
+                    "the buffer's device {} is not among the collector's {} CUDA device(s), \
+                     so it was opened on device 0: start the collector where it sees every \
+                     device of the application (without a narrower CUDA_VISIBLE_DEVICES)",
+                    uuid_text(owner),
+                    self.driver.device_count()
+                )),
+            ),
+        }
+    }
+}
+
 impl BufferSource for CudaBufferSource {
-    /// In the primary context of device 0 (`owner_node` is HSA's; CUDA
-    /// buffers carry no owner yet).
+    /// In the primary context of the owning device (`owner_node` is HSA's;
+    /// the CUDA owner came with the source).
     fn attach(
         &self,
         handle: &[u8],
@@ -72,7 +103,12 @@ impl BufferSource for CudaBufferSource {
                 handle.len()
             )
         })?;
-        self.driver.make_current()?;
+        let (device, elsewhere) = self.device();
+        let with_why = |e: String| match &elsewhere {
+            Some(why) => format!("{e} ({why})"),
+            None => e,
+        };
+        self.driver.make_current(device).map_err(with_why)?;
         let mut dptr: CuDevicePtr = 0;
         // SAFETY: out-pointer; the handle is passed by value as the driver expects.
         let r = unsafe {
@@ -82,11 +118,13 @@ impl BufferSource for CudaBufferSource {
                 LAZY_ENABLE_PEER_ACCESS,
             )
         };
-        self.driver.check(r, "cuIpcOpenMemHandle")?;
+        self.driver
+            .check(r, "cuIpcOpenMemHandle")
+            .map_err(with_why)?;
         Ok(Mapping {
             address: dptr as usize,
             len: alloc_size,
-            node: None,
+            gpu: Some(device as u32),
         })
     }
 
@@ -106,10 +144,11 @@ impl BufferSource for CudaBufferSource {
         }
         // The source range lies inside the opened allocation (checked above).
         let src = mapping.address as u64 + offset;
+        let device = mapping.gpu.unwrap_or(0) as usize;
         if dst.len() >= ENGINE_FROM_BYTES && !chunked_copy_asked() {
-            return self.engine.copy(self.driver, src, dst);
+            return self.engine.copy(self.driver, device, src, dst);
         }
-        self.driver.make_current()?;
+        self.driver.make_current(device)?;
         self.driver.copy_to_host(src, dst)
     }
 
@@ -118,10 +157,18 @@ impl BufferSource for CudaBufferSource {
     }
 
     fn detach(&self, mapping: Mapping) -> Result<(), String> {
-        self.driver.make_current()?;
+        self.driver
+            .make_current(mapping.gpu.unwrap_or(0) as usize)?;
         // SAFETY: an address returned by cuIpcOpenMemHandle, closed once.
         let r = unsafe { (self.driver.cu_ipc_close)(mapping.address as u64) };
         self.driver.check(r, "cuIpcCloseMemHandle")
+    }
+
+    fn gpu_name(&self, gpu: u32) -> String {
+        match &self.owner {
+            Some(uuid) => format!("CUDA device {gpu} ({})", uuid_text(uuid)),
+            None => format!("CUDA device {gpu} (owner not reported)"),
+        }
     }
 }
 
@@ -132,7 +179,7 @@ mod tests {
         // No test sets DITTO_CUDA_DRIVER, so this names the real library;
         // CI machines have none, GPU machines have it: either outcome must be
         // a value, never a crash, and an error must say what to do.
-        match super::cuda_source() {
+        match super::cuda_source(None) {
             Ok(_) => {}
             Err(e) => assert!(
                 e.contains("cannot be loaded") || e.contains("failed"),

@@ -37,8 +37,10 @@ const MIN_SHARE: usize = 16 << 20;
 /// default stream (the collector's copies wait for nothing of its own).
 const STREAM_NON_BLOCKING: u32 = 1;
 
-/// One thread's means: two streams, a page-locked chunk buffer for each.
+/// One thread's means on one device: two streams (of that device's
+/// primary context), a page-locked chunk buffer for each.
 struct Lane {
+    device: usize,
     streams: [CuStream; 2],
     buffers: [*mut u8; 2],
 }
@@ -75,16 +77,20 @@ impl CopyEngine {
         cpus.min(MAX_THREADS).min(len / MIN_SHARE).max(1)
     }
 
-    /// A lane from the pool, or a new one; `None` when the driver cannot
-    /// make one (no asynchronous copies, no page-locked memory).
-    fn take_lane(&self, driver: &Driver) -> Option<Lane> {
-        if let Some(lane) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Some(lane);
+    /// A lane of `device` from the pool, or a new one (the device's
+    /// context is current); `None` when the driver cannot make one (no
+    /// asynchronous copies, no page-locked memory).
+    fn take_lane(&self, driver: &Driver, device: usize) -> Option<Lane> {
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = idle.iter().rposition(|l| l.device == device) {
+                return Some(idle.swap_remove(at));
+            }
         }
         if self.refused.load(Ordering::Relaxed) {
             return None;
         }
-        let made = make_lane(driver);
+        let made = make_lane(driver, device);
         if made.is_none() {
             self.refused.store(true, Ordering::Relaxed);
         }
@@ -98,10 +104,12 @@ impl CopyEngine {
             .push(lane);
     }
 
-    /// Copies `dst.len()` bytes at device address `src` into `dst`.
+    /// Copies `dst.len()` bytes at device address `src` (opened in
+    /// `device`'s context) into `dst`.
     pub(super) fn copy(
         &self,
         driver: &Driver,
+        device: usize,
         src: CuDevicePtr,
         dst: &mut [u8],
     ) -> Result<(), String> {
@@ -125,8 +133,8 @@ impl CopyEngine {
                 .map(|(from, share)| {
                     let (spent, pipelined) = (&spent, &pipelined);
                     scope.spawn(move || -> Result<(), String> {
-                        driver.make_current()?;
-                        match self.take_lane(driver) {
+                        driver.make_current(device)?;
+                        match self.take_lane(driver, device) {
                             Some(lane) => {
                                 pipelined.fetch_add(1, Ordering::Relaxed);
                                 let r = copy_share(driver, &lane, from, share, spent);
@@ -172,12 +180,14 @@ impl CopyEngine {
     }
 }
 
-/// Two streams and two page-locked buffers of [`CHUNK`] bytes.
-fn make_lane(driver: &Driver) -> Option<Lane> {
+/// Two streams and two page-locked buffers of [`CHUNK`] bytes, in
+/// `device`'s context (current on this thread).
+fn make_lane(driver: &Driver, device: usize) -> Option<Lane> {
     let (create, alloc) = (driver.cu_stream_create?, driver.cu_mem_alloc_host?);
     driver.cu_memcpy_dtoh_async?;
     driver.cu_stream_synchronize?;
     let mut lane = Lane {
+        device,
         streams: [std::ptr::null_mut(); 2],
         buffers: [std::ptr::null_mut(); 2],
     };
@@ -282,16 +292,25 @@ fn minor_faults() -> u64 {
 mod tests {
     //! The engine over a stand-in driver whose asynchronous copies run only
     //! when their stream is synchronised (as a device's do: a thread that
-    //! read its buffer before waiting would see old bytes).
+    //! read its buffer before waiting would see old bytes), and fail on a
+    //! stream of another context than the current one.
+    use super::super::cuda_driver::stand_in_context;
     use super::*;
     use std::collections::HashMap;
 
     type Pending = Vec<(usize, u64, usize)>;
     static STREAMS: Mutex<Option<HashMap<usize, Pending>>> = Mutex::new(None);
     static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+    /// The context each stream was made in.
+    static STREAM_CONTEXTS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 
     unsafe extern "C" fn stream_create(s: *mut CuStream, _flags: u32) -> i32 {
         let id = NEXT_STREAM.fetch_add(1, Ordering::Relaxed) as usize;
+        STREAM_CONTEXTS
+            .lock()
+            .unwrap()
+            .get_or_insert_with(HashMap::new)
+            .insert(id, stand_in_context());
         // SAFETY: the engine passes a valid out-pointer.
         unsafe { *s = id as CuStream };
         0
@@ -302,6 +321,10 @@ mod tests {
         0
     }
     unsafe extern "C" fn copy_async(dst: *mut c_void, src: u64, len: usize, s: CuStream) -> i32 {
+        let made_in = STREAM_CONTEXTS.lock().unwrap().as_ref().unwrap()[&(s as usize)];
+        if made_in != stand_in_context() {
+            return 201; // CUDA_ERROR_INVALID_CONTEXT
+        }
         // Poison the destination now: only the synchronisation copies.
         // SAFETY: `dst` holds `len` bytes (a lane's buffer).
         unsafe { std::ptr::write_bytes(dst as *mut u8, 0xee, len) };
@@ -345,21 +368,46 @@ mod tests {
             let device = pattern(len + 64);
             let mut dst = vec![0u8; len];
             engine
-                .copy(&driver, device.as_ptr() as u64 + 64, &mut dst)
+                .copy(&driver, 0, device.as_ptr() as u64 + 64, &mut dst)
                 .expect("copied");
             assert!(dst[..] == device[64..], "{len} bytes differ");
         }
-        // The lanes went back to the pool, both streams idle.
-        assert!(!engine.idle.lock().unwrap().is_empty());
-        assert!(
-            STREAMS
-                .lock()
-                .unwrap()
-                .as_ref()
-                .unwrap()
-                .values()
-                .all(Vec::is_empty)
+        // The lanes went back to the pool, both streams idle (the other
+        // tests' streams may be busy at the same time).
+        let idle = engine.idle.lock().unwrap();
+        assert!(!idle.is_empty());
+        let streams = STREAMS.lock().unwrap();
+        let pending = streams.as_ref().unwrap();
+        for lane in idle.iter() {
+            for s in lane.streams {
+                assert!(pending.get(&(s as usize)).is_none_or(Vec::is_empty));
+            }
+        }
+    }
+
+    #[test]
+    fn each_device_copies_through_lanes_made_in_its_own_context() {
+        let driver = Driver::stand_in(
+            Some(stream_create),
+            Some(synchronize),
+            Some(alloc_host),
+            Some(copy_async),
         );
+        let engine = CopyEngine::new();
+        let len = 2 * MIN_SHARE + CHUNK + 5;
+        let device = pattern(len);
+        // Alternating devices: a lane of the other device would be refused.
+        for d in [0, 1, 0, 1] {
+            let mut dst = vec![0u8; len];
+            engine
+                .copy(&driver, d, device.as_ptr() as u64, &mut dst)
+                .unwrap_or_else(|e| panic!("device {d}: {e}"));
+            assert!(dst == device, "device {d}: bytes differ");
+        }
+        let idle = engine.idle.lock().unwrap();
+        for d in [0, 1] {
+            assert!(idle.iter().any(|l| l.device == d), "no lane of device {d}");
+        }
     }
 
     #[test]
@@ -370,7 +418,7 @@ mod tests {
         let device = pattern(len);
         let mut dst = vec![0u8; len];
         engine
-            .copy(&driver, device.as_ptr() as u64, &mut dst)
+            .copy(&driver, 0, device.as_ptr() as u64, &mut dst)
             .expect("copied");
         assert!(dst == device);
         assert!(engine.idle.lock().unwrap().is_empty());

@@ -1,13 +1,16 @@
 //! The CUDA driver as the collector uses it, loaded at run time: dlopen of
-//! libcuda.so.1 (or `DITTO_CUDA_DRIVER`), cuInit, device 0's primary
-//! context retained, and the entry points of the importer (`cuda`) and of
-//! the copy engine (`cuda_copy`, optional: without them long runs are
-//! copied with cuMemcpyDtoH). Owns no state beyond the function pointers
-//! and the context; the library is never dlclosed.
+//! libcuda.so.1 (or `DITTO_CUDA_DRIVER`), cuInit, the machine's devices
+//! with their UUIDs (a buffer names its owner by UUID), each device's
+//! primary context retained on first use, and the entry points of the
+//! importer (`cuda`) and of the copy engine (`cuda_copy`, optional: without
+//! them long runs are copied with cuMemcpyDtoH). Owns no state beyond the
+//! function pointers, the devices and their contexts; the library is never
+//! dlclosed.
 
 use crate::runtime::dlerror_text;
-use ditto_protocol::CUDA_IPC_HANDLE_BYTES;
+use ditto_protocol::{CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES};
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::sync::OnceLock;
 
 pub(super) type CuResult = c_int;
 type CuDevice = c_int;
@@ -39,7 +42,18 @@ pub(super) struct Driver {
     pub(super) cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
     pub(super) cu_memcpy_dtoh_async:
         Option<unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult>,
-    context: usize,
+    cu_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
+    /// The devices by ordinal (in the collector's process).
+    devices: Vec<Device>,
+}
+
+/// One device of the collector's process.
+struct Device {
+    handle: CuDevice,
+    /// `None` where the driver cannot tell (no cuDeviceGetUuid).
+    uuid: Option<[u8; CUDA_UUID_BYTES]>,
+    /// Its primary context, retained on first use (or why not).
+    context: OnceLock<Result<usize, String>>,
 }
 
 // SAFETY: function pointers and the primary context handle, which the
@@ -88,10 +102,6 @@ impl Driver {
         // SAFETY: each symbol has the C signature of the driver API named.
         unsafe {
             let cu_init: unsafe extern "C" fn(c_uint) -> CuResult = as_fn(sym("cuInit")?);
-            let cu_device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
-                as_fn(sym("cuDeviceGet")?);
-            let cu_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult =
-                as_fn(sym("cuDevicePrimaryCtxRetain")?);
             let mut driver = Driver {
                 cu_ctx_set_current: as_fn(sym("cuCtxSetCurrent")?),
                 cu_ipc_open: as_fn(sym("cuIpcOpenMemHandle_v2")?),
@@ -102,14 +112,11 @@ impl Driver {
                 cu_stream_synchronize: sym("cuStreamSynchronize").ok().map(|p| as_fn(p)),
                 cu_mem_alloc_host: sym("cuMemAllocHost_v2").ok().map(|p| as_fn(p)),
                 cu_memcpy_dtoh_async: sym("cuMemcpyDtoHAsync_v2").ok().map(|p| as_fn(p)),
-                context: 0,
+                cu_retain: as_fn(sym("cuDevicePrimaryCtxRetain")?),
+                devices: Vec::new(),
             };
             driver.check(cu_init(0), "cuInit")?;
-            let mut device: CuDevice = 0;
-            driver.check(cu_device_get(&mut device, 0), "cuDeviceGet(0)")?;
-            let mut ctx: CuContext = std::ptr::null_mut();
-            driver.check(cu_retain(&mut ctx, device), "cuDevicePrimaryCtxRetain")?;
-            driver.context = ctx as usize;
+            driver.devices = list_devices(&driver, &sym)?;
             Ok(driver)
         }
     }
@@ -134,9 +141,38 @@ impl Driver {
         Err(format!("{call} failed: CUDA error {result} ({name})"))
     }
 
-    pub(super) fn make_current(&self) -> Result<(), String> {
-        // SAFETY: the retained primary context stays valid for the process.
-        let r = unsafe { (self.cu_ctx_set_current)(self.context as CuContext) };
+    /// The ordinal of the device whose UUID is `uuid`, if this process
+    /// sees it.
+    pub(super) fn device_of(&self, uuid: &[u8; CUDA_UUID_BYTES]) -> Option<usize> {
+        self.devices
+            .iter()
+            .position(|d| d.uuid.as_ref() == Some(uuid))
+    }
+
+    /// How many devices this process sees.
+    pub(super) fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Makes device `ordinal`'s primary context current on this thread,
+    /// retaining it the first time.
+    pub(super) fn make_current(&self, ordinal: usize) -> Result<(), String> {
+        let device = self.devices.get(ordinal).ok_or_else(|| {
+            format!(
+                "CUDA device {ordinal} does not exist here ({} device(s))",
+                self.devices.len()
+            )
+        })?;
+        let context = device.context.get_or_init(|| {
+            let mut ctx: CuContext = std::ptr::null_mut();
+            // SAFETY: out-pointer; a device handle from cuDeviceGet.
+            let r = unsafe { (self.cu_retain)(&mut ctx, device.handle) };
+            self.check(r, &format!("cuDevicePrimaryCtxRetain(device {ordinal})"))
+                .map(|()| ctx as usize)
+        });
+        let context = context.clone()?;
+        // SAFETY: a retained primary context stays valid for the process.
+        let r = unsafe { (self.cu_ctx_set_current)(context as CuContext) };
         self.check(r, "cuCtxSetCurrent")
     }
 
@@ -150,11 +186,89 @@ impl Driver {
     }
 }
 
+/// The devices this process sees, with their UUIDs where the driver gives
+/// them (`cuDeviceGetUuid_v2`, else `cuDeviceGetUuid`: the same function
+/// the tool reads its owners with). Without `cuDeviceGetCount`, device 0.
+///
+/// # Safety
+/// `sym` returns addresses of the driver's functions of those names.
+unsafe fn list_devices(
+    driver: &Driver,
+    sym: &dyn Fn(&str) -> Result<*mut c_void, String>,
+) -> Result<Vec<Device>, String> {
+    // SAFETY: the caller vouches for the symbols; their C signatures are
+    // the driver API's.
+    unsafe {
+        let device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
+            as_fn(sym("cuDeviceGet")?);
+        let count: Option<unsafe extern "C" fn(*mut c_int) -> CuResult> =
+            sym("cuDeviceGetCount").ok().map(|p| as_fn(p));
+        let uuid_of: Option<
+            unsafe extern "C" fn(*mut [u8; CUDA_UUID_BYTES], CuDevice) -> CuResult,
+        > = sym("cuDeviceGetUuid_v2")
+            .or_else(|_| sym("cuDeviceGetUuid"))
+            .ok()
+            .map(|p| as_fn(p));
+        let mut n: c_int = 1;
+        if let Some(count) = count {
+            driver.check(count(&mut n), "cuDeviceGetCount")?;
+        }
+        if n < 1 {
+            return Err("the CUDA driver sees no device".into());
+        }
+        (0..n)
+            .map(|ordinal| {
+                let mut handle: CuDevice = 0;
+                driver.check(
+                    device_get(&mut handle, ordinal),
+                    &format!("cuDeviceGet({ordinal})"),
+                )?;
+                let uuid = uuid_of.and_then(|f| {
+                    let mut u = [0u8; CUDA_UUID_BYTES];
+                    (f(&mut u, handle) == 0).then_some(u)
+                });
+                Ok(Device {
+                    handle,
+                    uuid,
+                    context: OnceLock::new(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A UUID as nvidia-smi writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub(super) fn uuid_text(uuid: &[u8; CUDA_UUID_BYTES]) -> String {
+    let hex = |r: std::ops::Range<usize>| -> String {
+        uuid[r].iter().map(|b| format!("{b:02x}")).collect()
+    };
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The stand-in's current context on this thread: device + 1, 0 none.
+    static STAND_IN_CONTEXT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The context [`Driver::stand_in`] made current on this thread.
+#[cfg(test)]
+pub(super) fn stand_in_context() -> usize {
+    STAND_IN_CONTEXT.with(std::cell::Cell::get)
+}
+
 #[cfg(test)]
 impl Driver {
-    /// A driver over host memory for the copy engine's tests: the plain
-    /// copy is a memcpy, the context a no-op; the engine's entry points are
-    /// the test's.
+    /// A driver over host memory for the copy engine's tests, with two
+    /// devices: the plain copy is a memcpy, device d's context is d + 1
+    /// ([`stand_in_context`]); the engine's entry points are the test's.
     pub(super) fn stand_in(
         stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
         stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
@@ -163,7 +277,8 @@ impl Driver {
             unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult,
         >,
     ) -> Driver {
-        unsafe extern "C" fn set_current(_: CuContext) -> CuResult {
+        unsafe extern "C" fn set_current(context: CuContext) -> CuResult {
+            STAND_IN_CONTEXT.with(|c| c.set(context as usize));
             0
         }
         unsafe extern "C" fn ipc_open(
@@ -175,6 +290,11 @@ impl Driver {
         }
         unsafe extern "C" fn ipc_close(_: CuDevicePtr) -> CuResult {
             1
+        }
+        unsafe extern "C" fn retain(ctx: *mut CuContext, device: CuDevice) -> CuResult {
+            // SAFETY: the driver's out-pointer.
+            unsafe { *ctx = (device as usize + 1) as CuContext };
+            0
         }
         unsafe extern "C" fn memcpy(dst: *mut c_void, src: CuDevicePtr, len: usize) -> CuResult {
             // SAFETY: the tests pass host ranges of `len` bytes.
@@ -191,7 +311,14 @@ impl Driver {
             cu_stream_synchronize: stream_synchronize,
             cu_mem_alloc_host: mem_alloc_host,
             cu_memcpy_dtoh_async: memcpy_dtoh_async,
-            context: 0,
+            cu_retain: retain,
+            devices: (0..2)
+                .map(|handle| Device {
+                    handle,
+                    uuid: Some([handle as u8; CUDA_UUID_BYTES]),
+                    context: OnceLock::new(),
+                })
+                .collect(),
         }
     }
 }

@@ -39,9 +39,11 @@ pub struct Mapping {
     pub address: usize,
     /// Bytes mapped (the allocation's size).
     pub len: u64,
-    /// The HSA NODE of the GPU agent it was attached on, where the source
-    /// says (for the debug log).
-    pub node: Option<u32>,
+    /// The GPU it was attached on, as its source numbers GPUs (the HSA
+    /// NODE of the agent; the collector's CUDA device ordinal), where the
+    /// source says: the CUDA importer copies and detaches there, and the
+    /// debug log names it ([`BufferSource::gpu_name`]).
+    pub gpu: Option<u32>,
 }
 
 /// Where buffer bytes come from: IPC attach, copy, detach. The HSA runtime
@@ -77,6 +79,10 @@ pub trait BufferSource: Send + Sync {
     }
     /// Unmaps; the mapping is gone whatever the result.
     fn detach(&self, mapping: Mapping) -> Result<(), String>;
+    /// [`Mapping::gpu`] in words, for the debug log.
+    fn gpu_name(&self, gpu: u32) -> String {
+        format!("the GPU of node {gpu}")
+    }
 }
 
 /// Where snapshots go.

@@ -96,7 +96,7 @@ fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
             Transport::Staged { .. } => TransportKind::Staged,
         },
         handle: match &b.transport {
-            Transport::Ipc { handle, .. } | Transport::CudaIpc { handle } => Some(hex(handle)),
+            Transport::Ipc { handle, .. } | Transport::CudaIpc { handle, .. } => Some(hex(handle)),
             Transport::SharedMemory | Transport::Staged { .. } => None,
         },
     }

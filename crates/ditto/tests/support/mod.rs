@@ -82,7 +82,7 @@ impl BufferSource for FakeSource {
         Ok(Mapping {
             address: key,
             len: alloc_size,
-            node: None,
+            gpu: None,
         })
     }
 

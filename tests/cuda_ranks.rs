@@ -80,11 +80,7 @@ fn run_rank(
 
 /// Lines of the collector's maps naming the fake driver's device memory.
 fn device_mappings(pid: u32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .expect("read /proc/<pid>/maps")
-        .lines()
-        .filter(|l| l.contains("fake-cuda-device-memory"))
-        .count()
+    maps_naming(pid, "fake-cuda-device-memory")
 }
 
 #[test]
@@ -144,11 +140,7 @@ fn two_ranks_on_two_devices_are_copied_on_their_own_device_and_compared_by_rank(
     // ... and the collector's log names the device by ordinal and UUID.
     let log = std::fs::read_to_string(&log_file).unwrap();
     for rank in 0..2 {
-        let attaches: Vec<&str> = log
-            .lines()
-            .filter(|l| l.starts_with("ditto: debug: attach at "))
-            .filter(|l| l.contains(&format!(", rank {rank})")))
-            .collect();
+        let attaches = attach_lines(&log, rank);
         assert_eq!(attaches.len(), 2 * LAUNCHES, "rank {rank}:\n{log}");
         // The fake UUID "fake-cuda-gpu-R" in nvidia-smi's form.
         let on = format!("on CUDA device {rank} (GPU-66616b65-2d63-7564-612d-6770752d3{rank}00)");

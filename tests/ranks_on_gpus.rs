@@ -95,11 +95,7 @@ fn two_ranks_on_two_gpus_are_attached_on_their_own_gpu_and_compared_by_rank() {
     // Every attachment on the owner's GPU: rank r's on node r + 1.
     let log = std::fs::read_to_string(&log_file).unwrap();
     for rank in 0..2 {
-        let attaches: Vec<&str> = log
-            .lines()
-            .filter(|l| l.starts_with("ditto: debug: attach at "))
-            .filter(|l| l.contains(&format!(", rank {rank})")))
-            .collect();
+        let attaches = attach_lines(&log, rank);
         assert_eq!(attaches.len(), 2 * LAUNCHES, "rank {rank}:\n{log}");
         let node = format!("on the GPU of node {}", rank + 1);
         assert!(

@@ -211,11 +211,24 @@ pub fn wait_for(path: &Path, what: &str) {
 /// Mappings of the CPU runtime's pool memory (memfd "hsa-cpu-pool") held by
 /// process `pid`: every IPC attachment shows up as one.
 pub fn pool_mappings(pid: u32) -> usize {
+    maps_naming(pid, "hsa-cpu-pool")
+}
+
+/// Lines of `pid`'s /proc maps that contain `needle`.
+pub fn maps_naming(pid: u32, needle: &str) -> usize {
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .expect("read /proc/<pid>/maps")
         .lines()
-        .filter(|l| l.contains("hsa-cpu-pool"))
+        .filter(|l| l.contains(needle))
         .count()
+}
+
+/// The collector's debug lines of attachments made for `rank`.
+pub fn attach_lines(log: &str, rank: u32) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.starts_with("ditto: debug: attach at "))
+        .filter(|l| l.contains(&format!(", rank {rank})")))
+        .collect()
 }
 
 /// `scripts/ditto-run` preloading this profile's tool, on the CPU runtime.

@@ -10,18 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fake_function {
-  const char* name;
-  int nparams;
-  size_t offset[8], size[8];
-  void (*run)(unsigned char* args);
-} fake_function;
-int fake_inject(void);
-void* fake_malloc(size_t n);
-void fake_launch(const fake_function* f, void** args, int ex);
-void fake_set_capturing(int on);
-int fake_syncs(void);
-void fake_device_synchronize(void);
+#include "fake_cuda.h"
 
 #define N 4096
 static void* ptr_at(unsigned char* a, size_t off) { void* p; memcpy(&p, a + off, 8); return p; }

@@ -66,12 +66,7 @@ typedef struct {
   void** extra;
 } LaunchKernelExParams;
 
-typedef struct fake_function {
-  const char* name;
-  int nparams;
-  size_t offset[8], size[8];
-  void (*run)(unsigned char* args);  // args packed at the offsets
-} fake_function;
+#include "fake_cuda.h"
 
 static callback_t g_callback;
 static uint32_t g_enabled[16];

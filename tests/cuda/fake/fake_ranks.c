@@ -11,20 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fake_function {
-  const char* name;
-  int nparams;
-  size_t offset[8], size[8];
-  void (*run)(unsigned char* args);
-} fake_function;
-int fake_inject(void);
-int fake_set_device(int ordinal);
-int fake_current_ordinal(void);
-int fake_current_physical(void);
-void* fake_malloc(size_t n);
-void fake_free(void* p);
-void fake_launch(const fake_function* f, void** args, int ex);
-void fake_device_synchronize(void);
+#include "fake_cuda.h"
 
 #define N 16384
 static int g_rank;

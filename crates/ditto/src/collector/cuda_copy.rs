@@ -347,6 +347,16 @@ mod tests {
         0
     }
 
+    /// The stand-in driver with this module's asynchronous entry points.
+    fn asynchronous_driver() -> Driver {
+        Driver::stand_in(
+            Some(stream_create),
+            Some(synchronize),
+            Some(alloc_host),
+            Some(copy_async),
+        )
+    }
+
     fn pattern(len: usize) -> Vec<u8> {
         (0..len as u64)
             .map(|i| (i.wrapping_mul(0x9e37_79b9) >> 11) as u8)
@@ -355,12 +365,7 @@ mod tests {
 
     #[test]
     fn a_long_run_arrives_whole_through_overlapped_chunks_on_every_thread_count() {
-        let driver = Driver::stand_in(
-            Some(stream_create),
-            Some(synchronize),
-            Some(alloc_host),
-            Some(copy_async),
-        );
+        let driver = asynchronous_driver();
         let engine = CopyEngine::new();
         // Lengths that end mid-chunk, that give one chunk, and that give
         // several threads (MIN_SHARE each).
@@ -387,12 +392,7 @@ mod tests {
 
     #[test]
     fn each_device_copies_through_lanes_made_in_its_own_context() {
-        let driver = Driver::stand_in(
-            Some(stream_create),
-            Some(synchronize),
-            Some(alloc_host),
-            Some(copy_async),
-        );
+        let driver = asynchronous_driver();
         let engine = CopyEngine::new();
         let len = 2 * MIN_SHARE + CHUNK + 5;
         let device = pattern(len);

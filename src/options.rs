@@ -45,6 +45,11 @@ pub struct Options {
     pub interior_outputs_before: bool,
     /// `DITTO_RUN_NAME`, default the process id.
     pub run_name: String,
+    /// The target dispatch's release is raised to SYSTEM scope, so its
+    /// outputs are visible to copy engines and the host when `done` fires.
+    /// For ditto's own tests only, `DITTO_TEST_KEEP_AGENT_RELEASE=1` keeps
+    /// the application's scope (to show the hazard the raise prevents).
+    pub raise_release_scope: bool,
     /// `DITTO_TIMEOUT_MS`: how long to wait for the collector's answer.
     pub timeout: Duration,
     /// The uid a collector must run as to be sent anything: this
@@ -182,6 +187,7 @@ impl Options {
             arg_sizes,
             interior_outputs_before: non_empty("DITTO_SUBALLOCATION_WRITES").as_deref()
                 != Some("0"),
+            raise_release_scope: non_empty("DITTO_TEST_KEEP_AGENT_RELEASE").as_deref() != Some("1"),
             run_name: non_empty("DITTO_RUN_NAME").unwrap_or_else(|| std::process::id().to_string()),
             timeout,
             collector_uid,

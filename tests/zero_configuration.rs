@@ -129,6 +129,13 @@ const CASES: &[Case] = &[
         dispatches: 5,
     },
     Case {
+        app: "host_reads_device",
+        args: &["--copy"],
+        kernel: "fill_index",
+        captured: &[(0, "float32")],
+        dispatches: 1,
+    },
+    Case {
         app: "address_reuse",
         args: &[],
         kernel: "stamp",
@@ -329,6 +336,11 @@ fn many_queues_needs_only_the_kernel_name() {
 #[test]
 fn queue_churn_needs_only_the_kernel_name() {
     check(case("queue_churn", Some("5")));
+}
+
+#[test]
+fn host_reads_device_through_a_copy_needs_only_the_kernel_name() {
+    check(case("host_reads_device", Some("--copy")));
 }
 
 #[test]

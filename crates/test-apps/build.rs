@@ -41,6 +41,7 @@ const APPS: &[(&str, &str)] = &[
     ("large_output", "large_output.cpp"),
     ("queue_churn", "queue_churn.cpp"),
     ("large_output_ranks", "large_output_ranks.cpp"),
+    ("host_reads_device", "host_reads_device.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

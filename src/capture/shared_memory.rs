@@ -23,7 +23,14 @@ const WRITE_CHUNK: usize = 1 << 30;
 /// against writing, shrinking and growing (and further sealing), with
 /// close-on-exec.
 pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, String> {
-    let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
+    sealed_memfd_filled(|fd| copy_from_address(fd, address, len, 0, "shared memory"))
+}
+
+/// A fresh memfd, filled by `fill` (which writes it through the fd it is
+/// given), then sealed as [`copy_to_sealed_memfd`]'s.
+pub fn sealed_memfd_filled(
+    fill: impl FnOnce(BorrowedFd) -> Result<(), String>,
+) -> Result<OwnedFd, String> {
     // SAFETY: a valid C string and flags; the result is checked.
     let raw = unsafe {
         libc::memfd_create(
@@ -39,7 +46,7 @@ pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, String> {
     }
     // SAFETY: `raw` is a new fd owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    copy_from_address(fd.as_fd(), address, len as u64, 0, "shared memory")?;
+    fill(fd.as_fd())?;
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
     // SAFETY: fcntl on our own memfd, created with MFD_ALLOW_SEALING and never mapped.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {

@@ -10,6 +10,8 @@
 //!   held-barrier rewrite of target dispatches; never waits;
 //! - `code_objects`  — the code-object tracker: readers, loaded code
 //!   objects, kernel symbols and their metadata → the kernel table;
+//! - `device_copy`   — the tool's reads of GPU memory: through the
+//!   runtime's copy engine into a host bounce buffer, never a CPU load;
 //! - `worker`        — the held-queue worker: wait, describe, send, release;
 //! - `never_loaded`  — a process whose HSA runtime never started the tool
 //!   says so to the collector at exit;
@@ -22,6 +24,7 @@
 //! own wraps and needs no per-thread reentrancy flag.
 
 pub mod code_objects;
+pub mod device_copy;
 pub mod never_loaded;
 pub mod packet;
 pub mod queues;

@@ -226,7 +226,9 @@ unsafe fn hold_dispatch(
     // running: when `done` fires, the outputs could still sit in the GPU's
     // L2, unseen by an SDMA copy or a CPU read. The kernel's own release
     // is raised to SYSTEM so they are visible by then.
-    dispatch.header = with_system_release(original.header);
+    if tool.options.raise_release_scope {
+        dispatch.header = with_system_release(original.header);
+    }
     let mut barrier = hsa_barrier_and_packet_t {
         header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
         completion_signal: original.completion_signal,

@@ -8,8 +8,11 @@
 //! [`BufferAccess`], and the allocation hooks of the pool wraps.
 
 use super::code_objects::CodeObjects;
+use super::device_copy::{BOUNCE_BYTES, CopyEntries, DeviceCopier, Placement};
 use super::worker::{HeldBarrier, HeldSignals, PreHold, WorkerMessage};
 use crate::capture::BufferAccess;
+use crate::capture::access::StagedCopy;
+use crate::capture::staging::StagingFile;
 use crate::capture::address_hash::AddressMap;
 use crate::capture::allocation_map::{Allocation, AllocationMap};
 use crate::capture::kernel_table::KernelTable;
@@ -56,6 +59,8 @@ pub struct HsaTool {
     /// HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: wait timeouts are in these ticks.
     timestamp_hz: u64,
     signal_failure_logged: AtomicBool,
+    /// Reads of GPU memory: through the runtime's copy engine.
+    copier: DeviceCopier,
 }
 
 impl HsaTool {
@@ -90,6 +95,7 @@ impl HsaTool {
                 timestamp_hz
             },
             signal_failure_logged: AtomicBool::new(false),
+            copier: DeviceCopier::new(),
         };
         (tool, rx)
     }
@@ -442,31 +448,118 @@ impl BufferAccess for HsaTool {
         Ok(Transport::Ipc { handle, owner_node })
     }
 
-    /// The copy transport, for memory the runtime would not export.
-    /// NOTE(real GPU): device memory that is not CPU-readable (coarse-grained
-    /// VRAM, a virtual-memory allocation mapped only to the GPU) would first
-    /// need hsa_amd_memory_async_copy into a host buffer, and locked host
-    /// memory is read through its host address (pointer_info's
-    /// hostBaseAddress + offset), which on ROCr may differ from the agent
-    /// address the kernel received. The CPU runtime's memory is host memory
-    /// and its locked memory's agent address is the host address: the copy
-    /// reads the range in place.
+    /// The copy transport, for memory the runtime would not export: GPU
+    /// memory through the copy engine, a bounce buffer at a time; host
+    /// memory read in place (pwrite, so an unreadable range is an error).
+    /// NOTE(real GPU): locked host memory is read through its agent
+    /// address, which on ROCr may differ from its host address
+    /// (pointer_info's hostBaseAddress); the CPU runtime's are the same.
     fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
-        crate::capture::shared_memory::copy_to_sealed_memfd(address, len)
+        match self.placement(address) {
+            Placement::Host => crate::capture::shared_memory::copy_to_sealed_memfd(address, len),
+            Placement::Device { owner } => {
+                crate::capture::shared_memory::sealed_memfd_filled(|fd| {
+                    let mut at = 0u64;
+                    while at < len {
+                        let n = (len - at).min(BOUNCE_BYTES as u64);
+                        self.copier.with_copy(
+                            self.copy_entries(),
+                            address + at,
+                            owner,
+                            &[(0, n)],
+                            |bytes| {
+                                crate::capture::shared_memory::copy_from_address(
+                                    fd,
+                                    bytes.as_ptr() as u64,
+                                    n,
+                                    at,
+                                    "shared memory",
+                                )
+                            },
+                        )??;
+                        at += n;
+                    }
+                    Ok(())
+                })
+            }
+        }
     }
 
+    /// GPU memory is copied to the host once, and staged and fingerprinted
+    /// from that copy; host memory is staged in place.
+    fn stage(
+        &self,
+        address: u64,
+        len: u64,
+        staging: &mut StagingFile,
+    ) -> Result<Option<StagedCopy>, String> {
+        let owner = match self.placement(address) {
+            Placement::Device { owner } => owner,
+            Placement::Host => {
+                return Ok(staging.stage(address, len)?.map(|at| StagedCopy {
+                    at,
+                    fingerprint: None,
+                }));
+            }
+        };
+        if !staging.takes(len) || len > BOUNCE_BYTES as u64 {
+            return Ok(None);
+        }
+        self.copier
+            .with_copy(self.copy_entries(), address, owner, &[(0, len)], |bytes| {
+                let seen = ditto_protocol::fingerprint(bytes);
+                Ok(staging
+                    .stage(bytes.as_ptr() as u64, len)?
+                    .map(|at| StagedCopy {
+                        at,
+                        fingerprint: Some(seen),
+                    }))
+            })?
+    }
+
+    /// Of GPU memory, the fingerprint's windows are copied to the host.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
-        // NOTE(real GPU): coarse-grained device memory is not CPU-readable; on
-        // ROCr this must copy the extent (or the fingerprint's windows) to a
-        // host buffer with hsa_amd_memory_async_copy first. The CPU runtime's
-        // memory is host memory, readable in place.
         if address == 0 {
             return Err("null address".into());
         }
-        // SAFETY: [address, address+len) lies inside a live allocation (resolved
-        // just before) whose dispatch has completed and is held: nothing writes it.
-        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
-        Ok(ditto_protocol::fingerprint(bytes))
+        match self.placement(address) {
+            Placement::Device { owner } => {
+                let windows = ditto_protocol::fingerprint_windows(len);
+                self.copier
+                    .with_copy(self.copy_entries(), address, owner, &windows, |bytes| {
+                        let mut at = 0usize;
+                        let slices = windows.iter().map(|(_, n)| {
+                            let w = &bytes[at..at + *n as usize];
+                            at += *n as usize;
+                            w
+                        });
+                        ditto_protocol::fingerprint_of_windows(len, slices)
+                    })
+            }
+            Placement::Host => {
+                // SAFETY: [address, address+len) lies inside a live
+                // allocation of host memory (resolved just before) whose
+                // dispatch has completed and is held: nothing writes it.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
+                Ok(ditto_protocol::fingerprint(bytes))
+            }
+        }
+    }
+}
+
+impl HsaTool {
+    fn copy_entries(&self) -> CopyEntries<'_> {
+        CopyEntries {
+            core: &self.core,
+            amd: &self.amd,
+        }
+    }
+
+    /// Where the memory at `address` lives (pointer info's owner).
+    fn placement(&self, address: u64) -> Placement {
+        let info = self.pointer_info_of(address);
+        self.copier.placement(self.copy_entries(), info.as_ref())
     }
 }
 

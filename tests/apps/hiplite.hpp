@@ -145,6 +145,10 @@ struct Runtime {
   hsa_executable_t executable{};
   std::map<const void*, Kernel> kernels;  // by host function address
 
+  // HIPLITE_KERNEL_SCOPE=agent: kernels acquire and release at AGENT scope,
+  // as HIP's CLR does by default (AMD_OPT_FLUSH=1); the barrier of a
+  // synchronisation still releases at SYSTEM scope. Default: SYSTEM.
+  bool agent_scope_kernels = false;
   bool work_pending = false;  // dispatches since the last synchronisation
   void* kernarg_block = nullptr;  // kKernargBlockBytes from the kernarg pool
   size_t kernarg_used = 0;        // bytes of it taken since the last synchronisation
@@ -301,6 +305,8 @@ inline hipError_t ensure_initialized(Runtime& rt) {
     rt.init_error = error;
     return error;
   };
+  const char* scope = getenv("HIPLITE_KERNEL_SCOPE");
+  rt.agent_scope_kernels = scope != nullptr && strcmp(scope, "agent") == 0;
   hsa_status_t status = hsa_init();
   if (status != HSA_STATUS_SUCCESS) return init_failed(fail_hsa(rt, hipErrorNotInitialized, "hsa_init", status));
   status = hsa_iterate_agents(find_agent, &rt);
@@ -551,7 +557,12 @@ inline hipError_t launch(const void* function, dim3 grid, dim3 block, uint32_t s
   packet->kernarg_address = kernarg;
   packet->reserved2 = 0;
   packet->completion_signal.handle = 0;  // as CLR: completion is observed through a later barrier
-  publish_packet(rt, packet, index, header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
+  const uint16_t agent_scope = static_cast<uint16_t>(
+      (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE) | (1 << HSA_PACKET_HEADER_BARRIER) |
+      (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) |
+      (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE));
+  publish_packet(rt, packet, index,
+                 rt.agent_scope_kernels ? agent_scope : header_for(HSA_PACKET_TYPE_KERNEL_DISPATCH),
                  static_cast<uint16_t>(dimensions << HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS));
   rt.work_pending = true;
   return hipSuccess;

@@ -70,7 +70,9 @@ int main(int argc, char** argv) {
     memcpy(kernarg, &args, sizeof args);
     fill_tag_app::dispatch(q, kernel, kernarg);
     fill_tag_app::drain(q, signal);
-    for (int i = 0; i < kElements; ++i) wrong += out[i] != (tag | static_cast<unsigned>(i));
+    unsigned int seen[kElements];  // device memory: read through a copy, as on a GPU
+    HIP_CHECK(hipMemcpy(seen, out, sizeof seen, hipMemcpyDeviceToHost));
+    for (int i = 0; i < kElements; ++i) wrong += seen[i] != (tag | static_cast<unsigned>(i));
     check(hsa_queue_destroy(q), "hsa_queue_destroy");
     if (cycle + 1 == warmup) printf("warm %zu\n", mallinfo2().uordblks);
   }

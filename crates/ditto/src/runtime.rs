@@ -9,7 +9,11 @@
 
 use crate::collector::{BufferSource, Mapping};
 use hsa::{
-    HSA_AGENT_INFO_DEVICE, HSA_AGENT_INFO_NODE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
+    HSA_AGENT_INFO_DEVICE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+    HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
+    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+    HSA_AMD_SEGMENT_GLOBAL, HSA_DEVICE_TYPE_CPU, HsaAmdAgentIterateMemoryPoolsFn,
+    HsaAmdAgentMemoryPoolGetInfoFn, HsaAmdMemoryPoolGetInfoFn, hsa_amd_memory_pool_t, HSA_AGENT_INFO_NODE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
     HSA_STATUS_SUCCESS, HsaAgentGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn,
     HsaInitFn, HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t,
     hsa_amd_ipc_memory_t, hsa_status_t,
@@ -318,6 +322,95 @@ impl HsaRuntime {
             .copied()
     }
 
+    /// Whether the CPU may read a GPU's memory in place: the CPU agent's
+    /// ACCESS to the first GPU's coarse-grained pool is not NEVER_ALLOWED
+    /// (CLR's large-BAR test). False when anything is unknown: a copy is
+    /// right for any memory, a CPU read is not.
+    pub fn cpu_reads_gpu_memory(&self) -> bool {
+        // SAFETY: each symbol has the crates/hsa type it is read as.
+        let entries = unsafe {
+            (
+                self.symbol::<HsaIterateAgentsFn>("hsa_iterate_agents"),
+                self.symbol::<HsaAgentGetInfoFn>("hsa_agent_get_info"),
+                self.symbol::<HsaAmdAgentIterateMemoryPoolsFn>("hsa_amd_agent_iterate_memory_pools"),
+                self.symbol::<HsaAmdMemoryPoolGetInfoFn>("hsa_amd_memory_pool_get_info"),
+                self.symbol::<HsaAmdAgentMemoryPoolGetInfoFn>(
+                    "hsa_amd_agent_memory_pool_get_info",
+                ),
+            )
+        };
+        let (Ok(iterate), Ok(get_info), Ok(iterate_pools), Ok(pool_info), Ok(access_info)) =
+            entries
+        else {
+            return false;
+        };
+        let Some(gpu) = self.gpu_agent() else {
+            return false;
+        };
+        unsafe extern "C" fn collect(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+            // SAFETY: data is the Vec handed to the iteration.
+            unsafe { (*(data as *mut Vec<hsa_agent_t>)).push(agent) };
+            HSA_STATUS_SUCCESS
+        }
+        unsafe extern "C" fn collect_pool(
+            pool: hsa_amd_memory_pool_t,
+            data: *mut c_void,
+        ) -> hsa_status_t {
+            // SAFETY: data is the Vec handed to the iteration.
+            unsafe { (*(data as *mut Vec<hsa_amd_memory_pool_t>)).push(pool) };
+            HSA_STATUS_SUCCESS
+        }
+        let mut agents: Vec<hsa_agent_t> = Vec::new();
+        let mut pools: Vec<hsa_amd_memory_pool_t> = Vec::new();
+        // SAFETY: the callbacks only push into the Vecs, which outlive the calls.
+        unsafe {
+            iterate(Some(collect), (&mut agents as *mut Vec<hsa_agent_t>).cast());
+            iterate_pools(
+                gpu,
+                Some(collect_pool),
+                (&mut pools as *mut Vec<hsa_amd_memory_pool_t>).cast(),
+            );
+        }
+        let cpu = agents.into_iter().find(|a| {
+            let mut device = u32::MAX;
+            // SAFETY: DEVICE writes one hsa_device_type_t (u32).
+            let st = unsafe { get_info(*a, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
+            st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU
+        });
+        let Some(cpu) = cpu else {
+            return false;
+        };
+        let coarse = pools.into_iter().find(|p| {
+            let (mut segment, mut flags) = (u32::MAX, 0u32);
+            // SAFETY: SEGMENT and GLOBAL_FLAGS write one u32 each.
+            unsafe {
+                pool_info(*p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, (&mut segment as *mut u32).cast())
+                    == HSA_STATUS_SUCCESS
+                    && pool_info(
+                        *p,
+                        HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                        (&mut flags as *mut u32).cast(),
+                    ) == HSA_STATUS_SUCCESS
+                    && segment == HSA_AMD_SEGMENT_GLOBAL
+                    && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0
+            }
+        });
+        let Some(coarse) = coarse else {
+            return false;
+        };
+        let mut access = HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED;
+        // SAFETY: ACCESS writes one hsa_amd_memory_pool_access_t (u32).
+        let st = unsafe {
+            access_info(
+                cpu,
+                coarse,
+                HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+                (&mut access as *mut u32).cast(),
+            )
+        };
+        st == HSA_STATUS_SUCCESS && access != HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED
+    }
+
     /// Looks up any other HSA function (tests allocate and export memory
     /// through the same runtime).
     ///
@@ -399,8 +492,9 @@ impl HsaBufferSource {
     }
 
     /// Whether attached memory is host memory the collector may read in
-    /// place: true for ditto's CPU runtime only (ROCr maps device memory,
-    /// which need not be CPU-readable).
+    /// place: for ditto's CPU runtime in its large-BAR mode only (ROCr maps
+    /// device memory, which need not be CPU-readable, and so does the CPU
+    /// runtime by default: its GPU memory faults on a CPU access).
     pub fn reading_in_place(mut self, host_mapped: bool) -> Self {
         self.host_mapped = host_mapped;
         self
@@ -539,7 +633,10 @@ impl LazyHsaSource {
             self.library.display()
         ));
         let runtime = HsaRuntime::load(&self.library)?;
-        Ok(HsaBufferSource::new(std::sync::Arc::new(runtime)).reading_in_place(self.host_mapped))
+        // The CPU runtime's attachments are host mappings, readable in place
+        // only where its GPU memory is host-accessible (large BAR).
+        let in_place = self.host_mapped && runtime.cpu_reads_gpu_memory();
+        Ok(HsaBufferSource::new(std::sync::Arc::new(runtime)).reading_in_place(in_place))
     }
 
     fn loaded(&self) -> Result<&HsaBufferSource, String> {

@@ -3,6 +3,13 @@
 //! runtime is attached, copied and detached by the collector, and no extra
 //! mapping of the runtime's pool memfd ("hsa-cpu-pool") survives an ack.
 //!
+//! The runtime runs in its large-BAR mode (DITTO_HSA_CPU_LARGE_BAR=1): these
+//! tests fill the exported memory with CPU stores and read attachments in
+//! place, which a discrete GPU without a large BAR forbids (the copy path
+//! the collector takes there is what every end-to-end test on the CPU
+//! runtime now uses; `cpu_reads_gpu_memory` decides between them, checked
+//! here in both modes through the pool attribute).
+//!
 //! Needs target/<profile>/hsa-cpu/libhsa-runtime64.so.1 (or
 //! DITTO_CPU_RUNTIME_DIR): run `cargo build --workspace` first.
 
@@ -45,9 +52,15 @@ fn cpu_runtime_library() -> PathBuf {
 fn runtime() -> Arc<HsaRuntime> {
     static RT: OnceLock<Arc<HsaRuntime>> = OnceLock::new();
     RT.get_or_init(|| {
-        Arc::new(
-            HsaRuntime::load(&cpu_runtime_library()).expect("CPU runtime loads and initialises"),
-        )
+        // SAFETY: set before the runtime (the only reader) is loaded, under
+        // the OnceLock: no other thread reads the environment here.
+        unsafe { std::env::set_var("DITTO_HSA_CPU_LARGE_BAR", "1") };
+        let rt = HsaRuntime::load(&cpu_runtime_library()).expect("CPU runtime loads and initialises");
+        assert!(
+            rt.cpu_reads_gpu_memory(),
+            "a large-BAR runtime says the CPU may read its GPU memory"
+        );
+        Arc::new(rt)
     })
     .clone()
 }

@@ -4,7 +4,8 @@
 //! coarse-grained pool and group segment) whose kernels run on the host.
 //! The GPU count is DITTO_HSA_CPU_GPUS (1 to `MAX_GPUS`, default 1), read
 //! once; the topology never changes afterwards.
-//! Holds no mutable state but that count; never allocates memory (see `memory`).
+//! Holds no mutable state but that count; never allocates memory (see
+//! `memory`). What the CPU may do with a GPU's memory is `device_memory`'s.
 
 use hsa::*;
 use std::ffi::{c_char, c_void};
@@ -107,6 +108,12 @@ fn gpu_pool_index(pool: hsa_amd_memory_pool_t) -> Option<(usize, bool)> {
     index_from(GPU_COARSE_POOL)
         .map(|i| (i, false))
         .or_else(|| index_from(GPU_GROUP_POOL).map(|i| (i, true)))
+}
+
+/// Whether `pool` is a GPU's memory (its coarse-grained pool): memory CPU
+/// threads may not touch (`device_memory`).
+pub(crate) fn is_gpu_memory(pool: hsa_amd_memory_pool_t) -> bool {
+    gpu_pool_index(pool).is_some_and(|(_, group)| !group)
 }
 
 /// Whether `pool` is a GPU's group segment (not allocatable).
@@ -549,10 +556,14 @@ pub(crate) fn agent_memory_pool_get_info(
     unsafe {
         match attribute {
             HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS => {
-                // As ROCr: system memory is open to every agent; a GPU's local
-                // memory is open to the CPU only after hsa_amd_agents_allow_access.
+                // As ROCr: system memory is open to every agent; a GPU's
+                // memory to another GPU only after hsa_amd_agents_allow_access;
+                // to the CPU never, but on a large-BAR system
+                // (`device_memory::cpu_access`).
                 let access = if owner == agent || owner == CPU_AGENT {
                     HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT
+                } else if agent == CPU_AGENT {
+                    crate::device_memory::cpu_access()
                 } else {
                     HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
                 };

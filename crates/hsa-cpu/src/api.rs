@@ -21,7 +21,9 @@
 use crate::abi;
 use crate::signals::{Order, Rmw};
 use crate::tables::{Implementation, ServedTables};
-use crate::{agents, executables, intercept, ipc, loader, memory, queues, runtime, signals};
+use crate::{
+    agents, copy_engine, executables, intercept, ipc, loader, memory, queues, runtime, signals,
+};
 use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
@@ -311,10 +313,10 @@ hsa_api! {
     export core.hsa_memory_copy_fn: fn hsa_memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> hsa_status_t
         => memory::memory_copy(dst, src, size);
     export amd.hsa_amd_memory_async_copy_fn: fn hsa_amd_memory_async_copy(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t) -> hsa_status_t
-        => memory::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
+        => copy_engine::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
     export amd.hsa_amd_memory_async_copy_on_engine_fn: fn hsa_amd_memory_async_copy_on_engine(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t, engine_id: u32, force_copy_on_sdma: bool) -> hsa_status_t
         => if agents::is_sdma_engine(engine_id) {
-            memory::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
+            copy_engine::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
         } else {
             HSA_STATUS_ERROR_INVALID_ARGUMENT
         };

@@ -15,6 +15,7 @@
 
 use crate::blit::Blit;
 use crate::cpu_code_object::{CpuDispatch, KernelEntry, Library};
+use crate::device_memory::DeviceAccess;
 use crate::{agents, pool};
 use hsa::*;
 use std::ffi::c_void;
@@ -102,6 +103,7 @@ pub(crate) fn run(
     let entry = match &kernel.run {
         KernelRun::Entry { entry, .. } => *entry,
         KernelRun::Blit(blit) => {
+            let _engine = DeviceAccess::enter();
             // SAFETY: the packet's kernarg holds the blit's arguments, as
             // CLR wrote them (layout checked at load).
             return match unsafe { blit.run(d.kernarg_address as *const u8) } {
@@ -137,6 +139,7 @@ pub(crate) fn run(
         run_cooperative(entry, args, groups)
     } else if groups <= 1 || threads == 1 {
         // Inline: no hand-off for the tiny dispatches that dominate counts.
+        let _engine = DeviceAccess::enter();
         // SAFETY: entry belongs to a loaded code object kept alive by
         // `kernel` (an Arc on its library) for the duration of the call.
         unsafe { entry(&args) }
@@ -157,9 +160,11 @@ pub(crate) fn run(
                 group_count: per_chunk.min(groups - first),
                 ..shared.args
             };
+            let engine = DeviceAccess::enter();
             // SAFETY: as above; `shared` keeps the code object loaded, and
             // the ranges of the chunks are disjoint and inside the grid.
             let rc = unsafe { entry(&chunk_args) };
+            drop(engine);
             if rc != 0 {
                 let _ = error.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
             }
@@ -321,10 +326,12 @@ fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64) -> i32 {
                         group_count: 1,
                         ..shared.args
                     };
+                    let engine = DeviceAccess::enter();
                     // SAFETY: the caller's kernel record keeps the code
                     // object loaded until this scope has joined every
                     // thread; the group is inside the grid.
                     let rc = unsafe { entry(&group_args) };
+                    drop(engine);
                     barrier.leave();
                     if rc != 0 {
                         let _ = first_error.compare_exchange(

@@ -389,7 +389,7 @@ pub(crate) fn create(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let Some(hardware) = HwQueue::create(size, type_, callback, data) else {
+    let Some(hardware) = HwQueue::create(agent, size, type_, callback, data) else {
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     };
     let Some(proxy) = Ring::new(size, type_) else {

@@ -12,6 +12,8 @@
 //!   [2..4] memfd inode (lo, hi)
 //!   [4] page index of the allocation in the memfd   [5] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
+//! An attachment of a GPU's memory carries the protection key
+//! (`device_memory`): this process's CPU threads cannot touch it either.
 //! An attachment reports the exporter's owning agent in pointer info, as
 //! ROCr reports the node the memory lives on; the attaching process's
 //! agent list only has to name agents it has (else INVALID_AGENT).
@@ -39,6 +41,7 @@
 
 use crate::abi::Abi;
 use crate::agents;
+use crate::device_memory;
 use crate::memory::{self, MEMFD_NAME, PAGE};
 use hsa::*;
 use std::collections::BTreeMap;
@@ -118,6 +121,25 @@ struct Attachment {
     map_len: usize,
     size: usize,
     owner: hsa_agent_t,
+    /// A duplicate of the exporter's memfd, closed on detach, and where
+    /// the allocation lies in it: the copy engines read its visibility.
+    fd: i32,
+    data_len: u64,
+    offset: u64,
+}
+
+/// The attachment containing `ptr`, as a [`memory::Region`] (for the copy
+/// engines), when it is a GPU's memory.
+pub(crate) fn attachment_region(ptr: usize) -> Option<memory::Region> {
+    let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
+    let (user, a) = map.range(..=ptr).next_back()?;
+    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(memory::Region {
+        fd: a.fd,
+        data_len: a.data_len,
+        offset: a.offset,
+        size: a.size as u64,
+        base: *user,
+    })
 }
 
 /// Mapped pointer → its mapping.
@@ -224,7 +246,7 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<Fd, hsa_status_t> {
         if libc::fstat(fd.0, &mut st) != 0 || st.st_ino != h.inode {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
-        let data_len = (st.st_size as u64).saturating_sub(PAGE as u64);
+        let data_len = memory::data_len_of(st.st_size as u64);
         if data_len < h.offset + h.size {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
@@ -267,7 +289,23 @@ fn map_attachment(
     if p == libc::MAP_FAILED {
         return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
+    // A GPU's memory is as unreachable by this process's CPU threads as by
+    // the exporter's.
+    if agents::is_gpu(owner) {
+        if let Err(why) = device_memory::protect(p as usize, map_len) {
+            eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
+            // SAFETY: the mapping just made, used by nobody yet.
+            unsafe { libc::munmap(p, map_len) };
+            return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
+        }
+    }
     let user = p as usize + page_offset;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat and dup of a descriptor we own.
+    let (data_len, dup) = unsafe {
+        libc::fstat(fd.0, &mut st);
+        (memory::data_len_of(st.st_size as u64), libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 0))
+    };
     ATTACHMENTS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -278,6 +316,9 @@ fn map_attachment(
                 map_len,
                 size: len,
                 owner,
+                fd: dup,
+                data_len,
+                offset,
             },
         );
     Ok(user)
@@ -372,8 +413,14 @@ pub(crate) fn memory_detach(mapped: *mut c_void) -> hsa_status_t {
         .remove(&(mapped as usize));
     match removed {
         Some(a) => {
-            // SAFETY: unmapping exactly the mapping made by memory_attach.
-            unsafe { libc::munmap(a.map_base as *mut c_void, a.map_len) };
+            // SAFETY: unmapping exactly the mapping made by memory_attach,
+            // and closing its duplicate descriptor.
+            unsafe {
+                libc::munmap(a.map_base as *mut c_void, a.map_len);
+                if a.fd >= 0 {
+                    libc::close(a.fd);
+                }
+            }
             HSA_STATUS_SUCCESS
         }
         None => HSA_STATUS_ERROR_INVALID_ARGUMENT,

@@ -11,8 +11,14 @@
 //! - `runtime`      hsa_init / hsa_shut_down reference count, tool life cycle
 //! - `tools`        HSA_TOOLS_LIB and HSA_AMD_TOOL_PRIORITY discovery, OnLoad/OnUnload
 //! - `agents`       CPU agent, GPU-type agent (gfx90a), ISA, pools, system info
+//! - `device_memory` who may touch GPU memory: the protection key of GPU
+//!   pools, large BAR (DITTO_HSA_CPU_LARGE_BAR), the engines' access
 //! - `memory`       pool allocations in shared memfds, 2 MiB fragment blocks,
 //!   pointer info, locking, copies
+//! - `copy_engine`  the SDMA engines (hsa_amd_memory_async_copy): what
+//!   they read follows `visibility`
+//! - `visibility`   what an AGENT-scope release leaves unseen: shadows of
+//!   the bytes before, until a SYSTEM-scope release
 //! - `ipc`          IPC handles of pool allocations, attach/detach across processes
 //! - `signals`      signal table, values, blocking waits, dispatch timestamps
 //! - `queues`       AQL rings, index operations, one packet processor per queue
@@ -39,8 +45,8 @@
 //! execution (`dispatch`); `intercept` over `queues`; `ipc` over `memory`.
 //! A lower module that needs something of a higher one is handed it (a
 //! parameter, a trait object), never imports it. `trace`, `agents`,
-//! `tools`, `pool`, `blit`, `abi`, `tables` and `cpu_code_object` use no
-//! other module but `tables`, which reads `abi`.
+//! `tools`, `pool`, `blit`, `abi`, `tables`, `device_memory` and `cpu_code_object` use no
+//! other module but `tables`, which reads `abi`, and `device_memory` (read by `agents`).
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated
@@ -52,7 +58,9 @@ pub mod agents;
 pub mod amdgpu;
 pub mod api;
 pub mod blit;
+pub mod copy_engine;
 pub mod cpu_code_object;
+pub mod device_memory;
 pub mod dispatch;
 pub mod executables;
 pub mod host_kernels;
@@ -67,5 +75,6 @@ pub mod signals;
 pub mod tables;
 pub mod tools;
 pub mod trace;
+pub mod visibility;
 
 pub use api::*;

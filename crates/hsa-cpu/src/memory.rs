@@ -11,11 +11,19 @@
 //! up from 1 per process and are never reused, so an importer can tell a
 //! freed fragment (whose 2 MiB block lives on) from a live one.
 //!
+//! Visibility (`visibility`): the metadata page's second half holds, per
+//! data page, the stale flag of the allocation that starts there (1: its
+//! bytes as the copy engines see them are in the shadow), and the memfd
+//! ends with a shadow region as long as the data, after the metadata page
+//! (sparse: only a stale allocation's pages are ever written). Memfd:
+//! `[data: len][metadata: PAGE][shadow: len]`. [`Region`] is one
+//! allocation's place in it, for `visibility`, `ipc` and the copy engines.
+//!
 //! `ipc` builds on this module (exports, the memfd layout); this module
 //! never uses `ipc`: pointer info is handed the lookup of IPC attachments.
 
 use crate::agents;
-use crate::signals::{self, Order, Rmw};
+use crate::device_memory::{self, DeviceAccess};
 use hsa::*;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -36,14 +44,16 @@ struct SharedMapping {
 }
 
 impl SharedMapping {
-    fn new(len: usize) -> Option<Self> {
+    /// `device`: GPU memory, which CPU threads may not touch
+    /// (`device_memory::protect`).
+    fn new(len: usize, device: bool) -> Option<Self> {
         // SAFETY: plain syscalls on fds and memory we own; every failure is checked.
         unsafe {
             let fd = libc::memfd_create(c"hsa-cpu-pool".as_ptr(), libc::MFD_CLOEXEC);
             if fd < 0 {
                 return None;
             }
-            if libc::ftruncate(fd, (len + PAGE) as libc::off_t) != 0 {
+            if libc::ftruncate(fd, memfd_size(len) as libc::off_t) != 0 {
                 libc::close(fd);
                 return None;
             }
@@ -61,6 +71,14 @@ impl SharedMapping {
                 libc::close(fd);
                 return None;
             }
+            if device {
+                if let Err(why) = device_memory::protect(p as usize, len) {
+                    eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
+                    libc::munmap(p, len);
+                    libc::close(fd);
+                    return None;
+                }
+            }
             Some(SharedMapping {
                 fd,
                 base: p as usize,
@@ -72,8 +90,20 @@ impl SharedMapping {
 }
 
 impl SharedMapping {
-    /// Records `serial` as the allocation starting at data page `page`.
+    /// Records `serial` as the allocation starting at data page `page`
+    /// (its stale flag cleared: a new allocation, or none, starts there).
     fn set_serial(&self, page: usize, serial: u32) {
+        let fresh = 0u32.to_le_bytes();
+        // SAFETY: pwrite of 4 bytes from a local buffer into our own memfd's
+        // metadata page.
+        unsafe {
+            libc::pwrite(
+                self.fd,
+                fresh.as_ptr() as *const c_void,
+                4,
+                stale_flag_at(self.len as u64, (page * PAGE) as u64) as libc::off_t,
+            )
+        };
         let bytes = serial.to_le_bytes();
         // SAFETY: pwrite of 4 bytes from a local buffer into our own memfd,
         // inside its metadata page (page < len / PAGE <= PAGE / 4).
@@ -176,6 +206,7 @@ impl MemoryState {
     fn allocate(&mut self, pool: hsa_amd_memory_pool_t, size: usize) -> Option<usize> {
         let len = size.div_ceil(PAGE) * PAGE;
         let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let device = agents::is_gpu_memory(pool);
         if len < FRAGMENT_BLOCK {
             let pages = len / PAGE;
             let found = self
@@ -186,7 +217,7 @@ impl MemoryState {
             let (block, first_page) = match found {
                 Some(hit) => hit,
                 None => {
-                    let mapping = SharedMapping::new(FRAGMENT_BLOCK)?;
+                    let mapping = SharedMapping::new(FRAGMENT_BLOCK, device)?;
                     let base = mapping.base;
                     self.blocks.insert(
                         base,
@@ -220,7 +251,7 @@ impl MemoryState {
             );
             Some(base)
         } else {
-            let mapping = SharedMapping::new(len)?;
+            let mapping = SharedMapping::new(len, device)?;
             mapping.set_serial(0, serial);
             let base = mapping.base;
             self.allocations.insert(
@@ -294,6 +325,156 @@ fn first_fit(used: &[bool], pages: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// Bytes of a pool memfd whose data is `len` bytes.
+pub(crate) fn memfd_size(len: usize) -> usize {
+    2 * len + PAGE
+}
+
+/// The data length of a pool memfd of `memfd_size` bytes.
+pub(crate) fn data_len_of(memfd_size: u64) -> u64 {
+    memfd_size.saturating_sub(PAGE as u64) / 2
+}
+
+/// Where, in a memfd of `data_len` data bytes, the stale flag of the
+/// allocation at `offset` lies.
+fn stale_flag_at(data_len: u64, offset: u64) -> u64 {
+    data_len + (PAGE / 2) as u64 + (offset / PAGE as u64) * 4
+}
+
+/// One allocation's place in its memfd, as `visibility` and the copy
+/// engines use it: the flag and shadow of its bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Region {
+    /// The memfd (owned by `memory` or by an IPC attachment).
+    pub fd: i32,
+    pub data_len: u64,
+    /// The allocation's offset in the memfd.
+    pub offset: u64,
+    pub size: u64,
+    /// Where the allocation is mapped in this process.
+    pub base: usize,
+}
+
+impl Region {
+    pub(crate) fn same_allocation(&self, other: &Region) -> bool {
+        self.base == other.base
+    }
+
+    /// Whether the copy engines see the shadow of this allocation.
+    pub(crate) fn is_stale(&self) -> bool {
+        let mut flag = [0u8; 4];
+        // SAFETY: pread of 4 bytes of the memfd's metadata page into a local.
+        let n = unsafe {
+            libc::pread(
+                self.fd,
+                flag.as_mut_ptr() as *mut c_void,
+                4,
+                stale_flag_at(self.data_len, self.offset) as libc::off_t,
+            )
+        };
+        n == 4 && u32::from_le_bytes(flag) != 0
+    }
+
+    fn shadow_at(&self) -> u64 {
+        self.data_len + PAGE as u64 + self.offset
+    }
+
+    fn set_flag(&self, fd: i32, value: u32) -> bool {
+        let bytes = value.to_le_bytes();
+        // SAFETY: pwrite of 4 bytes from a local into the metadata page.
+        let n = unsafe {
+            libc::pwrite(
+                fd,
+                bytes.as_ptr() as *const c_void,
+                4,
+                stale_flag_at(self.data_len, self.offset) as libc::off_t,
+            )
+        };
+        n == 4
+    }
+
+    /// Copies the allocation's present bytes into its shadow (in the
+    /// kernel: no CPU thread reads GPU memory) and flags it stale; `fd` is
+    /// a descriptor of the memfd.
+    pub(crate) fn keep_present_bytes(&self, fd: i32) -> Result<(), ()> {
+        let mut from = self.offset as libc::loff_t;
+        let mut to = self.shadow_at() as libc::loff_t;
+        let mut left = self.size as usize;
+        while left > 0 {
+            // SAFETY: copy_file_range within one memfd, between its data
+            // and its shadow (disjoint), with valid offset pointers.
+            let n = unsafe { libc::copy_file_range(fd, &mut from, fd, &mut to, left, 0) };
+            if n <= 0 {
+                return Err(());
+            }
+            left -= n as usize;
+        }
+        if self.set_flag(fd, 1) { Ok(()) } else { Err(()) }
+    }
+
+    /// The allocation's writes are visible to every reader: its flag is
+    /// cleared and its shadow pages given back.
+    pub(crate) fn made_visible(&self, fd: i32) {
+        self.set_flag(fd, 0);
+        let start = self.shadow_at();
+        let len = (self.size as usize).div_ceil(PAGE) * PAGE;
+        // SAFETY: punching a hole in our own memfd's shadow region.
+        unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                start as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+    }
+
+    /// Reads `len` bytes of the shadow, `at` bytes into the allocation,
+    /// into `dst` (the caller may write there: a copy engine).
+    pub(crate) fn read_shadow(&self, at: u64, dst: *mut u8, len: usize) -> bool {
+        let mut done = 0usize;
+        while done < len {
+            // SAFETY: dst holds len bytes (the copy's destination).
+            let n = unsafe {
+                libc::pread(
+                    self.fd,
+                    dst.add(done) as *mut c_void,
+                    len - done,
+                    (self.shadow_at() + at + done as u64) as libc::off_t,
+                )
+            };
+            if n <= 0 {
+                return false;
+            }
+            done += n as usize;
+        }
+        true
+    }
+}
+
+/// The GPU allocation containing `ptr`, as a [`Region`].
+pub(crate) fn device_region(ptr: usize) -> Option<Region> {
+    let st = state();
+    let c = st.containing(ptr)?;
+    if !agents::is_gpu_memory(c.pool) {
+        return None;
+    }
+    let a = st.allocations.get(&c.base)?;
+    let (mapping, offset) = match &a.backing {
+        Backing::Own(m) => (m, 0),
+        Backing::Fragment {
+            block, first_page, ..
+        } => (&st.blocks.get(block)?.mapping, (first_page * PAGE) as u64),
+    };
+    Some(Region {
+        fd: mapping.fd,
+        data_len: mapping.len as u64,
+        offset,
+        size: a.size as u64,
+        base: c.base,
+    })
 }
 
 /// Export data of the allocation whose base is exactly `ptr`.
@@ -375,56 +556,10 @@ pub(crate) fn memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> 
     if dst.is_null() || src.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
+    // The copy engine reaches GPU memory; the calling thread does not.
+    let _engine = DeviceAccess::enter();
     // SAFETY: the caller guarantees both ranges are valid for `size` bytes.
     unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
-    HSA_STATUS_SUCCESS
-}
-
-/// Copies after every dependency reads 0, then decrements the completion
-/// signal by 1. Runs inline when the dependencies are already satisfied,
-/// otherwise on a helper thread (the caller never blocks).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn async_copy(
-    dst: *mut c_void,
-    _dst_agent: hsa_agent_t,
-    src: *const c_void,
-    _src_agent: hsa_agent_t,
-    size: usize,
-    num_deps: u32,
-    deps: *const hsa_signal_t,
-    completion: hsa_signal_t,
-) -> hsa_status_t {
-    if (size > 0 && (dst.is_null() || src.is_null())) || (num_deps > 0 && deps.is_null()) {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    }
-    if completion.handle != 0 && signals::lookup(completion).is_none() {
-        return HSA_STATUS_ERROR_INVALID_SIGNAL;
-    }
-    let deps: Vec<hsa_signal_t> = if num_deps == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: the caller passes num_deps signals.
-        unsafe { std::slice::from_raw_parts(deps, num_deps as usize) }.to_vec()
-    };
-    let ready = deps.iter().all(|d| signals::load(*d, Order::Acquire) == 0);
-    let (dst, src) = (dst as usize, src as usize);
-    let run = move || {
-        for d in &deps {
-            signals::wait(*d, HSA_SIGNAL_CONDITION_EQ, 0, u64::MAX, Order::Acquire);
-        }
-        memory_copy(dst as *mut c_void, src as *const c_void, size);
-        if completion.handle != 0 {
-            signals::rmw(completion, Rmw::Subtract, 1, Order::Release);
-        }
-    };
-    if ready {
-        run();
-    } else {
-        std::thread::Builder::new()
-            .name("hsa-cpu-copy".into())
-            .spawn(run)
-            .ok();
-    }
     HSA_STATUS_SUCCESS
 }
 

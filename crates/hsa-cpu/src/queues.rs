@@ -33,7 +33,7 @@
 //! intercept queue as a `ProxyQueue`.
 
 use crate::signals::{self, Order, Rmw, Signal};
-use crate::{agents, dispatch, executables};
+use crate::{agents, dispatch, executables, visibility};
 use hsa::*;
 use std::any::Any;
 use std::collections::HashMap;
@@ -163,6 +163,9 @@ impl Drop for Ring {
 /// A queue with a packet processor ("hardware" queue).
 pub struct HwQueue {
     pub ring: Arc<Ring>,
+    /// The index of the GPU agent the queue runs on (whose release scopes
+    /// `visibility` follows).
+    gpu: usize,
     error_callback: QueueErrorCallback,
     error_data: usize,
     /// The queue reported to the error callback (the proxy for intercept queues).
@@ -175,6 +178,7 @@ pub struct HwQueue {
 
 impl HwQueue {
     pub fn create(
+        agent: hsa_agent_t,
         size: u32,
         type_: hsa_queue_type32_t,
         callback: QueueErrorCallback,
@@ -182,6 +186,7 @@ impl HwQueue {
     ) -> Option<Arc<HwQueue>> {
         let ring = Arc::new(Ring::new(size, type_)?);
         let q = Arc::new(HwQueue {
+            gpu: agents::gpu_index(agent).unwrap_or(0),
             public_queue: std::sync::atomic::AtomicPtr::new(ring.hsa_queue()),
             ring,
             error_callback: callback,
@@ -309,7 +314,24 @@ impl HwQueue {
                     let start = agents::timestamp_ns();
                     // Only a live kernel descriptor is ever run.
                     let status = match executables::lookup_kernel(d.kernel_object) {
-                        Some(kernel) => dispatch::run(&d, kernel, ring.cooperative()),
+                        Some(kernel) => {
+                            if packet::release_scope(header) != HSA_FENCE_SCOPE_SYSTEM {
+                                // SAFETY: a live kernel descriptor (looked up
+                                // above) whose kernarg_size bytes of
+                                // arguments the packet points at.
+                                unsafe {
+                                    let size = (*(d.kernel_object
+                                        as *const executables::KernelDescriptor))
+                                        .kernarg_size;
+                                    visibility::before_agent_scope_dispatch(
+                                        self.gpu,
+                                        d.kernarg_address as *const u8,
+                                        size as usize,
+                                    );
+                                }
+                            }
+                            dispatch::run(&d, kernel, ring.cooperative())
+                        }
                         None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
                     };
                     let end = agents::timestamp_ns();
@@ -380,6 +402,11 @@ impl HwQueue {
                     hsa_signal_t { handle: 0 }
                 }
             };
+            // A SYSTEM-scope release makes every write of the GPU visible
+            // everywhere before the packet completes.
+            if packet::release_scope(header) == HSA_FENCE_SCOPE_SYSTEM {
+                visibility::system_release(self.gpu);
+            }
             // The slot is free before completion is signalled, so a waiter
             // that sees the signal also sees the read index past the packet.
             ring.invalidate(index);
@@ -480,7 +507,7 @@ pub(crate) fn queue_create(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let Some(q) = HwQueue::create(size, type_, callback, data) else {
+    let Some(q) = HwQueue::create(agent, size, type_, callback, data) else {
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     };
     let public = q.ring.hsa_queue();

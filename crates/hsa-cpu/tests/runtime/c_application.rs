@@ -129,9 +129,13 @@ int main(void) {
   if (hsa_amd_agent_iterate_memory_pools(gpu, find_coarse_pool, &pool) != HSA_STATUS_INFO_BREAK) return 3;
   uint32_t* buf = NULL;
   CHECK(hsa_amd_memory_pool_allocate(pool, 4096 * sizeof(uint32_t), 0, (void**)&buf));
+  /* A discrete GPU's memory: the host reaches it through copies only. */
+  static uint32_t host_in[4096], host_out[4096];
   uint64_t sum = 0;
-  for (uint32_t i = 0; i < 4096; i++) buf[i] = i;
-  for (uint32_t i = 0; i < 4096; i++) sum += buf[i];
+  for (uint32_t i = 0; i < 4096; i++) host_in[i] = i;
+  CHECK(hsa_memory_copy(buf, host_in, sizeof host_in));
+  CHECK(hsa_memory_copy(host_out, buf, sizeof host_out));
+  for (uint32_t i = 0; i < 4096; i++) sum += host_out[i];
   hsa_signal_t dep, done;
   CHECK(hsa_signal_create(1, 0, NULL, &dep));
   CHECK(hsa_signal_create(1, 0, NULL, &done));

@@ -93,6 +93,33 @@ pub fn alloc(size: usize) -> *mut u8 {
     p as *mut u8
 }
 
+/// `n` bytes of GPU memory at `p`, read as a discrete GPU's memory must
+/// be: through the runtime's copy (a CPU load faults).
+pub fn gpu_read(p: *const u8, n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n];
+    // SAFETY: p holds n bytes of runtime memory; out is a host buffer.
+    let st = unsafe { rt::hsa_memory_copy(out.as_mut_ptr() as *mut c_void, p as *const c_void, n) };
+    assert_eq!(st, HSA_STATUS_SUCCESS, "hsa_memory_copy from GPU memory");
+    out
+}
+
+/// `n` u32 values of GPU memory at `p` (see [`gpu_read`]).
+pub fn gpu_read_u32(p: *const u32, n: usize) -> Vec<u32> {
+    gpu_read(p as *const u8, n * 4)
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Writes `bytes` into GPU memory at `p` through the runtime's copy.
+pub fn gpu_write(p: *mut u8, bytes: &[u8]) {
+    // SAFETY: p holds bytes.len() bytes of runtime memory.
+    let st = unsafe {
+        rt::hsa_memory_copy(p as *mut c_void, bytes.as_ptr() as *const c_void, bytes.len())
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS, "hsa_memory_copy into GPU memory");
+}
+
 pub fn free(p: *mut u8) {
     // SAFETY: p came from alloc.
     assert_eq!(unsafe { rt::hsa_amd_memory_pool_free(p as *mut c_void) }, 0);

@@ -126,18 +126,14 @@ fn locked_host_memory_is_described_but_not_exportable() {
 fn attach_in_the_same_process_maps_afresh_and_detach_unmaps() {
     init();
     let p = alloc(8000);
-    // SAFETY: p holds 8000 bytes.
-    unsafe { std::ptr::write_bytes(p, 0x5a, 8000) };
+    gpu_write(p, &[0x5a; 8000]);
     let h = create(p, 8000).unwrap();
     let a = attach(&h, 8000).unwrap();
     let b = attach(&h, 8000).unwrap();
     assert_ne!(a, b, "no cache: every attach is a new mapping");
-    // SAFETY: a maps the same 8000 bytes.
-    unsafe {
-        assert_eq!(*a.add(7999), 0x5a);
-        *a = 0x11;
-        assert_eq!(*p, 0x11, "shared mapping");
-    }
+    assert_eq!(gpu_read(a, 8000)[7999], 0x5a);
+    gpu_write(a, &[0x11]);
+    assert_eq!(gpu_read(p, 1)[0], 0x11, "shared mapping");
     // SAFETY: valid pointers.
     unsafe {
         assert_eq!(rt::hsa_amd_ipc_memory_detach(a as *mut c_void), 0);
@@ -171,12 +167,8 @@ fn child_process_attaches_reads_and_detaches() {
     init();
     let n = 100_000usize;
     let p = alloc(n);
-    // SAFETY: p holds n bytes.
-    unsafe {
-        for i in 0..n {
-            *p.add(i) = (i * 7 % 251) as u8;
-        }
-    }
+    let pattern: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    gpu_write(p, &pattern);
     let h = create(p, n).unwrap();
     run_child(
         "ipc::child_scenario_attach_read_detach",
@@ -185,9 +177,9 @@ fn child_process_attaches_reads_and_detaches() {
             ("DITTO_TEST_IPC_LEN", n.to_string()),
         ],
     );
-    // SAFETY: p holds n bytes; the child wrote its marker through its mapping.
+    // The child wrote its marker through its mapping.
     assert_eq!(
-        unsafe { *p.add(n - 1) },
+        gpu_read(p, n)[n - 1],
         0xee,
         "the child's write is visible to the owner"
     );
@@ -209,14 +201,13 @@ fn child_scenario_attach_read_detach() {
     init();
     let p = attach(&h, n).unwrap();
     assert!(mapped_in_self(p));
-    // SAFETY: p maps n bytes.
-    unsafe {
-        for i in 0..n {
-            assert_eq!(*p.add(i), (i * 7 % 251) as u8, "byte {i}");
-        }
-        *p.add(n - 1) = 0xee;
-        assert_eq!(rt::hsa_amd_ipc_memory_detach(p as *mut c_void), 0);
+    let seen = gpu_read(p, n);
+    for (i, b) in seen.iter().enumerate() {
+        assert_eq!(*b, (i * 7 % 251) as u8, "byte {i}");
     }
+    gpu_write(unsafe { p.add(n - 1) }, &[0xee]);
+    // SAFETY: p is the attachment made above.
+    assert_eq!(unsafe { rt::hsa_amd_ipc_memory_detach(p as *mut c_void) }, 0);
     assert!(!mapped_in_self(p), "detach removes the mapping");
     assert_eq!(hsa_runtime64::ipc::attachment_count(), 0);
 }
@@ -248,8 +239,7 @@ fn fragment_handles_carry_their_offset_and_die_with_the_allocation() {
     let keep = alloc(4096); // keeps the 2 MiB block alive
     let p = alloc(3 * 4096);
     assert_ne!(p, keep);
-    // SAFETY: p holds 3 pages.
-    unsafe { std::ptr::write_bytes(p, 0x3c, 3 * 4096) };
+    gpu_write(p, &[0x3c; 3 * 4096]);
     let h = create(p, 3 * 4096).unwrap();
     let decoded = rt::ipc::IpcHandle::decode(&h);
     let hk = rt::ipc::IpcHandle::decode(&create(keep, 4096).unwrap());
@@ -260,8 +250,7 @@ fn fragment_handles_carry_their_offset_and_die_with_the_allocation() {
         "offset inside the block, in the handle"
     );
     let a = attach(&h, 3 * 4096).unwrap();
-    // SAFETY: a maps 3 pages.
-    assert_eq!(unsafe { *a.add(3 * 4096 - 1) }, 0x3c);
+    assert_eq!(gpu_read(a, 3 * 4096)[3 * 4096 - 1], 0x3c);
     // SAFETY: a is an attachment.
     assert_eq!(
         unsafe { rt::hsa_amd_ipc_memory_detach(a as *mut c_void) },
@@ -326,8 +315,7 @@ const EXPORT_LEN: usize = 3 << 20;
 fn child_scenario_export_and_linger() {
     init();
     let p = alloc(EXPORT_LEN);
-    // SAFETY: p holds EXPORT_LEN bytes.
-    unsafe { std::ptr::write_bytes(p, 0x77, EXPORT_LEN) };
+    gpu_write(p, &vec![0x77; EXPORT_LEN]);
     let h = create(p, EXPORT_LEN).unwrap();
     println!("HANDLE={}", hex(&h));
     if std::env::var("DITTO_TEST_LINGER").is_ok() {
@@ -368,7 +356,7 @@ fn exporter_killed_while_attached_leaves_nothing_after_detach() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // SAFETY: the mapping outlives the exporter: memfd memory is refcounted.
-    assert_eq!(unsafe { *a.add(EXPORT_LEN - 1) }, 0x77);
+    assert_eq!(gpu_read(a, EXPORT_LEN)[EXPORT_LEN - 1], 0x77);
     // SAFETY: a is an attachment.
     assert_eq!(
         unsafe { rt::hsa_amd_ipc_memory_detach(a as *mut c_void) },
@@ -394,8 +382,7 @@ fn child_scenario_attach_and_linger() {
     let h = unhex(&std::env::var("DITTO_TEST_IPC_HANDLE").unwrap());
     init();
     let p = attach(&h, EXPORT_LEN).unwrap();
-    // SAFETY: p maps EXPORT_LEN bytes.
-    unsafe { *p = 0x99 };
+    gpu_write(p, &[0x99]);
     println!("HANDLE={}", hex(&h));
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
@@ -425,8 +412,8 @@ fn importer_killed_while_attached_leaves_nothing_in_the_exporter() {
         lines.any(|l| l.unwrap().contains("HANDLE=")),
         "child attached"
     );
-    // SAFETY: p holds EXPORT_LEN bytes; the child wrote through its mapping.
-    assert_eq!(unsafe { *p }, 0x99);
+    // The child wrote through its mapping.
+    assert_eq!(gpu_read(p, 1)[0], 0x99);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert_eq!(
@@ -462,16 +449,15 @@ fn child_scenario_stale_attach() {
     let bufs: Vec<*mut u8> = (1..=3u8)
         .map(|v| {
             let p = alloc(n);
-            // SAFETY: p holds n bytes.
-            unsafe { std::ptr::write_bytes(p, v, n) };
+            gpu_write(p, &vec![v; n]);
             p
         })
         .collect();
     let hs: Vec<_> = bufs.iter().map(|p| create(*p, n).unwrap()).collect();
     let first = |h: &hsa_amd_ipc_memory_t, len: usize| {
         let p = attach(h, len).unwrap();
-        // SAFETY: p maps len bytes.
-        let (b0, last) = unsafe { (*p, *p.add(len - 1)) };
+        let bytes = gpu_read(p, len);
+        let (b0, last) = (bytes[0], bytes[len - 1]);
         assert_eq!(b0, last);
         // SAFETY: p is an attachment.
         assert_eq!(

@@ -129,8 +129,7 @@ fn kernel_writes_its_output_buffer() {
         )],
     );
     assert_eq!(wait_eq(done, 0), 0);
-    // SAFETY: out holds 1000 u32 written by the kernel.
-    let got = unsafe { std::slice::from_raw_parts(out, 1000) };
+    let got = gpu_read_u32(out, 1000);
     assert!(
         got.iter().enumerate().all(|(i, v)| *v == 100 + i as u32),
         "first values {:?}",

@@ -9,6 +9,7 @@
 mod alloc_count;
 mod c_application;
 mod common;
+mod device_memory;
 mod execution;
 mod exports;
 mod gpus;

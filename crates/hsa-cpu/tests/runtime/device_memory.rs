@@ -1,0 +1,196 @@
+//! A GPU pool's memory as a discrete GPU's: CPU threads fault on it (the
+//! protection key), system calls given it fail with EFAULT, the runtime's
+//! kernels and copies reach it, IPC attachments in another process are as
+//! unreachable, and the large-BAR mode opens it and says so.
+
+use crate::common::*;
+use hsa::*;
+use hsa_runtime64 as rt;
+use hsa_runtime64::device_memory::{self, Protection};
+use std::ffi::c_void;
+use std::process::Command;
+
+/// The child's exit code when its CPU access faulted with `si_code`.
+const FAULT_EXIT_BASE: i32 = 40;
+const SEGV_PKUERR: i32 = 4;
+
+extern "C" fn exit_with_fault_code(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut c_void) {
+    // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler;
+    // _exit is async-signal-safe.
+    unsafe { libc::_exit(FAULT_EXIT_BASE + (*info).si_code) };
+}
+
+/// Makes a SIGSEGV end this process with FAULT_EXIT_BASE + si_code.
+fn exit_on_fault() {
+    // SAFETY: installing a handler that only calls _exit.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = exit_with_fault_code as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO;
+        libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut());
+    }
+}
+
+/// Runs a child scenario that is expected to fault; its exit code.
+fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", scenario, "--nocapture", "--test-threads=1"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn child test process");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// The model needs protection keys: without them these tests fail saying why.
+fn require_keys() {
+    match device_memory::protection() {
+        Protection::Key(_) => {}
+        other => panic!("GPU memory is not protected in this process: {other:?}"),
+    }
+}
+
+#[test]
+fn a_cpu_load_of_gpu_memory_faults_with_a_protection_key_error() {
+    init();
+    require_keys();
+    let (code, text) = faulting_child("device_memory::child_scenario_cpu_load_of_gpu_memory", &[]);
+    assert_eq!(
+        code,
+        Some(FAULT_EXIT_BASE + SEGV_PKUERR),
+        "the load faults with SEGV_PKUERR:\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_cpu_load_of_gpu_memory() {
+    exit_on_fault();
+    init();
+    let p = alloc(4096);
+    // SAFETY: deliberately a CPU load of GPU memory: it must fault.
+    let v = unsafe { std::ptr::read_volatile(p) };
+    println!("NO FAULT: read {v}");
+}
+
+#[test]
+fn a_system_call_given_gpu_memory_fails_with_efault_and_the_runtime_copies_reach_it() {
+    init();
+    require_keys();
+    let p = alloc(8192);
+    gpu_write(p, &[0xab; 8192]);
+    let file = tempfile::tempfile().unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: write(2) reads 8192 bytes at p: the kernel refuses them.
+    let n = unsafe { libc::write(file.as_raw_fd(), p as *const c_void, 8192) };
+    let e = std::io::Error::last_os_error();
+    assert_eq!(n, -1, "the write must not read GPU memory");
+    assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+    assert_eq!(gpu_read(p, 8192), vec![0xab; 8192], "copies reach it");
+    assert!(
+        !device_memory::open_on_this_thread(),
+        "a copy leaves the caller's rights as they were"
+    );
+    free(p);
+}
+
+#[test]
+fn the_cpu_agent_is_never_allowed_a_gpu_pool() {
+    init();
+    let mut access = 0u32;
+    // SAFETY: ACCESS writes a uint32_t.
+    let st = unsafe {
+        rt::hsa_amd_agent_memory_pool_get_info(
+            cpu(),
+            gpu_pool(),
+            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+            &mut access as *mut u32 as *mut c_void,
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_eq!(access, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+}
+
+#[test]
+fn an_ipc_attachment_of_gpu_memory_faults_in_the_importer_too() {
+    init();
+    require_keys();
+    let p = alloc(4096);
+    gpu_write(p, &[7; 4096]);
+    let mut h = hsa_amd_ipc_memory_t::default();
+    // SAFETY: p is a live 4096-byte allocation.
+    assert_eq!(
+        unsafe { rt::hsa_amd_ipc_memory_create(p as *mut c_void, 4096, &mut h) },
+        0
+    );
+    let hex: String = h.handle.iter().map(|w| format!("{w:08x}")).collect();
+    let (code, text) = faulting_child(
+        "device_memory::child_scenario_cpu_load_of_an_attachment",
+        &[("DITTO_TEST_IPC_HANDLE", hex)],
+    );
+    assert_eq!(
+        code,
+        Some(FAULT_EXIT_BASE + SEGV_PKUERR),
+        "the importer's load faults with SEGV_PKUERR:\n{text}"
+    );
+    free(p);
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_cpu_load_of_an_attachment() {
+    let text = std::env::var("DITTO_TEST_IPC_HANDLE").unwrap();
+    let mut h = hsa_amd_ipc_memory_t::default();
+    for (i, w) in h.handle.iter_mut().enumerate() {
+        *w = u32::from_str_radix(&text[i * 8..i * 8 + 8], 16).unwrap();
+    }
+    init();
+    let mut mapped = std::ptr::null_mut();
+    // SAFETY: valid pointers.
+    let st = unsafe { rt::hsa_amd_ipc_memory_attach(&h, 4096, 0, std::ptr::null(), &mut mapped) };
+    assert_eq!(st, 0, "attach");
+    let mapped = mapped as *mut u8;
+    assert_eq!(gpu_read(mapped, 4096), vec![7; 4096], "the copy reads it");
+    exit_on_fault();
+    // SAFETY: deliberately a CPU load of an attachment of GPU memory.
+    let v = unsafe { std::ptr::read_volatile(mapped) };
+    println!("NO FAULT: read {v}");
+}
+
+#[test]
+fn large_bar_mode_opens_gpu_memory_to_the_cpu_and_says_so() {
+    run_child(
+        "device_memory::child_scenario_large_bar",
+        &[(device_memory::LARGE_BAR_ENV, "1".into())],
+    );
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_large_bar() {
+    init();
+    assert_eq!(device_memory::protection(), &Protection::LargeBar);
+    let mut access = 0u32;
+    // SAFETY: ACCESS writes a uint32_t.
+    unsafe {
+        rt::hsa_amd_agent_memory_pool_get_info(
+            cpu(),
+            gpu_pool(),
+            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+            &mut access as *mut u32 as *mut c_void,
+        )
+    };
+    assert_eq!(access, HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+    let p = alloc(4096);
+    // SAFETY: large BAR: GPU memory is host-accessible.
+    unsafe {
+        p.write_volatile(9);
+        assert_eq!(p.read_volatile(), 9);
+    }
+    free(p);
+}

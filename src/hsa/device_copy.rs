@@ -1,0 +1,393 @@
+//! The tool's reads of GPU memory. A discrete GPU's memory (a GPU pool's
+//! coarse-grained memory: what hipMalloc returns) is not the CPU's to read:
+//! mapped PROT_NONE unless the BAR is large, and even then a host read may
+//! miss what the GPU's caches hold. The tool therefore reads it only
+//! through the runtime's copy engine, `hsa_amd_memory_async_copy` (SDMA on
+//! an Instinct GPU), into host memory the runtime knows: a bounce buffer
+//! allocated from the CPU agent's fine-grained system pool. The copy is
+//! correct because the target dispatch released its writes at SYSTEM scope
+//! (`packet`) before `done` fired.
+//!
+//! Owns the decision of which memory needs it ([`Placement`]: from pointer
+//! info's owning agent, never from `hostBaseAddress`, which ROCr fills in
+//! for memory the CPU cannot reach), the bounce buffer, its completion
+//! signal and the copy. Host memory (system pools, locked ranges, memory
+//! the runtime does not know) is read in place by the caller. Every runtime
+//! call goes through the original table entries it is given.
+
+use crate::capture::staging::MAX_STAGED_BUFFER;
+use hsa::*;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Where a buffer lives, for the tool's reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Host memory: the CPU reads it in place.
+    Host,
+    /// A GPU's memory, owned by this agent: read through a copy.
+    Device { owner: hsa_agent_t },
+}
+
+/// Bytes the bounce buffer holds: the largest staged buffer.
+pub const BOUNCE_BYTES: usize = MAX_STAGED_BUFFER as usize;
+
+/// How long a device-to-host copy may take before the tool gives up on it
+/// (and on its bounce buffer, which the copy may still write).
+const COPY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The original entries the copies use.
+#[derive(Clone, Copy)]
+pub struct CopyEntries<'t> {
+    pub core: &'t CoreApiTable,
+    pub amd: &'t AmdExtTable,
+}
+
+struct Bounce {
+    ptr: *mut u8,
+    signal: hsa_signal_t,
+    cpu: hsa_agent_t,
+    /// Owners granted access to the buffer (hsa_amd_agents_allow_access).
+    allowed: Vec<u64>,
+}
+
+// SAFETY: the buffer is used only under the copier's mutex.
+unsafe impl Send for Bounce {}
+
+/// The bounce buffer and what the tool learnt of the agents.
+#[derive(Default)]
+pub struct DeviceCopier {
+    bounce: Mutex<Option<Bounce>>,
+    /// agent handle → whether it is a GPU.
+    gpu_agents: Mutex<HashMap<u64, bool>>,
+}
+
+impl DeviceCopier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where the memory at `address` lives, from pointer info `info` of it
+    /// (None: the runtime does not know the address, so it is host memory).
+    pub fn placement(
+        &self,
+        rt: CopyEntries<'_>,
+        info: Option<&hsa_amd_pointer_info_t>,
+    ) -> Placement {
+        let Some(info) = info else {
+            return Placement::Host;
+        };
+        if info.type_ == HSA_EXT_POINTER_TYPE_LOCKED || info.agentOwner.handle == 0 {
+            return Placement::Host;
+        }
+        if self.is_gpu(rt, info.agentOwner) {
+            Placement::Device {
+                owner: info.agentOwner,
+            }
+        } else {
+            Placement::Host
+        }
+    }
+
+    fn is_gpu(&self, rt: CopyEntries<'_>, agent: hsa_agent_t) -> bool {
+        let mut known = self.gpu_agents.lock().unwrap_or_else(|e| e.into_inner());
+        *known.entry(agent.handle).or_insert_with(|| {
+            let Some(get_info) = rt.core.hsa_agent_get_info_fn else {
+                return true;
+            };
+            let mut device: u32 = u32::MAX;
+            // SAFETY: original hsa_agent_get_info; DEVICE is a 32-bit enum.
+            let st = unsafe {
+                get_info(
+                    agent,
+                    HSA_AGENT_INFO_DEVICE,
+                    (&mut device as *mut u32).cast(),
+                )
+            };
+            // An agent the runtime cannot describe is taken for a GPU: a
+            // copy is right for any memory, a CPU read is not.
+            st != HSA_STATUS_SUCCESS || device != HSA_DEVICE_TYPE_CPU
+        })
+    }
+
+    /// Copies the ranges `windows` (offset from `src`, length) of `owner`'s
+    /// memory at `src` into the bounce buffer, back to back, and hands
+    /// those bytes to `use_bytes`. At most [`BOUNCE_BYTES`] in all.
+    pub fn with_copy<R>(
+        &self,
+        rt: CopyEntries<'_>,
+        src: u64,
+        owner: hsa_agent_t,
+        windows: &[(u64, u64)],
+        use_bytes: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, String> {
+        let total: u64 = windows.iter().map(|(_, n)| n).sum();
+        if total > BOUNCE_BYTES as u64 {
+            return Err(format!(
+                "{total} bytes are more than one device-to-host copy takes ({BOUNCE_BYTES})"
+            ));
+        }
+        let mut guard = self.bounce.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = Some(make_bounce(rt)?);
+        }
+        let bounce = guard.as_mut().expect("set above");
+        if !bounce.allowed.contains(&owner.handle) {
+            if let Some(allow) = rt.amd.hsa_amd_agents_allow_access_fn {
+                // SAFETY: original allow_access of our own buffer for one agent.
+                let st = unsafe { allow(1, &owner, std::ptr::null(), bounce.ptr as *const c_void) };
+                if st != HSA_STATUS_SUCCESS {
+                    return Err(format!(
+                        "hsa_amd_agents_allow_access for the tool's host buffer failed \
+                         (status 0x{st:x})"
+                    ));
+                }
+            }
+            bounce.allowed.push(owner.handle);
+        }
+        match copy_windows(rt, bounce, src, owner, windows) {
+            Ok(()) => {}
+            Err(CopyFailure::Refused(why)) => return Err(why),
+            Err(CopyFailure::Unfinished(why)) => {
+                // The engine may still write the buffer: never reuse it.
+                *guard = None;
+                return Err(why);
+            }
+        }
+        // SAFETY: `total` bytes of our buffer, just written by completed
+        // copies and read only under the lock.
+        let bytes = unsafe { std::slice::from_raw_parts(bounce.ptr, total as usize) };
+        Ok(use_bytes(bytes))
+    }
+}
+
+enum CopyFailure {
+    /// No copy is in flight.
+    Refused(String),
+    /// A copy may still be in flight.
+    Unfinished(String),
+}
+
+fn copy_windows(
+    rt: CopyEntries<'_>,
+    bounce: &Bounce,
+    src: u64,
+    owner: hsa_agent_t,
+    windows: &[(u64, u64)],
+) -> Result<(), CopyFailure> {
+    let refused = |what: &str| CopyFailure::Refused(format!("the runtime has no {what}"));
+    let copy = rt
+        .amd
+        .hsa_amd_memory_async_copy_fn
+        .ok_or_else(|| refused("hsa_amd_memory_async_copy"))?;
+    let store = rt
+        .core
+        .hsa_signal_store_relaxed_fn
+        .ok_or_else(|| refused("hsa_signal_store_relaxed"))?;
+    let subtract = rt
+        .core
+        .hsa_signal_subtract_relaxed_fn
+        .ok_or_else(|| refused("hsa_signal_subtract_relaxed"))?;
+    let wait = rt
+        .core
+        .hsa_signal_wait_scacquire_fn
+        .ok_or_else(|| refused("hsa_signal_wait_scacquire"))?;
+    let issued: Vec<&(u64, u64)> = windows.iter().filter(|(_, n)| *n > 0).collect();
+    if issued.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: original store on our own signal, idle (no copy in flight).
+    unsafe { store(bounce.signal, issued.len() as hsa_signal_value_t) };
+    let mut at = 0usize;
+    let mut failed = None;
+    for (i, (offset, len)) in issued.iter().enumerate() {
+        // SAFETY: original async copy of `len` bytes of the owner's memory
+        // (inside the allocation the caller resolved) into our buffer
+        // (at + len <= BOUNCE_BYTES, checked by the caller); the completion
+        // signal counts the copies down.
+        let st = unsafe {
+            copy(
+                bounce.ptr.add(at) as *mut c_void,
+                bounce.cpu,
+                (src + offset) as *const c_void,
+                owner,
+                *len as usize,
+                0,
+                std::ptr::null(),
+                bounce.signal,
+            )
+        };
+        if st != HSA_STATUS_SUCCESS {
+            // The copies not issued will not count down: do it for them.
+            // SAFETY: original subtract on our own signal.
+            unsafe { subtract(bounce.signal, (issued.len() - i) as hsa_signal_value_t) };
+            failed = Some(format!(
+                "hsa_amd_memory_async_copy of {len} bytes at 0x{:x} to the host failed \
+                 (status 0x{st:x})",
+                src + offset
+            ));
+            break;
+        }
+        at += *len as usize;
+    }
+    let started = Instant::now();
+    loop {
+        // SAFETY: original wait on our own signal; the timeout is a hint.
+        let left = unsafe {
+            wait(
+                bounce.signal,
+                HSA_SIGNAL_CONDITION_EQ,
+                0,
+                u64::MAX,
+                HSA_WAIT_STATE_BLOCKED,
+            )
+        };
+        if left == 0 {
+            break;
+        }
+        if started.elapsed() > COPY_TIMEOUT {
+            return Err(CopyFailure::Unfinished(format!(
+                "a device-to-host copy of 0x{src:x} did not finish in {} s",
+                COPY_TIMEOUT.as_secs()
+            )));
+        }
+    }
+    match failed {
+        Some(why) => Err(CopyFailure::Refused(why)),
+        None => Ok(()),
+    }
+}
+
+/// The CPU agent's fine-grained system pool, a buffer of [`BOUNCE_BYTES`]
+/// from it and a completion signal.
+fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
+    let (cpu, pool) = host_pool(rt)?;
+    let allocate = rt
+        .amd
+        .hsa_amd_memory_pool_allocate_fn
+        .ok_or("the runtime has no hsa_amd_memory_pool_allocate")?;
+    let create = rt
+        .core
+        .hsa_signal_create_fn
+        .ok_or("the runtime has no hsa_signal_create")?;
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: original allocate (not the tool's wrap: the buffer is never
+    // a captured allocation) with a valid out-pointer.
+    let st = unsafe { allocate(pool, BOUNCE_BYTES, 0, &mut ptr) };
+    if st != HSA_STATUS_SUCCESS || ptr.is_null() {
+        return Err(format!(
+            "cannot allocate the tool's {BOUNCE_BYTES}-byte host buffer (status 0x{st:x})"
+        ));
+    }
+    let mut signal = hsa_signal_t::default();
+    // SAFETY: original signal create with no consumers and a valid out-pointer.
+    let st = unsafe { create(0, 0, std::ptr::null(), &mut signal) };
+    if st != HSA_STATUS_SUCCESS {
+        if let Some(free) = rt.amd.hsa_amd_memory_pool_free_fn {
+            // SAFETY: the buffer allocated above, used by nobody.
+            unsafe { free(ptr) };
+        }
+        return Err(format!(
+            "cannot create the tool's copy signal (status 0x{st:x})"
+        ));
+    }
+    Ok(Bounce {
+        ptr: ptr.cast(),
+        signal,
+        cpu,
+        allowed: Vec::new(),
+    })
+}
+
+struct PoolSearch<'t> {
+    rt: CopyEntries<'t>,
+    found: Option<hsa_amd_memory_pool_t>,
+}
+
+/// The CPU agent and its fine-grained, runtime-allocatable global pool.
+fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t), String> {
+    let iterate_agents = rt
+        .core
+        .hsa_iterate_agents_fn
+        .ok_or("the runtime has no hsa_iterate_agents")?;
+    let iterate_pools = rt
+        .amd
+        .hsa_amd_agent_iterate_memory_pools_fn
+        .ok_or("the runtime has no hsa_amd_agent_iterate_memory_pools")?;
+    let get_info = rt
+        .core
+        .hsa_agent_get_info_fn
+        .ok_or("the runtime has no hsa_agent_get_info")?;
+    let mut agents: Vec<hsa_agent_t> = Vec::new();
+    unsafe extern "C" fn collect(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
+        // SAFETY: data is the Vec handed to the iteration below.
+        unsafe { (*(data as *mut Vec<hsa_agent_t>)).push(agent) };
+        HSA_STATUS_SUCCESS
+    }
+    // SAFETY: original iteration; the callback only pushes into `agents`.
+    unsafe { iterate_agents(Some(collect), (&mut agents as *mut Vec<hsa_agent_t>).cast()) };
+    for agent in agents {
+        let mut device: u32 = u32::MAX;
+        // SAFETY: original get_info; DEVICE is a 32-bit enum.
+        let st = unsafe { get_info(agent, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
+        if st != HSA_STATUS_SUCCESS || device != HSA_DEVICE_TYPE_CPU {
+            continue;
+        }
+        let mut search = PoolSearch { rt, found: None };
+        // SAFETY: original iteration; the callback reads pool info only.
+        unsafe {
+            iterate_pools(
+                agent,
+                Some(fine_grained_pool),
+                (&mut search as *mut PoolSearch).cast(),
+            )
+        };
+        if let Some(pool) = search.found {
+            return Ok((agent, pool));
+        }
+    }
+    Err("the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into".into())
+}
+
+unsafe extern "C" fn fine_grained_pool(
+    pool: hsa_amd_memory_pool_t,
+    data: *mut c_void,
+) -> hsa_status_t {
+    // SAFETY: data is the PoolSearch of host_pool, alive for the iteration.
+    let search = unsafe { &mut *(data as *mut PoolSearch) };
+    let Some(get) = search.rt.amd.hsa_amd_memory_pool_get_info_fn else {
+        return HSA_STATUS_INFO_BREAK;
+    };
+    let mut segment: u32 = u32::MAX;
+    let mut flags: u32 = 0;
+    let mut alloc_allowed = false;
+    // SAFETY: original pool get_info with the documented value types.
+    let ok = unsafe {
+        get(
+            pool,
+            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+            (&mut segment as *mut u32).cast(),
+        ) == HSA_STATUS_SUCCESS
+            && get(
+                pool,
+                HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
+                (&mut flags as *mut u32).cast(),
+            ) == HSA_STATUS_SUCCESS
+            && get(
+                pool,
+                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
+                (&mut alloc_allowed as *mut bool).cast(),
+            ) == HSA_STATUS_SUCCESS
+    };
+    if ok
+        && segment == HSA_AMD_SEGMENT_GLOBAL
+        && alloc_allowed
+        && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0
+    {
+        search.found = Some(pool);
+        return HSA_STATUS_INFO_BREAK;
+    }
+    HSA_STATUS_SUCCESS
+}

@@ -19,7 +19,10 @@ const DISPATCHES: u64 = 6;
 
 /// dispatch_storm with CLR's AGENT-scope kernels under ditto; the
 /// snapshot directory, the trace and the run's stderr.
-fn storm_with_agent_scope_kernels(dir: &Path, keep_agent_release: bool) -> (std::path::PathBuf, String) {
+fn storm_with_agent_scope_kernels(
+    dir: &Path,
+    keep_agent_release: bool,
+) -> (std::path::PathBuf, String) {
     let socket = dir.join("collector.sock");
     let out = dir.join("snapshots");
     let trace = dir.join("trace.txt");
@@ -70,11 +73,18 @@ fn without_the_scope_fix_an_sdma_capture_stores_the_bytes_before_the_dispatch_un
             // The buffer as the dispatch before left it (zeros before the
             // first): the copy engine saw no write of this dispatch, and
             // the fingerprint, read the same way, agreed.
-            let before = if index == 0 { 0.0 } else { written(index - 1, j) };
+            let before = if index == 0 {
+                0.0
+            } else {
+                written(index - 1, j)
+            };
             assert_eq!(values[j], before, "dispatch {index}, element {j}");
         }
     }
-    let stale_reads = trace.lines().filter(|l| l.starts_with("stale-read")).count();
+    let stale_reads = trace
+        .lines()
+        .filter(|l| l.starts_with("stale-read"))
+        .count();
     assert!(
         stale_reads as u64 >= DISPATCHES + 1,
         "each capture read bytes its dispatch had not yet released: {stale_reads} stale reads"
@@ -87,7 +97,11 @@ fn with_the_scope_fix_every_capture_holds_what_the_kernel_wrote() {
     let (snap, trace) = storm_with_agent_scope_kernels(dir.path(), false);
     for (index, values) in captured(&snap) {
         for j in [0usize, 1, 1023] {
-            assert_eq!(values[j], written(index, j), "dispatch {index}, element {j}");
+            assert_eq!(
+                values[j],
+                written(index, j),
+                "dispatch {index}, element {j}"
+            );
         }
     }
     assert!(

@@ -331,7 +331,13 @@ fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t)
     for agent in agents {
         let mut device: u32 = u32::MAX;
         // SAFETY: original get_info; DEVICE is a 32-bit enum.
-        let st = unsafe { get_info(agent, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
+        let st = unsafe {
+            get_info(
+                agent,
+                HSA_AGENT_INFO_DEVICE,
+                (&mut device as *mut u32).cast(),
+            )
+        };
         if st != HSA_STATUS_SUCCESS || device != HSA_DEVICE_TYPE_CPU {
             continue;
         }
@@ -348,7 +354,10 @@ fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t)
             return Ok((agent, pool));
         }
     }
-    Err("the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into".into())
+    Err(
+        "the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into"
+            .into(),
+    )
 }
 
 unsafe extern "C" fn fine_grained_pool(

@@ -9,14 +9,14 @@
 
 use crate::collector::{BufferSource, Mapping};
 use hsa::{
-    HSA_AGENT_INFO_DEVICE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+    HSA_AGENT_INFO_DEVICE, HSA_AGENT_INFO_NODE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
     HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
     HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-    HSA_AMD_SEGMENT_GLOBAL, HSA_DEVICE_TYPE_CPU, HsaAmdAgentIterateMemoryPoolsFn,
-    HsaAmdAgentMemoryPoolGetInfoFn, HsaAmdMemoryPoolGetInfoFn, hsa_amd_memory_pool_t, HSA_AGENT_INFO_NODE, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
-    HSA_STATUS_SUCCESS, HsaAgentGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn,
-    HsaInitFn, HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t,
-    hsa_amd_ipc_memory_t, hsa_status_t,
+    HSA_AMD_SEGMENT_GLOBAL, HSA_DEVICE_TYPE_CPU, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
+    HSA_STATUS_SUCCESS, HsaAgentGetInfoFn, HsaAmdAgentIterateMemoryPoolsFn,
+    HsaAmdAgentMemoryPoolGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn,
+    HsaAmdMemoryPoolGetInfoFn, HsaInitFn, HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn,
+    HsaStatusStringFn, hsa_agent_t, hsa_amd_ipc_memory_t, hsa_amd_memory_pool_t, hsa_status_t,
 };
 use std::ffi::{CStr, CString, c_void};
 use std::path::{Path, PathBuf};
@@ -332,11 +332,11 @@ impl HsaRuntime {
             (
                 self.symbol::<HsaIterateAgentsFn>("hsa_iterate_agents"),
                 self.symbol::<HsaAgentGetInfoFn>("hsa_agent_get_info"),
-                self.symbol::<HsaAmdAgentIterateMemoryPoolsFn>("hsa_amd_agent_iterate_memory_pools"),
-                self.symbol::<HsaAmdMemoryPoolGetInfoFn>("hsa_amd_memory_pool_get_info"),
-                self.symbol::<HsaAmdAgentMemoryPoolGetInfoFn>(
-                    "hsa_amd_agent_memory_pool_get_info",
+                self.symbol::<HsaAmdAgentIterateMemoryPoolsFn>(
+                    "hsa_amd_agent_iterate_memory_pools",
                 ),
+                self.symbol::<HsaAmdMemoryPoolGetInfoFn>("hsa_amd_memory_pool_get_info"),
+                self.symbol::<HsaAmdAgentMemoryPoolGetInfoFn>("hsa_amd_agent_memory_pool_get_info"),
             )
         };
         let (Ok(iterate), Ok(get_info), Ok(iterate_pools), Ok(pool_info), Ok(access_info)) =
@@ -374,7 +374,8 @@ impl HsaRuntime {
         let cpu = agents.into_iter().find(|a| {
             let mut device = u32::MAX;
             // SAFETY: DEVICE writes one hsa_device_type_t (u32).
-            let st = unsafe { get_info(*a, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
+            let st =
+                unsafe { get_info(*a, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
             st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU
         });
         let Some(cpu) = cpu else {
@@ -384,8 +385,11 @@ impl HsaRuntime {
             let (mut segment, mut flags) = (u32::MAX, 0u32);
             // SAFETY: SEGMENT and GLOBAL_FLAGS write one u32 each.
             unsafe {
-                pool_info(*p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, (&mut segment as *mut u32).cast())
-                    == HSA_STATUS_SUCCESS
+                pool_info(
+                    *p,
+                    HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
+                    (&mut segment as *mut u32).cast(),
+                ) == HSA_STATUS_SUCCESS
                     && pool_info(
                         *p,
                         HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,

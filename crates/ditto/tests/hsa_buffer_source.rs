@@ -55,7 +55,8 @@ fn runtime() -> Arc<HsaRuntime> {
         // SAFETY: set before the runtime (the only reader) is loaded, under
         // the OnceLock: no other thread reads the environment here.
         unsafe { std::env::set_var("DITTO_HSA_CPU_LARGE_BAR", "1") };
-        let rt = HsaRuntime::load(&cpu_runtime_library()).expect("CPU runtime loads and initialises");
+        let rt =
+            HsaRuntime::load(&cpu_runtime_library()).expect("CPU runtime loads and initialises");
         assert!(
             rt.cpu_reads_gpu_memory(),
             "a large-BAR runtime says the CPU may read its GPU memory"

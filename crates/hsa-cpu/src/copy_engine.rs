@@ -84,4 +84,3 @@ pub(crate) fn async_copy(
     }
     HSA_STATUS_SUCCESS
 }
-

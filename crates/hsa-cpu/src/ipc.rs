@@ -304,7 +304,10 @@ fn map_attachment(
     // SAFETY: fstat and dup of a descriptor we own.
     let (data_len, dup) = unsafe {
         libc::fstat(fd.0, &mut st);
-        (memory::data_len_of(st.st_size as u64), libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 0))
+        (
+            memory::data_len_of(st.st_size as u64),
+            libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 0),
+        )
     };
     ATTACHMENTS
         .lock()

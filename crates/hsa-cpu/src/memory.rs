@@ -411,7 +411,11 @@ impl Region {
             }
             left -= n as usize;
         }
-        if self.set_flag(fd, 1) { Ok(()) } else { Err(()) }
+        if self.set_flag(fd, 1) {
+            Ok(())
+        } else {
+            Err(())
+        }
     }
 
     /// The allocation's writes are visible to every reader: its flag is

@@ -53,7 +53,11 @@ fn stale() -> std::sync::MutexGuard<'static, HashMap<usize, Vec<Stale>>> {
 ///
 /// # Safety
 /// `kernarg` is readable for `kernarg_len` bytes (or null).
-pub(crate) unsafe fn before_agent_scope_dispatch(gpu: usize, kernarg: *const u8, kernarg_len: usize) {
+pub(crate) unsafe fn before_agent_scope_dispatch(
+    gpu: usize,
+    kernarg: *const u8,
+    kernarg_len: usize,
+) {
     if kernarg.is_null() || kernarg_len < 8 {
         return;
     }

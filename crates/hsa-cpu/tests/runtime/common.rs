@@ -115,7 +115,11 @@ pub fn gpu_read_u32(p: *const u32, n: usize) -> Vec<u32> {
 pub fn gpu_write(p: *mut u8, bytes: &[u8]) {
     // SAFETY: p holds bytes.len() bytes of runtime memory.
     let st = unsafe {
-        rt::hsa_memory_copy(p as *mut c_void, bytes.as_ptr() as *const c_void, bytes.len())
+        rt::hsa_memory_copy(
+            p as *mut c_void,
+            bytes.as_ptr() as *const c_void,
+            bytes.len(),
+        )
     };
     assert_eq!(st, HSA_STATUS_SUCCESS, "hsa_memory_copy into GPU memory");
 }

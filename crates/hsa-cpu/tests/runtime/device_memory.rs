@@ -34,7 +34,13 @@ fn exit_on_fault() {
 /// Runs a child scenario that is expected to fault; its exit code.
 fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--ignored", "--exact", scenario, "--nocapture", "--test-threads=1"]);
+    cmd.args([
+        "--ignored",
+        "--exact",
+        scenario,
+        "--nocapture",
+        "--test-threads=1",
+    ]);
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -140,10 +140,7 @@ fn child_scenario_two_gpus() {
         access(g1, p0),
         HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
     );
-    assert_eq!(
-        access(cpu(), p1),
-        HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED
-    );
+    assert_eq!(access(cpu(), p1), HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
 
     let mut buf = std::ptr::null_mut();
     // SAFETY: valid out pointer.

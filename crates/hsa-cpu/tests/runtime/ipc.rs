@@ -207,7 +207,10 @@ fn child_scenario_attach_read_detach() {
     }
     gpu_write(unsafe { p.add(n - 1) }, &[0xee]);
     // SAFETY: p is the attachment made above.
-    assert_eq!(unsafe { rt::hsa_amd_ipc_memory_detach(p as *mut c_void) }, 0);
+    assert_eq!(
+        unsafe { rt::hsa_amd_ipc_memory_detach(p as *mut c_void) },
+        0
+    );
     assert!(!mapped_in_self(p), "detach removes the mapping");
     assert_eq!(hsa_runtime64::ipc::attachment_count(), 0);
 }

@@ -291,13 +291,13 @@ fn map_attachment(
     }
     // A GPU's memory is as unreachable by this process's CPU threads as by
     // the exporter's.
-    if agents::is_gpu(owner) {
-        if let Err(why) = device_memory::protect(p as usize, map_len) {
-            eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
-            // SAFETY: the mapping just made, used by nobody yet.
-            unsafe { libc::munmap(p, map_len) };
-            return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
-        }
+    if agents::is_gpu(owner)
+        && let Err(why) = device_memory::protect(p as usize, map_len)
+    {
+        eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
+        // SAFETY: the mapping just made, used by nobody yet.
+        unsafe { libc::munmap(p, map_len) };
+        return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
     let user = p as usize + page_offset;
     let mut st: libc::stat = unsafe { std::mem::zeroed() };

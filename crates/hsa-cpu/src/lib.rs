@@ -46,7 +46,8 @@
 //! A lower module that needs something of a higher one is handed it (a
 //! parameter, a trait object), never imports it. `trace`, `agents`,
 //! `tools`, `pool`, `blit`, `abi`, `tables`, `device_memory` and `cpu_code_object` use no
-//! other module but `tables`, which reads `abi`, and `device_memory` (read by `agents`).
+//! other module but `tables` (which reads `abi`) and `device_memory` (which
+//! `agents` reads).
 //!
 //! Handles: signals, executables, symbols and readers are ids looked up in
 //! tables (stale ids are never reused); queues are `hsa_queue_t*` validated

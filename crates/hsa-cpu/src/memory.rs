@@ -71,13 +71,11 @@ impl SharedMapping {
                 libc::close(fd);
                 return None;
             }
-            if device {
-                if let Err(why) = device_memory::protect(p as usize, len) {
-                    eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
-                    libc::munmap(p, len);
-                    libc::close(fd);
-                    return None;
-                }
+            if device && let Err(why) = device_memory::protect(p as usize, len) {
+                eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
+                libc::munmap(p, len);
+                libc::close(fd);
+                return None;
             }
             Some(SharedMapping {
                 fd,

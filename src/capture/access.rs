@@ -40,11 +40,36 @@ pub trait BufferAccess {
         len: u64,
         staging: &mut StagingFile,
     ) -> Result<Option<StagedCopy>, String> {
-        Ok(staging.stage(address, len)?.map(|at| StagedCopy {
-            at,
-            fingerprint: None,
-        }))
+        stage_in_place(address, len, staging)
     }
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+}
+
+/// Stages the `len` bytes at `address`, host memory, where they are (the
+/// default [`BufferAccess::stage`]); the fingerprint is taken later.
+pub fn stage_in_place(
+    address: u64,
+    len: u64,
+    staging: &mut StagingFile,
+) -> Result<Option<StagedCopy>, String> {
+    Ok(staging.stage(address, len)?.map(|at| StagedCopy {
+        at,
+        fingerprint: None,
+    }))
+}
+
+/// Stages `bytes`, a host copy of a device buffer, with their fingerprint:
+/// the buffer is read from the device once for both.
+pub fn stage_host_copy(
+    bytes: &[u8],
+    staging: &mut StagingFile,
+) -> Result<Option<StagedCopy>, String> {
+    let seen = ditto_protocol::fingerprint(bytes);
+    Ok(staging
+        .stage(bytes.as_ptr() as u64, bytes.len() as u64)?
+        .map(|at| StagedCopy {
+            at,
+            fingerprint: Some(seen),
+        }))
 }

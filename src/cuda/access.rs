@@ -9,11 +9,12 @@
 //! only on the launching thread, whose current context is the launch's.
 
 use super::driver::{Driver, HostBuffer, IPC_HANDLE_BYTES};
+use crate::capture::access::stage_host_copy;
 use crate::capture::allocation_map::Allocation;
 use crate::capture::staging::{MAX_STAGED_BUFFER, StagingFile};
 use crate::capture::{BufferAccess, StagedCopy};
 use crate::log::log_debug;
-use ditto_protocol::{Transport, fingerprint, fingerprint_of_windows, fingerprint_windows};
+use ditto_protocol::{Transport, fingerprint_of_windows, fingerprint_windows};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 
@@ -93,13 +94,7 @@ impl BufferAccess for CudaDevice<'_> {
         }
         let bytes = buffer.bytes_mut(len as usize);
         self.driver.copy_to_host(address, bytes)?;
-        let seen = fingerprint(bytes);
-        Ok(staging
-            .stage(bytes.as_ptr() as u64, len)?
-            .map(|at| StagedCopy {
-                at,
-                fingerprint: Some(seen),
-            }))
+        stage_host_copy(bytes, staging)
     }
 
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {

@@ -97,18 +97,11 @@ impl DeviceCopier {
             let Some(get_info) = rt.core.hsa_agent_get_info_fn else {
                 return true;
             };
-            let mut device: u32 = u32::MAX;
-            // SAFETY: original hsa_agent_get_info; DEVICE is a 32-bit enum.
-            let st = unsafe {
-                get_info(
-                    agent,
-                    HSA_AGENT_INFO_DEVICE,
-                    (&mut device as *mut u32).cast(),
-                )
-            };
             // An agent the runtime cannot describe is taken for a GPU: a
             // copy is right for any memory, a CPU read is not.
-            st != HSA_STATUS_SUCCESS || device != HSA_DEVICE_TYPE_CPU
+            // SAFETY: the original hsa_agent_get_info.
+            let device = unsafe { hsa::discover::device_type(get_info, agent) };
+            device != Some(HSA_DEVICE_TYPE_CPU)
         })
     }
 
@@ -161,6 +154,30 @@ impl DeviceCopier {
         let bytes = unsafe { std::slice::from_raw_parts(bounce.ptr, total as usize) };
         Ok(use_bytes(bytes))
     }
+
+    /// Copies `len` bytes of `owner`'s memory at `src` to the host a bounce
+    /// buffer at a time, handing each chunk and its offset to `each`.
+    pub fn copy_in_chunks(
+        &self,
+        rt: CopyEntries<'_>,
+        src: u64,
+        owner: hsa_agent_t,
+        len: u64,
+        mut each: impl FnMut(u64, &[u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(BOUNCE_BYTES as u64);
+            self.with_copy(rt, src + at, owner, &[(0, n)], |bytes| each(at, bytes))??;
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// A table entry the copies need, or an error naming it.
+fn required<T>(entry: Option<T>, name: &str) -> Result<T, String> {
+    entry.ok_or_else(|| format!("the runtime has no {name}"))
 }
 
 enum CopyFailure {
@@ -177,23 +194,27 @@ fn copy_windows(
     owner: hsa_agent_t,
     windows: &[(u64, u64)],
 ) -> Result<(), CopyFailure> {
-    let refused = |what: &str| CopyFailure::Refused(format!("the runtime has no {what}"));
-    let copy = rt
-        .amd
-        .hsa_amd_memory_async_copy_fn
-        .ok_or_else(|| refused("hsa_amd_memory_async_copy"))?;
-    let store = rt
-        .core
-        .hsa_signal_store_relaxed_fn
-        .ok_or_else(|| refused("hsa_signal_store_relaxed"))?;
-    let subtract = rt
-        .core
-        .hsa_signal_subtract_relaxed_fn
-        .ok_or_else(|| refused("hsa_signal_subtract_relaxed"))?;
-    let wait = rt
-        .core
-        .hsa_signal_wait_scacquire_fn
-        .ok_or_else(|| refused("hsa_signal_wait_scacquire"))?;
+    let refused = CopyFailure::Refused;
+    let copy = required(
+        rt.amd.hsa_amd_memory_async_copy_fn,
+        "hsa_amd_memory_async_copy",
+    )
+    .map_err(refused)?;
+    let store = required(
+        rt.core.hsa_signal_store_relaxed_fn,
+        "hsa_signal_store_relaxed",
+    )
+    .map_err(refused)?;
+    let subtract = required(
+        rt.core.hsa_signal_subtract_relaxed_fn,
+        "hsa_signal_subtract_relaxed",
+    )
+    .map_err(refused)?;
+    let wait = required(
+        rt.core.hsa_signal_wait_scacquire_fn,
+        "hsa_signal_wait_scacquire",
+    )
+    .map_err(refused)?;
     let issued: Vec<&(u64, u64)> = windows.iter().filter(|(_, n)| *n > 0).collect();
     if issued.is_empty() {
         return Ok(());
@@ -264,14 +285,11 @@ fn copy_windows(
 /// from it and a completion signal.
 fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
     let (cpu, pool) = host_pool(rt)?;
-    let allocate = rt
-        .amd
-        .hsa_amd_memory_pool_allocate_fn
-        .ok_or("the runtime has no hsa_amd_memory_pool_allocate")?;
-    let create = rt
-        .core
-        .hsa_signal_create_fn
-        .ok_or("the runtime has no hsa_signal_create")?;
+    let allocate = required(
+        rt.amd.hsa_amd_memory_pool_allocate_fn,
+        "hsa_amd_memory_pool_allocate",
+    )?;
+    let create = required(rt.core.hsa_signal_create_fn, "hsa_signal_create")?;
     let mut ptr: *mut c_void = std::ptr::null_mut();
     // SAFETY: original allocate (not the tool's wrap: the buffer is never
     // a captured allocation) with a valid out-pointer.
@@ -301,56 +319,32 @@ fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
     })
 }
 
-struct PoolSearch<'t> {
-    rt: CopyEntries<'t>,
-    found: Option<hsa_amd_memory_pool_t>,
-}
-
 /// The CPU agent and its fine-grained, runtime-allocatable global pool.
 fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t), String> {
-    let iterate_agents = rt
-        .core
-        .hsa_iterate_agents_fn
-        .ok_or("the runtime has no hsa_iterate_agents")?;
-    let iterate_pools = rt
-        .amd
-        .hsa_amd_agent_iterate_memory_pools_fn
-        .ok_or("the runtime has no hsa_amd_agent_iterate_memory_pools")?;
-    let get_info = rt
-        .core
-        .hsa_agent_get_info_fn
-        .ok_or("the runtime has no hsa_agent_get_info")?;
-    let mut agents: Vec<hsa_agent_t> = Vec::new();
-    unsafe extern "C" fn collect(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
-        // SAFETY: data is the Vec handed to the iteration below.
-        unsafe { (*(data as *mut Vec<hsa_agent_t>)).push(agent) };
-        HSA_STATUS_SUCCESS
-    }
-    // SAFETY: original iteration; the callback only pushes into `agents`.
-    unsafe { iterate_agents(Some(collect), (&mut agents as *mut Vec<hsa_agent_t>).cast()) };
+    let iterate_agents = required(rt.core.hsa_iterate_agents_fn, "hsa_iterate_agents")?;
+    let iterate_pools = required(
+        rt.amd.hsa_amd_agent_iterate_memory_pools_fn,
+        "hsa_amd_agent_iterate_memory_pools",
+    )?;
+    let get_info = required(rt.core.hsa_agent_get_info_fn, "hsa_agent_get_info")?;
+    let pool_info = required(
+        rt.amd.hsa_amd_memory_pool_get_info_fn,
+        "hsa_amd_memory_pool_get_info",
+    )?;
+    // SAFETY (all calls below): the original entries of an initialised runtime.
+    let agents = unsafe { hsa::discover::agents(iterate_agents) }.unwrap_or_default();
     for agent in agents {
-        let mut device: u32 = u32::MAX;
-        // SAFETY: original get_info; DEVICE is a 32-bit enum.
-        let st = unsafe {
-            get_info(
-                agent,
-                HSA_AGENT_INFO_DEVICE,
-                (&mut device as *mut u32).cast(),
-            )
-        };
-        if st != HSA_STATUS_SUCCESS || device != HSA_DEVICE_TYPE_CPU {
+        let device = unsafe { hsa::discover::device_type(get_info, agent) };
+        if device != Some(HSA_DEVICE_TYPE_CPU) {
             continue;
         }
-        let mut search = PoolSearch { rt, found: None };
-        // SAFETY: original iteration; the callback reads pool info only.
-        unsafe {
-            iterate_pools(
-                agent,
-                Some(fine_grained_pool),
-                (&mut search as *mut PoolSearch).cast(),
-            )
-        };
-        if let Some(pool) = search.found {
+        let pools =
+            unsafe { hsa::discover::memory_pools(iterate_pools, agent) }.unwrap_or_default();
+        let fine = pools.into_iter().find(|p| {
+            unsafe { hsa::discover::allocatable_global_flags(pool_info, *p) }
+                .is_some_and(|flags| flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0)
+        });
+        if let Some(pool) = fine {
             return Ok((agent, pool));
         }
     }
@@ -358,45 +352,4 @@ fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t)
         "the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into"
             .into(),
     )
-}
-
-unsafe extern "C" fn fine_grained_pool(
-    pool: hsa_amd_memory_pool_t,
-    data: *mut c_void,
-) -> hsa_status_t {
-    // SAFETY: data is the PoolSearch of host_pool, alive for the iteration.
-    let search = unsafe { &mut *(data as *mut PoolSearch) };
-    let Some(get) = search.rt.amd.hsa_amd_memory_pool_get_info_fn else {
-        return HSA_STATUS_INFO_BREAK;
-    };
-    let mut segment: u32 = u32::MAX;
-    let mut flags: u32 = 0;
-    let mut alloc_allowed = false;
-    // SAFETY: original pool get_info with the documented value types.
-    let ok = unsafe {
-        get(
-            pool,
-            HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-            (&mut segment as *mut u32).cast(),
-        ) == HSA_STATUS_SUCCESS
-            && get(
-                pool,
-                HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                (&mut flags as *mut u32).cast(),
-            ) == HSA_STATUS_SUCCESS
-            && get(
-                pool,
-                HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED,
-                (&mut alloc_allowed as *mut bool).cast(),
-            ) == HSA_STATUS_SUCCESS
-    };
-    if ok
-        && segment == HSA_AMD_SEGMENT_GLOBAL
-        && alloc_allowed
-        && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED != 0
-    {
-        search.found = Some(pool);
-        return HSA_STATUS_INFO_BREAK;
-    }
-    HSA_STATUS_SUCCESS
 }

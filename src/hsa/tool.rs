@@ -11,7 +11,7 @@ use super::code_objects::CodeObjects;
 use super::device_copy::{BOUNCE_BYTES, CopyEntries, DeviceCopier, Placement};
 use super::worker::{HeldBarrier, HeldSignals, PreHold, WorkerMessage};
 use crate::capture::BufferAccess;
-use crate::capture::access::StagedCopy;
+use crate::capture::access::{StagedCopy, stage_host_copy, stage_in_place};
 use crate::capture::address_hash::AddressMap;
 use crate::capture::allocation_map::{Allocation, AllocationMap};
 use crate::capture::kernel_table::KernelTable;
@@ -459,27 +459,21 @@ impl BufferAccess for HsaTool {
             Placement::Host => crate::capture::shared_memory::copy_to_sealed_memfd(address, len),
             Placement::Device { owner } => {
                 crate::capture::shared_memory::sealed_memfd_filled(|fd| {
-                    let mut at = 0u64;
-                    while at < len {
-                        let n = (len - at).min(BOUNCE_BYTES as u64);
-                        self.copier.with_copy(
-                            self.copy_entries(),
-                            address + at,
-                            owner,
-                            &[(0, n)],
-                            |bytes| {
-                                crate::capture::shared_memory::copy_from_address(
-                                    fd,
-                                    bytes.as_ptr() as u64,
-                                    n,
-                                    at,
-                                    "shared memory",
-                                )
-                            },
-                        )??;
-                        at += n;
-                    }
-                    Ok(())
+                    self.copier.copy_in_chunks(
+                        self.copy_entries(),
+                        address,
+                        owner,
+                        len,
+                        |at, bytes| {
+                            crate::capture::shared_memory::copy_from_address(
+                                fd,
+                                bytes.as_ptr() as u64,
+                                bytes.len() as u64,
+                                at,
+                                "shared memory",
+                            )
+                        },
+                    )
                 })
             }
         }
@@ -495,25 +489,14 @@ impl BufferAccess for HsaTool {
     ) -> Result<Option<StagedCopy>, String> {
         let owner = match self.placement(address) {
             Placement::Device { owner } => owner,
-            Placement::Host => {
-                return Ok(staging.stage(address, len)?.map(|at| StagedCopy {
-                    at,
-                    fingerprint: None,
-                }));
-            }
+            Placement::Host => return stage_in_place(address, len, staging),
         };
         if !staging.takes(len) || len > BOUNCE_BYTES as u64 {
             return Ok(None);
         }
         self.copier
             .with_copy(self.copy_entries(), address, owner, &[(0, len)], |bytes| {
-                let seen = ditto_protocol::fingerprint(bytes);
-                Ok(staging
-                    .stage(bytes.as_ptr() as u64, len)?
-                    .map(|at| StagedCopy {
-                        at,
-                        fingerprint: Some(seen),
-                    }))
+                stage_host_copy(bytes, staging)
             })?
     }
 

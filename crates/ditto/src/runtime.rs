@@ -9,14 +9,13 @@
 
 use crate::collector::{BufferSource, Mapping};
 use hsa::{
-    HSA_AGENT_INFO_DEVICE, HSA_AGENT_INFO_NODE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+    HSA_AGENT_INFO_NODE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
     HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
-    HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-    HSA_AMD_SEGMENT_GLOBAL, HSA_DEVICE_TYPE_CPU, HSA_DEVICE_TYPE_GPU, HSA_STATUS_INFO_BREAK,
-    HSA_STATUS_SUCCESS, HsaAgentGetInfoFn, HsaAmdAgentIterateMemoryPoolsFn,
-    HsaAmdAgentMemoryPoolGetInfoFn, HsaAmdIpcMemoryAttachFn, HsaAmdIpcMemoryDetachFn,
-    HsaAmdMemoryPoolGetInfoFn, HsaInitFn, HsaIterateAgentsFn, HsaMemoryCopyFn, HsaShutDownFn,
-    HsaStatusStringFn, hsa_agent_t, hsa_amd_ipc_memory_t, hsa_amd_memory_pool_t, hsa_status_t,
+    HSA_DEVICE_TYPE_CPU, HSA_DEVICE_TYPE_GPU, HSA_STATUS_SUCCESS, HsaAgentGetInfoFn,
+    HsaAmdAgentIterateMemoryPoolsFn, HsaAmdAgentMemoryPoolGetInfoFn, HsaAmdIpcMemoryAttachFn,
+    HsaAmdIpcMemoryDetachFn, HsaAmdMemoryPoolGetInfoFn, HsaInitFn, HsaIterateAgentsFn,
+    HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t, hsa_amd_ipc_memory_t,
+    hsa_status_t,
 };
 use std::ffi::{CStr, CString, c_void};
 use std::path::{Path, PathBuf};
@@ -157,6 +156,8 @@ pub struct HsaRuntime {
     memory_copy: HsaMemoryCopyFn,
     /// Every GPU agent and its NODE, in iteration order.
     gpu_agents: Vec<(hsa_agent_t, u32)>,
+    /// The first CPU agent.
+    cpu_agent: Option<hsa_agent_t>,
 }
 
 // SAFETY: the handle and function pointers are process-global; HSA's API is thread-safe.
@@ -171,45 +172,6 @@ impl std::fmt::Debug for HsaRuntime {
             .field("gpu_agents", &self.gpu_agents)
             .finish()
     }
-}
-
-struct AgentSearch {
-    get_info: HsaAgentGetInfoFn,
-    found: Vec<(hsa_agent_t, u32)>,
-}
-
-unsafe extern "C" fn collect_gpu_agents(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
-    // A panic must not unwind into the runtime.
-    std::panic::catch_unwind(|| {
-        // SAFETY: `data` is the &mut AgentSearch passed to hsa_iterate_agents below.
-        let search = unsafe { &mut *(data as *mut AgentSearch) };
-        let mut device: u32 = u32::MAX;
-        // SAFETY: DEVICE writes one hsa_device_type_t (u32).
-        let st = unsafe {
-            (search.get_info)(
-                agent,
-                HSA_AGENT_INFO_DEVICE,
-                (&mut device as *mut u32).cast(),
-            )
-        };
-        if st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_GPU {
-            let mut node = u32::MAX;
-            // SAFETY: NODE writes one uint32_t.
-            let st = unsafe {
-                (search.get_info)(agent, HSA_AGENT_INFO_NODE, (&mut node as *mut u32).cast())
-            };
-            search.found.push((
-                agent,
-                if st == HSA_STATUS_SUCCESS {
-                    node
-                } else {
-                    u32::MAX
-                },
-            ));
-        }
-        HSA_STATUS_SUCCESS
-    })
-    .unwrap_or(hsa::HSA_STATUS_ERROR)
 }
 
 impl HsaRuntime {
@@ -270,6 +232,7 @@ impl HsaRuntime {
             detach,
             memory_copy,
             gpu_agents: Vec::new(),
+            cpu_agent: None,
         };
         // SAFETY: hsa_init takes no arguments.
         let st = unsafe { init() };
@@ -283,25 +246,33 @@ impl HsaRuntime {
                 status,
             });
         }
-        let mut search = AgentSearch {
-            get_info,
-            found: Vec::new(),
-        };
-        // SAFETY: the callback matches the declared type and `search` outlives the call.
-        let st = unsafe {
-            iterate(
-                Some(collect_gpu_agents),
-                (&mut search as *mut AgentSearch).cast(),
-            )
-        };
-        if st != HSA_STATUS_SUCCESS && st != HSA_STATUS_INFO_BREAK {
-            return Err(RuntimeError::Call {
+        // SAFETY: the runtime is initialised; get_info is its own.
+        let agents =
+            unsafe { hsa::discover::agents(iterate) }.map_err(|st| RuntimeError::Call {
                 library: rt.library.clone(),
                 call: "hsa_iterate_agents",
                 status: rt.describe(st),
-            });
+            })?;
+        for agent in agents {
+            // SAFETY: as above.
+            match unsafe { hsa::discover::device_type(get_info, agent) } {
+                Some(HSA_DEVICE_TYPE_GPU) => {
+                    let mut node = u32::MAX;
+                    // SAFETY: NODE writes one uint32_t.
+                    let st = unsafe {
+                        get_info(agent, HSA_AGENT_INFO_NODE, (&mut node as *mut u32).cast())
+                    };
+                    let node = if st == HSA_STATUS_SUCCESS {
+                        node
+                    } else {
+                        u32::MAX
+                    };
+                    rt.gpu_agents.push((agent, node));
+                }
+                Some(HSA_DEVICE_TYPE_CPU) if rt.cpu_agent.is_none() => rt.cpu_agent = Some(agent),
+                _ => {}
+            }
         }
-        rt.gpu_agents = search.found;
         Ok(rt)
     }
 
@@ -330,8 +301,6 @@ impl HsaRuntime {
         // SAFETY: each symbol has the crates/hsa type it is read as.
         let entries = unsafe {
             (
-                self.symbol::<HsaIterateAgentsFn>("hsa_iterate_agents"),
-                self.symbol::<HsaAgentGetInfoFn>("hsa_agent_get_info"),
                 self.symbol::<HsaAmdAgentIterateMemoryPoolsFn>(
                     "hsa_amd_agent_iterate_memory_pools",
                 ),
@@ -339,65 +308,18 @@ impl HsaRuntime {
                 self.symbol::<HsaAmdAgentMemoryPoolGetInfoFn>("hsa_amd_agent_memory_pool_get_info"),
             )
         };
-        let (Ok(iterate), Ok(get_info), Ok(iterate_pools), Ok(pool_info), Ok(access_info)) =
-            entries
-        else {
+        let (Ok(iterate_pools), Ok(pool_info), Ok(access_info)) = entries else {
             return false;
         };
-        let Some(gpu) = self.gpu_agent() else {
+        let (Some(cpu), Some(gpu)) = (self.cpu_agent, self.gpu_agent()) else {
             return false;
         };
-        unsafe extern "C" fn collect(agent: hsa_agent_t, data: *mut c_void) -> hsa_status_t {
-            // SAFETY: data is the Vec handed to the iteration.
-            unsafe { (*(data as *mut Vec<hsa_agent_t>)).push(agent) };
-            HSA_STATUS_SUCCESS
-        }
-        unsafe extern "C" fn collect_pool(
-            pool: hsa_amd_memory_pool_t,
-            data: *mut c_void,
-        ) -> hsa_status_t {
-            // SAFETY: data is the Vec handed to the iteration.
-            unsafe { (*(data as *mut Vec<hsa_amd_memory_pool_t>)).push(pool) };
-            HSA_STATUS_SUCCESS
-        }
-        let mut agents: Vec<hsa_agent_t> = Vec::new();
-        let mut pools: Vec<hsa_amd_memory_pool_t> = Vec::new();
-        // SAFETY: the callbacks only push into the Vecs, which outlive the calls.
-        unsafe {
-            iterate(Some(collect), (&mut agents as *mut Vec<hsa_agent_t>).cast());
-            iterate_pools(
-                gpu,
-                Some(collect_pool),
-                (&mut pools as *mut Vec<hsa_amd_memory_pool_t>).cast(),
-            );
-        }
-        let cpu = agents.into_iter().find(|a| {
-            let mut device = u32::MAX;
-            // SAFETY: DEVICE writes one hsa_device_type_t (u32).
-            let st =
-                unsafe { get_info(*a, HSA_AGENT_INFO_DEVICE, (&mut device as *mut u32).cast()) };
-            st == HSA_STATUS_SUCCESS && device == HSA_DEVICE_TYPE_CPU
-        });
-        let Some(cpu) = cpu else {
-            return false;
-        };
+        // SAFETY: the runtime is initialised; the entries are its own.
+        let pools = unsafe { hsa::discover::memory_pools(iterate_pools, gpu) }.unwrap_or_default();
         let coarse = pools.into_iter().find(|p| {
-            let (mut segment, mut flags) = (u32::MAX, 0u32);
-            // SAFETY: SEGMENT and GLOBAL_FLAGS write one u32 each.
-            unsafe {
-                pool_info(
-                    *p,
-                    HSA_AMD_MEMORY_POOL_INFO_SEGMENT,
-                    (&mut segment as *mut u32).cast(),
-                ) == HSA_STATUS_SUCCESS
-                    && pool_info(
-                        *p,
-                        HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS,
-                        (&mut flags as *mut u32).cast(),
-                    ) == HSA_STATUS_SUCCESS
-                    && segment == HSA_AMD_SEGMENT_GLOBAL
-                    && flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0
-            }
+            // SAFETY: as above.
+            unsafe { hsa::discover::allocatable_global_flags(pool_info, *p) }
+                .is_some_and(|flags| flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED != 0)
         });
         let Some(coarse) = coarse else {
             return false;

@@ -220,9 +220,15 @@ impl Drop for Fd {
     }
 }
 
+/// An exporter's memfd, opened, and the length of its data.
+struct OwnerMemfd {
+    fd: Fd,
+    data_len: u64,
+}
+
 /// Opens the owner's memfd through /proc and checks that it still holds
 /// the live allocation the handle names.
-fn open_owner_memfd(h: &IpcHandle) -> Result<Fd, hsa_status_t> {
+fn open_owner_memfd(h: &IpcHandle) -> Result<OwnerMemfd, hsa_status_t> {
     if h.pid == 0 || h.size == 0 || h.serial == 0 {
         return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
     }
@@ -261,13 +267,13 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<Fd, hsa_status_t> {
         if n != 4 || u32::from_le_bytes(serial) != h.serial {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
-        Ok(fd)
+        Ok(OwnerMemfd { fd, data_len })
     }
 }
 
-/// Maps `len` bytes of the allocation at `offset` in `fd`; registers it.
+/// Maps `len` bytes of the allocation at `offset` in `memfd`; registers it.
 fn map_attachment(
-    fd: &Fd,
+    memfd: &OwnerMemfd,
     offset: u64,
     len: usize,
     owner: hsa_agent_t,
@@ -282,7 +288,7 @@ fn map_attachment(
             map_len,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
-            fd.0,
+            memfd.fd.0,
             map_start as libc::off_t,
         )
     };
@@ -300,15 +306,8 @@ fn map_attachment(
         return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
     let user = p as usize + page_offset;
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat and dup of a descriptor we own.
-    let (data_len, dup) = unsafe {
-        libc::fstat(fd.0, &mut st);
-        (
-            memory::data_len_of(st.st_size as u64),
-            libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 0),
-        )
-    };
+    // SAFETY: a duplicate of a descriptor we own.
+    let dup = unsafe { libc::fcntl(memfd.fd.0, libc::F_DUPFD_CLOEXEC, 0) };
     ATTACHMENTS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -320,7 +319,7 @@ fn map_attachment(
                 size: len,
                 owner,
                 fd: dup,
-                data_len,
+                data_len: memfd.data_len,
                 offset,
             },
         );
@@ -332,7 +331,7 @@ struct Remembered {
     handle: hsa_amd_ipc_memory_t,
     len: usize,
     offset: u64,
-    fd: Fd,
+    memfd: OwnerMemfd,
 }
 
 static REMEMBERED: Mutex<Option<Remembered>> = Mutex::new(None);
@@ -369,8 +368,8 @@ pub(crate) fn memory_attach(
     if len == 0 || len as u64 > h.size {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    let fd = match open_owner_memfd(&h) {
-        Ok(fd) => fd,
+    let memfd = match open_owner_memfd(&h) {
+        Ok(memfd) => memfd,
         Err(status) => return status,
     };
     let user = if stale_attach_fault() {
@@ -378,7 +377,7 @@ pub(crate) fn memory_attach(
         let stale = remembered
             .as_ref()
             .filter(|r| r.len == len && r.handle.handle != raw.handle)
-            .map(|r| map_attachment(&r.fd, r.offset, len, h.owner_agent()));
+            .map(|r| map_attachment(&r.memfd, r.offset, len, h.owner_agent()));
         let user = match stale {
             Some(stale) => {
                 // One line per injected fault, so a test can count them.
@@ -387,17 +386,17 @@ pub(crate) fn memory_attach(
                 );
                 stale
             }
-            None => map_attachment(&fd, h.offset, len, h.owner_agent()),
+            None => map_attachment(&memfd, h.offset, len, h.owner_agent()),
         };
         *remembered = Some(Remembered {
             handle: raw,
             len,
             offset: h.offset,
-            fd,
+            memfd,
         });
         user
     } else {
-        map_attachment(&fd, h.offset, len, h.owner_agent())
+        map_attachment(&memfd, h.offset, len, h.owner_agent())
     };
     match user {
         Ok(user) => {

@@ -304,6 +304,16 @@ impl MemoryState {
         true
     }
 
+    /// The memfd mapping holding `a` and the allocation's offset in it.
+    fn memfd_of<'a>(&'a self, a: &'a Allocation) -> Option<(&'a SharedMapping, u64)> {
+        match &a.backing {
+            Backing::Own(m) => Some((m, 0)),
+            Backing::Fragment {
+                block, first_page, ..
+            } => Some((&self.blocks.get(block)?.mapping, (first_page * PAGE) as u64)),
+        }
+    }
+
     fn containing(&self, ptr: usize) -> Option<Containing> {
         let (base, a) = self.allocations.range(..=ptr).next_back()?;
         (ptr < base + a.size.max(1)).then_some(Containing {
@@ -464,12 +474,7 @@ pub(crate) fn device_region(ptr: usize) -> Option<Region> {
         return None;
     }
     let a = st.allocations.get(&c.base)?;
-    let (mapping, offset) = match &a.backing {
-        Backing::Own(m) => (m, 0),
-        Backing::Fragment {
-            block, first_page, ..
-        } => (&st.blocks.get(block)?.mapping, (first_page * PAGE) as u64),
-    };
+    let (mapping, offset) = st.memfd_of(a)?;
     Some(Region {
         fd: mapping.fd,
         data_len: mapping.len as u64,
@@ -488,26 +493,13 @@ pub(crate) fn export_info(ptr: *const c_void) -> Option<(Containing, ExportInfo)
         size: a.size,
         pool: a.pool,
     };
-    let info = match &a.backing {
-        Backing::Own(m) => ExportInfo {
-            fd: m.fd,
-            inode: m.inode,
-            offset: 0,
-            size: a.size as u64,
-            serial: a.serial,
-        },
-        Backing::Fragment {
-            block, first_page, ..
-        } => {
-            let m = &st.blocks.get(block)?.mapping;
-            ExportInfo {
-                fd: m.fd,
-                inode: m.inode,
-                offset: (first_page * PAGE) as u64,
-                size: a.size as u64,
-                serial: a.serial,
-            }
-        }
+    let (m, offset) = st.memfd_of(a)?;
+    let info = ExportInfo {
+        fd: m.fd,
+        inode: m.inode,
+        offset,
+        size: a.size as u64,
+        serial: a.serial,
     };
     Some((c, info))
 }

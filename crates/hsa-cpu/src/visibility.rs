@@ -29,6 +29,7 @@
 
 use crate::memory::{self, Region};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 /// An allocation flagged stale by this process, until its GPU's next
@@ -42,6 +43,10 @@ struct Stale {
 
 /// GPU index → the allocations its agent-scope dispatches left stale.
 static STALE: LazyLock<Mutex<HashMap<usize, Vec<Stale>>>> = LazyLock::new(Default::default);
+
+/// Entries in `STALE`, kept beside it so that the SYSTEM-scope release of
+/// every packet (most packets) costs one load while nothing is stale.
+static STALE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 fn stale() -> std::sync::MutexGuard<'static, HashMap<usize, Vec<Stale>>> {
     STALE.lock().unwrap_or_else(|e| e.into_inner())
@@ -90,6 +95,7 @@ pub(crate) unsafe fn before_agent_scope_dispatch(
         }
         if region.keep_present_bytes(fd).is_ok() {
             list.push(Stale { fd, region });
+            STALE_COUNT.fetch_add(1, Ordering::Release);
         } else {
             // SAFETY: the duplicate made above.
             unsafe { libc::close(fd) };
@@ -100,8 +106,14 @@ pub(crate) unsafe fn before_agent_scope_dispatch(
 /// A packet on GPU `gpu` completed with a SYSTEM-scope release: every
 /// write of the GPU is visible everywhere.
 pub(crate) fn system_release(gpu: usize) {
+    if STALE_COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
     let released = match stale().get_mut(&gpu) {
-        Some(list) if !list.is_empty() => std::mem::take(list),
+        Some(list) if !list.is_empty() => {
+            STALE_COUNT.fetch_sub(list.len(), Ordering::Release);
+            std::mem::take(list)
+        }
         _ => return,
     };
     for s in released {

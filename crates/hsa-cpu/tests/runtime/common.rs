@@ -124,6 +124,22 @@ pub fn gpu_write(p: *mut u8, bytes: &[u8]) {
     assert_eq!(st, HSA_STATUS_SUCCESS, "hsa_memory_copy into GPU memory");
 }
 
+/// `agent`'s HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS to `pool`.
+pub fn pool_access(agent: hsa_agent_t, pool: hsa_amd_memory_pool_t) -> u32 {
+    let mut v = 99u32;
+    // SAFETY: ACCESS is an hsa_amd_memory_pool_access_t (u32).
+    let s = unsafe {
+        rt::hsa_amd_agent_memory_pool_get_info(
+            agent,
+            pool,
+            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
+            &mut v as *mut u32 as *mut c_void,
+        )
+    };
+    assert_eq!(s, 0);
+    v
+}
+
 pub fn free(p: *mut u8) {
     // SAFETY: p came from alloc.
     assert_eq!(unsafe { rt::hsa_amd_memory_pool_free(p as *mut c_void) }, 0);
@@ -426,10 +442,9 @@ impl RecordLog {
     }
 }
 
-/// Re-runs this test binary selecting one ignored child scenario.
-pub fn run_child(scenario: &str, envs: &[(&str, String)]) -> std::process::Output {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(exe);
+/// This test binary, selecting one ignored child scenario, with `envs`.
+pub fn child_command(scenario: &str, envs: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--ignored",
         "--exact",
@@ -440,7 +455,14 @@ pub fn run_child(scenario: &str, envs: &[(&str, String)]) -> std::process::Outpu
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("spawn child test process");
+    cmd
+}
+
+/// Re-runs this test binary selecting one ignored child scenario; it must pass.
+pub fn run_child(scenario: &str, envs: &[(&str, String)]) -> std::process::Output {
+    let out = child_command(scenario, envs)
+        .output()
+        .expect("spawn child test process");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),

@@ -8,7 +8,6 @@ use hsa::*;
 use hsa_runtime64 as rt;
 use hsa_runtime64::device_memory::{self, Protection};
 use std::ffi::c_void;
-use std::process::Command;
 
 /// The child's exit code when its CPU access faulted with `si_code`.
 const FAULT_EXIT_BASE: i32 = 40;
@@ -33,18 +32,9 @@ fn exit_on_fault() {
 
 /// Runs a child scenario that is expected to fault; its exit code.
 fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--ignored",
-        "--exact",
-        scenario,
-        "--nocapture",
-        "--test-threads=1",
-    ]);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("spawn child test process");
+    let out = child_command(scenario, envs)
+        .output()
+        .expect("spawn child test process");
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
@@ -108,18 +98,10 @@ fn a_system_call_given_gpu_memory_fails_with_efault_and_the_runtime_copies_reach
 #[test]
 fn the_cpu_agent_is_never_allowed_a_gpu_pool() {
     init();
-    let mut access = 0u32;
-    // SAFETY: ACCESS writes a uint32_t.
-    let st = unsafe {
-        rt::hsa_amd_agent_memory_pool_get_info(
-            cpu(),
-            gpu_pool(),
-            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
-            &mut access as *mut u32 as *mut c_void,
-        )
-    };
-    assert_eq!(st, HSA_STATUS_SUCCESS);
-    assert_eq!(access, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+    assert_eq!(
+        pool_access(cpu(), gpu_pool()),
+        HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED
+    );
 }
 
 #[test]
@@ -181,17 +163,10 @@ fn large_bar_mode_opens_gpu_memory_to_the_cpu_and_says_so() {
 fn child_scenario_large_bar() {
     init();
     assert_eq!(device_memory::protection(), &Protection::LargeBar);
-    let mut access = 0u32;
-    // SAFETY: ACCESS writes a uint32_t.
-    unsafe {
-        rt::hsa_amd_agent_memory_pool_get_info(
-            cpu(),
-            gpu_pool(),
-            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
-            &mut access as *mut u32 as *mut c_void,
-        )
-    };
-    assert_eq!(access, HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+    assert_eq!(
+        pool_access(cpu(), gpu_pool()),
+        HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
+    );
     let p = alloc(4096);
     // SAFETY: large BAR: GPU memory is host-accessible.
     unsafe {

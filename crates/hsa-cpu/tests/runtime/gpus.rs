@@ -26,21 +26,6 @@ fn info<T: Default>(agent: hsa_agent_t, attribute: u32) -> T {
     v
 }
 
-fn access(agent: hsa_agent_t, pool: hsa_amd_memory_pool_t) -> u32 {
-    let mut v = 99u32;
-    // SAFETY: ACCESS is an hsa_amd_memory_pool_access_t (u32).
-    let s = unsafe {
-        rt::hsa_amd_agent_memory_pool_get_info(
-            agent,
-            pool,
-            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
-            &mut v as *mut u32 as *mut c_void,
-        )
-    };
-    assert_eq!(s, 0);
-    v
-}
-
 fn owner(p: *const u8) -> (hsa_agent_t, u32) {
     let mut info = hsa_amd_pointer_info_t::default();
     // SAFETY: info is a valid, sized out structure.
@@ -129,18 +114,21 @@ fn child_scenario_two_gpus() {
     // Peers: allowed once asked; the owner by default; the CPU never (a
     // discrete GPU's memory without a large BAR).
     assert_eq!(
-        access(g1, p1),
+        pool_access(g1, p1),
         HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT
     );
     assert_eq!(
-        access(g0, p1),
+        pool_access(g0, p1),
         HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
     );
     assert_eq!(
-        access(g1, p0),
+        pool_access(g1, p0),
         HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
     );
-    assert_eq!(access(cpu(), p1), HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED);
+    assert_eq!(
+        pool_access(cpu(), p1),
+        HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED
+    );
 
     let mut buf = std::ptr::null_mut();
     // SAFETY: valid out pointer.

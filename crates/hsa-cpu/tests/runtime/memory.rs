@@ -281,24 +281,18 @@ fn pools_describe_themselves_like_rocr() {
         (HSA_AMD_SEGMENT_GROUP, 64 << 10, false)
     );
     let mut granule = 0usize;
-    let mut access = 0u32;
-    // SAFETY: GRANULE is a size_t; ACCESS a uint32_t.
+    // SAFETY: GRANULE is a size_t.
     unsafe {
         rt::hsa_amd_memory_pool_get_info(
             gpu_pools[0],
             HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE,
             &mut granule as *mut usize as *mut c_void,
         );
-        rt::hsa_amd_agent_memory_pool_get_info(
-            cpu(),
-            gpu_pools[0],
-            HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
-            &mut access as *mut u32 as *mut c_void,
-        );
     }
     assert_eq!(granule, 4096);
     assert_eq!(
-        access, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED,
+        pool_access(cpu(), gpu_pools[0]),
+        HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED,
         "a discrete GPU's memory, without a large BAR"
     );
 }

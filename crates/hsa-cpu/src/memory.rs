@@ -366,10 +366,6 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    pub(crate) fn same_allocation(&self, other: &Region) -> bool {
-        self.base == other.base
-    }
-
     /// Whether the copy engines see the shadow of this allocation.
     pub(crate) fn is_stale(&self) -> bool {
         let mut flag = [0u8; 4];
@@ -468,20 +464,36 @@ impl Region {
 
 /// The GPU allocation containing `ptr`, as a [`Region`].
 pub(crate) fn device_region(ptr: usize) -> Option<Region> {
+    device_regions([ptr]).pop()
+}
+
+/// The GPU allocations containing any of `addresses`, each once, under one
+/// look at the allocations (a dispatch's kernel arguments).
+pub(crate) fn device_regions(addresses: impl IntoIterator<Item = usize>) -> Vec<Region> {
     let st = state();
-    let c = st.containing(ptr)?;
-    if !agents::is_gpu_memory(c.pool) {
-        return None;
+    let mut found: Vec<Region> = Vec::new();
+    for ptr in addresses {
+        let Some(c) = st.containing(ptr) else {
+            continue;
+        };
+        if !agents::is_gpu_memory(c.pool) || found.iter().any(|r| r.base == c.base) {
+            continue;
+        }
+        let Some(a) = st.allocations.get(&c.base) else {
+            continue;
+        };
+        let Some((mapping, offset)) = st.memfd_of(a) else {
+            continue;
+        };
+        found.push(Region {
+            fd: mapping.fd,
+            data_len: mapping.len as u64,
+            offset,
+            size: a.size as u64,
+            base: c.base,
+        });
     }
-    let a = st.allocations.get(&c.base)?;
-    let (mapping, offset) = st.memfd_of(a)?;
-    Some(Region {
-        fd: mapping.fd,
-        data_len: mapping.len as u64,
-        offset,
-        size: a.size as u64,
-        base: c.base,
-    })
+    found
 }
 
 /// Export data of the allocation whose base is exactly `ptr`.

@@ -25,8 +25,10 @@
 //! held in memory are visible at once; a CPU load on a large-BAR system,
 //! and a peer GPU's kernel, see the written bytes.
 //!
-//! Over `memory` (the memfd layout, the allocation lookup).
+//! Over `memory` (the memfd layout, the allocation lookup) and
+//! `device_memory` (the command processor reads kernel arguments anywhere).
 
+use crate::device_memory::DeviceAccess;
 use crate::memory::{self, Region};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,19 +68,14 @@ pub(crate) unsafe fn before_agent_scope_dispatch(
     if kernarg.is_null() || kernarg_len < 8 {
         return;
     }
-    let mut regions: Vec<Region> = Vec::new();
-    for i in 0..kernarg_len / 8 {
+    // The command processor reads the kernarg segment wherever it lies,
+    // device memory included.
+    let _engine = DeviceAccess::enter();
+    let words = (0..kernarg_len / 8).map(|i| {
         // SAFETY: inside the kernarg segment (the caller's promise).
-        let word = unsafe { (kernarg.add(i * 8) as *const u64).read_unaligned() };
-        if word < 4096 {
-            continue;
-        }
-        if let Some(region) = memory::device_region(word as usize)
-            && !regions.iter().any(|r| r.same_allocation(&region))
-        {
-            regions.push(region);
-        }
-    }
+        unsafe { (kernarg.add(i * 8) as *const u64).read_unaligned() as usize }
+    });
+    let regions = memory::device_regions(words.filter(|w| *w >= 4096));
     if regions.is_empty() {
         return;
     }

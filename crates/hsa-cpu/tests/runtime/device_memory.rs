@@ -175,3 +175,79 @@ fn child_scenario_large_bar() {
     }
     free(p);
 }
+
+/// `n` bytes at `src` copied to the host by an SDMA engine.
+fn sdma_read(src: *const u8, n: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n];
+    let done = signal(1);
+    // SAFETY: src holds n bytes of GPU memory; out is a host buffer of n bytes
+    // that lives until `done` reads 0.
+    let st = unsafe {
+        rt::hsa_amd_memory_async_copy(
+            out.as_mut_ptr() as *mut c_void,
+            cpu(),
+            src as *const c_void,
+            gpu(),
+            n,
+            0,
+            std::ptr::null(),
+            done,
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_eq!(wait_eq(done, 0), 0);
+    out
+}
+
+#[test]
+fn an_agent_scope_release_is_seen_by_kernels_and_blits_and_by_sdma_only_after_a_system_release() {
+    let k = test_kernels();
+    let fill = kernel_object(k.executable, "_Z4fillPjj.kd");
+    let n = 1000usize;
+    let out = alloc(n * 4);
+    gpu_write(out, &vec![0u8; n * 4]);
+    // The arguments in device memory too: the command processor reads them
+    // there (as CLR places them on a large-BAR system).
+    let kernarg = alloc(16);
+    let mut args = (out as u64).to_le_bytes().to_vec();
+    args.extend_from_slice(&100u32.to_le_bytes());
+    args.extend_from_slice(&[0; 4]);
+    gpu_write(kernarg, &args);
+    let q = queue(64);
+    let done = signal(1);
+    let mut packet = dispatch(fill, kernarg as *mut c_void, n as u32, done, true);
+    let agent_scope = (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE)
+        | (1 << HSA_PACKET_HEADER_BARRIER)
+        | (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE)
+        | (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE);
+    packet.0[..2].copy_from_slice(&agent_scope.to_le_bytes());
+    submit(q, &[packet]);
+    assert_eq!(wait_eq(done, 0), 0);
+    let written: Vec<u32> = (0..n as u32).map(|i| 100 + i).collect();
+    assert_eq!(
+        gpu_read_u32(out as *const u32, n),
+        written,
+        "a blit sees the kernel's writes"
+    );
+    assert_eq!(
+        sdma_read(out, n * 4),
+        vec![0u8; n * 4],
+        "an SDMA copy sees the bytes from before the dispatch"
+    );
+    let released = signal(1);
+    submit(q, &[barrier_and(&[], released)]);
+    assert_eq!(wait_eq(released, 0), 0);
+    let seen = sdma_read(out, n * 4);
+    let seen: Vec<u32> = seen
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        seen, written,
+        "after the SYSTEM-scope barrier, SDMA sees them too"
+    );
+    // SAFETY: q is live and idle.
+    unsafe { rt::hsa_queue_destroy(q) };
+    free(kernarg);
+    free(out);
+}

@@ -23,6 +23,7 @@ use crate::signals::{Order, Rmw};
 use crate::tables::{Implementation, ServedTables};
 use crate::{
     agents, copy_engine, executables, intercept, ipc, loader, memory, queues, runtime, signals,
+    vmem,
 };
 use hsa::versions::Table;
 use hsa::*;
@@ -335,8 +336,37 @@ hsa_api! {
     export amd.hsa_amd_memory_lock_to_pool_fn: fn hsa_amd_memory_lock_to_pool(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, pool: hsa_amd_memory_pool_t, flags: u32, agent_ptr: *mut *mut c_void) -> hsa_status_t
         => memory::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
     export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => memory::memory_unlock(host_ptr);
+    // --- virtual memory (interface 1.6 on; tables of 6.0 and later) ---
+    export amd.hsa_amd_vmem_address_reserve_fn: fn hsa_amd_vmem_address_reserve(va: *mut *mut c_void, size: usize, address: u64, flags: u64) -> hsa_status_t
+        => vmem::address_reserve_align(va, size, address, 0, flags);
+    export amd.hsa_amd_vmem_address_reserve_align_fn: fn hsa_amd_vmem_address_reserve_align(va: *mut *mut c_void, size: usize, address: u64, alignment: u64, flags: u64) -> hsa_status_t
+        => vmem::address_reserve_align(va, size, address, alignment, flags);
+    export amd.hsa_amd_vmem_address_free_fn: fn hsa_amd_vmem_address_free(va: *mut c_void, size: usize) -> hsa_status_t
+        => vmem::address_free(va, size);
+    export amd.hsa_amd_vmem_handle_create_fn: fn hsa_amd_vmem_handle_create(pool: hsa_amd_memory_pool_t, size: usize, memory_type: hsa_amd_memory_type_t, flags: u64, memory_handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
+        => vmem::handle_create(pool, size, memory_type, flags, memory_handle);
+    export amd.hsa_amd_vmem_handle_release_fn: fn hsa_amd_vmem_handle_release(memory_handle: hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
+        => vmem::handle_release(memory_handle);
+    export amd.hsa_amd_vmem_map_fn: fn hsa_amd_vmem_map(va: *mut c_void, size: usize, in_offset: usize, memory_handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
+        => vmem::map(va, size, in_offset, memory_handle, flags);
+    export amd.hsa_amd_vmem_unmap_fn: fn hsa_amd_vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t
+        => vmem::unmap(va, size);
+    export amd.hsa_amd_vmem_set_access_fn: fn hsa_amd_vmem_set_access(va: *mut c_void, size: usize, desc: *const hsa_amd_memory_access_desc_t, desc_cnt: usize) -> hsa_status_t
+        => vmem::set_access(va, size, desc, desc_cnt);
+    export amd.hsa_amd_vmem_get_access_fn: fn hsa_amd_vmem_get_access(va: *mut c_void, perms: *mut hsa_access_permission_t, agent_handle: hsa_agent_t) -> hsa_status_t
+        => vmem::get_access(va, perms, agent_handle);
+    export amd.hsa_amd_vmem_export_shareable_handle_fn: fn hsa_amd_vmem_export_shareable_handle(dmabuf_fd: *mut c_int, handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
+        => vmem::export_shareable_handle(dmabuf_fd, handle, flags);
+    export amd.hsa_amd_vmem_import_shareable_handle_fn: fn hsa_amd_vmem_import_shareable_handle(dmabuf_fd: c_int, handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
+        => vmem::import_shareable_handle(dmabuf_fd, handle);
+    export amd.hsa_amd_vmem_retain_alloc_handle_fn: fn hsa_amd_vmem_retain_alloc_handle(memory_handle: *mut hsa_amd_vmem_alloc_handle_t, addr: *mut c_void) -> hsa_status_t
+        => vmem::retain_alloc_handle(memory_handle, addr);
+    export amd.hsa_amd_vmem_get_alloc_properties_from_handle_fn: fn hsa_amd_vmem_get_alloc_properties_from_handle(memory_handle: hsa_amd_vmem_alloc_handle_t, pool: *mut hsa_amd_memory_pool_t, memory_type: *mut hsa_amd_memory_type_t) -> hsa_status_t
+        => vmem::alloc_properties(memory_handle, pool, memory_type);
     export amd.hsa_amd_pointer_info_fn: fn hsa_amd_pointer_info(ptr: *const c_void, info: *mut hsa_amd_pointer_info_t, alloc: AllocCallback, num_agents_accessible: *mut u32, accessible: *mut *mut hsa_agent_t) -> hsa_status_t
-        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, ipc::attachment_containing);
+        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, |p| {
+            ipc::attachment_described(p).or_else(|| vmem::described(p))
+        });
 
     // --- IPC ---
     export amd.hsa_amd_ipc_memory_create_fn: fn hsa_amd_ipc_memory_create(ptr: *mut c_void, len: usize, handle: *mut hsa_amd_ipc_memory_t) -> hsa_status_t
@@ -669,20 +699,7 @@ jump_exports! {
     amd.hsa_amd_spm_set_dest_buffer_fn => hsa_amd_spm_set_dest_buffer;
     amd.hsa_amd_portable_export_dmabuf_fn => hsa_amd_portable_export_dmabuf;
     amd.hsa_amd_portable_close_dmabuf_fn => hsa_amd_portable_close_dmabuf;
-    amd.hsa_amd_vmem_address_reserve_fn => hsa_amd_vmem_address_reserve;
-    amd.hsa_amd_vmem_address_free_fn => hsa_amd_vmem_address_free;
-    amd.hsa_amd_vmem_handle_create_fn => hsa_amd_vmem_handle_create;
-    amd.hsa_amd_vmem_handle_release_fn => hsa_amd_vmem_handle_release;
-    amd.hsa_amd_vmem_map_fn => hsa_amd_vmem_map;
-    amd.hsa_amd_vmem_unmap_fn => hsa_amd_vmem_unmap;
-    amd.hsa_amd_vmem_set_access_fn => hsa_amd_vmem_set_access;
-    amd.hsa_amd_vmem_get_access_fn => hsa_amd_vmem_get_access;
-    amd.hsa_amd_vmem_export_shareable_handle_fn => hsa_amd_vmem_export_shareable_handle;
-    amd.hsa_amd_vmem_import_shareable_handle_fn => hsa_amd_vmem_import_shareable_handle;
-    amd.hsa_amd_vmem_retain_alloc_handle_fn => hsa_amd_vmem_retain_alloc_handle;
-    amd.hsa_amd_vmem_get_alloc_properties_from_handle_fn => hsa_amd_vmem_get_alloc_properties_from_handle;
     amd.hsa_amd_queue_get_info_fn => hsa_amd_queue_get_info;
-    amd.hsa_amd_vmem_address_reserve_align_fn => hsa_amd_vmem_address_reserve_align;
     amd.hsa_amd_signal_wait_all_fn => hsa_amd_signal_wait_all;
     amd.hsa_amd_portable_export_dmabuf_v2_fn => hsa_amd_portable_export_dmabuf_v2;
     amd.hsa_amd_ais_file_write_fn => hsa_amd_ais_file_write;

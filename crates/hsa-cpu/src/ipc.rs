@@ -145,12 +145,17 @@ pub(crate) fn attachment_region(ptr: usize) -> Option<memory::Region> {
 /// Mapped pointer → its mapping.
 static ATTACHMENTS: LazyLock<Mutex<BTreeMap<usize, Attachment>>> = LazyLock::new(Default::default);
 
-/// Base, size and owning agent of the attachment containing `ptr` (for
-/// pointer info).
-pub(crate) fn attachment_containing(ptr: usize) -> Option<(usize, usize, hsa_agent_t)> {
+/// The attachment containing `ptr`, as pointer info describes it.
+pub(crate) fn attachment_described(ptr: usize) -> Option<memory::Described> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (p, a) = map.range(..=ptr).next_back()?;
-    (ptr < p + a.size.max(1)).then_some((*p, a.size, a.owner))
+    (ptr < p + a.size.max(1)).then_some(memory::Described {
+        type_: HSA_EXT_POINTER_TYPE_IPC,
+        base: *p,
+        size: a.size,
+        owner: a.owner,
+        flags: 0,
+    })
 }
 
 /// Number of live attachments in this process.

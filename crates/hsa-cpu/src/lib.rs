@@ -19,6 +19,8 @@
 //!   they read follows `visibility`
 //! - `visibility`   what an AGENT-scope release leaves unseen: shadows of
 //!   the bytes before, until a SYSTEM-scope release
+//! - `vmem`         virtual memory (hsa_amd_vmem_*): reservations, handles,
+//!   mappings, access, shareable fds
 //! - `ipc`          IPC handles of pool allocations, attach/detach across processes
 //! - `signals`      signal table, values, blocking waits, dispatch timestamps
 //! - `queues`       AQL rings, index operations, one packet processor per queue
@@ -77,5 +79,6 @@ pub mod tables;
 pub mod tools;
 pub mod trace;
 pub mod visibility;
+pub mod vmem;
 
 pub use api::*;

@@ -634,9 +634,21 @@ pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
+/// How pointer info describes memory this module does not own: an IPC
+/// attachment (`ipc`), virtual memory (`vmem`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Described {
+    pub type_: hsa_amd_pointer_type_t,
+    pub base: usize,
+    pub size: usize,
+    pub owner: hsa_agent_t,
+    pub flags: u32,
+}
+
 /// Writes the first `info->size` bytes of the description of `ptr`.
-/// `ipc_attachment_containing` gives base, size and owning agent of the IPC attachment
-/// holding an address (`ipc` owns attachments; memory never reaches into it).
+/// `described_elsewhere` describes an address that no pool allocation or
+/// locked range holds (`ipc` and `vmem` own those; memory never reaches
+/// into them).
 ///
 /// # Safety
 /// `info` must be valid for `info->size` bytes; `accessible`/`num` may be null.
@@ -646,7 +658,7 @@ pub(crate) unsafe fn pointer_info(
     alloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
     num_agents_accessible: *mut u32,
     accessible: *mut *mut hsa_agent_t,
-    ipc_attachment_containing: impl FnOnce(usize) -> Option<(usize, usize, hsa_agent_t)>,
+    described_elsewhere: impl FnOnce(usize) -> Option<Described>,
 ) -> hsa_status_t {
     if info.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -680,12 +692,13 @@ pub(crate) unsafe fn pointer_info(
             out.agentOwner = agents::CPU_AGENT;
             out.global_flags = HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
             agents_list = agents::all();
-        } else if let Some((b, s, owner)) = ipc_attachment_containing(p) {
-            out.type_ = HSA_EXT_POINTER_TYPE_IPC;
-            out.agentBaseAddress = b as *mut c_void;
-            out.hostBaseAddress = b as *mut c_void;
-            out.sizeInBytes = s;
-            out.agentOwner = owner;
+        } else if let Some(d) = described_elsewhere(p) {
+            out.type_ = d.type_;
+            out.agentBaseAddress = d.base as *mut c_void;
+            out.hostBaseAddress = d.base as *mut c_void;
+            out.sizeInBytes = d.size;
+            out.agentOwner = d.owner;
+            out.global_flags = d.flags;
             agents_list = agents::all();
         }
     }

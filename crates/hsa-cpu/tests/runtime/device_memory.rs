@@ -4,14 +4,15 @@
 //! unreachable, and the large-BAR mode opens it and says so.
 
 use crate::common::*;
+use crate::ipc::{hex, unhex};
 use hsa::*;
 use hsa_runtime64 as rt;
 use hsa_runtime64::device_memory::{self, Protection};
 use std::ffi::c_void;
 
 /// The child's exit code when its CPU access faulted with `si_code`.
-const FAULT_EXIT_BASE: i32 = 40;
-const SEGV_PKUERR: i32 = 4;
+pub(crate) const FAULT_EXIT_BASE: i32 = 40;
+pub(crate) const SEGV_PKUERR: i32 = 4;
 
 extern "C" fn exit_with_fault_code(_sig: i32, info: *mut libc::siginfo_t, _ctx: *mut c_void) {
     // SAFETY: the kernel hands a valid siginfo to an SA_SIGINFO handler;
@@ -20,7 +21,7 @@ extern "C" fn exit_with_fault_code(_sig: i32, info: *mut libc::siginfo_t, _ctx: 
 }
 
 /// Makes a SIGSEGV end this process with FAULT_EXIT_BASE + si_code.
-fn exit_on_fault() {
+pub(crate) fn exit_on_fault() {
     // SAFETY: installing a handler that only calls _exit.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
@@ -31,7 +32,7 @@ fn exit_on_fault() {
 }
 
 /// Runs a child scenario that is expected to fault; its exit code.
-fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, String) {
+pub(crate) fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, String) {
     let out = child_command(scenario, envs)
         .output()
         .expect("spawn child test process");
@@ -44,7 +45,7 @@ fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option<i32>, Stri
 }
 
 /// The model needs protection keys: without them these tests fail saying why.
-fn require_keys() {
+pub(crate) fn require_keys() {
     match device_memory::protection() {
         Protection::Key(_) => {}
         other => panic!("GPU memory is not protected in this process: {other:?}"),
@@ -116,10 +117,9 @@ fn an_ipc_attachment_of_gpu_memory_faults_in_the_importer_too() {
         unsafe { rt::hsa_amd_ipc_memory_create(p as *mut c_void, 4096, &mut h) },
         0
     );
-    let hex: String = h.handle.iter().map(|w| format!("{w:08x}")).collect();
     let (code, text) = faulting_child(
         "device_memory::child_scenario_cpu_load_of_an_attachment",
-        &[("DITTO_TEST_IPC_HANDLE", hex)],
+        &[("DITTO_TEST_IPC_HANDLE", hex(&h))],
     );
     assert_eq!(
         code,
@@ -132,11 +132,7 @@ fn an_ipc_attachment_of_gpu_memory_faults_in_the_importer_too() {
 #[test]
 #[ignore = "child scenario"]
 fn child_scenario_cpu_load_of_an_attachment() {
-    let text = std::env::var("DITTO_TEST_IPC_HANDLE").unwrap();
-    let mut h = hsa_amd_ipc_memory_t::default();
-    for (i, w) in h.handle.iter_mut().enumerate() {
-        *w = u32::from_str_radix(&text[i * 8..i * 8 + 8], 16).unwrap();
-    }
+    let h = unhex(&std::env::var("DITTO_TEST_IPC_HANDLE").unwrap());
     init();
     let mut mapped = std::ptr::null_mut();
     // SAFETY: valid pointers.

@@ -23,11 +23,11 @@ fn attach(h: &hsa_amd_ipc_memory_t, len: usize) -> Result<*mut u8, hsa_status_t>
     }
 }
 
-fn hex(h: &hsa_amd_ipc_memory_t) -> String {
+pub(crate) fn hex(h: &hsa_amd_ipc_memory_t) -> String {
     h.handle.iter().map(|w| format!("{w:08x}")).collect()
 }
 
-fn unhex(s: &str) -> hsa_amd_ipc_memory_t {
+pub(crate) fn unhex(s: &str) -> hsa_amd_ipc_memory_t {
     let mut h = hsa_amd_ipc_memory_t::default();
     for (i, w) in h.handle.iter_mut().enumerate() {
         *w = u32::from_str_radix(&s[i * 8..i * 8 + 8], 16).unwrap();

@@ -23,3 +23,4 @@ mod queues;
 mod served_abi;
 mod signals;
 mod tools;
+mod vmem;

@@ -132,3 +132,47 @@ fn a_program_that_reads_device_memory_on_the_host_faults_as_on_a_gpu() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("sum=32640"), "{}", stdout(&o));
 }
+
+#[test]
+fn outputs_in_virtual_memory_are_captured_from_the_mapping_and_a_remapped_range_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let out = dir.path().join("snapshots");
+    let collector = Collector::start(&socket, &out);
+    let o = output_within(
+        &mut ditto_run(&socket, "vmem_fill", "vmem", &app("vmem_output")),
+        LIMIT,
+        "vmem_output under ditto",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("vmem_output: ok"), "{}", stdout(&o));
+    drop(collector);
+    let snap = out.join("vmem");
+    let m = snapshot_manifest(&snap);
+    assert_eq!(missing_count(&m, "error"), 0, "{m}");
+    let dispatches = m["dispatches"].as_array().expect("dispatches");
+    assert_eq!(dispatches.len(), 2, "{m}");
+    // The output starts 64 KiB into a 2 MiB mapping: the buffer reaches the
+    // mapping's end (what the tool learnt from hsa_amd_vmem_map; pointer
+    // info would have given the pointer itself as the start). The runtime
+    // exports no IPC handle of virtual memory: it travels as a copy.
+    for (d, value) in dispatches.iter().zip([1.0f32, 100.0]) {
+        let buffer = &d["buffers"][0];
+        assert_eq!(buffer["transport"], "shared-memory", "{d}");
+        let file = d["file"].as_str().unwrap();
+        let after = f32_tensor(&snap, file, "arg0");
+        assert_eq!(after.len(), ((2 << 20) - (64 << 10)) / 4, "{d}");
+        for j in [0usize, 1, 1023] {
+            assert_eq!(
+                after[j],
+                value + j as f32,
+                "dispatch {}, element {j}",
+                d["index"]
+            );
+        }
+        // Before the kernel: the fresh handle's zeros, the second time too
+        // (the unmapped range was forgotten, not served from the first).
+        let before = f32_tensor(&snap, file, "arg0.before");
+        assert_eq!(before[0], 0.0, "{d}");
+    }
+}

@@ -136,6 +136,14 @@ const CASES: &[Case] = &[
         dispatches: 1,
     },
     Case {
+        app: "vmem_output",
+        args: &[],
+        kernel: "vmem_fill",
+        // An interior pointer of the mapping: its image before the kernel too.
+        captured: &[(0, "float32"), (0, "float32")],
+        dispatches: 2,
+    },
+    Case {
         app: "address_reuse",
         args: &[],
         kernel: "stamp",
@@ -341,6 +349,11 @@ fn queue_churn_needs_only_the_kernel_name() {
 #[test]
 fn host_reads_device_through_a_copy_needs_only_the_kernel_name() {
     check(case("host_reads_device", Some("--copy")));
+}
+
+#[test]
+fn vmem_output_needs_only_the_kernel_name() {
+    check(case("vmem_output", None));
 }
 
 #[test]

@@ -42,6 +42,7 @@ const APPS: &[(&str, &str)] = &[
     ("queue_churn", "queue_churn.cpp"),
     ("large_output_ranks", "large_output_ranks.cpp"),
     ("host_reads_device", "host_reads_device.cpp"),
+    ("vmem_output", "vmem_output.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

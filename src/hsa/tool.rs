@@ -174,6 +174,23 @@ impl HsaTool {
         self.forget_allocation(ptr as u64);
     }
 
+    /// After `hsa_amd_vmem_map` succeeded: the mapping is an allocation.
+    pub fn vmem_mapped(
+        &self,
+        va: *mut c_void,
+        size: usize,
+        _in_offset: usize,
+        _handle: hsa_amd_vmem_alloc_handle_t,
+        _flags: u64,
+    ) {
+        self.record_allocation(va as u64, size as u64);
+    }
+
+    /// Before `hsa_amd_vmem_unmap`.
+    pub fn vmem_unmapping(&self, va: *mut c_void, _size: usize) {
+        self.forget_allocation(va as u64);
+    }
+
     /// Records a new allocation. A handle cached for the same base belongs
     /// to an earlier allocation whose free ditto did not see: it is dropped,
     /// never exported for the new one.
@@ -279,7 +296,14 @@ impl HsaTool {
 }
 
 /// The allocation holding `address` that pointer info `info` describes.
+/// None for a virtual-memory mapping: ROCr gives the address asked about as
+/// its base, with the whole mapping's size, so the range would reach past
+/// the mapping (and a copy of it fault); mappings are known from the
+/// `hsa_amd_vmem_map` wrap instead.
 fn allocation_described(info: &hsa_amd_pointer_info_t, address: u64) -> Option<Allocation> {
+    if info.type_ == HSA_EXT_POINTER_TYPE_HSA_VMEM {
+        return None;
+    }
     let base = if info.agentBaseAddress.is_null() {
         info.hostBaseAddress
     } else {
@@ -648,5 +672,25 @@ mod tests {
         tool.export(&untracked).unwrap();
         tool.export(&untracked).unwrap();
         assert_eq!(IPC_EXPORTS.with(|n| n.get()), 2);
+    }
+
+    #[test]
+    fn pointer_info_of_a_virtual_memory_mapping_describes_no_allocation() {
+        // ROCr: the address asked about as the base, the mapping's size.
+        let mut info = hsa_amd_pointer_info_t {
+            type_: HSA_EXT_POINTER_TYPE_HSA_VMEM,
+            agentBaseAddress: 0x21_0000 as *mut c_void,
+            sizeInBytes: 2 << 20,
+            ..Default::default()
+        };
+        assert_eq!(allocation_described(&info, 0x21_0000), None);
+        info.type_ = HSA_EXT_POINTER_TYPE_HSA;
+        assert_eq!(
+            allocation_described(&info, 0x21_0000),
+            Some(Allocation {
+                base: 0x21_0000,
+                size: 2 << 20
+            })
+        );
     }
 }

@@ -153,6 +153,15 @@ wraps! {
     ) optional instead [queues::create_batch];
     core.hsa_queue_destroy_fn => queue_destroy(queue: *mut hsa_queue_t)
         optional after [queues::destroyed];
+    // Virtual memory: a mapping is an allocation (pointer info cannot give
+    // its start: ROCr answers with the address asked about).
+    amd_added.hsa_amd_vmem_map_fn => vmem_map(
+        va: *mut c_void, size: usize, in_offset: usize,
+        memory_handle: hsa_amd_vmem_alloc_handle_t, flags: u64,
+    ) optional after [.vmem_mapped];
+    // Forgotten first, as a freed pool allocation.
+    amd_added.hsa_amd_vmem_unmap_fn => vmem_unmap(va: *mut c_void, size: usize)
+        optional before [.vmem_unmapping];
     amd.hsa_amd_memory_pool_allocate_fn => memory_pool_allocate(
         pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void,
     ) required after [.allocated];

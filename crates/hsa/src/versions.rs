@@ -81,6 +81,10 @@ impl TableLayout {
 pub struct AmdExtAdditions {
     /// ROCm 10's batch queue creation.
     pub hsa_amd_queue_create_fn: Option<crate::queue_create::HsaAmdQueueCreateFn>,
+    /// Virtual memory (ROCm 6.0 on): mapping a handle into a reserved range.
+    pub hsa_amd_vmem_map_fn: Option<crate::vmem::HsaAmdVmemMapFn>,
+    /// Virtual memory (ROCm 6.0 on): unmapping it.
+    pub hsa_amd_vmem_unmap_fn: Option<crate::vmem::HsaAmdVmemUnmapFn>,
 }
 
 /// The version headers of the tables one measured release hands its tools
@@ -267,12 +271,17 @@ impl LiveTable {
     /// As [`LiveTable::read`]; this is an AMD extension table.
     pub unsafe fn amd_ext_additions(&self) -> AmdExtAdditions {
         // SAFETY: the caller's contract.
-        let word = unsafe { self.read("hsa_amd_queue_create_fn") }.filter(|w| *w != 0);
+        let word = |name: &str| unsafe { self.read(name) }.filter(|w| *w != 0);
+        // SAFETY (each transmute): the entry of that name has this
+        // signature in every release that has it.
         AmdExtAdditions {
-            // SAFETY: the entry of that name has this signature in every
-            // release that has it (ROCm 10 on).
-            hsa_amd_queue_create_fn: word.map(|w| unsafe {
+            hsa_amd_queue_create_fn: word("hsa_amd_queue_create_fn").map(|w| unsafe {
                 std::mem::transmute::<usize, crate::queue_create::HsaAmdQueueCreateFn>(w)
+            }),
+            hsa_amd_vmem_map_fn: word("hsa_amd_vmem_map_fn")
+                .map(|w| unsafe { std::mem::transmute::<usize, crate::vmem::HsaAmdVmemMapFn>(w) }),
+            hsa_amd_vmem_unmap_fn: word("hsa_amd_vmem_unmap_fn").map(|w| unsafe {
+                std::mem::transmute::<usize, crate::vmem::HsaAmdVmemUnmapFn>(w)
             }),
         }
     }

@@ -535,7 +535,9 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
          {ditto} hipcc --offload-arch=gfx90a -O2 {wo} -o wave_ops; ./wave_ops; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {tiles} -o tiles; ./tiles; \
          {ditto} hipcc --offload-arch=gfx90a -O2 {grid} -o grid_sync; ./grid_sync; \
-         {ditto} hipcc --offload-arch=gfx90a -O2 {halves} -o halves; ./halves",
+         {ditto} hipcc --offload-arch=gfx90a -O2 {halves} -o halves; ./halves; \
+         {ditto} hipcc --offload-arch=gfx90a -O2 {vm} -o virtual_memory; ./virtual_memory; \
+         {ditto} run --kernel fill_mapped --out snap -- ./virtual_memory",
         dir = dir.path().display(),
         ditto = ditto.display(),
         wr = source("warp_reduce.hip").display(),
@@ -543,6 +545,7 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
         tiles = source("tiles.hip").display(),
         grid = source("grid_sync.hip").display(),
         halves = source("halves.hip").display(),
+        vm = source("virtual_memory.hip").display(),
     );
     let mut cmd = Command::new(&chroot);
     cmd.args(["run", "6.4", "--bind"]).arg(repo_root());
@@ -560,7 +563,8 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
     let expected = format!(
         "block_sum: 100000 elements, wavefront of 64\ntotal -17.5 expected -17.5 PASS (timed)\n\
          wave_ops: 0 mismatches in 2304 checks; ballot of wavefront 1: 49249249; lane 70 reads 690\n\
-         tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n{GRID_SYNC_OUTPUT}{HALVES_OUTPUT}"
+         tiles: block -78, 16-tiles -78, 32-tiles -78, 0 wrong\n{GRID_SYNC_OUTPUT}{HALVES_OUTPUT}\
+         {VIRTUAL_MEMORY_OUTPUT}{VIRTUAL_MEMORY_OUTPUT}"
     );
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),
@@ -568,4 +572,17 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
         "stderr:\n{}",
         stderr(&out)
     );
+    // HIP's hipMemMap output, captured: the tool knows the mapping from
+    // its hsa_amd_vmem_map wrap and copies it out through the copy engine.
+    let snap = dir.path().join("snap");
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    assert_eq!(d["buffers"][0]["extent"], 4096, "{m}");
+    let values = f32_tensor(&snap, d["file"].as_str().unwrap(), "arg0");
+    assert_eq!(values.len(), 1024);
+    assert_eq!((values[0], values[1023]), (5.0, 1028.0));
 }
+
+/// What tests/hip/as_written/virtual_memory.hip prints (HIP 6.4 and later:
+/// HIP 5.2 has no virtual memory management).
+const VIRTUAL_MEMORY_OUTPUT: &str = "virtual_memory: 0 wrong of 1024, last 1028\n";

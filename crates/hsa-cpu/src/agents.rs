@@ -262,10 +262,10 @@ pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) 
             // HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED / _SVM_ACCESSIBLE_BY_DEFAULT:
             // no hsa_amd_svm_* here (the real HIP runtime then disables HMM).
             0x201 | 0x202 => put(value, false),
-            // MWAITX_ENABLED, DMABUF_SUPPORTED, VIRTUAL_MEM_API_SUPPORTED (no
-            // hsa_amd_vmem_* here: HIP then reports no virtual memory
-            // management), XNACK_ENABLED.
-            0x203..=0x206 => put(value, false),
+            // VIRTUAL_MEM_API_SUPPORTED: hsa_amd_vmem_* (`vmem`).
+            0x205 => put(value, true),
+            // MWAITX_ENABLED, DMABUF_SUPPORTED, XNACK_ENABLED.
+            0x203 | 0x204 | 0x206 => put(value, false),
             _ => HSA_STATUS_ERROR_INVALID_ARGUMENT,
         }
     }

@@ -586,3 +586,47 @@ fn the_programs_run_unmodified_on_hip_6_4_built_by_its_hipcc() {
 /// What tests/hip/as_written/virtual_memory.hip prints (HIP 6.4 and later:
 /// HIP 5.2 has no virtual memory management).
 const VIRTUAL_MEMORY_OUTPUT: &str = "virtual_memory: 0 wrong of 1024, last 1028\n";
+
+#[test]
+fn one_process_on_two_gpus_is_captured_from_each_gpu_s_own_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[
+            source("two_devices.hip").to_str().unwrap(),
+            "-o",
+            "two_devices",
+        ],
+    );
+    let mut cmd = Command::new(ditto_bin());
+    cmd.current_dir(dir.path())
+        .env("DITTO_HSA_CPU_GPUS", "2")
+        .env("DITTO_LOG", "debug")
+        .args(["run", "--kernel", "fill_on_device", "--hsa-runtime", "cpu"])
+        .args(["--out", "snap", "--", "./two_devices"]);
+    let out = output_within(&mut cmd, LIMIT, "ditto run two_devices");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "two_devices: 0 wrong\n");
+    // Each 2 MiB buffer goes by IPC, attached on the GPU that owns it (no
+    // CPU read of either GPU's memory, in the application or the collector).
+    let log = stderr(&out);
+    let attached: Vec<&str> = attach_lines(&log, 0);
+    assert_eq!(attached.len(), 2, "{log}");
+    assert!(attached[0].ends_with("on the GPU of node 1"), "{log}");
+    assert!(attached[1].ends_with("on the GPU of node 2"), "{log}");
+    let snap = dir.path().join("snap");
+    let m = snapshot_manifest(&snap);
+    for (d, base) in m["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([0.0f32, 1000.0])
+    {
+        assert_eq!(d["buffers"][0]["transport"], "ipc", "{d}");
+        let values = f32_tensor(&snap, d["file"].as_str().unwrap(), "arg0");
+        assert_eq!(values.len(), 1 << 19);
+        for i in [0usize, 1, (1 << 19) - 1] {
+            assert_eq!(values[i], base + i as f32, "{d}");
+        }
+    }
+}

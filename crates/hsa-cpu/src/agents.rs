@@ -110,10 +110,33 @@ fn gpu_pool_index(pool: hsa_amd_memory_pool_t) -> Option<(usize, bool)> {
         .or_else(|| index_from(GPU_GROUP_POOL).map(|i| (i, true)))
 }
 
-/// Whether `pool` is a GPU's memory (its coarse-grained pool): memory CPU
+/// The GPU whose memory `pool` is (its coarse-grained pool): memory CPU
 /// threads may not touch (`device_memory`).
+pub(crate) fn gpu_memory_index(pool: hsa_amd_memory_pool_t) -> Option<usize> {
+    gpu_pool_index(pool)
+        .filter(|(_, group)| !group)
+        .map(|(i, _)| i)
+}
+
+/// Whether `pool` is a GPU's memory.
 pub(crate) fn is_gpu_memory(pool: hsa_amd_memory_pool_t) -> bool {
-    gpu_pool_index(pool).is_some_and(|(_, group)| !group)
+    gpu_memory_index(pool).is_some()
+}
+
+/// Who reaches memory of GPU `owner` that `granted` was given access to:
+/// the owner alone, or every GPU once another GPU is among them.
+pub(crate) fn reach_of(
+    owner: usize,
+    granted: impl IntoIterator<Item = hsa_agent_t>,
+) -> crate::device_memory::Reach {
+    if granted
+        .into_iter()
+        .any(|a| gpu_index(a).is_some_and(|i| i != owner))
+    {
+        crate::device_memory::Reach::Peers
+    } else {
+        crate::device_memory::Reach::Gpu(owner)
+    }
 }
 
 /// Whether `pool` is a GPU's group segment (not allocatable).

@@ -1,22 +1,28 @@
 //! Device memory as a discrete GPU's: owns the rule of who may touch a GPU
-//! pool's coarse-grained memory with a CPU instruction. On an Instinct GPU
-//! that memory is VRAM, mapped for the CPU only on large-BAR systems (the
-//! thunk maps it PROT_NONE otherwise), so a CPU load faults and a system
-//! call given such an address fails with EFAULT. The runtime models it with
-//! a memory protection key (pkey_alloc/pkey_mprotect): every GPU-pool
-//! mapping, in the allocating process and in every process that attaches
-//! it over IPC, carries the key, which every thread denies by default
-//! (Linux starts each thread with all keys but 0 access-disabled). The
-//! runtime's kernels and copy engines open it for the duration of their
-//! work ([`DeviceAccess`]); nothing else does, so the application's, a
-//! tool's and a collector's threads fault (SEGV_PKUERR) as on the hardware.
+//! pool's coarse-grained memory. On an Instinct GPU that memory is VRAM,
+//! mapped for the CPU only on large-BAR systems (the thunk maps it
+//! PROT_NONE otherwise), so a CPU load faults and a system call given such
+//! an address fails with EFAULT; and another GPU reaches it only once
+//! `hsa_amd_agents_allow_access` has mapped it for that GPU. The runtime
+//! models both with memory protection keys (pkey_alloc/pkey_mprotect): the
+//! memory of GPU i carries GPU i's key, and memory opened to other GPUs
+//! (allow access, an IPC attachment or a vmem mapping for several GPUs)
+//! the peers' key. Every thread denies every key by default (Linux starts
+//! each thread with all keys but 0 access-disabled); the mappings carry
+//! their key in every process that maps them. A kernel of GPU i opens GPU
+//! i's key and the peers' for its run ([`DeviceAccess::for_gpu`]), the
+//! copy engines and the command processor every key
+//! ([`DeviceAccess::enter`]); nothing else opens any, so the application's,
+//! a tool's and a collector's threads fault (SEGV_PKUERR) as on the
+//! hardware, and so does a kernel reaching another GPU's memory that was
+//! never opened to it (where a GPU raises a memory-access fault).
 //!
 //! `DITTO_HSA_CPU_LARGE_BAR=1` models a large-BAR system: GPU memory is
-//! host-accessible, and the CPU agent's ACCESS to a GPU pool says so
-//! (DISALLOWED_BY_DEFAULT, as ROCr reports for a GPU the CPU has a link to;
-//! NEVER_ALLOWED otherwise). Where protection keys are missing (no `pku`/
-//! `ospke`, another architecture), the pools still say NEVER_ALLOWED, the
-//! runtime says once that CPU accesses are not caught, and
+//! host-accessible (and open between GPUs), and the CPU agent's ACCESS to
+//! a GPU pool says so (DISALLOWED_BY_DEFAULT, as ROCr reports for a GPU the
+//! CPU has a link to; NEVER_ALLOWED otherwise). Where protection keys are
+//! missing (no `pku`/`ospke`, another architecture), the pools still say
+//! NEVER_ALLOWED, the runtime says once that accesses are not caught, and
 //! [`protection`] tells tests why.
 //!
 //! Uses no other module of the crate.
@@ -25,7 +31,8 @@ use hsa::{
     HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT, HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED,
     hsa_amd_memory_pool_access_t,
 };
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Environment variable: GPU memory is host-accessible (large BAR).
 pub const LARGE_BAR_ENV: &str = "DITTO_HSA_CPU_LARGE_BAR";
@@ -33,8 +40,8 @@ pub const LARGE_BAR_ENV: &str = "DITTO_HSA_CPU_LARGE_BAR";
 /// How this process keeps CPU threads out of GPU memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Protection {
-    /// Every GPU-pool mapping carries this protection key.
-    Key(i32),
+    /// GPU memory carries protection keys (GPU 0's is allocated first).
+    Keys,
     /// DITTO_HSA_CPU_LARGE_BAR: GPU memory is host-accessible.
     LargeBar,
     /// No protection keys here: CPU accesses are not caught (the reason).
@@ -51,7 +58,15 @@ pub fn large_bar() -> bool {
     })
 }
 
-/// The process's protection, decided once (the key allocated then).
+/// Key slots: one per GPU, then the peers'.
+const PEER_SLOT: usize = 8;
+const SLOTS: usize = PEER_SLOT + 1;
+
+/// The key of each slot, -1 until allocated (on the first memory of that
+/// GPU, or the first opened to peers).
+static KEYS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
+
+/// The process's protection, decided once (GPU 0's key allocated then).
 pub fn protection() -> &'static Protection {
     static PROTECTION: OnceLock<Protection> = OnceLock::new();
     PROTECTION.get_or_init(|| {
@@ -59,7 +74,10 @@ pub fn protection() -> &'static Protection {
             return Protection::LargeBar;
         }
         match allocate_key() {
-            Ok(key) => Protection::Key(key),
+            Ok(key) => {
+                KEYS[0].store(key, Ordering::Release);
+                Protection::Keys
+            }
             Err(why) => {
                 eprintln!(
                     "hsa-cpu: GPU memory is not protected from CPU threads ({why}): a CPU \
@@ -71,11 +89,52 @@ pub fn protection() -> &'static Protection {
     })
 }
 
-fn key() -> Option<i32> {
-    match protection() {
-        Protection::Key(k) => Some(*k),
-        _ => None,
+/// Who may reach a range of GPU memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// GPU `i` alone.
+    Gpu(usize),
+    /// Every GPU (opened to peers).
+    Peers,
+}
+
+/// The key of `reach`, allocated on first use. None without keys; when no
+/// key is left, GPU 0's (GPUs then reach each other's memory).
+fn key_of(reach: Reach) -> Option<i32> {
+    if *protection() != Protection::Keys {
+        return None;
     }
+    let slot = match reach {
+        Reach::Gpu(i) => i.min(PEER_SLOT - 1),
+        Reach::Peers => PEER_SLOT,
+    };
+    let key = KEYS[slot].load(Ordering::Acquire);
+    if key >= 0 {
+        return Some(key);
+    }
+    static ALLOCATING: Mutex<()> = Mutex::new(());
+    let _one = ALLOCATING.lock().unwrap_or_else(|e| e.into_inner());
+    let key = KEYS[slot].load(Ordering::Acquire);
+    if key >= 0 {
+        return Some(key);
+    }
+    let key = match allocate_key() {
+        Ok(k) => k,
+        Err(why) => {
+            eprintln!("hsa-cpu: no protection key left for {reach:?} ({why}): it shares GPU 0's");
+            KEYS[0].load(Ordering::Acquire)
+        }
+    };
+    KEYS[slot].store(key, Ordering::Release);
+    Some(key)
+}
+
+/// The PKRU bits that deny the keys allocated so far for `slots`.
+fn denied_bits(slots: impl Iterator<Item = usize>) -> u32 {
+    slots
+        .map(|s| KEYS[s].load(Ordering::Acquire))
+        .filter(|k| *k >= 0)
+        .fold(0, |bits, k| bits | (0b11 << (2 * k)))
 }
 
 /// What HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS tells the CPU agent of a
@@ -88,16 +147,16 @@ pub fn cpu_access() -> hsa_amd_memory_pool_access_t {
     }
 }
 
-/// Marks `[base, base+len)`, a fresh read-write mapping of GPU memory, as
-/// device memory: CPU threads outside [`DeviceAccess`] fault on it. Does
-/// nothing on a large-BAR system or without protection keys. `Err` names
-/// the failed call.
-pub fn protect(base: usize, len: usize) -> Result<(), String> {
-    let Some(key) = key() else {
+/// Marks `[base, base+len)`, a read-write mapping of GPU memory, as
+/// reachable by `reach` only: CPU threads, and other GPUs' kernels, fault
+/// on it. Does nothing on a large-BAR system or without protection keys.
+/// `Err` names the failed call.
+pub fn protect(base: usize, len: usize, reach: Reach) -> Result<(), String> {
+    let Some(key) = key_of(reach) else {
         return Ok(());
     };
-    // SAFETY: pkey_mprotect on a mapping the caller owns, with the same
-    // access it was mapped with; only the key changes.
+    // SAFETY: pkey_mprotect on a mapping the caller owns, read-write as it
+    // was mapped; only the key changes.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_pkey_mprotect,
@@ -126,14 +185,27 @@ pub struct DeviceAccess {
 }
 
 impl DeviceAccess {
-    /// Opens GPU memory to this thread until the guard drops.
+    /// Every GPU's memory, until the guard drops: a copy engine, the
+    /// command processor.
     #[inline]
     pub fn enter() -> DeviceAccess {
-        let Some(key) = key() else {
+        Self::open(|| denied_bits(0..SLOTS))
+    }
+
+    /// What a kernel of GPU `gpu` reaches: its own memory and memory opened
+    /// to peers.
+    #[inline]
+    pub fn for_gpu(gpu: usize) -> DeviceAccess {
+        Self::open(|| denied_bits([gpu.min(PEER_SLOT - 1), PEER_SLOT].into_iter()))
+    }
+
+    #[inline]
+    fn open(bits: impl FnOnce() -> u32) -> DeviceAccess {
+        if *protection() != Protection::Keys {
             return DeviceAccess { saved: None };
-        };
+        }
         let saved = pkru::read();
-        let open = saved & !(0b11 << (2 * key));
+        let open = saved & !bits();
         if open == saved {
             return DeviceAccess { saved: None };
         }
@@ -151,12 +223,9 @@ impl Drop for DeviceAccess {
     }
 }
 
-/// Whether this thread may touch GPU memory now (tests and assertions).
+/// Whether this thread may touch every GPU's memory now (tests).
 pub fn open_on_this_thread() -> bool {
-    match key() {
-        Some(key) => pkru::read() & (0b11 << (2 * key)) == 0,
-        None => true,
-    }
+    *protection() != Protection::Keys || pkru::read() & denied_bits(0..SLOTS) == 0
 }
 
 fn allocate_key() -> Result<i32, String> {

@@ -91,19 +91,22 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 }
 
 /// Runs the dispatch of `kernel`, the live kernel the packet's
-/// KERNEL_OBJECT names: every group, on the calling thread alone when there
-/// is one group or one thread, else in chunks on the pool. The status is
+/// KERNEL_OBJECT names, on GPU `gpu` (whose memory, and memory opened to
+/// peers, the kernel reaches: `device_memory`): every group, on the
+/// calling thread alone when there is one group or one thread, else in
+/// chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
 /// packet still completes); it is returned only after every chunk returned.
 pub(crate) fn run(
     d: &hsa_kernel_dispatch_packet_t,
     kernel: Arc<KernelRecord>,
     cooperative: bool,
+    gpu: usize,
 ) -> hsa_status_t {
     let entry = match &kernel.run {
         KernelRun::Entry { entry, .. } => *entry,
         KernelRun::Blit(blit) => {
-            let _engine = DeviceAccess::enter();
+            let _engine = DeviceAccess::for_gpu(gpu);
             // SAFETY: the packet's kernarg holds the blit's arguments, as
             // CLR wrote them (layout checked at load).
             return match unsafe { blit.run(d.kernarg_address as *const u8) } {
@@ -136,10 +139,10 @@ pub(crate) fn run(
     };
     let threads = pool::threads();
     let rc = if cooperative {
-        run_cooperative(entry, args, groups)
+        run_cooperative(entry, args, groups, gpu)
     } else if groups <= 1 || threads == 1 {
         // Inline: no hand-off for the tiny dispatches that dominate counts.
-        let _engine = DeviceAccess::enter();
+        let _engine = DeviceAccess::for_gpu(gpu);
         // SAFETY: entry belongs to a loaded code object kept alive by
         // `kernel` (an Arc on its library) for the duration of the call.
         unsafe { entry(&args) }
@@ -160,7 +163,7 @@ pub(crate) fn run(
                 group_count: per_chunk.min(groups - first),
                 ..shared.args
             };
-            let engine = DeviceAccess::enter();
+            let engine = DeviceAccess::for_gpu(gpu);
             // SAFETY: as above; `shared` keeps the code object loaded, and
             // the ranges of the chunks are disjoint and inside the grid.
             let rc = unsafe { entry(&chunk_args) };
@@ -287,7 +290,7 @@ impl StartGate {
 
 /// Runs every group of a cooperative dispatch at once, one thread each,
 /// all started before any runs; returns the first non-zero entry result.
-fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64) -> i32 {
+fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64, gpu: usize) -> i32 {
     if groups > MAX_COOPERATIVE_GROUPS {
         eprintln!(
             "hsa-cpu: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \
@@ -326,7 +329,7 @@ fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64) -> i32 {
                         group_count: 1,
                         ..shared.args
                     };
-                    let engine = DeviceAccess::enter();
+                    let engine = DeviceAccess::for_gpu(gpu);
                     // SAFETY: the caller's kernel record keeps the code
                     // object loaded until this scope has joined every
                     // thread; the group is inside the grid.

@@ -282,6 +282,7 @@ fn map_attachment(
     offset: u64,
     len: usize,
     owner: hsa_agent_t,
+    mapping_agents: &[hsa_agent_t],
 ) -> Result<usize, hsa_status_t> {
     let page_offset = offset as usize % PAGE;
     let map_start = offset as usize - page_offset;
@@ -301,9 +302,13 @@ fn map_attachment(
         return Err(HSA_STATUS_ERROR_OUT_OF_RESOURCES);
     }
     // A GPU's memory is as unreachable by this process's CPU threads as by
-    // the exporter's.
-    if agents::is_gpu(owner)
-        && let Err(why) = device_memory::protect(p as usize, map_len)
+    // the exporter's; mapped for GPUs besides its owner, they reach it.
+    if let Some(gpu) = agents::gpu_index(owner)
+        && let Err(why) = device_memory::protect(
+            p as usize,
+            map_len,
+            agents::reach_of(gpu, mapping_agents.iter().copied()),
+        )
     {
         eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
         // SAFETY: the mapping just made, used by nobody yet.
@@ -360,12 +365,14 @@ pub(crate) fn memory_attach(
     if handle.is_null() || mapped.is_null() || (num_agents > 0 && agents.is_null()) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    if num_agents > 0 {
+    let list: &[hsa_agent_t] = if num_agents > 0 {
         // SAFETY: the caller passes num_agents agents.
-        let list = unsafe { std::slice::from_raw_parts(agents, num_agents as usize) };
-        if !list.iter().all(|a| agents::is_agent(*a)) {
-            return HSA_STATUS_ERROR_INVALID_AGENT;
-        }
+        unsafe { std::slice::from_raw_parts(agents, num_agents as usize) }
+    } else {
+        &[]
+    };
+    if !list.iter().all(|a| agents::is_agent(*a)) {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
     }
     // SAFETY: handle is non-null and points to 32 readable bytes.
     let raw = unsafe { *handle };
@@ -382,7 +389,7 @@ pub(crate) fn memory_attach(
         let stale = remembered
             .as_ref()
             .filter(|r| r.len == len && r.handle.handle != raw.handle)
-            .map(|r| map_attachment(&r.memfd, r.offset, len, h.owner_agent()));
+            .map(|r| map_attachment(&r.memfd, r.offset, len, h.owner_agent(), list));
         let user = match stale {
             Some(stale) => {
                 // One line per injected fault, so a test can count them.
@@ -391,7 +398,7 @@ pub(crate) fn memory_attach(
                 );
                 stale
             }
-            None => map_attachment(&memfd, h.offset, len, h.owner_agent()),
+            None => map_attachment(&memfd, h.offset, len, h.owner_agent(), list),
         };
         *remembered = Some(Remembered {
             handle: raw,
@@ -401,7 +408,7 @@ pub(crate) fn memory_attach(
         });
         user
     } else {
-        map_attachment(&memfd, h.offset, len, h.owner_agent())
+        map_attachment(&memfd, h.offset, len, h.owner_agent(), list)
     };
     match user {
         Ok(user) => {

@@ -23,7 +23,7 @@
 //! never uses `ipc`: pointer info is handed the lookup of IPC attachments.
 
 use crate::agents;
-use crate::device_memory::{self, DeviceAccess};
+use crate::device_memory::{self, DeviceAccess, Reach};
 use hsa::*;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -44,9 +44,9 @@ struct SharedMapping {
 }
 
 impl SharedMapping {
-    /// `device`: GPU memory, which CPU threads may not touch
-    /// (`device_memory::protect`).
-    fn new(len: usize, device: bool) -> Option<Self> {
+    /// `device`: the GPU whose memory it is, which CPU threads and other
+    /// GPUs may not touch (`device_memory::protect`).
+    fn new(len: usize, device: Option<usize>) -> Option<Self> {
         // SAFETY: plain syscalls on fds and memory we own; every failure is checked.
         unsafe {
             let fd = libc::memfd_create(c"hsa-cpu-pool".as_ptr(), libc::MFD_CLOEXEC);
@@ -71,7 +71,9 @@ impl SharedMapping {
                 libc::close(fd);
                 return None;
             }
-            if device && let Err(why) = device_memory::protect(p as usize, len) {
+            if let Some(gpu) = device
+                && let Err(why) = device_memory::protect(p as usize, len, Reach::Gpu(gpu))
+            {
                 eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
                 libc::munmap(p, len);
                 libc::close(fd);
@@ -204,7 +206,7 @@ impl MemoryState {
     fn allocate(&mut self, pool: hsa_amd_memory_pool_t, size: usize) -> Option<usize> {
         let len = size.div_ceil(PAGE) * PAGE;
         let serial = NEXT_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let device = agents::is_gpu_memory(pool);
+        let device = agents::gpu_memory_index(pool);
         if len < FRAGMENT_BLOCK {
             let pages = len / PAGE;
             let found = self
@@ -584,13 +586,25 @@ pub(crate) fn agents_allow_access(
         return HSA_STATUS_ERROR_INVALID_AGENT;
     }
     let st = state();
-    let known = st.containing(ptr as usize).is_some()
-        || st
-            .locked
-            .range(..=ptr as usize)
-            .next_back()
-            .is_some_and(|(b, s)| (ptr as usize) < b + s);
-    if known {
+    if let Some(c) = st.containing(ptr as usize) {
+        // A GPU's memory opened to another GPU: its pages get the peers' key.
+        if let Some(owner) = agents::gpu_memory_index(c.pool)
+            && agents::reach_of(owner, list.iter().copied()) == Reach::Peers
+        {
+            let len = c.size.div_ceil(PAGE) * PAGE;
+            if let Err(why) = device_memory::protect(c.base, len, Reach::Peers) {
+                eprintln!("hsa-cpu: cannot open GPU memory to peers: {why}");
+                return HSA_STATUS_ERROR;
+            }
+        }
+        return HSA_STATUS_SUCCESS;
+    }
+    let locked = st
+        .locked
+        .range(..=ptr as usize)
+        .next_back()
+        .is_some_and(|(b, s)| (ptr as usize) < b + s);
+    if locked {
         HSA_STATUS_SUCCESS
     } else {
         HSA_STATUS_ERROR_INVALID_ARGUMENT

@@ -330,7 +330,7 @@ impl HwQueue {
                                     );
                                 }
                             }
-                            dispatch::run(&d, kernel, ring.cooperative())
+                            dispatch::run(&d, kernel, ring.cooperative(), self.gpu)
                         }
                         None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
                     };

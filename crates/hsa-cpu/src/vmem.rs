@@ -397,9 +397,18 @@ pub(crate) fn set_access(
     };
     // SAFETY: our own mapping.
     let mut ok = unsafe { libc::mprotect(va, size, prot) } == 0;
-    if ok && open && agents::is_gpu_memory(pool) {
-        // GPU memory: read-write for the runtime's engines only.
-        ok = device_memory::protect(start, size).is_ok();
+    if ok
+        && open
+        && let Some(owner) = agents::gpu_memory_index(pool)
+    {
+        // GPU memory: read-write for the runtime's engines only, those of
+        // the owner or, once another GPU is named, of every GPU.
+        let granted = m
+            .access
+            .iter()
+            .filter(|(_, p)| *p != HSA_ACCESS_PERMISSION_NONE)
+            .map(|(a, _)| *a);
+        ok = device_memory::protect(start, size, agents::reach_of(owner, granted)).is_ok();
     }
     if ok {
         HSA_STATUS_SUCCESS

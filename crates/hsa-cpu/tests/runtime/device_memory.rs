@@ -47,7 +47,7 @@ pub(crate) fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option
 /// The model needs protection keys: without them these tests fail saying why.
 pub(crate) fn require_keys() {
     match device_memory::protection() {
-        Protection::Key(_) => {}
+        Protection::Keys => {}
         other => panic!("GPU memory is not protected in this process: {other:?}"),
     }
 }

@@ -1,7 +1,8 @@
 //! Several GPU agents (DITTO_HSA_CPU_GPUS, agents.rs): each GPU has its own
 //! node, UUID and pools; memory of one GPU's pool is owned by that GPU in
 //! pointer info, also through an IPC attachment; a peer GPU's pool is
-//! DISALLOWED_BY_DEFAULT (what CLR reads as peer access possible); a code
+//! DISALLOWED_BY_DEFAULT (what CLR reads as peer access possible), and a
+//! kernel of another GPU reaches it only after hsa_amd_agents_allow_access; a code
 //! object loaded for one GPU has symbols for that GPU only, and its kernels
 //! run on that GPU's queues. The count is read once per process, so every
 //! scenario runs in a child process.
@@ -169,25 +170,42 @@ fn child_scenario_two_gpus() {
 
     // A code object loaded for GPU 1 only: its symbol is GPU 1's, and its
     // kernel runs on GPU 1's queue into GPU 1's memory.
-    let dir = tempfile::tempdir().unwrap();
-    let so = compile_shared(dir.path(), "kernels", KERNELS_C, &[]);
-    let bytes = std::fs::read(so).unwrap();
+    let (exe, kernel_object) = fill_kernel_for(g1);
     let name = std::ffi::CString::new("_Z4fillPjj.kd").unwrap();
-    let exe = load_code_object_for(g1, &bytes).expect("load for GPU 1");
-    // SAFETY: plain API calls with valid out pointers; kernarg bytes stay
-    // alive until the dispatch has completed.
+    let mut sym = hsa_executable_symbol_t::default();
+    // SAFETY: plain API calls with valid out pointers.
     unsafe {
-        let mut sym = hsa_executable_symbol_t::default();
         assert_eq!(
             rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &g0, &mut sym),
             HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
             "not loaded for GPU 0"
         );
+    }
+    fill_on(g1, kernel_object, buf, 1000);
+    let out = gpu_read_u32(buf, 1024);
+    assert!(out.iter().enumerate().all(|(i, v)| *v == 1000 + i as u32));
+    // SAFETY: the executable and allocation made above, idle.
+    unsafe {
+        rt::hsa_executable_destroy(exe);
+        assert_eq!(rt::hsa_amd_memory_pool_free(buf as _), 0);
+    }
+}
+
+/// The test code object loaded for `gpu` alone; its `fill` kernel object.
+fn fill_kernel_for(gpu: hsa_agent_t) -> (hsa_executable_t, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let so = compile_shared(dir.path(), "kernels", KERNELS_C, &[]);
+    let bytes = std::fs::read(so).unwrap();
+    let name = std::ffi::CString::new("_Z4fillPjj.kd").unwrap();
+    let exe = load_code_object_for(gpu, &bytes).expect("load for the GPU");
+    let mut sym = hsa_executable_symbol_t::default();
+    let mut kernel_object = 0u64;
+    // SAFETY: plain API calls with valid out pointers.
+    unsafe {
         assert_eq!(
-            rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &g1, &mut sym),
+            rt::hsa_executable_get_symbol_by_name(exe, name.as_ptr(), &gpu, &mut sym),
             0
         );
-        let mut kernel_object = 0u64;
         assert_eq!(
             rt::hsa_executable_symbol_get_info(
                 sym,
@@ -196,30 +214,75 @@ fn child_scenario_two_gpus() {
             ),
             0
         );
-        let q = queue_on(g1, 64, HSA_QUEUE_TYPE_MULTI);
-        #[repr(C, align(16))]
-        struct FillArgs {
-            out: *mut u32,
-            value: u32,
-        }
-        let args = Box::new(FillArgs {
-            out: buf,
-            value: 1000,
-        });
-        let done = signal(1);
-        let packet = dispatch(
-            kernel_object,
-            &*args as *const FillArgs as *mut c_void,
-            1024,
-            done,
-            true,
-        );
-        submit(q, &[packet]);
-        assert_eq!(wait_eq(done, 0), 0);
-        let out = gpu_read_u32(buf, 1024);
-        assert!(out.iter().enumerate().all(|(i, v)| *v == 1000 + i as u32));
-        assert_eq!(rt::hsa_queue_destroy(q), 0);
-        rt::hsa_executable_destroy(exe);
-        assert_eq!(rt::hsa_amd_memory_pool_free(buf as _), 0);
     }
+    (exe, kernel_object)
+}
+
+/// `fill(out, value)` over 1024 work-items on a queue of `gpu`, waited for.
+fn fill_on(gpu: hsa_agent_t, kernel_object: u64, out: *mut u32, value: u32) {
+    #[repr(C, align(16))]
+    struct FillArgs {
+        out: *mut u32,
+        value: u32,
+    }
+    let args = Box::new(FillArgs { out, value });
+    let q = queue_on(gpu, 64, HSA_QUEUE_TYPE_MULTI);
+    let done = signal(1);
+    let packet = dispatch(
+        kernel_object,
+        &*args as *const FillArgs as *mut c_void,
+        1024,
+        done,
+        true,
+    );
+    submit(q, &[packet]);
+    assert_eq!(wait_eq(done, 0), 0);
+    // SAFETY: the queue made above, idle.
+    assert_eq!(unsafe { rt::hsa_queue_destroy(q) }, 0);
+}
+
+#[test]
+fn a_kernel_reaches_another_gpu_s_memory_only_once_access_is_allowed() {
+    let two = [("DITTO_HSA_CPU_GPUS", "2".to_string())];
+    run_child("gpus::child_scenario_peer_memory", &two);
+    let mut never_allowed = two.to_vec();
+    never_allowed.push(("DITTO_TEST_NO_ALLOW", "1".to_string()));
+    crate::device_memory::require_keys();
+    let (code, text) =
+        crate::device_memory::faulting_child("gpus::child_scenario_peer_memory", &never_allowed);
+    assert_eq!(
+        code,
+        Some(crate::device_memory::FAULT_EXIT_BASE + crate::device_memory::SEGV_PKUERR),
+        "GPU 1's kernel faults on GPU 0's memory never opened to it:\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "child scenario"]
+fn child_scenario_peer_memory() {
+    init();
+    let g = gpus();
+    let (g0, g1) = (g[0], g[1]);
+    let mut buf = std::ptr::null_mut();
+    // SAFETY: a valid out pointer.
+    assert_eq!(
+        unsafe { rt::hsa_amd_memory_pool_allocate(pools(g0)[0], 4096, 0, &mut buf) },
+        0
+    );
+    let buf = buf as *mut u32;
+    let (_exe, kernel_object) = fill_kernel_for(g1);
+    if std::env::var_os("DITTO_TEST_NO_ALLOW").is_some() {
+        crate::device_memory::exit_on_fault();
+        fill_on(g1, kernel_object, buf, 7);
+        println!("NO FAULT");
+        return;
+    }
+    // SAFETY: one valid agent, a live allocation.
+    assert_eq!(
+        unsafe { rt::hsa_amd_agents_allow_access(1, &g1, std::ptr::null(), buf as _) },
+        0
+    );
+    fill_on(g1, kernel_object, buf, 7);
+    let out = gpu_read_u32(buf, 1024);
+    assert!(out.iter().enumerate().all(|(i, v)| *v == 7 + i as u32));
 }

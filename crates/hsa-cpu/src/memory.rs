@@ -136,6 +136,9 @@ struct FragmentBlock {
     mapping: SharedMapping,
     pool: hsa_amd_memory_pool_t,
     used: Vec<bool>,
+    /// Some of its pages were opened to other GPUs (allow access): a new
+    /// allocation there is closed to them again.
+    opened_to_peers: bool,
 }
 
 #[derive(Debug)]
@@ -225,17 +228,25 @@ impl MemoryState {
                             mapping,
                             pool,
                             used: vec![false; FRAGMENT_BLOCK / PAGE],
+                            opened_to_peers: false,
                         },
                     );
                     (base, 0)
                 }
             };
             let b = self.blocks.get_mut(&block)?;
+            let base = block + first_page * PAGE;
+            if let Some(gpu) = device
+                && b.opened_to_peers
+                && let Err(why) = device_memory::protect(base, len, Reach::Gpu(gpu))
+            {
+                eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
+                return None;
+            }
             b.used[first_page..first_page + pages]
                 .iter_mut()
                 .for_each(|u| *u = true);
             b.mapping.set_serial(first_page, serial);
-            let base = block + first_page * PAGE;
             self.allocations.insert(
                 base,
                 Allocation {
@@ -585,7 +596,7 @@ pub(crate) fn agents_allow_access(
     if !list.iter().all(|a| agents::is_agent(*a)) {
         return HSA_STATUS_ERROR_INVALID_AGENT;
     }
-    let st = state();
+    let mut st = state();
     if let Some(c) = st.containing(ptr as usize) {
         // A GPU's memory opened to another GPU: its pages get the peers' key.
         if let Some(owner) = agents::gpu_memory_index(c.pool)
@@ -595,6 +606,14 @@ pub(crate) fn agents_allow_access(
             if let Err(why) = device_memory::protect(c.base, len, Reach::Peers) {
                 eprintln!("hsa-cpu: cannot open GPU memory to peers: {why}");
                 return HSA_STATUS_ERROR;
+            }
+            if let Some(Backing::Fragment { block, .. }) =
+                st.allocations.get(&c.base).map(|a| &a.backing)
+            {
+                let block = *block;
+                if let Some(b) = st.blocks.get_mut(&block) {
+                    b.opened_to_peers = true;
+                }
             }
         }
         return HSA_STATUS_SUCCESS;

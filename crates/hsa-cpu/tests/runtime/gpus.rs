@@ -272,6 +272,23 @@ fn child_scenario_peer_memory() {
     let buf = buf as *mut u32;
     let (_exe, kernel_object) = fill_kernel_for(g1);
     if std::env::var_os("DITTO_TEST_NO_ALLOW").is_some() {
+        // The pages were opened to GPU 1 for an allocation since freed: the
+        // new allocation in them is closed again.
+        // SAFETY: one valid agent; the allocation made above, freed once.
+        unsafe {
+            assert_eq!(
+                rt::hsa_amd_agents_allow_access(1, &g1, std::ptr::null(), buf as _),
+                0
+            );
+            assert_eq!(rt::hsa_amd_memory_pool_free(buf as _), 0);
+        }
+        let mut again = std::ptr::null_mut();
+        // SAFETY: a valid out pointer.
+        assert_eq!(
+            unsafe { rt::hsa_amd_memory_pool_allocate(pools(g0)[0], 4096, 0, &mut again) },
+            0
+        );
+        assert_eq!(again as usize, buf as usize, "the same pages");
         crate::device_memory::exit_on_fault();
         fill_on(g1, kernel_object, buf, 7);
         println!("NO FAULT");

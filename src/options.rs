@@ -17,9 +17,13 @@ pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
 /// they are used, but one connection should not claim more).
 pub const MAX_STAGING_MIB: u64 = 4096;
 
-/// Where MPI launchers put a process's rank, in the order they are looked at:
-/// Open MPI (mpirun), MPICH/Intel MPI (PMI), Slurm (srun).
-pub const RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+/// Where launchers put a process's rank, in the order they are looked at:
+/// Open MPI (mpirun), MPICH/Intel MPI (PMI), Slurm (srun), then torchrun's
+/// `RANK`, which counts only beside its `WORLD_SIZE` (a lone `RANK` in a
+/// shell says nothing of a launcher).
+pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"];
+/// The variable without which `RANK` is not a launcher's rank.
+const TORCHRUN_WORLD_SIZE: &str = "WORLD_SIZE";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -167,6 +171,9 @@ impl Options {
         };
         let mut rank = None;
         for name in RANK_VARIABLES {
+            if name == "RANK" && non_empty(TORCHRUN_WORLD_SIZE).is_none() {
+                continue;
+            }
             if let Some(v) = non_empty(name) {
                 match v.trim().parse::<u32>() {
                     Ok(r) => {
@@ -313,6 +320,18 @@ mod tests {
         let bad = opts(&[("OMPI_COMM_WORLD_RANK", "x"), ("SLURM_PROCID", "5")]);
         assert_eq!(bad.rank, Some(5));
         assert_eq!(bad.problems.len(), 1);
+    }
+
+    #[test]
+    fn torchrun_s_rank_counts_beside_its_world_size_and_after_the_mpi_variables() {
+        assert_eq!(opts(&[("RANK", "3"), ("WORLD_SIZE", "8")]).rank, Some(3));
+        let lone = opts(&[("RANK", "3")]);
+        assert_eq!(lone.rank, None);
+        assert!(lone.problems.is_empty(), "{:?}", lone.problems);
+        assert_eq!(
+            opts(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("SLURM_PROCID", "1")]).rank,
+            Some(1)
+        );
     }
 
     #[test]

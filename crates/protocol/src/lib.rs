@@ -132,7 +132,7 @@ pub struct Hello {
     pub command_line: Vec<String>,
     pub working_directory: String,
     /// The process's rank as its launcher numbered it (OMPI_COMM_WORLD_RANK,
-    /// PMI_RANK or SLURM_PROCID, first one set); `None`: the collector
+    /// PMI_RANK, SLURM_PROCID or torchrun's RANK, first one set); `None`: the collector
     /// numbers processes in connection order.
     pub rank: Option<u32>,
     /// The API whose launches this connection captures: what the collector

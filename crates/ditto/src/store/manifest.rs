@@ -31,7 +31,7 @@ pub struct Manifest {
 }
 
 /// One application process that connected. Its rank is the launcher's
-/// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) when the tool found one,
+/// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, torchrun's RANK) when the tool found one,
 /// else the lowest rank not yet taken in this snapshot (connection order).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunRecord {

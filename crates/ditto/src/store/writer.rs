@@ -237,7 +237,7 @@ impl SnapshotWriter {
                     .expect("taken");
                 return Err(StoreError::Invalid(format!(
                     "pid {} says it is rank {r}, but pid {} (run '{}') already is: give each \
-                     process its own OMPI_COMM_WORLD_RANK/PMI_RANK/SLURM_PROCID, or a different \
+                     process its own OMPI_COMM_WORLD_RANK/PMI_RANK/SLURM_PROCID/RANK, or a different \
                      run name (--run)",
                     hello.pid, other.pid, other.run
                 )));

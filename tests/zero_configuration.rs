@@ -144,6 +144,13 @@ const CASES: &[Case] = &[
         dispatches: 2,
     },
     Case {
+        app: "kernel_time",
+        args: &["--mib", "4"],
+        kernel: "mark_one",
+        captured: &[(0, "float32")],
+        dispatches: 1,
+    },
+    Case {
         app: "address_reuse",
         args: &[],
         kernel: "stamp",
@@ -354,6 +361,11 @@ fn host_reads_device_through_a_copy_needs_only_the_kernel_name() {
 #[test]
 fn vmem_output_needs_only_the_kernel_name() {
     check(case("vmem_output", None));
+}
+
+#[test]
+fn kernel_time_needs_only_the_kernel_name() {
+    check(case("kernel_time", Some("--mib")));
 }
 
 #[test]

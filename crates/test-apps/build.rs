@@ -43,6 +43,7 @@ const APPS: &[(&str, &str)] = &[
     ("large_output_ranks", "large_output_ranks.cpp"),
     ("host_reads_device", "host_reads_device.cpp"),
     ("vmem_output", "vmem_output.cpp"),
+    ("kernel_time", "kernel_time.cpp"),
 ];
 
 /// Kernel-only sources (device pass only), for tests that run code objects

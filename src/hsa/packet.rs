@@ -6,10 +6,16 @@
 //! allocation (pinned by tests/packet_path_allocations.rs), no `Arc`
 //! clone; it reaches the writer byte for byte, with no signal.
 //!
-//! A target dispatch is rewritten into exactly two packets, passed in ONE
-//! writer call: the dispatch with its completion signal swapped for `done`,
-//! and a barrier-AND (barrier bit set) that waits on `hold` and carries the
-//! application's own completion signal. With `--capture inputs` (or `all`)
+//! A target dispatch is rewritten into packets passed in ONE writer call.
+//! Without a completion signal of its own: the dispatch with `done` as its
+//! signal, then a barrier-AND (barrier bit set) that waits on `hold`. With
+//! one: the dispatch keeps it (so the kernel's own start and end land in
+//! it, where CLR and profilers read a kernel's time), raised by 1 so the
+//! kernel's completion cannot complete it; a barrier-AND with the barrier
+//! bit whose signal `done` says the kernel completed; then the held
+//! barrier. The worker's release takes the 1 back, so the application
+//! sees its signal complete only once the kernel has and the capture let
+//! it go, as it did when the held barrier carried it. With `--capture inputs` (or `all`)
 //! two barrier-ANDs go first, in the same call: one with the barrier bit
 //! whose completion signal `pre` says all earlier work has completed, and
 //! one that waits on `hold_pre`, released by the worker once the inputs are
@@ -176,8 +182,10 @@ fn target_of(tool: &HsaTool, packet: &AqlPacket) -> Option<Arc<KernelInfo>> {
     kernel.is_target.then(|| kernel.to_arc())
 }
 
-/// Queues the job, then writes [dispatch(done), barrier-AND(hold → app's
-/// signal)] in one writer call; when inputs are captured, preceded by
+/// Queues the job, then writes [dispatch(done), barrier-AND(waits `hold`)],
+/// or, when the dispatch has a signal of its own, [dispatch(app's signal,
+/// raised by 1), barrier-AND(barrier bit → `done`), barrier-AND(waits
+/// `hold`)], in one writer call; when inputs are captured, preceded by
 /// [barrier-AND(barrier bit → `pre`), barrier-AND(waits `hold_pre`)]. Returns false, having written nothing, when
 /// the dispatch cannot be held (no signals, unreadable kernarg); its index
 /// is used up either way.
@@ -219,8 +227,19 @@ unsafe fn hold_dispatch(
         });
     }
 
+    // The application's completion signal stays on its dispatch, so the
+    // command processor writes the KERNEL's start and end into it (CLR and
+    // profilers read a kernel's time there); it is raised by 1 so that the
+    // kernel's completion does not complete it, and the worker's release
+    // takes the 1 back. Our `done` goes on a barrier right after it.
+    let app = original.completion_signal.handle;
+    let add = tool.core.hsa_signal_add_screlease_fn;
+    let app_kept =
+        app != 0 && add.is_some() && tool.core.hsa_signal_subtract_screlease_fn.is_some();
     let mut dispatch = original;
-    dispatch.completion_signal = hsa_signal_t { handle: held.done };
+    if !app_kept {
+        dispatch.completion_signal = hsa_signal_t { handle: held.done };
+    }
     // HIP releases a kernel at AGENT scope and makes it visible to the host
     // with a later SYSTEM-scope barrier, which the held barrier keeps from
     // running: when `done` fires, the outputs could still sit in the GPU's
@@ -229,42 +248,54 @@ unsafe fn hold_dispatch(
     if tool.options.raise_release_scope {
         dispatch.header = with_system_release(original.header);
     }
+    // Completes (done → 0) once the kernel has: the barrier bit.
+    let ended = hsa_barrier_and_packet_t {
+        header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+        completion_signal: hsa_signal_t { handle: held.done },
+        ..Default::default()
+    };
     let mut barrier = hsa_barrier_and_packet_t {
         header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
-        completion_signal: original.completion_signal,
+        completion_signal: if app_kept {
+            hsa_signal_t::default()
+        } else {
+            original.completion_signal
+        },
         ..Default::default()
     };
     barrier.dep_signal[0] = hsa_signal_t { handle: held.hold };
-    let mut rewritten = [AqlPacket::from_barrier(&barrier); 4];
-    let count = match held.pre {
-        None => {
-            rewritten[0] = AqlPacket::from_dispatch(&dispatch);
-            rewritten[1] = AqlPacket::from_barrier(&barrier);
-            2
-        }
-        Some(pre) => {
-            // Completes (pre → 0) once everything before it has completed.
-            let drained = hsa_barrier_and_packet_t {
-                header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
-                completion_signal: hsa_signal_t { handle: pre.pre },
-                ..Default::default()
-            };
-            // Keeps the kernel from starting until the inputs are taken.
-            let mut gate = hsa_barrier_and_packet_t {
-                header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
-                ..Default::default()
-            };
-            gate.dep_signal[0] = hsa_signal_t {
-                handle: pre.hold_pre,
-            };
-            rewritten[0] = AqlPacket::from_barrier(&drained);
-            rewritten[1] = AqlPacket::from_barrier(&gate);
-            rewritten[2] = AqlPacket::from_dispatch(&dispatch);
-            rewritten[3] = AqlPacket::from_barrier(&barrier);
-            4
-        }
+    let mut rewritten = [AqlPacket::from_barrier(&barrier); 5];
+    let mut count = 0;
+    let mut push = |p: AqlPacket| {
+        rewritten[count] = p;
+        count += 1;
     };
-
+    if let Some(pre) = held.pre {
+        // Completes (pre → 0) once everything before it has completed.
+        let drained = hsa_barrier_and_packet_t {
+            header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+            completion_signal: hsa_signal_t { handle: pre.pre },
+            ..Default::default()
+        };
+        // Keeps the kernel from starting until the inputs are taken.
+        let mut gate = hsa_barrier_and_packet_t {
+            header: header(HSA_PACKET_TYPE_BARRIER_AND, true),
+            ..Default::default()
+        };
+        gate.dep_signal[0] = hsa_signal_t {
+            handle: pre.hold_pre,
+        };
+        push(AqlPacket::from_barrier(&drained));
+        push(AqlPacket::from_barrier(&gate));
+    }
+    push(AqlPacket::from_dispatch(&dispatch));
+    if app_kept {
+        push(AqlPacket::from_barrier(&ended));
+    }
+    push(AqlPacket::from_barrier(&barrier));
+    if app_kept {
+        held.app = app;
+    }
     let job = Job {
         index,
         kernel,
@@ -283,9 +314,15 @@ unsafe fn hold_dispatch(
         queue: ctx.queue,
         agent: ctx.agent,
     };
+    if app_kept && let Some(add) = add {
+        // Before the job is queued: a worker already gone releases it at
+        // once, taking the 1 back. SAFETY: the application's signal, which
+        // it keeps alive until its dispatch completes.
+        unsafe { add(hsa_signal_t { handle: app }, 1) };
+    }
     tool.submit(WorkerMessage::Job(job));
     // SAFETY: `count` contiguous packets on our stack, valid for the call.
-    unsafe { write(rewritten.as_ptr() as *const c_void, count) };
+    unsafe { write(rewritten.as_ptr() as *const c_void, count as u64) };
     true
 }
 
@@ -309,6 +346,18 @@ mod tests {
         static JOBS: RefCell<Option<Receiver<WorkerMessage>>> = const { RefCell::new(None) };
         /// Jobs waiting in the channel at each writer call.
         static QUEUED_AT_WRITE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+        /// Stores, adds and subtracts on signals, in order, with the jobs
+        /// queued at each: ("store"|"add"|"subtract", signal, value, queued).
+        static SIGNAL_OPS: RefCell<Vec<(&'static str, u64, i64, usize)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn signal_op(op: &'static str, signal: hsa_signal_t, value: hsa_signal_value_t) {
+        let queued = JOBS.with(|j| j.borrow().as_ref().map_or(0, |rx| rx.len()));
+        SIGNAL_OPS.with(|o| o.borrow_mut().push((op, signal.handle, value, queued)));
+    }
+
+    fn signal_ops() -> Vec<(&'static str, u64, i64, usize)> {
+        SIGNAL_OPS.with(|o| o.borrow().clone())
     }
 
     unsafe extern "C" fn fake_writer(pkts: *const c_void, count: u64) {
@@ -339,7 +388,17 @@ mod tests {
         HSA_STATUS_SUCCESS
     }
 
-    unsafe extern "C" fn fake_signal_store(_signal: hsa_signal_t, _value: hsa_signal_value_t) {}
+    unsafe extern "C" fn fake_signal_store(signal: hsa_signal_t, value: hsa_signal_value_t) {
+        signal_op("store", signal, value);
+    }
+
+    unsafe extern "C" fn fake_signal_add(signal: hsa_signal_t, value: hsa_signal_value_t) {
+        signal_op("add", signal, value);
+    }
+
+    unsafe extern "C" fn fake_signal_subtract(signal: hsa_signal_t, value: hsa_signal_value_t) {
+        signal_op("subtract", signal, value);
+    }
 
     /// A tool over fake table entries, with scale_values<float> (target)
     /// and vector_add (not) loaded; leaked as the runtime's would be.
@@ -356,6 +415,8 @@ mod tests {
         core.hsa_signal_create_fn = Some(fake_signal_create);
         core.hsa_signal_store_screlease_fn = Some(fake_signal_store);
         core.hsa_signal_store_relaxed_fn = Some(fake_signal_store);
+        core.hsa_signal_add_screlease_fn = Some(fake_signal_add);
+        core.hsa_signal_subtract_screlease_fn = Some(fake_signal_subtract);
         // Unless a test says otherwise, no before-images of outputs whose
         // allocations are unknown yet: the two-packet rewrite.
         let options = Options::from_lookup(|k| match k {
@@ -443,18 +504,18 @@ mod tests {
         call(ctx, &[dispatch()]);
         assert_eq!(
             writes()[0].1.len(),
-            4,
-            "drain, gate, dispatch, hold: outputs unknown"
+            5,
+            "drain, gate, dispatch, ended, hold: outputs unknown"
         );
         // A described dispatch whose outputs were whole allocations.
         kernel.learn_outputs(false);
         call(ctx, &[dispatch()]);
-        assert_eq!(writes()[1].1.len(), 2, "dispatch and hold only");
+        assert_eq!(writes()[1].1.len(), 3, "dispatch, ended and hold only");
         // One interior output, and every later dispatch is held before again.
         kernel.learn_outputs(true);
         kernel.learn_outputs(false);
         call(ctx, &[dispatch()]);
-        assert_eq!(writes()[2].1.len(), 4, "an interior output is remembered");
+        assert_eq!(writes()[2].1.len(), 5, "an interior output is remembered");
         drop(rx);
     }
 
@@ -486,7 +547,7 @@ mod tests {
     }
 
     #[test]
-    fn target_dispatch_becomes_dispatch_with_done_then_held_barrier_in_one_write() {
+    fn a_target_keeps_its_signal_raised_by_one_then_a_barrier_signals_done_then_the_hold() {
         let (tool, rx) = fake_tool();
         let ctx = context(tool);
         let mut kernarg = [0u8; 24];
@@ -495,6 +556,7 @@ mod tests {
         kernarg[16..20].copy_from_slice(&2.0f32.to_le_bytes());
         kernarg[20..24].copy_from_slice(&1024i32.to_le_bytes());
         let original = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 77);
+        JOBS.with(|j| *j.borrow_mut() = Some(rx.clone()));
         call(ctx, &[original]);
         // The app may reuse its kernarg memory at once: the job must hold a copy.
         let submitted = kernarg;
@@ -503,9 +565,21 @@ mod tests {
         let w = writes();
         assert_eq!(w.len(), 1, "one writer call");
         let packets = &w[0].1;
-        assert_eq!(packets.len(), 2, "exactly a dispatch and a barrier");
-        let d = packets[0].as_dispatch();
-        let b = packets[1].as_barrier();
+        assert_eq!(
+            packets.len(),
+            3,
+            "the dispatch, a barrier for done, the hold"
+        );
+        let (d, ended, hold) = (
+            packets[0].as_dispatch(),
+            packets[1].as_barrier(),
+            packets[2].as_barrier(),
+        );
+        // The app's signal went up by 1 before the job was queued (a worker
+        // already gone releases the job at once, taking the 1 back).
+        assert_eq!(signal_ops(), vec![("add", 77, 1, 0)]);
+        assert_eq!(QUEUED_AT_WRITE.with(|q| q.borrow().clone()), vec![1]);
+        JOBS.with(|j| *j.borrow_mut() = None);
         let job = match rx.try_recv().expect("a job for the worker") {
             WorkerMessage::Job(job) => job,
             _ => panic!("unexpected message"),
@@ -515,26 +589,24 @@ mod tests {
             (0x5150, 0x6a),
             "the queue's own agent"
         );
-        assert_eq!(d.completion_signal.handle, job.held.done);
+        assert_eq!(job.held.app, 77);
         let mut expected = original.as_dispatch();
-        expected.completion_signal = hsa_signal_t {
-            handle: job.held.done,
-        };
         expected.header = with_system_release(expected.header);
         assert_eq!(
             packets[0].0,
             AqlPacket::from_dispatch(&expected).0,
-            "only the completion signal and the release scope change"
+            "only the release scope changes: the kernel's times land in the app's signal"
         );
         assert_eq!(release_scope(d.header), HSA_FENCE_SCOPE_SYSTEM);
-        assert_eq!(packet_type(b.header), HSA_PACKET_TYPE_BARRIER_AND);
-        assert!(has_barrier(b.header));
-        assert_eq!(b.dep_signal[0].handle, job.held.hold);
-        assert!(b.dep_signal[1..].iter().all(|s| s.handle == 0));
-        assert_eq!(
-            b.completion_signal.handle, 77,
-            "the app's signal moves to the barrier"
-        );
+        assert_eq!(packet_type(ended.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert!(has_barrier(ended.header), "waits for the kernel");
+        assert!(ended.dep_signal.iter().all(|s| s.handle == 0));
+        assert_eq!(ended.completion_signal.handle, job.held.done);
+        assert_eq!(packet_type(hold.header), HSA_PACKET_TYPE_BARRIER_AND);
+        assert!(has_barrier(hold.header));
+        assert_eq!(hold.dep_signal[0].handle, job.held.hold);
+        assert!(hold.dep_signal[1..].iter().all(|s| s.handle == 0));
+        assert_eq!(hold.completion_signal.handle, 0);
         assert_ne!(job.held.done, job.held.hold);
         assert_eq!(job.kernarg, submitted.to_vec());
         assert_eq!(
@@ -543,18 +615,38 @@ mod tests {
         );
         assert_eq!(job.kernel.dispatches(), 1);
         assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 2);
+
+        // The release lets the hold go, then takes the 1 back.
+        tool.release(&job.held);
+        assert_eq!(
+            signal_ops()[1..],
+            [("store", job.held.hold, 0, 0), ("subtract", 77, 1, 0)]
+        );
     }
 
     #[test]
-    fn target_dispatch_without_app_signal_gets_a_barrier_without_signal() {
+    fn target_dispatch_without_app_signal_signals_done_itself_before_the_hold() {
         let (tool, rx) = fake_tool();
         let mut kernarg = [0u8; 28];
         call(
             context(tool),
             &[dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 0)],
         );
-        assert_eq!(writes()[0].1[1].as_barrier().completion_signal.handle, 0);
-        assert!(matches!(rx.try_recv(), Ok(WorkerMessage::Job(j)) if j.index == 0));
+        let packets = &writes()[0].1;
+        assert_eq!(packets.len(), 2, "the dispatch and the hold");
+        let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
+            panic!("no job")
+        };
+        assert_eq!((job.index, job.held.app), (0, 0));
+        assert_eq!(
+            packets[0].as_dispatch().completion_signal.handle,
+            job.held.done
+        );
+        assert_eq!(packets[1].as_barrier().dep_signal[0].handle, job.held.hold);
+        assert_eq!(packets[1].as_barrier().completion_signal.handle, 0);
+        assert!(signal_ops().is_empty(), "{:?}", signal_ops());
+        tool.release(&job.held);
+        assert_eq!(signal_ops(), vec![("store", job.held.hold, 0, 0)]);
     }
 
     #[test]
@@ -645,6 +737,7 @@ mod tests {
             done: 1,
             hold: 2,
             pre: None,
+            app: 0,
         });
         let mut kernarg = [0u8; 28];
         call(
@@ -659,7 +752,8 @@ mod tests {
             HeldBarrier {
                 done: 1,
                 hold: 2,
-                pre: None
+                pre: None,
+                app: 0,
             }
         );
         assert_eq!(SIGNALS_CREATED.with(|c| *c.borrow()), 0);
@@ -736,7 +830,7 @@ mod tests {
         let sizes: Vec<usize> = writes().iter().map(|(_, p)| p.len()).collect();
         assert_eq!(
             sizes,
-            vec![2, 2, 2],
+            vec![3, 2, 3],
             "held 1; [other, unselected 2] as one run; held 3"
         );
         assert_eq!(writes()[1].1[1].0, target.0, "dispatch 2 untouched");
@@ -752,7 +846,7 @@ mod tests {
     }
 
     #[test]
-    fn with_inputs_a_target_becomes_drain_gate_dispatch_hold_in_one_write() {
+    fn with_inputs_a_target_becomes_drain_gate_dispatch_ended_hold_in_one_write() {
         let (tool, rx) = fake_tool_with(&[("DITTO_CAPTURE", "inputs,outputs")]);
         let mut kernarg = [0u8; 24];
         let original = dispatch_packet(SCALE_OBJECT, kernarg.as_mut_ptr(), 77);
@@ -760,16 +854,17 @@ mod tests {
         let w = writes();
         assert_eq!(w.len(), 1, "one writer call");
         let p = &w[0].1;
-        assert_eq!(p.len(), 4);
+        assert_eq!(p.len(), 5);
         let Ok(WorkerMessage::Job(job)) = rx.try_recv() else {
             panic!("no job")
         };
         let pre = job.held.pre.expect("inputs are held");
-        let (drain, gate, d, hold) = (
+        let (drain, gate, d, ended, hold) = (
             p[0].as_barrier(),
             p[1].as_barrier(),
             p[2].as_dispatch(),
             p[3].as_barrier(),
+            p[4].as_barrier(),
         );
         assert_eq!(packet_type(drain.header), HSA_PACKET_TYPE_BARRIER_AND);
         assert!(has_barrier(drain.header), "waits for all earlier work");
@@ -778,10 +873,11 @@ mod tests {
         assert_eq!(packet_type(gate.header), HSA_PACKET_TYPE_BARRIER_AND);
         assert_eq!(gate.dep_signal[0].handle, pre.hold_pre);
         assert_eq!(gate.completion_signal.handle, 0);
-        assert_eq!(d.completion_signal.handle, job.held.done);
+        assert_eq!(d.completion_signal.handle, 77);
         assert_eq!(d.kernel_object, SCALE_OBJECT);
+        assert_eq!(ended.completion_signal.handle, job.held.done);
         assert_eq!(hold.dep_signal[0].handle, job.held.hold);
-        assert_eq!(hold.completion_signal.handle, 77);
+        assert_eq!(hold.completion_signal.handle, 0);
         let mut all = vec![pre.pre, pre.hold_pre, job.held.done, job.held.hold];
         all.sort();
         all.dedup();

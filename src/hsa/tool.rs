@@ -137,6 +137,7 @@ impl HsaTool {
                     done: done.handle,
                     hold: hold.handle,
                     pre: None,
+                    app: 0,
                 });
             }
             if let Some(destroy) = self.core.hsa_signal_destroy_fn {
@@ -336,6 +337,9 @@ impl HeldSignals for HsaTool {
         value == 0
     }
 
+    /// `hold_pre`, `hold`, then the 1 the application's signal was raised
+    /// by: it reaches its completion value once its kernel has completed
+    /// AND the capture let it go, whichever comes last.
     fn release(&self, held: &HeldBarrier) {
         if let Some(pre) = &held.pre {
             self.release_pre(pre);
@@ -343,6 +347,13 @@ impl HeldSignals for HsaTool {
         if let Some(store) = self.core.hsa_signal_store_screlease_fn {
             // SAFETY: original store on our own `hold` signal.
             unsafe { store(hsa_signal_t { handle: held.hold }, 0) };
+        }
+        if held.app != 0
+            && let Some(subtract) = self.core.hsa_signal_subtract_screlease_fn
+        {
+            // SAFETY: the application's signal, which cannot have completed
+            // (and been destroyed) while it still carries our 1.
+            unsafe { subtract(hsa_signal_t { handle: held.app }, 1) };
         }
     }
 
@@ -379,12 +390,14 @@ impl HeldSignals for HsaTool {
                 done,
                 hold,
                 pre: None,
+                app: 0,
             });
         }
     }
 
-    /// Start and end of the dispatch as the runtime recorded them on our
-    /// `done` signal, through the ORIGINAL hsa_amd_profiling_get_dispatch_time.
+    /// Start and end of the dispatch as the runtime recorded them on its
+    /// completion signal (the application's, else our `done`), through the
+    /// ORIGINAL hsa_amd_profiling_get_dispatch_time.
     /// ROCr fills these only on queues with profiling enabled, which
     /// `queues::create` turns on for every intercept queue; where that
     /// failed the times read 0 and this is `None`. The agent is the queue's
@@ -396,20 +409,22 @@ impl HeldSignals for HsaTool {
             );
             return None;
         };
+        let signal = if held.app != 0 { held.app } else { held.done };
         let mut time = hsa_amd_profiling_dispatch_time_t::default();
-        // SAFETY: original entry on our own completed `done` signal, with a
-        // valid out-pointer.
+        // SAFETY: original entry on the completion signal of a completed
+        // dispatch (the application's is still raised by our 1, so alive),
+        // with a valid out-pointer.
         let st = unsafe {
             get(
                 hsa_agent_t { handle: agent },
-                hsa_signal_t { handle: held.done },
+                hsa_signal_t { handle: signal },
                 &mut time,
             )
         };
         if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end < time.start {
             log_debug!(
                 "no dispatch time on signal 0x{:x} (status 0x{st:x}, start {}, end {})",
-                held.done,
+                signal,
                 time.start,
                 time.end
             );
@@ -614,11 +629,13 @@ mod tests {
                 pre: 3,
                 hold_pre: 4,
             }),
+            app: 5,
         });
         let pair = |done, hold| HeldBarrier {
             done,
             hold,
             pre: None,
+            app: 0,
         };
         assert_eq!(tool.take_pair(), Some(pair(1, 2)));
         assert_eq!(tool.take_pair(), Some(pair(3, 4)));

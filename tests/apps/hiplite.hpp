@@ -24,6 +24,11 @@
 //   - hipDeviceSynchronize     a barrier-AND packet (barrier bit) carrying a
 //                              completion signal set to 1, waited on with
 //                              hsa_signal_wait_scacquire(LT 1).
+// With HIPLITE_KERNEL_SIGNALS=1 it does what CLR does when a kernel is
+// profiled (hipExtLaunchKernel with events, rocprof): the queue has
+// profiling on, each dispatch carries a completion signal of its own, and
+// hipliteLastKernelTime reads the kernel's start and end from that signal
+// (hsa_amd_profiling_get_dispatch_time).
 // At exit it waits for outstanding work, destroys what it created and calls
 // hsa_shut_down (tools flush there).
 //
@@ -149,6 +154,11 @@ struct Runtime {
   // as HIP's CLR does by default (AMD_OPT_FLUSH=1); the barrier of a
   // synchronisation still releases at SYSTEM scope. Default: SYSTEM.
   bool agent_scope_kernels = false;
+  // HIPLITE_KERNEL_SIGNALS=1: each dispatch's completion signal (one,
+  // reused: a launch first waits for the previous dispatch's).
+  bool kernel_signals = false;
+  hsa_signal_t kernel_signal{};
+  bool kernel_launched = false;
   bool work_pending = false;  // dispatches since the last synchronisation
   void* kernarg_block = nullptr;  // kKernargBlockBytes from the kernarg pool
   size_t kernarg_used = 0;        // bytes of it taken since the last synchronisation
@@ -337,6 +347,16 @@ inline hipError_t ensure_initialized(Runtime& rt) {
   status = hsa_signal_create(1, 0, nullptr, &rt.sync_signal);
   if (status != HSA_STATUS_SUCCESS)
     return init_failed(fail_hsa(rt, hipErrorOutOfMemory, "hsa_signal_create", status));
+  const char* kernel_signals = getenv("HIPLITE_KERNEL_SIGNALS");
+  rt.kernel_signals = kernel_signals != nullptr && strcmp(kernel_signals, "1") == 0;
+  if (rt.kernel_signals) {
+    status = hsa_signal_create(0, 0, nullptr, &rt.kernel_signal);
+    if (status != HSA_STATUS_SUCCESS)
+      return init_failed(fail_hsa(rt, hipErrorOutOfMemory, "hsa_signal_create(kernel signal)", status));
+    status = hsa_amd_profiling_set_profiler_enabled(rt.queue, 1);
+    if (status != HSA_STATUS_SUCCESS)
+      return init_failed(fail_hsa(rt, hipErrorNotInitialized, "hsa_amd_profiling_set_profiler_enabled", status));
+  }
   rt.initialized = true;
   rt.owner = getpid();
   atexit(shutdown_at_exit);
@@ -418,6 +438,10 @@ inline void shutdown_at_exit() {
     rt.kernarg_block = nullptr;
   }
   hsa_signal_destroy(rt.sync_signal);
+  if (rt.kernel_signals) {
+    hsa_signal_wait_scacquire(rt.kernel_signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, HSA_WAIT_STATE_BLOCKED);
+    hsa_signal_destroy(rt.kernel_signal);
+  }
   hsa_queue_destroy(rt.queue);
   rt.initialized = false;
   hsa_status_t status = hsa_shut_down();
@@ -557,6 +581,14 @@ inline hipError_t launch(const void* function, dim3 grid, dim3 block, uint32_t s
   packet->kernarg_address = kernarg;
   packet->reserved2 = 0;
   packet->completion_signal.handle = 0;  // as CLR: completion is observed through a later barrier
+  if (rt.kernel_signals) {
+    while (hsa_signal_wait_scacquire(rt.kernel_signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX,
+                                     HSA_WAIT_STATE_BLOCKED) >= 1) {
+    }
+    hsa_signal_store_relaxed(rt.kernel_signal, 1);
+    packet->completion_signal = rt.kernel_signal;
+    rt.kernel_launched = true;
+  }
   const uint16_t agent_scope = static_cast<uint16_t>(
       (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE) | (1 << HSA_PACKET_HEADER_BARRIER) |
       (HSA_FENCE_SCOPE_AGENT << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) |
@@ -588,6 +620,26 @@ inline const char* hipGetErrorString(hipError_t error) {
 
 // What the last failing call was about (HSA call and status), or "".
 inline const char* hipliteErrorDetail() { return hiplite::runtime().detail.c_str(); }
+
+// With HIPLITE_KERNEL_SIGNALS=1: waits for the last dispatch and gives its
+// start and end as the runtime recorded them on its completion signal, in
+// ticks of HSA_SYSTEM_INFO_TIMESTAMP.
+inline hipError_t hipliteLastKernelTime(uint64_t* start, uint64_t* end) {
+  hiplite::Runtime& rt = hiplite::runtime();
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  if (!rt.kernel_signals || !rt.kernel_launched)
+    return hiplite::fail(rt, hipErrorInvalidValue, "no kernel launched with HIPLITE_KERNEL_SIGNALS=1");
+  while (hsa_signal_wait_scacquire(rt.kernel_signal, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX,
+                                   HSA_WAIT_STATE_BLOCKED) >= 1) {
+  }
+  hsa_amd_profiling_dispatch_time_t time{};
+  hsa_status_t status = hsa_amd_profiling_get_dispatch_time(rt.gpu, rt.kernel_signal, &time);
+  if (status != HSA_STATUS_SUCCESS)
+    return hiplite::fail_hsa(rt, hipErrorUnknown, "hsa_amd_profiling_get_dispatch_time", status);
+  *start = time.start;
+  *end = time.end;
+  return hipSuccess;
+}
 
 inline hipError_t hipGetLastError() {
   hiplite::Runtime& rt = hiplite::runtime();

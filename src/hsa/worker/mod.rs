@@ -50,15 +50,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The two signals that hold one target dispatch: `done` (the dispatch's
-/// completion signal, ours) and `hold` (the barrier's dependency, released
-/// by the worker), plus, when inputs are captured, the two that hold it
-/// BEFORE it runs. Runtime handles, opaque here.
+/// The two signals that hold one target dispatch: `done` (ours: reaches 0
+/// once the kernel has completed) and `hold` (the barrier's dependency,
+/// released by the worker), plus, when inputs are captured, the two that
+/// hold it BEFORE it runs. Runtime handles, opaque here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldBarrier {
     pub done: u64,
     pub hold: u64,
     pub pre: Option<PreHold>,
+    /// The application's own completion signal, left on its dispatch (so
+    /// the kernel's times land in it) and raised by 1 while the dispatch is
+    /// held; the release takes that 1 back. 0: the dispatch had none.
+    pub app: u64,
 }
 
 /// `pre`: completion signal of a barrier (barrier bit) placed before the

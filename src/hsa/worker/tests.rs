@@ -115,6 +115,7 @@ fn job(index: u64, queue: u64, input: &[f32], output: &[f32]) -> Job {
             done: 100 + index * 2,
             hold: 101 + index * 2,
             pre: None,
+            app: 0,
         },
         queue,
         agent: 0x6a,

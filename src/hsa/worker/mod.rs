@@ -365,6 +365,7 @@ pub fn run<D: HeldSignals + BufferAccess>(
         let job = pending.remove(at).expect("position is within pending").job;
         let held = job.held;
         let index = job.index;
+        let mut released = false;
         let handled = caught(|| {
             handle_completed(
                 device,
@@ -374,14 +375,18 @@ pub fn run<D: HeldSignals + BufferAccess>(
                 &mut last_pair_of_queue,
                 &config,
                 &mut ledger,
+                &mut released,
             )
         });
         if let Err(panic) = handled {
             let reason = format!("internal error while handling a held dispatch: {panic}");
             ledger.failed(index, MissReason::Error, &reason, RELEASED);
             lifecycle.fail(&reason);
-            // Its state is unknown: released, never recycled.
-            device.release(&held);
+            // Its state is unknown: released (once: the release gives the
+            // application's signal its 1 back), never recycled.
+            if !released {
+                device.release(&held);
+            }
         }
     }
 }
@@ -472,7 +477,9 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
 
 /// Captures a held dispatch that has completed and releases it: at once
 /// when its buffers are copies (staged or shared memory), after the
-/// collector's Ack when it reads them through IPC.
+/// collector's Ack when it reads them through IPC. `released` is set the
+/// moment it is released, so a panic after that does not release it again.
+#[allow(clippy::too_many_arguments)]
 fn handle_completed<D: HeldSignals + BufferAccess>(
     device: &D,
     job: Job,
@@ -481,12 +488,12 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
     last_pair_of_queue: &mut HashMap<u64, HeldBarrier>,
     config: &WorkerConfig,
     ledger: &mut Ledger,
+    released: &mut bool,
 ) {
     // This job's dispatch ran after the previous barrier on its queue.
     if let Some(previous) = last_pair_of_queue.remove(&job.queue) {
         device.recycle(previous);
     }
-    let mut released = false;
     if lifecycle.is_capturing() && connection.is_some() {
         let staging = connection.as_mut().and_then(|c| c.staging());
         let duration_ns = device.dispatch_duration_ns(&job.held, job.agent);
@@ -511,7 +518,7 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
             Some(conn) => {
                 if !dispatch.needs_ack() {
                     device.release(&job.held);
-                    released = true;
+                    *released = true;
                 }
                 conn.dispatch(dispatch, copies)
             }
@@ -538,8 +545,9 @@ fn handle_completed<D: HeldSignals + BufferAccess>(
             Err(e) => fail_on(connection, ledger, lifecycle, job.index, e, RELEASED),
         }
     }
-    if !released {
+    if !*released {
         device.release(&job.held);
+        *released = true;
     }
     last_pair_of_queue.insert(job.queue, job.held);
 }

@@ -50,10 +50,17 @@ impl HeldSignals for FakeDevice {
             None => true,
         }
     }
+    /// Exactly once per job: a second release would take a second 1 from
+    /// the application's signal.
     fn release(&self, held: &HeldBarrier) {
         if let Some(pre) = &held.pre {
             self.release_pre(pre);
         }
+        assert!(
+            !self.released.lock().unwrap().contains(&held.hold),
+            "hold {} released twice",
+            held.hold
+        );
         self.released.lock().unwrap().push(held.hold);
         self.log(format!("release {}", held.hold));
     }

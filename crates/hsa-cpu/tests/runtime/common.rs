@@ -145,6 +145,23 @@ pub fn free(p: *mut u8) {
     assert_eq!(unsafe { rt::hsa_amd_memory_pool_free(p as *mut c_void) }, 0);
 }
 
+/// `hsa_amd_pointer_info` of `p` (no agent list), which must succeed.
+pub fn pointer_info(p: *const u8) -> hsa_amd_pointer_info_t {
+    let mut info = hsa_amd_pointer_info_t::default();
+    // SAFETY: info.size is set by Default; no agent list is asked for.
+    let st = unsafe {
+        rt::hsa_amd_pointer_info(
+            p as *const c_void,
+            &mut info,
+            None,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    info
+}
+
 pub fn signal(v: i64) -> hsa_signal_t {
     let mut s = hsa_signal_t::default();
     // SAFETY: s is a valid out pointer.

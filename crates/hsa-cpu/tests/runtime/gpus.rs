@@ -28,18 +28,7 @@ fn info<T: Default>(agent: hsa_agent_t, attribute: u32) -> T {
 }
 
 fn owner(p: *const u8) -> (hsa_agent_t, u32) {
-    let mut info = hsa_amd_pointer_info_t::default();
-    // SAFETY: info is a valid, sized out structure.
-    let s = unsafe {
-        rt::hsa_amd_pointer_info(
-            p as *const c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(s, 0);
+    let info = pointer_info(p);
     (info.agentOwner, info.type_)
 }
 

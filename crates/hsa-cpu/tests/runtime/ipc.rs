@@ -95,15 +95,7 @@ fn locked_host_memory_is_described_but_not_exportable() {
             ),
             0
         );
-        let mut info = hsa_amd_pointer_info_t::default();
-        let st = rt::hsa_amd_pointer_info(
-            base.add(5000) as *const c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        assert_eq!(st, 0);
+        let info = pointer_info(base.add(5000));
         assert_eq!(info.type_, HSA_EXT_POINTER_TYPE_LOCKED);
         assert_eq!(info.hostBaseAddress as usize, base as usize);
         assert_eq!(info.sizeInBytes, host.len());

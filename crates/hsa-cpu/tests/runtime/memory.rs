@@ -160,28 +160,14 @@ fn locked_host_memory_is_its_own_agent_address() {
             0
         );
         assert_eq!(agent_ptr as usize, host.as_ptr() as usize);
-        let mut info = hsa_amd_pointer_info_t::default();
-        rt::hsa_amd_pointer_info(
-            host.as_ptr().add(100) as *const c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
+        let info = pointer_info(host.as_ptr().add(100));
         assert_eq!(info.type_, HSA_EXT_POINTER_TYPE_LOCKED);
         assert_eq!(info.sizeInBytes, 8192);
         assert_eq!(
             rt::hsa_amd_memory_unlock(host.as_mut_ptr() as *mut c_void),
             0
         );
-        let mut after = hsa_amd_pointer_info_t::default();
-        rt::hsa_amd_pointer_info(
-            host.as_ptr() as *const c_void,
-            &mut after,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
+        let after = pointer_info(host.as_ptr());
         assert_eq!(after.type_, HSA_EXT_POINTER_TYPE_UNKNOWN);
     }
 }

@@ -56,22 +56,6 @@ fn access_of(va: *mut u8, agent: hsa_agent_t) -> u32 {
     p
 }
 
-fn info_of(p: *const u8) -> hsa_amd_pointer_info_t {
-    let mut info = hsa_amd_pointer_info_t::default();
-    // SAFETY: info.size is set by Default; no agent list is asked for.
-    let st = unsafe {
-        rt::hsa_amd_pointer_info(
-            p as *const c_void,
-            &mut info,
-            None,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(st, HSA_STATUS_SUCCESS);
-    info
-}
-
 /// The inode of handle `h`'s memfd.
 fn inode_of(h: hsa_amd_vmem_alloc_handle_t) -> u64 {
     use std::os::unix::fs::MetadataExt;
@@ -125,12 +109,12 @@ fn a_mapped_handle_is_reached_by_kernels_and_copies_after_set_access_and_describ
 
     // Pointer info: ROCr gives a mapped address itself as the base.
     let interior = unsafe { mapped.add(12345) };
-    let info = info_of(interior);
+    let info = pointer_info(interior);
     assert_eq!(info.type_, HSA_EXT_POINTER_TYPE_HSA_VMEM);
     assert_eq!(info.agentBaseAddress as usize, interior as usize);
     assert_eq!(info.sizeInBytes, 2 * MIB);
     assert_eq!(info.agentOwner, gpu());
-    let reserved = info_of(unsafe { va.add(100) });
+    let reserved = pointer_info(unsafe { va.add(100) });
     assert_eq!(reserved.type_, HSA_EXT_POINTER_TYPE_RESERVED_ADDR);
     assert_eq!(reserved.agentBaseAddress as usize, va as usize);
     assert_eq!(reserved.sizeInBytes, 4 * MIB);

@@ -395,6 +395,30 @@ pub fn test_kernels() -> LoadedKernels {
     }
 }
 
+/// Dispatches the test kernels' `fill(out, value)` (`fill`: its kernel
+/// object), which writes out[i] = value + i for i < n, on `q` and waits
+/// for it.
+pub fn run_fill(q: *mut hsa_queue_t, fill: u64, out: *mut u32, n: u32, value: u32) {
+    #[repr(C)]
+    struct FillArgs {
+        out: *mut u32,
+        value: u32,
+    }
+    let args = FillArgs { out, value };
+    let done = signal(1);
+    submit(
+        q,
+        &[dispatch(
+            fill,
+            &args as *const FillArgs as *mut c_void,
+            n,
+            done,
+            true,
+        )],
+    );
+    assert_eq!(wait_eq(done, 0), 0);
+}
+
 pub fn symbol(exe: hsa_executable_t, name: &str) -> hsa_executable_symbol_t {
     let c = std::ffi::CString::new(name).unwrap();
     let mut sym = hsa_executable_symbol_t::default();

@@ -110,25 +110,8 @@ fn kernel_writes_its_output_buffer() {
     let k = test_kernels();
     let fill = kernel_object(k.executable, "_Z4fillPjj.kd");
     let out = alloc(1000 * 4) as *mut u32;
-    #[repr(C)]
-    struct FillArgs {
-        out: *mut u32,
-        value: u32,
-    }
-    let args = FillArgs { out, value: 100 };
     let q = queue(64);
-    let done = signal(1);
-    submit(
-        q,
-        &[dispatch(
-            fill,
-            &args as *const FillArgs as *mut c_void,
-            1000,
-            done,
-            true,
-        )],
-    );
-    assert_eq!(wait_eq(done, 0), 0);
+    run_fill(q, fill, out, 1000, 100);
     let got = gpu_read_u32(out, 1000);
     assert!(
         got.iter().enumerate().all(|(i, v)| *v == 100 + i as u32),

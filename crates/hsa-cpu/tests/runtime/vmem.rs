@@ -134,26 +134,9 @@ fn a_mapped_handle_is_reached_by_kernels_and_copies_after_set_access_and_describ
     // A kernel writes it; a copy reads it.
     let k = test_kernels();
     let fill = kernel_object(k.executable, "_Z4fillPjj.kd");
-    #[repr(C)]
-    struct FillArgs {
-        out: *mut u32,
-        value: u32,
-    }
     let out = unsafe { mapped.add(4096) } as *mut u32;
-    let args = FillArgs { out, value: 7 };
     let q = queue(64);
-    let done = signal(1);
-    submit(
-        q,
-        &[dispatch(
-            fill,
-            &args as *const FillArgs as *mut c_void,
-            256,
-            done,
-            true,
-        )],
-    );
-    assert_eq!(wait_eq(done, 0), 0);
+    run_fill(q, fill, out, 256, 7);
     let expected: Vec<u32> = (0..256).map(|i| 7 + i).collect();
     assert_eq!(gpu_read_u32(out, 256), expected);
 

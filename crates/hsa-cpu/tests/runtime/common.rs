@@ -399,7 +399,8 @@ pub fn test_kernels() -> LoadedKernels {
 /// object), which writes out[i] = value + i for i < n, on `q` and waits
 /// for it.
 pub fn run_fill(q: *mut hsa_queue_t, fill: u64, out: *mut u32, n: u32, value: u32) {
-    #[repr(C)]
+    // Kernel arguments are 16-byte aligned, as HSA asks.
+    #[repr(C, align(16))]
     struct FillArgs {
         out: *mut u32,
         value: u32,

@@ -209,23 +209,8 @@ fn fill_kernel_for(gpu: hsa_agent_t) -> (hsa_executable_t, u64) {
 
 /// `fill(out, value)` over 1024 work-items on a queue of `gpu`, waited for.
 fn fill_on(gpu: hsa_agent_t, kernel_object: u64, out: *mut u32, value: u32) {
-    #[repr(C, align(16))]
-    struct FillArgs {
-        out: *mut u32,
-        value: u32,
-    }
-    let args = Box::new(FillArgs { out, value });
     let q = queue_on(gpu, 64, HSA_QUEUE_TYPE_MULTI);
-    let done = signal(1);
-    let packet = dispatch(
-        kernel_object,
-        &*args as *const FillArgs as *mut c_void,
-        1024,
-        done,
-        true,
-    );
-    submit(q, &[packet]);
-    assert_eq!(wait_eq(done, 0), 0);
+    run_fill(q, kernel_object, out, 1024, value);
     // SAFETY: the queue made above, idle.
     assert_eq!(unsafe { rt::hsa_queue_destroy(q) }, 0);
 }

@@ -32,22 +32,25 @@ fn times(out: &str) -> [u64; 4] {
 fn a_profiled_kernel_s_own_signal_carries_the_kernel_s_times_not_the_capture_s() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap");
-    let out = std::process::Command::new(ditto_bin())
-        .args([
-            "run",
-            "--hsa-runtime",
-            "cpu",
-            "--kernel",
-            "mark_one",
-            "--out",
-        ])
-        .arg(&snap)
-        .arg("--")
-        .arg(app("kernel_time"))
-        .args(["--mib", "256"])
-        .env("DITTO_STAGING_MIB", "0")
-        .output()
-        .unwrap();
+    let mut cmd = std::process::Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "mark_one",
+        "--out",
+    ])
+    .arg(&snap)
+    .arg("--")
+    .arg(app("kernel_time"))
+    .args(["--mib", "256"])
+    .env("DITTO_STAGING_MIB", "0");
+    let out = output_within(
+        &mut cmd,
+        std::time::Duration::from_secs(300),
+        "kernel_time under ditto",
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let [before, start, end, after] = times(&stdout(&out));
     assert!(

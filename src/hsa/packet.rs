@@ -232,10 +232,17 @@ unsafe fn hold_dispatch(
     // profilers read a kernel's time there); it is raised by 1 so that the
     // kernel's completion does not complete it, and the worker's release
     // takes the 1 back. Our `done` goes on a barrier right after it.
+    // Raising and lowering need both entries; without them the signal moves
+    // to the held barrier (the kernel's times are then the barrier's).
     let app = original.completion_signal.handle;
-    let add = tool.core.hsa_signal_add_screlease_fn;
-    let app_kept =
-        app != 0 && add.is_some() && tool.core.hsa_signal_subtract_screlease_fn.is_some();
+    let raise = tool
+        .core
+        .hsa_signal_add_screlease_fn
+        .filter(|_| app != 0 && tool.core.hsa_signal_subtract_screlease_fn.is_some());
+    let app_kept = raise.is_some();
+    if app_kept {
+        held.app = app;
+    }
     let mut dispatch = original;
     if !app_kept {
         dispatch.completion_signal = hsa_signal_t { handle: held.done };
@@ -293,9 +300,6 @@ unsafe fn hold_dispatch(
         push(AqlPacket::from_barrier(&ended));
     }
     push(AqlPacket::from_barrier(&barrier));
-    if app_kept {
-        held.app = app;
-    }
     let job = Job {
         index,
         kernel,
@@ -314,7 +318,7 @@ unsafe fn hold_dispatch(
         queue: ctx.queue,
         agent: ctx.agent,
     };
-    if app_kept && let Some(add) = add {
+    if let Some(add) = raise {
         // Before the job is queued: a worker already gone releases it at
         // once, taking the 1 back. SAFETY: the application's signal, which
         // it keeps alive until its dispatch completes.

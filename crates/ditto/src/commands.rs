@@ -469,7 +469,10 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
             "a process still holds a connection {SETTLE_GRACE:?} after the application exited; stopping"
         ));
     }
-    let reports = collector.stop();
+    let (reports, uncommitted) = collector.stop_and_commit();
+    if !uncommitted.is_empty() {
+        bail!("{}", uncommitted.join("; "));
+    }
     let line = check_run(RunOutcome {
         label: "the application",
         command: &opts.command,
@@ -682,7 +685,10 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         })?;
         log::info(&line);
     }
-    drop(collector.stop());
+    let (_, uncommitted) = collector.stop_and_commit();
+    if !uncommitted.is_empty() {
+        bail!("{}", uncommitted.join("; "));
+    }
     let reference = match stored_reference {
         Some(s) => s,
         None => Snapshot::load(&base.join("ref"))?,
@@ -748,8 +754,11 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let reports = collector.stop();
+    let (reports, uncommitted) = collector.stop_and_commit();
     let failed: Vec<&ConnectionReport> = reports.iter().filter(|r| r.failed()).collect();
+    if !uncommitted.is_empty() {
+        bail!("{}", uncommitted.join("; "));
+    }
     log::info(&format!(
         "collector stopped after {}",
         plural(reports.len() as u64, "connection", "connections")

@@ -421,8 +421,6 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(Verdict::Valid) => ExitCode::from(0),
         Ok(Verdict::Mismatch) => ExitCode::from(1),
-        // The reader of standard output left: nothing more to say.
-        Err(e) if e.downcast_ref::<ditto_cli::stdout::ReaderLeft>().is_some() => ExitCode::from(0),
         Err(e) => {
             let message = format!("{e:#}");
             if json {

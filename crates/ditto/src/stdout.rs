@@ -1,28 +1,28 @@
 //! The command's results on standard output. A reader that left (a closed
-//! pipe: `ditto inspect snap | head -1`) ends the command quietly: the
-//! write returns [`ReaderLeft`], which `main` turns into exit 0 with
-//! nothing on stderr, as `cat` behaves; any other write error is an error.
+//! pipe: `ditto inspect snap | head -1`, `ditto compare A B | true`) is not
+//! an error and changes nothing else: what would have been written is
+//! dropped, the command goes on to its end, and its exit status is its
+//! verdict, as if the reader had stayed. Any other write error is an error.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Standard output was closed by its reader.
-#[derive(Debug)]
-pub struct ReaderLeft;
+/// Set once standard output's reader has left: later results are dropped.
+static READER_LEFT: AtomicBool = AtomicBool::new(false);
 
-impl std::fmt::Display for ReaderLeft {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("standard output was closed by its reader")
-    }
-}
-
-impl std::error::Error for ReaderLeft {}
-
-/// Writes `text` to standard output, whole, and flushes it.
+/// Writes `text` to standard output, whole, and flushes it; nothing when
+/// the reader has left.
 pub fn emit(text: &str) -> anyhow::Result<()> {
+    if READER_LEFT.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ReaderLeft.into()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            READER_LEFT.store(true, Ordering::Relaxed);
+            Ok(())
+        }
         Err(e) => Err(anyhow::anyhow!("cannot write to standard output: {e}")),
     }
 }

@@ -261,3 +261,35 @@ fn bytes_arrays_compare_exactly() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("arg 0 (bytes[3])"));
 }
+
+/// `ditto compare REF OPT` with its standard output a pipe whose reader
+/// has already left (as `| true` leaves it): the exit status is the verdict.
+fn compare_into_a_closed_pipe(d: &Dirs) -> Option<i32> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills two fds, owned below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds are new and owned here only.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read_end);
+    let out = Command::new(env!("CARGO_BIN_EXE_ditto"))
+        .args(["compare", &d.reference, &d.optimized])
+        .stdout(std::process::Stdio::from(write_end))
+        .output()
+        .expect("ditto runs");
+    assert!(
+        text(&out.stderr).is_empty(),
+        "a reader that left is not an error: {}",
+        text(&out.stderr)
+    );
+    out.status.code()
+}
+
+#[test]
+fn the_exit_status_is_the_verdict_when_the_reader_of_standard_output_left() {
+    let differ = dirs(&[&[114688.0]], &[&[0.0]]);
+    assert_eq!(compare_into_a_closed_pipe(&differ), Some(1), "a FAIL is 1");
+    let same = dirs(&[&[1.0]], &[&[1.0]]);
+    assert_eq!(compare_into_a_closed_pipe(&same), Some(0), "a PASS is 0");
+}

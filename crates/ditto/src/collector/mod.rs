@@ -509,6 +509,33 @@ impl Collector {
         self.reports()
     }
 
+    /// [`Self::stop`], then the end of every snapshot written: its whole
+    /// manifest, where its directory is still the one at its path. Returns
+    /// the reports and why a snapshot is not committed (its directory moved
+    /// or replaced mid-run, its last manifest not written), one line each.
+    pub fn stop_and_commit(mut self) -> (Vec<ConnectionReport>, Vec<String>) {
+        self.shutdown_and_join();
+        let writers: Vec<_> = self
+            .shared
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let errors = writers
+            .iter()
+            .filter_map(|w| {
+                w.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .commit()
+                    .err()
+                    .map(|e| e.to_string())
+            })
+            .collect();
+        (self.reports(), errors)
+    }
+
     /// Asks the collector to stop from elsewhere (e.g. a signal watcher).
     pub fn request_stop(&self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);

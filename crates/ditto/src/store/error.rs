@@ -25,6 +25,18 @@ pub enum StoreError {
         holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
     )]
     Busy { path: PathBuf, holder: Option<u32> },
+    /// A name of the snapshot is not a regular file of its directory (a
+    /// link, a FIFO, a device, a directory): never followed or read.
+    #[error("{path}: not read: {what}; a snapshot's files are regular files of its own directory")]
+    NotRegularFile { path: PathBuf, what: String },
+    /// The directory being written is no longer the one at its path.
+    #[error(
+        "{path} was moved or replaced while ditto wrote the snapshot into it ({what}): nothing \
+         more was written there and this snapshot is not committed; what was captured stays in \
+         the directory that was moved; make --out a directory in a place only you can change \
+         (not under a directory another user may write in)"
+    )]
+    Displaced { path: PathBuf, what: String },
     #[error("{0}")]
     Invalid(String),
     /// A streamed tensor's source refused (its message): nothing was stored.

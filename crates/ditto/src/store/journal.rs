@@ -10,14 +10,15 @@
 //! Owns the journal's format and its append/read; never decides when the
 //! manifest is written.
 
+use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
 use super::manifest::DispatchRecord;
 use super::missing::MissingRecord;
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 pub const JOURNAL_FILE: &str = "dispatches.jsonl";
 
@@ -26,6 +27,7 @@ pub const JOURNAL_FILE: &str = "dispatches.jsonl";
 pub struct Journal {
     /// `None` while closed ([`Journal::close`]); reopened to append.
     file: Option<File>,
+    dir: Arc<DirHandle>,
     path: PathBuf,
 }
 
@@ -33,17 +35,14 @@ impl Journal {
     /// A new, empty journal in `dir` (an older one is truncated). Never
     /// through a symbolic link (O_NOFOLLOW: a link planted under the
     /// journal's name is refused, not followed).
-    pub fn create(dir: &Path) -> Result<Journal, StoreError> {
-        let path = dir.join(JOURNAL_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+    pub fn create(dir: &Arc<DirHandle>) -> Result<Journal, StoreError> {
+        let path = dir.shown(JOURNAL_FILE);
+        let file = dir
+            .create_truncated(JOURNAL_FILE, 0o644)
             .map_err(io_err(&path))?;
         Ok(Journal {
             file: Some(file),
+            dir: dir.clone(),
             path,
         })
     }
@@ -77,10 +76,8 @@ impl Journal {
         let file = match &mut self.file {
             Some(file) => file,
             None => self.file.insert(
-                OpenOptions::new()
-                    .append(true)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&self.path)
+                self.dir
+                    .open_append(JOURNAL_FILE)
                     .map_err(io_err(&self.path))?,
             ),
         };
@@ -113,13 +110,16 @@ fn parse_line(line: &[u8]) -> Result<Entry, String> {
 /// The entries journalled in `dir`, in order; none when it has no journal.
 /// A last line without its newline (the collector died while writing it)
 /// is ignored; any other line that does not parse is an error.
-pub fn read(dir: &Path) -> Result<Vec<Entry>, StoreError> {
-    let path = dir.join(JOURNAL_FILE);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(&path)(e)),
-    };
+pub fn read(dir: &DirHandle) -> Result<Vec<Entry>, StoreError> {
+    let path = dir.shown(JOURNAL_FILE);
+    let mut text = Vec::new();
+    match dir.open_regular(JOURNAL_FILE) {
+        Ok(Some(mut file)) => {
+            file.read_to_end(&mut text).map_err(io_err(&path))?;
+        }
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::NotRegularFile { path, what: e.0 }),
+    }
     let complete = match text.iter().rposition(|&b| b == b'\n') {
         Some(end) => &text[..end],
         None => return Ok(Vec::new()),
@@ -147,7 +147,8 @@ mod tests {
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, "kept\n").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join(JOURNAL_FILE)).unwrap();
-        let e = Journal::create(dir.path()).unwrap_err().to_string();
+        let handle = Arc::new(DirHandle::open(dir.path()).unwrap());
+        let e = Journal::create(&handle).unwrap_err().to_string();
         assert!(e.contains(JOURNAL_FILE), "{e}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
     }

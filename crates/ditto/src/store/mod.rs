@@ -19,6 +19,7 @@
 //! - [`error`]: why something could not be written or read.
 
 mod atomic;
+pub mod dir_handle;
 mod error;
 #[cfg(test)]
 mod fixtures;

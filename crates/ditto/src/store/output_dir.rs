@@ -9,9 +9,10 @@
 //! writer acts on it, and checks again once it created the directory.
 
 use super::atomic::only_leftovers_of_a_killed_writer;
+use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
 use super::manifest::{MANIFEST_FILE, Manifest, SNAPSHOT_FORMAT};
-use std::os::unix::fs::MetadataExt;
+use std::io::Read;
 use std::path::Path;
 
 /// What the place holds.
@@ -37,49 +38,54 @@ fn refused(dir: &Path, what: String) -> StoreError {
 
 /// What `dir` holds, or why a snapshot may not be written there.
 pub fn check(dir: &Path) -> Result<OutputDir, StoreError> {
-    let meta = match std::fs::symlink_metadata(dir) {
-        Ok(m) => m,
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutputDir::Missing),
         Err(e) => return Err(io_err(dir)(e)),
-    };
-    if meta.file_type().is_symlink() {
-        return Err(refused(dir, "it is a symbolic link".into()));
     }
-    if !meta.is_dir() {
-        return Err(refused(dir, "it is a file, not a directory".into()));
-    }
+    let handle = DirHandle::open(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::Other => refused(dir, e.to_string()),
+        _ => io_err(dir)(e),
+    })?;
+    check_opened(&handle)
+}
+
+/// [`check`] of a directory already opened: its owner and mode as opened,
+/// and what it holds, read through the handle.
+pub fn check_opened(handle: &DirHandle) -> Result<OutputDir, StoreError> {
+    let dir = handle.path();
     // Another user who may write in the directory could plant links under
     // the names ditto writes: such a directory is never written.
+    let (owner, mode) = handle.owner_and_mode();
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
+    if owner != me {
         return Err(refused(
             dir,
-            format!(
-                "it belongs to uid {}, not to this user (uid {me})",
-                meta.uid()
-            ),
+            format!("it belongs to uid {owner}, not to this user (uid {me})"),
         ));
     }
-    if meta.mode() & 0o002 != 0 {
+    if mode & 0o002 != 0 {
         return Err(refused(
             dir,
-            format!(
-                "every user may write in it (mode {:o}); `chmod o-w` it or choose another",
-                meta.mode() & 0o7777
-            ),
+            format!("every user may write in it (mode {mode:o}); `chmod o-w` it or choose another"),
         ));
     }
-    let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| refused(dir, "its name holds a NUL byte".into()))?;
-    // SAFETY: a plain access(2) on a NUL-terminated path.
-    if unsafe { libc::access(c_path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+    if rustix::fs::accessat(
+        handle.as_fd(),
+        ".",
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::empty(),
+    )
+    .is_err()
+    {
         return Err(refused(dir, "this user may not write in it".into()));
     }
-    let manifest = dir.join(MANIFEST_FILE);
-    match std::fs::symlink_metadata(&manifest) {
-        Ok(m) if m.is_file() => {
-            let bytes = std::fs::read(&manifest).map_err(io_err(&manifest))?;
+    let manifest = handle.shown(MANIFEST_FILE);
+    match handle.open_regular(MANIFEST_FILE) {
+        Ok(Some(mut file)) => {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(io_err(&manifest))?;
             return match serde_json::from_slice::<Manifest>(&bytes) {
                 Ok(m) if m.format == SNAPSHOT_FORMAT => Ok(OutputDir::Snapshot),
                 Ok(m) => Err(refused(
@@ -95,29 +101,24 @@ pub fn check(dir: &Path) -> Result<OutputDir, StoreError> {
                 )),
             };
         }
-        Ok(_) => {
+        Ok(None) => {}
+        Err(_) => {
             return Err(refused(
                 dir,
                 "its manifest.json is not a regular file".into(),
             ));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(&manifest)(e)),
     }
-    let mut names: Vec<String> = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        names.push(
-            entry
-                .map_err(io_err(dir))?
-                .file_name()
-                .to_string_lossy()
-                .into_owned(),
-        );
-    }
+    let mut names: Vec<String> = handle
+        .names()
+        .map_err(io_err(dir))?
+        .into_iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
     if names.is_empty() {
         return Ok(OutputDir::Empty);
     }
-    if only_leftovers_of_a_killed_writer(dir)? {
+    if only_leftovers_of_a_killed_writer(&names) {
         return Ok(OutputDir::Leftovers);
     }
     names.sort();

@@ -2,10 +2,14 @@
 //! manifest completed from the journal (dispatches stored after the
 //! manifest's last write, missing records applied in order), and one
 //! dispatch's arrays read back from its tensor file. Owns the checks a
-//! reader makes (format version, file names inside the directory); never
-//! writes.
+//! reader makes: the format version; files that are regular files of the
+//! directory opened (a plain name, not a link wherever it points, not a
+//! FIFO, which would block, [`DirHandle::open_regular`]); each tensor's
+//! dtype and shape as the manifest gives them; and each array's bytes
+//! against the fingerprint the tool took of them. Never writes.
 
-use super::error::StoreError;
+use super::dir_handle::{DirHandle, is_plain_name};
+use super::error::{StoreError, io_err};
 use super::journal;
 use super::manifest::{
     DispatchRecord, MANIFEST_FILE, Manifest, SNAPSHOT_FORMAT, safetensors_dtype,
@@ -14,7 +18,9 @@ use super::missing;
 use super::tensor_file::{self, TensorBytes};
 use ditto_protocol::DType;
 use std::collections::HashSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One array as read back from a snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,26 +41,45 @@ impl Array {
 pub struct Snapshot {
     pub dir: PathBuf,
     pub manifest: Manifest,
+    /// The directory, opened once: every file is read through it.
+    handle: Arc<DirHandle>,
 }
 
 impl Snapshot {
     pub fn load(dir: &Path) -> Result<Snapshot, StoreError> {
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read(&path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                StoreError::BadManifest {
-                    path: path.clone(),
+        // The directory the user names may be reached through a link of
+        // theirs; the files in it may not.
+        let handle =
+            Arc::new(DirHandle::open_following(dir).map_err(|e| {
+                match e.kind() {
+            std::io::ErrorKind::NotFound => StoreError::BadManifest {
+                path: path.clone(),
+                reason: "missing: is this a directory written by `ditto run` or `ditto collect`?"
+                    .into(),
+            },
+            std::io::ErrorKind::Other => StoreError::BadManifest {
+                path: path.clone(),
+                reason: format!("{} {e}: give a snapshot directory", dir.display()),
+            },
+            _ => io_err(dir)(e),
+        }
+            })?);
+        let mut text = Vec::new();
+        match handle.open_regular(MANIFEST_FILE) {
+            Ok(Some(mut file)) => {
+                file.read_to_end(&mut text).map_err(io_err(&path))?;
+            }
+            Ok(None) => {
+                return Err(StoreError::BadManifest {
+                    path,
                     reason:
                         "missing: is this a directory written by `ditto run` or `ditto collect`?"
                             .into(),
-                }
-            } else {
-                StoreError::Io {
-                    path: path.clone(),
-                    error: source,
-                }
+                });
             }
-        })?;
+            Err(e) => return Err(StoreError::NotRegularFile { path, what: e.0 }),
+        }
         let manifest: Manifest =
             serde_json::from_slice(&text).map_err(|e| StoreError::BadManifest {
                 path: path.clone(),
@@ -80,7 +105,7 @@ impl Snapshot {
             .iter()
             .map(|d| (d.rank, d.index))
             .collect();
-        for entry in journal::read(dir)? {
+        for entry in journal::read(&handle)? {
             match entry {
                 journal::Entry::Dispatch(record) => {
                     if !known.contains(&(record.rank, record.index)) {
@@ -99,13 +124,14 @@ impl Snapshot {
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             manifest,
+            handle,
         })
     }
 
     /// Reads every argument of one dispatch, in manifest order.
     pub fn load_dispatch(&self, d: &DispatchRecord) -> Result<Vec<(u32, Array)>, StoreError> {
         // Only a file of this directory: a manifest must not point elsewhere.
-        if d.file.is_empty() || d.file.starts_with('.') || d.file.contains('/') {
+        if !is_plain_name(&d.file) || d.file.starts_with('.') {
             return Err(StoreError::BadManifest {
                 path: self.dir.join(MANIFEST_FILE),
                 reason: format!(
@@ -131,11 +157,35 @@ impl Snapshot {
                 manifest_dtype: &b.dtype,
             });
         }
-        let out = tensor_file::read_tensors(&path, &wanted)?
-            .into_iter()
-            .zip(d.buffers.iter().zip(dtypes))
-            .map(|(bytes, (b, dtype))| (b.arg, Array { dtype, bytes }))
-            .collect();
+        let file = match self.handle.open_regular(&d.file) {
+            Ok(Some(file)) => file,
+            Ok(None) => {
+                return Err(StoreError::Io {
+                    path,
+                    error: std::io::ErrorKind::NotFound.into(),
+                });
+            }
+            Err(e) => return Err(StoreError::NotRegularFile { path, what: e.0 }),
+        };
+        let arrays = tensor_file::read_tensors(&file, &path, &wanted)?;
+        let mut out = Vec::with_capacity(arrays.len());
+        for (bytes, (b, dtype)) in arrays.into_iter().zip(d.buffers.iter().zip(dtypes)) {
+            // The tool's fingerprint of what it captured (all of a small
+            // buffer; 64 windows of a large one).
+            let seen = ditto_protocol::fingerprint(&bytes);
+            if seen != b.fingerprint {
+                return Err(StoreError::BadTensorFile {
+                    path,
+                    reason: format!(
+                        "tensor {} (dispatch {} of rank {}, argument {}) does not hold what was \
+                         captured: its fingerprint is {seen:016x}, the manifest's {:016x}; the \
+                         file was changed after ditto wrote it",
+                        b.tensor, d.index, d.rank, b.arg, b.fingerprint
+                    ),
+                });
+            }
+            out.push((b.arg, Array { dtype, bytes }));
+        }
         Ok(out)
     }
 }
@@ -195,6 +245,85 @@ mod tests {
         let err = Snapshot::load(&snap).unwrap_err().to_string();
         assert!(
             err.contains("dispatches.jsonl") && err.contains("line 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_dispatch_file_that_is_a_link_or_a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let mut w = SnapshotWriter::create(&snap, "k").unwrap();
+        for i in 0..2 {
+            w.add_dispatch(0, 1, &dispatch(i), &[captured(0, DType::U8, vec![i as u8])])
+                .unwrap();
+        }
+        drop(w);
+        let s = Snapshot::load(&snap).unwrap();
+        // Dispatch 0: a link to a copy outside, of the right content.
+        let outside = dir.path().join("outside.safetensors");
+        std::fs::rename(snap.join("dispatch-0-00000.safetensors"), &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, snap.join("dispatch-0-00000.safetensors")).unwrap();
+        // Dispatch 1: a FIFO nobody writes (a plain open would block).
+        let fifo = snap.join("dispatch-0-00001.safetensors");
+        std::fs::remove_file(&fifo).unwrap();
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo of a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let errors: Vec<String> = s
+            .manifest
+            .dispatches
+            .iter()
+            .map(|d| s.load_dispatch(d).unwrap_err().to_string())
+            .collect();
+        assert!(
+            errors[0].contains("dispatch-0-00000.safetensors: not read: it is a symbolic link"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1].contains("dispatch-0-00001.safetensors: not read: it is a FIFO"),
+            "{}",
+            errors[1]
+        );
+    }
+
+    #[test]
+    fn a_changed_value_in_a_tensor_file_is_found_by_its_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "k").unwrap();
+        let floats: Vec<u8> = [1.0f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        w.add_dispatch(
+            0,
+            1,
+            &dispatch(0),
+            &[captured(1, DType::F32, floats.clone())],
+        )
+        .unwrap();
+        drop(w);
+        let s = Snapshot::load(dir.path()).unwrap();
+        assert_eq!(
+            s.load_dispatch(&s.manifest.dispatches[0]).unwrap()[0]
+                .1
+                .bytes,
+            floats
+        );
+        // The last value's top byte flipped in place (the file's last byte).
+        let file = dir.path().join("dispatch-0-00000.safetensors");
+        let mut bytes = std::fs::read(&file).unwrap();
+        *bytes.last_mut().unwrap() ^= 0x80;
+        std::fs::write(&file, &bytes).unwrap();
+        let err = s
+            .load_dispatch(&s.manifest.dispatches[0])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "tensor arg1 (dispatch 0 of rank 0, argument 1) does not hold what was captured"
+            ) && err.contains("the file was changed after ditto wrote it"),
             "{err}"
         );
     }

@@ -15,56 +15,27 @@
 //! Where the file system has no `O_TMPFILE`, [`SpareFiles::start`] gives
 //! `None` and the caller writes through a named temporary file and a rename.
 
-use std::fs::{File, OpenOptions};
+use super::dir_handle::DirHandle;
+use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 /// How many unnamed files wait, made ahead.
 pub const SPARES: usize = 8;
 
-/// An unnamed file in `dir`, readable and writable by its owner only (as
-/// the named temporary files are).
-fn create_unnamed(dir: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE)
-        .open(dir)
+/// Links the unnamed `file` of `dir` into place as `name`; fails if that
+/// name exists.
+pub fn link_into_place(dir: &DirHandle, file: &File, name: &str) -> io::Result<()> {
+    dir.link_unnamed(file, name)
 }
 
-/// Gives the unnamed `file` the name `path` (which must not exist): a
-/// `linkat` of its /proc/self/fd entry, as open(2) describes for O_TMPFILE.
-pub fn link_into_place(file: &File, path: &Path) -> io::Result<()> {
-    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .expect("no NUL in a /proc path");
-    let to = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the path"))?;
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let r = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// The spares of one snapshot directory and the thread that makes them.
+/// Unnamed files of one directory, made ahead by a thread.
 pub struct SpareFiles {
-    dir: PathBuf,
+    dir: Arc<DirHandle>,
+    /// `None` once dropping (the thread ends when its sends fail).
     spares: Option<Receiver<File>>,
     maker: Option<JoinHandle<()>>,
 }
@@ -72,57 +43,52 @@ pub struct SpareFiles {
 impl std::fmt::Debug for SpareFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpareFiles")
-            .field("dir", &self.dir)
+            .field("dir", &self.dir.path())
             .finish()
     }
 }
 
-fn make_spares(dir: PathBuf, first: File, out: SyncSender<File>) {
+fn make_spares(dir: Arc<DirHandle>, first: File, out: SyncSender<File>) {
     let mut next = Some(first);
     while let Some(file) = next.take() {
-        // Blocks while SPARES wait; fails once the owner is gone.
         if out.send(file).is_err() {
             return;
         }
-        // An error ends the thread; `take` then creates each file itself
-        // and reports the error where it matters.
-        next = create_unnamed(&dir).ok();
+        next = dir.create_unnamed().ok();
     }
 }
 
 impl SpareFiles {
-    /// Starts making spares in `dir`; `None` where it cannot hold unnamed
-    /// files (or /proc/self/fd is missing to link them) or no thread starts.
-    pub fn start(dir: &Path) -> Option<SpareFiles> {
+    /// Starts making spares in `dir`; `None` where its file system has no
+    /// unnamed files (or /proc is not mounted, which linking them needs).
+    pub fn start(dir: &Arc<DirHandle>) -> Option<SpareFiles> {
         if !Path::new("/proc/self/fd").is_dir() {
             return None;
         }
-        let first = create_unnamed(dir).ok()?;
+        let first = dir.create_unnamed().ok()?;
         let (tx, rx) = sync_channel(SPARES);
-        let owned = dir.to_path_buf();
+        let owned = dir.clone();
         let maker = std::thread::Builder::new()
             .name("ditto-spare-files".into())
             .spawn(move || make_spares(owned, first, tx))
             .ok()?;
         Some(SpareFiles {
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             spares: Some(rx),
             maker: Some(maker),
         })
     }
 
-    /// A file made ahead, or a new one when none is waiting.
+    /// A spare file, made now if none is waiting.
     pub fn take(&self) -> io::Result<File> {
         match self.spares.as_ref().map(|r| r.try_recv()) {
             Some(Ok(file)) => Ok(file),
-            _ => create_unnamed(&self.dir),
+            _ => self.dir.create_unnamed(),
         }
     }
 }
 
 impl Drop for SpareFiles {
-    /// Closes the spares (their inodes are freed) and waits for the thread,
-    /// so nothing of this directory is touched after the writer is gone.
     fn drop(&mut self) {
         drop(self.spares.take());
         if let Some(maker) = self.maker.take() {
@@ -140,7 +106,8 @@ mod tests {
     #[test]
     fn spares_are_made_ahead_and_a_linked_one_appears_whole_under_its_name() {
         let dir = tempfile::tempdir().unwrap();
-        let Some(spares) = SpareFiles::start(dir.path()) else {
+        let handle = Arc::new(DirHandle::open(dir.path()).unwrap());
+        let Some(spares) = SpareFiles::start(&handle) else {
             panic!("the test directory's file system has no O_TMPFILE");
         };
         // Made by the thread (bounded wait).
@@ -157,12 +124,14 @@ mod tests {
             "unnamed files have no directory entry"
         );
         let path = dir.path().join("dispatch-0-00000.safetensors");
-        link_into_place(&file, &path).unwrap();
+        link_into_place(&handle, &file, "dispatch-0-00000.safetensors").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"whole");
         // A name that exists is not replaced.
         let again = spares.take().unwrap();
         assert_eq!(
-            link_into_place(&again, &path).unwrap_err().kind(),
+            link_into_place(&handle, &again, "dispatch-0-00000.safetensors")
+                .unwrap_err()
+                .kind(),
             io::ErrorKind::AlreadyExists
         );
         drop(spares);

@@ -394,14 +394,20 @@ pub struct Wanted<'a> {
     pub manifest_dtype: &'a str,
 }
 
-/// Reads the `wanted` tensors of the file at `path`, in that order.
-pub fn read_tensors(path: &Path, wanted: &[Wanted]) -> Result<Vec<TensorBytes>, StoreError> {
-    read_tensors_mapping_from(path, wanted, MAP_FROM_BYTES)
+/// Reads the `wanted` tensors of `file` (opened from `path`, which
+/// messages name), in that order.
+pub fn read_tensors(
+    file: &File,
+    path: &Path,
+    wanted: &[Wanted],
+) -> Result<Vec<TensorBytes>, StoreError> {
+    read_tensors_mapping_from(file, path, wanted, MAP_FROM_BYTES)
 }
 
 /// [`read_tensors`], mapping the file when the wanted data is at least
 /// `map_from` bytes (tests map the smallest files).
 fn read_tensors_mapping_from(
+    file: &File,
     path: &Path,
     wanted: &[Wanted],
     map_from: u64,
@@ -414,7 +420,6 @@ fn read_tensors_mapping_from(
         path: path.to_path_buf(),
         error: source,
     };
-    let file = File::open(path).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();
     let mut prefix = [0u8; 8];
     if file_len < 8 {
@@ -463,7 +468,7 @@ fn read_tensors_mapping_from(
     // A file system that cannot map files is read from instead.
     if wanted_bytes > 0
         && wanted_bytes >= map_from
-        && let Ok(map) = FileMap::new(&file, file_len as usize)
+        && let Ok(map) = FileMap::new(file, file_len as usize)
     {
         let map = Arc::new(map);
         return Ok(ranges
@@ -549,6 +554,7 @@ mod tests {
             manifest_dtype: "x",
         };
         let got = read_tensors(
+            &File::open(&path).unwrap(),
             &path,
             &[
                 want("arg1.before", Dtype::U8, 3),
@@ -561,6 +567,7 @@ mod tests {
         assert!(got.iter().all(|t| !t.is_mapped()), "a small file is read");
         // The same tensors through a mapping of the file.
         let mapped = read_tensors_mapping_from(
+            &File::open(&path).unwrap(),
             &path,
             &[
                 want("arg1.before", Dtype::U8, 3),
@@ -573,13 +580,28 @@ mod tests {
         assert!(mapped.iter().all(|t| t.is_mapped()));
         assert_eq!(mapped, got);
         // What the manifest does not say is refused.
-        let err = read_tensors(&path, &[want("arg2", Dtype::F32, 5)]).unwrap_err();
+        let err = read_tensors(
+            &File::open(&path).unwrap(),
+            &path,
+            &[want("arg2", Dtype::F32, 5)],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("but the manifest says"), "{err}");
-        let err = read_tensors(&path, &[want("arg9", Dtype::F32, 6)]).unwrap_err();
+        let err = read_tensors(
+            &File::open(&path).unwrap(),
+            &path,
+            &[want("arg9", Dtype::F32, 6)],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not in the file"), "{err}");
         // A cut file.
         std::fs::write(&path, &file[..file.len() - 1]).unwrap();
-        let err = read_tensors(&path, &[want("arg1.before", Dtype::U8, 3)]).unwrap_err();
+        let err = read_tensors(
+            &File::open(&path).unwrap(),
+            &path,
+            &[want("arg1.before", Dtype::U8, 3)],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("data offsets"), "{err}");
     }
 
@@ -718,7 +740,9 @@ mod tests {
             manifest_dtype: "f32",
         }];
         for map_from in [0, u64::MAX] {
-            let got = read_tensors_mapping_from(&path, &wanted, map_from).unwrap();
+            let got =
+                read_tensors_mapping_from(&File::open(&path).unwrap(), &path, &wanted, map_from)
+                    .unwrap();
             assert_eq!(got[0].is_mapped(), map_from == 0);
             assert_eq!(got[0], floats);
             let values: Vec<f32> = got[0]

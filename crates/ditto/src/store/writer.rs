@@ -14,6 +14,7 @@
 //! values.
 
 use super::atomic::{TEMPORARY_PREFIX, remove_leftovers, write_replacing_with};
+use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
@@ -32,7 +33,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How stale `manifest.json` may grow while dispatches arrive (the journal
@@ -108,7 +109,11 @@ fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
 /// dispatch's file and to record it.
 #[derive(Debug)]
 pub struct SnapshotWriter {
-    dir: PathBuf,
+    /// The directory, opened once: every file goes through it.
+    dir: Arc<DirHandle>,
+    /// Why the directory is no longer the one at its path, once found
+    /// ([`DirHandle::displaced`]): nothing more is written.
+    displaced: Option<String>,
     /// Held while processes write here (from creation, and from each
     /// [`Self::add_run`] after [`Self::release_idle_resources`]): a second
     /// writer of `dir` is refused meanwhile.
@@ -147,52 +152,62 @@ impl SnapshotWriter {
     /// written; a directory holding nothing but such leftovers and a
     /// journal (killed before its first manifest) counts as empty.
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
-        let mut place = output_dir::check(dir)?;
-        if place == OutputDir::Missing {
+        if output_dir::check(dir)? == OutputDir::Missing {
             // 0755 whatever the umask: never writable by other users.
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
                 .create(dir)
                 .map_err(io_err(dir))?;
-            // Whoever made it between the check and here must be us.
-            place = output_dir::check(dir)?;
         }
+        // From here on, the directory opened is the one written, whatever
+        // is later put at its path; checked again as opened (whoever made
+        // it between the check and here must be us).
+        let handle = Arc::new(DirHandle::open(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::Other => StoreError::ForeignDirectory {
+                path: dir.to_path_buf(),
+                what: e.to_string(),
+            },
+            _ => io_err(dir)(e),
+        })?);
+        let place = output_dir::check_opened(&handle)?;
         // Before anything in it is removed or written.
-        let lock = writer_lock::acquire(dir)?;
+        let lock = writer_lock::acquire(&handle)?;
         let mut replaced_previous = false;
-        let manifest = dir.join(MANIFEST_FILE);
         if place == OutputDir::Leftovers {
-            remove_leftovers(dir)?;
+            remove_leftovers(&handle)?;
         }
         if place == OutputDir::Snapshot {
             replaced_previous = true;
             // Dispatch files first, the manifest last: an interrupted
             // replacement still leaves a directory recognised as a snapshot.
-            for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-                let entry = entry.map_err(io_err(dir))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
+            for name in handle.names().map_err(io_err(dir))? {
+                let name = name.to_string_lossy();
                 if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
                     || name == journal::JOURNAL_FILE
                     || name.starts_with(TEMPORARY_PREFIX)
                 {
-                    let p = entry.path();
-                    std::fs::remove_file(&p).map_err(io_err(&p))?;
+                    handle
+                        .remove_if_there(&name)
+                        .map_err(io_err(&handle.shown(&name)))?;
                 }
             }
-            std::fs::remove_file(&manifest).map_err(io_err(&manifest))?;
+            handle
+                .remove(MANIFEST_FILE)
+                .map_err(io_err(&handle.shown(MANIFEST_FILE)))?;
         }
         let mut writer = SnapshotWriter {
             lock: Some(lock),
-            journal: Journal::create(dir)?,
-            spares: SpareFiles::start(dir),
+            journal: Journal::create(&handle)?,
+            spares: SpareFiles::start(&handle),
             spares_wanted: true,
             stored: HashSet::new(),
             writing: HashSet::new(),
             manifest_written: Instant::now(),
             manifest_write_time: Duration::ZERO,
             manifest_stale: false,
-            dir: dir.to_path_buf(),
+            dir: handle,
+            displaced: None,
             manifest: Manifest {
                 format: SNAPSHOT_FORMAT,
                 ditto_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -210,7 +225,7 @@ impl SnapshotWriter {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -348,22 +363,24 @@ impl SnapshotWriter {
         if self.stored.contains(&(rank, index)) || self.writing.contains(&(rank, index)) {
             return Err(StoreError::Invalid(format!(
                 "dispatch {index} of rank {rank} was already stored in {}",
-                self.dir.display()
+                self.dir.path().display()
             )));
         }
+        self.check_in_place()?;
         if self.spares.is_none() && self.spares_wanted {
             self.spares = SpareFiles::start(&self.dir);
         }
         self.spares_wanted = self.spares.is_some();
         let spare = match &self.spares {
-            Some(spares) => Some(spares.take().map_err(io_err(&self.dir))?),
+            Some(spares) => Some(spares.take().map_err(io_err(self.dir.path()))?),
             None => None,
         };
         self.writing.insert((rank, index));
         let file = dispatch_file_name(rank, index);
         Ok(DispatchSlot {
             rank,
-            path: self.dir.join(&file),
+            path: self.dir.shown(&file),
+            dir: self.dir.clone(),
             file,
             spare,
         })
@@ -390,7 +407,7 @@ impl SnapshotWriter {
             self.spares_wanted = false;
         }
         if let Err(e) = self.journal.append(&record) {
-            let _ = std::fs::remove_file(&path);
+            let _ = self.dir.remove(&record.file);
             return Err(e);
         }
         if self.manifest.kernel.is_none() {
@@ -432,12 +449,9 @@ impl SnapshotWriter {
         let dropped = missing::merge(&mut self.manifest, record);
         for dropped in &dropped {
             self.stored.remove(&(dropped.rank, dropped.index));
-            let path = self.dir.join(&dropped.file);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&path)(e)),
-            }
+            self.dir
+                .remove_if_there(&dropped.file)
+                .map_err(io_err(&self.dir.shown(&dropped.file)))?;
         }
         self.manifest_stale = true;
         if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
@@ -453,6 +467,29 @@ impl SnapshotWriter {
             self.write_manifest()?;
         }
         Ok(())
+    }
+
+    /// The end of a run: an error when the directory is no longer the one
+    /// at its path (the snapshot is not committed there), else the whole
+    /// manifest written if it lacks anything.
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        self.check_in_place()?;
+        self.flush()
+    }
+
+    /// Whether the directory written is still the one at its path; once it
+    /// is not, it never is again and nothing more is written.
+    fn check_in_place(&mut self) -> Result<(), StoreError> {
+        if self.displaced.is_none() {
+            self.displaced = self.dir.displaced();
+        }
+        match &self.displaced {
+            None => Ok(()),
+            Some(what) => Err(StoreError::Displaced {
+                path: self.dir.path().to_path_buf(),
+                what: what.clone(),
+            }),
+        }
     }
 
     /// Takes the directory's lock again if an idle period gave it up; a
@@ -485,10 +522,11 @@ impl SnapshotWriter {
     }
 
     fn write_manifest(&mut self) -> Result<(), StoreError> {
+        self.check_in_place()?;
         let started = Instant::now();
         let manifest = &self.manifest;
-        let path = self.dir.join(MANIFEST_FILE);
-        write_replacing_with(&path, true, |w| {
+        let path = self.dir.shown(MANIFEST_FILE);
+        write_replacing_with(&self.dir, MANIFEST_FILE, true, |w| {
             serde_json::to_writer_pretty(&mut *w, manifest)
                 .map_err(std::io::Error::other)
                 .and_then(|()| w.write_all(b"\n"))
@@ -524,7 +562,9 @@ impl Drop for Reservation<'_> {
 /// (`None`: through a named temporary file).
 struct DispatchSlot {
     rank: u32,
+    dir: Arc<DirHandle>,
     file: String,
+    /// `file` under the directory's path, for messages.
     path: PathBuf,
     spare: Option<File>,
 }
@@ -623,11 +663,11 @@ impl DispatchSlot {
         };
         if let Some(file) = &mut self.spare {
             tensor_file::write_file(file, layout, parts).map_err(failed)?;
-            if spare_files::link_into_place(file, path).is_ok() {
+            if spare_files::link_into_place(&self.dir, file, &self.file).is_ok() {
                 return Ok(false);
             }
         }
-        write_replacing_with(path, false, |w| {
+        write_replacing_with(&self.dir, &self.file, false, |w| {
             tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
         })?;
         Ok(self.spare.is_some())

@@ -7,6 +7,7 @@
 //!
 //! [`SnapshotWriter`]: super::SnapshotWriter
 
+use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::MetadataExt;
@@ -19,30 +20,30 @@ pub struct WriterLock {
     _listener: UnixListener,
 }
 
-fn name_of(dir: &Path) -> Result<SocketAddr, StoreError> {
-    let meta = std::fs::metadata(dir).map_err(io_err(dir))?;
-    let name = format!("ditto-snapshot-writer-{:x}-{:x}", meta.dev(), meta.ino());
+fn name_of((dev, ino): (u64, u64), dir: &Path) -> Result<SocketAddr, StoreError> {
+    let name = format!("ditto-snapshot-writer-{dev:x}-{ino:x}");
     SocketAddr::from_abstract_name(name.as_bytes()).map_err(io_err(dir))
 }
 
-/// Takes the lock of `dir` (which exists), or says who holds it.
-pub fn acquire(dir: &Path) -> Result<WriterLock, StoreError> {
-    let name = name_of(dir)?;
+/// Takes the lock of the directory `dir` has open, or says who holds it.
+pub fn acquire(dir: &DirHandle) -> Result<WriterLock, StoreError> {
+    let name = name_of(dir.identity(), dir.path())?;
     match UnixListener::bind_addr(&name) {
         Ok(listener) => Ok(WriterLock {
             _listener: listener,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(StoreError::Busy {
-            path: dir.to_path_buf(),
+            path: dir.path().to_path_buf(),
             holder: holder_pid(&name),
         }),
-        Err(e) => Err(io_err(dir)(e)),
+        Err(e) => Err(io_err(dir.path())(e)),
     }
 }
 
-/// The pid of the process writing `dir` now, if one is.
+/// The pid of the process writing the directory at `dir` now, if one is.
 pub fn holder(dir: &Path) -> Option<u32> {
-    let name = name_of(dir).ok()?;
+    let meta = std::fs::metadata(dir).ok()?;
+    let name = name_of((meta.dev(), meta.ino()), dir).ok()?;
     holder_pid(&name)
 }
 
@@ -60,10 +61,11 @@ mod tests {
     #[test]
     fn a_second_writer_is_refused_naming_the_first_until_it_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
+        let handle = DirHandle::open(dir.path()).unwrap();
         assert_eq!(holder(dir.path()), None);
-        let first = acquire(dir.path()).unwrap();
+        let first = acquire(&handle).unwrap();
         assert_eq!(holder(dir.path()), Some(std::process::id()));
-        let e = acquire(dir.path()).unwrap_err().to_string();
+        let e = acquire(&handle).unwrap_err().to_string();
         assert!(
             e.contains(&format!(
                 "being written by another ditto (pid {})",
@@ -73,6 +75,6 @@ mod tests {
         );
         drop(first);
         assert_eq!(holder(dir.path()), None);
-        acquire(dir.path()).unwrap();
+        acquire(&handle).unwrap();
     }
 }

@@ -161,3 +161,123 @@ fn compare_refuses_a_dispatch_file_that_is_a_fifo_or_a_link_outside_the_snapshot
         stderr(&link)
     );
 }
+
+/// A tmpfs of `mib` MiB mounted on a new directory, unmounted when dropped.
+struct SmallFileSystem {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFileSystem {
+    fn mount(mib: u32) -> SmallFileSystem {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("mount(8) runs");
+        assert!(
+            o.status.success(),
+            "mounting a {mib} MiB tmpfs needs root (CI runs as root): {}",
+            stderr(&o)
+        );
+        SmallFileSystem { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFileSystem {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_file_system_leaves_a_manifest_saying_what_it_holds_and_that_it_is_incomplete() {
+    let fs = SmallFileSystem::mount(8);
+    let out = fs.path().join("out");
+    let o = output_within(
+        Command::new(ditto_bin())
+            .args(["run", "--kernel", "storm_fill", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(app("dispatch_storm"))
+            .arg("5000")
+            .env("NO_COLOR", "1"),
+        Duration::from_secs(300),
+        "ditto run into a small file system",
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", &err[..err.len().min(4000)]);
+    assert!(
+        stdout(&o).contains("dispatches=5000 "),
+        "the application ran to its end: {}",
+        stdout(&o)
+    );
+    // A few lines: the first errors and how many more.
+    assert!(
+        err.len() < 4096,
+        "{} bytes of errors: {}",
+        err.len(),
+        &err[..4096]
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(
+        err.contains("more errors (each dispatch's reason is under \"missing\""),
+        "{err}"
+    );
+    // The manifest names exactly what is stored, and from where on the
+    // rank's dispatches were not stored.
+    let m = snapshot_manifest(&out);
+    let indices: Vec<u64> = m["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["index"].as_u64().unwrap())
+        .collect();
+    let stored = indices.len() as u64;
+    assert!(stored > 10 && stored < 5000, "{stored} stored");
+    assert_eq!(indices, (0..stored).collect::<Vec<_>>());
+    for d in m["dispatches"].as_array().unwrap() {
+        assert!(out.join(d["file"].as_str().unwrap()).is_file(), "{d}");
+    }
+    let unaccounted = &m["runs"][0]["unaccounted"];
+    assert_eq!(unaccounted["from_index"].as_u64(), Some(stored), "{m}");
+    assert!(
+        unaccounted["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the file system of {} is full", out.display())),
+        "{unaccounted}"
+    );
+    assert_eq!(
+        m["dispatched_kernels"][0]["count"].as_u64(),
+        Some(5001),
+        "the Goodbye is recorded too (the warm-up and 5000): {m}"
+    );
+    // The room kept for the manifest is given back.
+    let hidden: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
+    // inspect says it is incomplete before listing dispatches.
+    let inspected = ditto(&["inspect", out.to_str().unwrap()]);
+    assert_eq!(inspected.status.code(), Some(0), "{}", stderr(&inspected));
+    let third_line = stdout(&inspected).lines().nth(2).unwrap_or("").to_string();
+    assert!(
+        third_line.starts_with(&format!(
+            "incomplete: pid {} (rank 0): its dispatches from index {stored} on are unaccounted \
+             (not stored: the file system of {} is full",
+            m["runs"][0]["pid"],
+            out.display()
+        )),
+        "{third_line}"
+    );
+}

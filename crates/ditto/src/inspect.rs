@@ -93,6 +93,10 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
             r.working_directory
         );
     }
+    // Before the dispatches: what the snapshot lacks is read first.
+    for u in m.unaccounted() {
+        let _ = writeln!(out, "incomplete: {u}");
+    }
     let mut dispatches: Vec<_> = m.dispatches.iter().collect();
     dispatches.sort_by_key(|d| (d.rank, d.index));
     for d in dispatches {
@@ -150,9 +154,6 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
             r.reason.name(),
             r.detail
         );
-    }
-    for u in m.unaccounted() {
-        let _ = writeln!(out, "incomplete: {u}");
     }
     if m.dispatches.is_empty() {
         let _ = writeln!(

@@ -229,6 +229,9 @@ impl ConnectionReport {
     }
 }
 
+/// How many of a connection's errors its report line shows.
+const SHOWN_ERRORS: usize = 3;
+
 impl std::fmt::Display for ConnectionReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -277,8 +280,18 @@ impl std::fmt::Display for ConnectionReport {
                 self.pid.unwrap_or(0)
             )?,
         }
-        for e in &self.errors {
+        // A few errors say what went wrong; thousands of the same (a full
+        // disk refuses every dispatch after the first) say nothing more.
+        for e in self.errors.iter().take(SHOWN_ERRORS) {
             write!(f, "; error: {e}")?;
+        }
+        if self.errors.len() > SHOWN_ERRORS {
+            write!(
+                f,
+                "; and {} more errors (each dispatch's reason is under \"missing\" in its \
+                 manifest; `ditto inspect` lists them)",
+                self.errors.len() - SHOWN_ERRORS
+            )?;
         }
         Ok(())
     }

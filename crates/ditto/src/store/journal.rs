@@ -56,12 +56,13 @@ impl Journal {
 
     /// Appends one record as one line, in one write: a crash leaves at
     /// most the last line cut short, never a line half-mixed with another.
-    pub fn append(&mut self, record: &DispatchRecord) -> Result<(), StoreError> {
+    /// Returns the line's length.
+    pub fn append(&mut self, record: &DispatchRecord) -> Result<usize, StoreError> {
         self.append_line(record)
     }
 
     /// Appends one missing record, as `{"missing": record}`.
-    pub fn append_missing(&mut self, record: &MissingRecord) -> Result<(), StoreError> {
+    pub fn append_missing(&mut self, record: &MissingRecord) -> Result<usize, StoreError> {
         #[derive(Serialize)]
         struct Line<'a> {
             missing: &'a MissingRecord,
@@ -69,7 +70,7 @@ impl Journal {
         self.append_line(&Line { missing: record })
     }
 
-    fn append_line<T: Serialize>(&mut self, record: &T) -> Result<(), StoreError> {
+    fn append_line<T: Serialize>(&mut self, record: &T) -> Result<usize, StoreError> {
         let mut line = serde_json::to_vec(record)
             .map_err(|e| StoreError::Invalid(format!("journal record: {e}")))?;
         line.push(b'\n');
@@ -81,7 +82,8 @@ impl Journal {
                     .map_err(io_err(&self.path))?,
             ),
         };
-        file.write_all(&line).map_err(io_err(&self.path))
+        file.write_all(&line).map_err(io_err(&self.path))?;
+        Ok(line.len())
     }
 }
 

@@ -29,6 +29,7 @@ pub mod missing;
 pub mod output_dir;
 mod placement;
 mod reader;
+mod room;
 mod spare_files;
 mod tensor_file;
 mod writer;

@@ -25,6 +25,7 @@ use super::manifest::{
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
 use super::placement;
+use super::room::{self, Room};
 use super::spare_files::{self, SpareFiles};
 use super::tensor_file::{self, TensorSource};
 use super::writer_lock;
@@ -114,6 +115,17 @@ pub struct SnapshotWriter {
     /// Why the directory is no longer the one at its path, once found
     /// ([`DirHandle::displaced`]): nothing more is written.
     displaced: Option<String>,
+    /// Blocks kept for the last manifest ([`room`]).
+    room: Room,
+    /// Why nothing more is stored, once a write found the file system
+    /// full: each rank's dispatches from its first one refused on are
+    /// recorded as not stored (its run's `unaccounted`), none of them
+    /// written, and the manifest says so.
+    full: Option<String>,
+    /// About how large `manifest.json` would be now: its size when last
+    /// written, and twice each journal line since (the manifest is the
+    /// same records, indented).
+    manifest_estimate: u64,
     /// Held while processes write here (from creation, and from each
     /// [`Self::add_run`] after [`Self::release_idle_resources`]): a second
     /// writer of `dir` is refused meanwhile.
@@ -200,6 +212,9 @@ impl SnapshotWriter {
             lock: Some(lock),
             journal: Journal::create(&handle)?,
             spares: SpareFiles::start(&handle),
+            room: Room::keep(&handle),
+            full: None,
+            manifest_estimate: 0,
             spares_wanted: true,
             stored: HashSet::new(),
             writing: HashSet::new(),
@@ -272,7 +287,7 @@ impl SnapshotWriter {
             working_directory: hello.working_directory.clone(),
             unaccounted: None,
         });
-        self.write_manifest()?;
+        self.write_manifest_unless_full()?;
         Ok(rank)
     }
 
@@ -284,14 +299,63 @@ impl SnapshotWriter {
         from_index: u64,
         reason: &str,
     ) -> Result<(), StoreError> {
-        if let Some(run) = self.manifest.runs.iter_mut().find(|r| r.rank == rank) {
+        self.mark_unaccounted(rank, from_index, reason);
+        self.hold_lock()?;
+        self.write_manifest_unless_full()
+    }
+
+    /// Rank `rank`'s dispatches from `from_index` on are of unknown fate;
+    /// an earlier index already recorded stands.
+    fn mark_unaccounted(&mut self, rank: u32, from_index: u64, reason: &str) {
+        if let Some(run) = self.manifest.runs.iter_mut().find(|r| r.rank == rank)
+            && run
+                .unaccounted
+                .as_ref()
+                .is_none_or(|u| u.from_index > from_index)
+        {
             run.unaccounted = Some(Unaccounted {
                 from_index,
                 reason: reason.to_string(),
             });
+            self.manifest_stale = true;
         }
-        self.hold_lock()?;
-        self.write_manifest()
+    }
+
+    /// After a failed write of dispatch `index` of `rank`: when the file
+    /// system is full (now, or since an earlier write), nothing more is
+    /// stored; the room kept is given back and the manifest says from
+    /// which dispatch on each rank's were not stored.
+    fn after_failed_write(&mut self, rank: u32, index: u64, e: &StoreError) {
+        if self.full.is_none() && room::is_full(e) {
+            self.enter_full(e);
+            self.record_not_stored(rank, index);
+            let _ = self.write_manifest();
+        } else if self.full.is_some() {
+            self.record_not_stored(rank, index);
+        }
+    }
+
+    /// The file system is full (`e` said so): nothing more is stored, and
+    /// the room kept is given back for the manifest.
+    fn enter_full(&mut self, e: &StoreError) {
+        self.full = Some(format!(
+            "not stored: the file system of {} is full ({e}); free space or choose another --out",
+            self.dir.path().display()
+        ));
+        self.room.give_back();
+    }
+
+    /// Dispatch `index` of `rank` and all after it are not stored (the
+    /// file system is full).
+    fn record_not_stored(&mut self, rank: u32, index: u64) {
+        if let Some(full) = self.full.clone() {
+            self.mark_unaccounted(rank, index, &full);
+        }
+    }
+
+    /// Why dispatches are no longer stored, once the file system filled.
+    pub fn full(&self) -> Option<&str> {
+        self.full.as_deref()
     }
 
     /// Writes the dispatch's tensor file, then the manifest naming it.
@@ -323,6 +387,7 @@ impl SnapshotWriter {
             Ok(written) => self.record(written),
             Err(e) => {
                 self.abandon(rank, dispatch.index);
+                self.after_failed_write(rank, dispatch.index, &e);
                 Err(e)
             }
         }
@@ -350,7 +415,13 @@ impl SnapshotWriter {
             writer,
             key: Some((rank, dispatch.index)),
         };
-        let written = slot.write(pid, dispatch, tensors)?;
+        let written = match slot.write(pid, dispatch, tensors) {
+            Ok(written) => written,
+            Err(e) => {
+                lock().after_failed_write(rank, dispatch.index, &e);
+                return Err(e);
+            }
+        };
         reservation.key = None;
         lock().record(written)
     }
@@ -367,6 +438,12 @@ impl SnapshotWriter {
             )));
         }
         self.check_in_place()?;
+        if let Some(full) = self.full.clone() {
+            self.record_not_stored(rank, index);
+            return Err(StoreError::Invalid(format!(
+                "dispatch {index} of rank {rank}: {full}"
+            )));
+        }
         if self.spares.is_none() && self.spares_wanted {
             self.spares = SpareFiles::start(&self.dir);
         }
@@ -406,9 +483,20 @@ impl SnapshotWriter {
             self.spares = None;
             self.spares_wanted = false;
         }
-        if let Err(e) = self.journal.append(&record) {
-            let _ = self.dir.remove(&record.file);
-            return Err(e);
+        let line = match self.journal.append(&record) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = self.dir.remove(&record.file);
+                self.after_failed_write(record.rank, record.index, &e);
+                return Err(e);
+            }
+        };
+        self.manifest_estimate += 2 * line as u64;
+        // Room for the manifest naming this dispatch; where there is none
+        // this dispatch is stored, the next ones are not.
+        if let Err(e) = self.room.grow_for(self.manifest_estimate) {
+            let e = io_err(&self.dir.shown(&room::file_name()))(e);
+            self.after_failed_write(record.rank, record.index.saturating_add(1), &e);
         }
         if self.manifest.kernel.is_none() {
             self.manifest.kernel = record.kernel.clone();
@@ -419,7 +507,11 @@ impl SnapshotWriter {
         if self.manifest_written.elapsed()
             >= MANIFEST_INTERVAL.max(self.manifest_write_time * MANIFEST_TIME_FACTOR)
         {
-            self.write_manifest()?;
+            // The dispatch is stored (its file and journal line are in
+            // place) whether or not the manifest could be rewritten now.
+            if let Err(e) = self.write_manifest() {
+                self.after_failed_write(key.0, key.1.saturating_add(1), &e);
+            }
         }
         Ok(path)
     }
@@ -445,7 +537,30 @@ impl SnapshotWriter {
         &mut self,
         record: MissingRecord,
     ) -> Result<Vec<DispatchRecord>, StoreError> {
-        self.journal.append_missing(&record)?;
+        if self.full.is_some() {
+            // What the full file system's record covers is said there; the
+            // rest is kept in memory for the last manifest (the journal
+            // cannot grow).
+            let covered = self.manifest.runs.iter().any(|r| {
+                r.rank == record.rank
+                    && r.unaccounted
+                        .as_ref()
+                        .is_some_and(|u| record.index >= u.from_index)
+            });
+            if covered {
+                return Ok(Vec::new());
+            }
+        } else {
+            match self.journal.append_missing(&record) {
+                Ok(line) => self.manifest_estimate += 2 * line as u64,
+                Err(e) => {
+                    self.after_failed_write(record.rank, record.index, &e);
+                    if self.full.is_none() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
         let dropped = missing::merge(&mut self.manifest, record);
         for dropped in &dropped {
             self.stored.remove(&(dropped.rank, dropped.index));
@@ -454,7 +569,7 @@ impl SnapshotWriter {
                 .map_err(io_err(&self.dir.shown(&dropped.file)))?;
         }
         self.manifest_stale = true;
-        if self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
+        if self.full.is_none() && self.manifest_written.elapsed() >= MANIFEST_INTERVAL {
             self.write_manifest()?;
         }
         Ok(dropped)
@@ -474,7 +589,9 @@ impl SnapshotWriter {
     /// manifest written if it lacks anything.
     pub fn commit(&mut self) -> Result<(), StoreError> {
         self.check_in_place()?;
-        self.flush()
+        self.flush()?;
+        self.room.give_back();
+        Ok(())
     }
 
     /// Whether the directory written is still the one at its path; once it
@@ -518,23 +635,70 @@ impl SnapshotWriter {
                 }),
             }
         }
+        self.write_manifest_unless_full()
+    }
+
+    /// [`Self::write_manifest`], or once the file system is full only
+    /// marked for the last write ([`Self::commit`]).
+    fn write_manifest_unless_full(&mut self) -> Result<(), StoreError> {
+        if self.full.is_some() {
+            self.manifest_stale = true;
+            return Ok(());
+        }
         self.write_manifest()
     }
 
+    /// Writes `manifest.json` whole. A full file system found here is
+    /// noted ([`Self::enter_full`]) and the write tried once more in the
+    /// room given back.
+    ///
+    /// Once full, a manifest that does not fit beside the one it replaces
+    /// replaces it by removal, then write: the room kept fits one manifest,
+    /// and the last one must say all the snapshot holds. (Killed between
+    /// the two, the snapshot has its journal and no manifest.)
     fn write_manifest(&mut self) -> Result<(), StoreError> {
+        match self.write_manifest_once() {
+            Err(e) if self.full.is_none() && room::is_full(&e) => {
+                self.enter_full(&e);
+                self.write_manifest()
+            }
+            Err(e) if self.full.is_some() && room::is_full(&e) => {
+                self.dir
+                    .remove_if_there(MANIFEST_FILE)
+                    .map_err(io_err(&self.dir.shown(MANIFEST_FILE)))?;
+                self.write_manifest_once()
+            }
+            r => r,
+        }
+    }
+
+    fn write_manifest_once(&mut self) -> Result<(), StoreError> {
         self.check_in_place()?;
         let started = Instant::now();
         let manifest = &self.manifest;
         let path = self.dir.shown(MANIFEST_FILE);
         write_replacing_with(&self.dir, MANIFEST_FILE, true, |w| {
             serde_json::to_writer_pretty(&mut *w, manifest)
-                .map_err(std::io::Error::other)
+                // An I/O error is given back as it came (ENOSPC stays ENOSPC).
+                .map_err(std::io::Error::from)
                 .and_then(|()| w.write_all(b"\n"))
                 .map_err(io_err(&path))
         })?;
         self.manifest_written = Instant::now();
         self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
+        if self.full.is_none() {
+            let size = rustix::fs::statat(
+                self.dir.as_fd(),
+                MANIFEST_FILE,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_or(0, |st| st.st_size as u64);
+            self.manifest_estimate = size;
+            self.room
+                .grow_for(size)
+                .map_err(io_err(&self.dir.shown(&room::file_name())))?;
+        }
         Ok(())
     }
 }

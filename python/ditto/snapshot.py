@@ -1,8 +1,13 @@
 """Snapshot directories as Python objects: the manifest, each captured
 dispatch, and its arrays as numpy arrays.
 
-Owns reading what `ditto run` / `ditto collect` wrote (manifest.json and one
-safetensors file per dispatch); it never writes and never compares.
+Owns reading what `ditto run` / `ditto collect` wrote (manifest.json,
+dispatches.jsonl and one safetensors file per dispatch); it never writes and
+never compares. It reads only regular files of the snapshot directory
+itself, each opened relative to the directory opened once (no symbolic link
+followed, no FIFO waited on, no file name leading elsewhere), and checks
+each tensor's header against the manifest and each buffer's bytes against
+the fingerprint the collector recorded, as the CLI's reader does.
 bfloat16 arrays are returned as `ml_dtypes.bfloat16` when ml_dtypes is
 installed, else as their raw bits (`numpy.uint16`), since numpy has no
 bfloat16 of its own.
@@ -10,28 +15,127 @@ bfloat16 of its own.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import struct
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
-from safetensors import safe_open
 
 from ._cli import DittoError
 
 MANIFEST = "manifest.json"
 JOURNAL = "dispatches.jsonl"
 
+CAPTURE_AGAIN = "capture the snapshot again (ditto run or ditto collect)"
 
-def _with_journal(directory: Path, manifest: dict) -> dict:
+
+def is_own_file_name(name: object) -> bool:
+    """Whether a dispatch's `file` names a file of the snapshot's own
+    directory: not empty, not starting with '.', no '/'. The same rule as
+    the CLI's reader (`Snapshot::load_dispatch` in
+    crates/ditto/src/store/reader.rs): change both or neither. (A NUL,
+    which no file name holds, is refused here before the system call that
+    would refuse it there.)"""
+    return isinstance(name, str) and name != "" and not name.startswith(".") and "/" not in name and "\0" not in name
+
+
+def _dispatch_label(record: dict) -> str:
+    return f"dispatch {record.get('index')} of rank {record.get('rank')}"
+
+
+def _check_file_name(directory: Path, record: dict, source: str) -> None:
+    """Refuses a dispatch record (from `source`) whose file is not a file
+    of this snapshot directory."""
+    name = record.get("file")
+    if not is_own_file_name(name):
+        raise DittoError(
+            f"{source} of snapshot {directory}: {_dispatch_label(record)} names the file {name!r}, "
+            "which is not a file of this snapshot directory (a dispatch's file is a plain file name "
+            f"in the snapshot's own directory); {CAPTURE_AGAIN}"
+        )
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class _Directory:
+    """A snapshot directory opened once: each of its files is opened
+    relative to this handle, never followed through a symbolic link, and
+    only when it is a regular file (a FIFO is opened without waiting for a
+    writer and then refused), so that a snapshot cannot point a reader at
+    another file or hang it."""
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.path = Path(path)
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise DittoError(f"{self.path} is not a ditto snapshot directory: it has no {MANIFEST}") from None
+        except NotADirectoryError:
+            raise DittoError(
+                f"{self.path} is not a ditto snapshot directory: it is not a directory "
+                f"(give the directory that holds {MANIFEST})"
+            ) from None
+        except OSError as e:
+            raise DittoError(f"{self.path}: cannot open the snapshot directory: {e.strerror}") from None
+        weakref.finalize(self, os.close, self.fd)
+
+    def open(self, name: str, what: str) -> Tuple[int, os.stat_result]:
+        """An open descriptor of the regular file `name` of this directory
+        and its status; `what` names the file in errors (e.g. "dispatch 3
+        of rank 0: its file x.safetensors"). FileNotFoundError passes
+        through; everything else that is not a regular file is a
+        DittoError."""
+        if not is_own_file_name(name):
+            raise DittoError(
+                f"{what} in snapshot {self.path}: {name!r} is not a file of this snapshot directory; {CAPTURE_AGAIN}"
+            )
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self.fd)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            # O_NOFOLLOW: ELOOP is the last component being a symbolic link.
+            if e.errno != errno.ELOOP:
+                raise DittoError(f"{what} in snapshot {self.path}: cannot open it: {e.strerror}") from None
+            kind = "a symbolic link"
+        else:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                return fd, info
+            os.close(fd)
+            kind = next((k for test, k in _FILE_KINDS if test(info.st_mode)), "not a regular file")
+        raise DittoError(
+            f"{what} in snapshot {self.path} is {kind}, not a regular file: a reader takes only regular files "
+            f"of the snapshot's own directory (it follows no link out of it and waits on no FIFO); put the "
+            f"file itself there, or {CAPTURE_AGAIN}"
+        )
+
+    def read(self, name: str, what: str) -> bytes:
+        """The whole regular file `name` (FileNotFoundError passes through)."""
+        fd, _ = self.open(name, what)
+        with open(fd, "rb", closefd=True) as f:
+            return f.read()
+
+
+def _with_journal(directory: _Directory, manifest: dict) -> dict:
     """Adds the dispatches only the journal has (the collector writes
     manifest.json now and then, the journal line by line; a last line cut
     short by a crash is ignored)."""
     try:
-        text = (directory / JOURNAL).read_bytes()
+        text = directory.read(JOURNAL, JOURNAL)
     except FileNotFoundError:
         return manifest
     end = text.rfind(b"\n")
@@ -42,10 +146,11 @@ def _with_journal(directory: Path, manifest: dict) -> dict:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DittoError(f"{directory / JOURNAL}: line {n + 1}: {e}") from None
+            raise DittoError(f"{directory.path / JOURNAL}: line {n + 1}: {e}") from None
         if "missing" in record:
             _merge_missing(manifest, record["missing"])
         elif (record["rank"], record["index"]) not in known:
+            _check_file_name(directory.path, record, f"{JOURNAL} line {n + 1}")
             manifest.setdefault("dispatches", []).append(record)
             if not manifest.get("kernel"):
                 manifest["kernel"] = record.get("kernel")
@@ -94,20 +199,142 @@ def bfloat16_dtype() -> Optional[np.dtype]:
     return np.dtype(ml_dtypes.bfloat16)
 
 
-def _read_raw_tensor(path: Path, name: str) -> np.ndarray:
-    """The bytes of one tensor (safetensors: u64 header length, JSON header,
-    data), as uint8; for dtypes numpy cannot name."""
-    with open(path, "rb") as f:
-        (header_len,) = struct.unpack("<Q", f.read(8))
+_MASK = (1 << 64) - 1
+_PRIME = 0x0000_0100_0000_01B3
+_WINDOW = 64
+_WINDOWS = 64
+
+
+def _mix(h: int, word: int) -> int:
+    h = ((h ^ word) * _PRIME) & _MASK
+    return ((h << 29) | (h >> 35)) & _MASK
+
+
+def fingerprint_windows(length: int) -> List[Tuple[int, int]]:
+    """The byte ranges (start, length) of a buffer that its fingerprint
+    reads: the whole buffer up to 4 KiB, else 64 windows of 64 bytes."""
+    if length <= _WINDOW * _WINDOWS:
+        return [(0, length)]
+    last_start = length - _WINDOW
+    return [(i * last_start // (_WINDOWS - 1), _WINDOW) for i in range(_WINDOWS)]
+
+
+def fingerprint_of_windows(length: int, windows: Iterable[bytes]) -> int:
+    """The fingerprint of a `length`-byte buffer from the bytes of its
+    fingerprint_windows, in order."""
+    lanes = [0xCBF29CE484222325, 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9]
+    lanes[0] = _mix(lanes[0], length)
+    for w in windows:
+        whole = len(w) - len(w) % 32
+        for block in range(0, whole, 32):
+            words = struct.unpack_from("<4Q", w, block)
+            for i in range(4):
+                lanes[i] = _mix(lanes[i], words[i])
+        for b in w[whole:]:
+            lanes[0] = _mix(lanes[0], b)
+        # Where one window ends and the next begins.
+        lanes[1] = _mix(lanes[1], len(w))
+    h = lanes[0]
+    for lane in lanes[1:]:
+        h = _mix(h, lane)
+    return h
+
+
+def fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) -> int:
+    """The fingerprint the tool and the collector take of a buffer and the
+    manifest records: a port of `ditto_protocol::fingerprint`
+    (crates/protocol/src/lib.rs; a multiply-rotate hash over the length and
+    up to 64 windows of 64 bytes, 64-bit arithmetic wrapping). Pinned to
+    the Rust function's values by both crates' tests: change both or
+    neither."""
+    raw = memoryview(data).cast("B")
+    return fingerprint_of_windows(len(raw), (raw[s : s + n].tobytes() for s, n in fingerprint_windows(len(raw))))
+
+
+# ditto's dtype name -> (safetensors dtype, numpy dtype of the elements),
+# as `safetensors_dtype` in crates/ditto/src/store/manifest.rs. bfloat16 is
+# read as its bits (numpy has no bfloat16 of its own).
+_DTYPES = {
+    "float16": ("F16", "<f2"),
+    "bfloat16": ("BF16", "<u2"),
+    "float32": ("F32", "<f4"),
+    "float64": ("F64", "<f8"),
+    "int8": ("I8", "i1"),
+    "int16": ("I16", "<i2"),
+    "int32": ("I32", "<i4"),
+    "int64": ("I64", "<i8"),
+    "uint8": ("U8", "u1"),
+    "bytes": ("U8", "u1"),
+    "uint16": ("U16", "<u2"),
+    "uint32": ("U32", "<u4"),
+    "uint64": ("U64", "<u8"),
+    "bool": ("BOOL", "?"),
+}
+
+# The largest header read (the safetensors format's own limit).
+_MAX_HEADER = 100_000_000
+
+
+def _is_count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _read_tensors(f, size: int, wanted: List[dict], where: str) -> List[np.ndarray]:
+    """The bytes (uint8) of each wanted tensor (manifest buffer records) of
+    the open safetensors file `f` of `size` bytes: u64 header length, JSON
+    header, data. Each tensor's dtype and shape must be the manifest's, its
+    data inside the file; `where` names the dispatch and file in errors."""
+
+    def bad(reason: str) -> DittoError:
+        return DittoError(f"{where}: {reason}; {CAPTURE_AGAIN}")
+
+    if size < 8:
+        raise bad(f"{size} bytes: too short for a safetensors file")
+    (header_len,) = struct.unpack("<Q", f.read(8))
+    if header_len > _MAX_HEADER or 8 + header_len > size:
+        raise bad(f"header length {header_len} does not fit in the file's {size} bytes")
+    try:
         header = json.loads(f.read(header_len))
-        if name not in header:
-            raise DittoError(f"{path}: has no tensor {name!r} although the manifest lists it")
-        start, end = header[name]["data_offsets"]
-        f.seek(8 + header_len + start)
-        data = f.read(end - start)
-    if len(data) != end - start:
-        raise DittoError(f"{path}: tensor {name!r} is cut short ({len(data)} of {end - start} bytes)")
-    return np.frombuffer(data, dtype=np.uint8)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise bad(f"the header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    data_start = 8 + header_len
+    data_len = size - data_start
+    out = []
+    for b in wanted:
+        name, dtype, elements = b.get("tensor"), b.get("dtype"), b.get("elements")
+        if dtype not in _DTYPES:
+            raise bad(f"tensor {name}: the manifest's dtype {dtype!r} is not one ditto writes")
+        if not _is_count(elements) or b.get("shape", [elements]) != [elements]:
+            raise bad(f"tensor {name}: the manifest's shape {b.get('shape')} and elements {elements!r} disagree")
+        st_dtype, np_dtype = _DTYPES[dtype]
+        info = header.get(name) if isinstance(name, str) and name != "__metadata__" else None
+        if not isinstance(info, dict):
+            raise bad(f"tensor {name} (argument {b.get('arg')}): not in the file")
+        shape, offsets = info.get("shape"), info.get("data_offsets")
+        if info.get("dtype") != st_dtype or shape != [elements]:
+            shown = ", ".join(map(str, shape)) if isinstance(shape, list) else repr(shape)
+            raise bad(
+                f"tensor {name} is {info.get('dtype')}[{shown}] but the manifest says "
+                f"{dtype} ({st_dtype}[{elements}])"
+            )
+        expected = elements * np.dtype(np_dtype).itemsize
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+            raise bad(f"tensor {name}: data offsets {offsets!r} are not two byte offsets")
+        start, end = offsets
+        if start > end or end > data_len or end - start != expected:
+            raise bad(
+                f"tensor {name} (argument {b.get('arg')}): data offsets {start}..{end} are not "
+                f"{expected} bytes inside the file's {data_len} bytes of data"
+            )
+        data = np.empty(expected, dtype=np.uint8)
+        f.seek(data_start + start)
+        got = f.readinto(data)
+        if got != expected:
+            raise bad(f"tensor {name}: cut short ({got} of {expected} bytes)")
+        out.append(data)
+    return out
 
 
 @dataclass
@@ -145,12 +372,13 @@ class Dispatch:
     file: Path
     record: dict = field(repr=False)
     _arrays: Optional[List[CapturedArray]] = field(default=None, repr=False)
+    _directory: Optional[_Directory] = field(default=None, repr=False)
 
     @property
     def args(self) -> List[CapturedArray]:
         """Every captured array, in manifest order (loaded on first use)."""
         if self._arrays is None:
-            self._arrays = [self._load(b) for b in self.record.get("buffers", [])]
+            self._arrays = self._load()
         return self._arrays
 
     @property
@@ -169,33 +397,71 @@ class Dispatch:
         captured = ", ".join(a.tensor for a in self.args) or "nothing"
         raise KeyError(f"dispatch {self.index} has no captured array {key!r} (captured: {captured})")
 
-    def _load(self, b: dict) -> CapturedArray:
-        dtype = b["dtype"]
-        if dtype == "bfloat16":
-            raw = _read_raw_tensor(self.file, b["tensor"]).view(np.uint16)
-            bf16 = bfloat16_dtype()
-            array = raw.view(bf16) if bf16 is not None else raw
-        else:
-            with safe_open(str(self.file), framework="numpy") as f:
-                array = f.get_tensor(b["tensor"])
-        return CapturedArray(
-            arg=int(b["arg"]),
-            tensor=b["tensor"],
-            phase=b.get("phase", "after"),
-            dtype=dtype,
-            name=b.get("name"),
-            array=array,
-            record=b,
-        )
+    def _load(self) -> List[CapturedArray]:
+        """Reads every buffer from the dispatch's file (a regular file of
+        the snapshot directory), each checked against its manifest record:
+        dtype, shape and the recorded fingerprint of its bytes."""
+        directory = self._directory if self._directory is not None else _Directory(self.file.parent)
+        name = self.record.get("file")
+        label = f"{_dispatch_label(self.record)}: its file {name}"
+        where = f"{label} in snapshot {directory.path}"
+        buffers = self.record.get("buffers", [])
+        try:
+            fd, info = directory.open(name, label)
+        except FileNotFoundError:
+            raise DittoError(f"{where} is missing; {CAPTURE_AGAIN}") from None
+        with open(fd, "rb", closefd=True) as f:
+            raws = _read_tensors(f, info.st_size, buffers, where)
+        out = []
+        for b, raw in zip(buffers, raws):
+            expected = b.get("fingerprint")
+            seen = fingerprint(raw)
+            if seen != expected:
+                recorded = f"fingerprint {expected:016x}" if _is_count(expected) else f"no fingerprint ({expected!r})"
+                raise DittoError(
+                    f"{_dispatch_label(self.record)}, argument {b.get('arg')} (tensor {b.get('tensor')}) "
+                    f"in {name} of snapshot {directory.path}: the manifest records {recorded} "
+                    f"but its bytes have {seen:016x}: the file was changed or damaged after it was "
+                    f"captured; {CAPTURE_AGAIN}"
+                )
+            dtype = b["dtype"]
+            array = raw.view(_DTYPES[dtype][1])
+            if dtype == "bfloat16":
+                bf16 = bfloat16_dtype()
+                if bf16 is not None:
+                    array = array.view(bf16)
+            out.append(
+                CapturedArray(
+                    arg=int(b["arg"]),
+                    tensor=b["tensor"],
+                    phase=b.get("phase", "after"),
+                    dtype=dtype,
+                    name=b.get("name"),
+                    array=array,
+                    record=b,
+                )
+            )
+        return out
 
 
 class Snapshot:
     """A snapshot directory: what one or more application processes
     captured of one kernel."""
 
-    def __init__(self, directory: Union[str, os.PathLike], manifest: dict, keep_alive: object = None):
+    def __init__(
+        self,
+        directory: Union[str, os.PathLike],
+        manifest: dict,
+        keep_alive: object = None,
+        *,
+        _directory: Optional[_Directory] = None,
+    ):
+        # Every file is read relative to the directory as opened here.
+        self._directory = _directory if _directory is not None else _Directory(directory)
         self.dir = Path(directory)
         self.manifest = manifest
+        for d in manifest.get("dispatches", []):
+            _check_file_name(self.dir, d, MANIFEST)
         kernel = manifest.get("kernel") or {}
         self.kernel: Optional[str] = kernel.get("demangled")
         self.mangled: Optional[str] = kernel.get("mangled")
@@ -217,6 +483,7 @@ class Snapshot:
                 duration_ns=d.get("duration_ns"),
                 file=self.dir / d["file"],
                 record=d,
+                _directory=self._directory,
             )
             for d in manifest.get("dispatches", [])
         ]
@@ -225,14 +492,17 @@ class Snapshot:
 
     @classmethod
     def load(cls, directory: Union[str, os.PathLike]) -> "Snapshot":
-        path = Path(directory) / MANIFEST
+        opened = _Directory(directory)
+        path = opened.path / MANIFEST
         try:
-            manifest = json.loads(path.read_text())
+            manifest = json.loads(opened.read(MANIFEST, MANIFEST))
         except FileNotFoundError:
             raise DittoError(f"{directory} is not a ditto snapshot directory: it has no {MANIFEST}") from None
-        except json.JSONDecodeError as e:
+        except (ValueError, UnicodeDecodeError) as e:
             raise DittoError(f"{path} is not valid JSON: {e}") from None
-        return cls(directory, _with_journal(Path(directory), manifest))
+        if not isinstance(manifest, dict):
+            raise DittoError(f"{path} is not a ditto manifest: not a JSON object")
+        return cls(directory, _with_journal(opened, manifest), _directory=opened)
 
     def __len__(self) -> int:
         return len(self.dispatches)

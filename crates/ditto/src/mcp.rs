@@ -6,11 +6,21 @@
 //! structured JSON plus the human summary. Every call runs this same
 //! `ditto` executable as a child with `--json`: the engine is the CLI's,
 //! the application's own output never reaches the protocol stream (stdout),
-//! and a crashing application cannot take the server down.
+//! and a crashing application cannot take the server down. A child lives
+//! no longer than its call: it is killed when the client cancels the call
+//! (`notifications/cancelled`, which clients send when their own timeout
+//! for a call passes), when the server stops, and, on Linux, when the
+//! server dies however it dies (even by SIGKILL). Its own application
+//! goes with it (`ditto run` asks the same of its application).
+
+mod lines;
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -160,26 +170,74 @@ struct Outcome {
     stderr: String,
 }
 
-async fn ditto(args: Vec<String>, cwd: Option<&str>) -> Result<Outcome, String> {
+/// Runs `ditto ARGS` for the call `call` and waits for it; a cancelled
+/// call kills it (SIGKILL) and is an error.
+async fn ditto(
+    args: Vec<String>,
+    cwd: Option<&str>,
+    call: &RequestContext<RoleServer>,
+) -> Result<Outcome, String> {
+    use std::process::Stdio;
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the ditto executable to run: {e}"))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(&args)
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Dropped unfinished (a cancelled call, the server stopping with
+        // the call under way): killed.
         .kill_on_drop(true);
+    die_with_this_process(&mut cmd);
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let out = cmd
-        .output()
-        .await
+    let child = cmd
+        .spawn()
         .map_err(|e| format!("cannot run ditto {}: {e}", args.join(" ")))?;
+    let out = tokio::select! {
+        out = child.wait_with_output() => {
+            out.map_err(|e| format!("cannot run ditto {}: {e}", args.join(" ")))?
+        }
+        () = call.ct.cancelled() => {
+            return Err(format!(
+                "the call was cancelled; its `ditto {}` was stopped",
+                args.first().map_or("", String::as_str)
+            ));
+        }
+    };
     Ok(Outcome {
         code: out.status.code().unwrap_or(2),
         json: serde_json::from_slice(&out.stdout).ok(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
 }
+
+/// Has the kernel kill (SIGKILL) `cmd`'s child when this process dies
+/// without killing it itself (SIGKILL, a crash). The kernel sends it when
+/// the thread that started the child ends: children are started by the
+/// tasks of [`serve`]'s runtime, which runs them on the thread that called
+/// it (the main thread, in `ditto mcp`) until the server stops.
+#[cfg(target_os = "linux")]
+fn die_with_this_process(cmd: &mut tokio::process::Command) {
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and
+    // calls only async-signal-safe functions (prctl, getppid, raise).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The server may have died before the prctl.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        })
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_this_process(_cmd: &mut tokio::process::Command) {}
 
 /// The error text of a failed child: its JSON "error", else its
 /// `ditto: error:` lines.
@@ -236,6 +294,7 @@ impl DittoServer {
     async fn validate(
         &self,
         Parameters(r): Parameters<ValidateRequest>,
+        call: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let (reference, optimized) = match (
             command_line(&r.reference, "reference"),
@@ -263,7 +322,7 @@ impl DittoServer {
             args.extend(["--opt-kernel".into(), k]);
         }
         Ok(comparison(
-            ditto(args, r.working_directory.as_deref()).await,
+            ditto(args, r.working_directory.as_deref(), &call).await,
         ))
     }
 
@@ -273,6 +332,7 @@ impl DittoServer {
     async fn capture(
         &self,
         Parameters(r): Parameters<CaptureRequest>,
+        call: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         if r.command.is_empty() {
             return Ok(failure(
@@ -293,7 +353,7 @@ impl DittoServer {
         capture_args(&r.capture, &mut args);
         args.push("--".into());
         args.extend(r.command);
-        let ran = match ditto(args, r.working_directory.as_deref()).await {
+        let ran = match ditto(args, r.working_directory.as_deref(), &call).await {
             Ok(o) => o,
             Err(e) => return Ok(failure(e)),
         };
@@ -305,7 +365,7 @@ impl DittoServer {
             out_dir.display().to_string(),
             "--json".into(),
         ];
-        match ditto(inspect, None).await {
+        match ditto(inspect, None, &call).await {
             Ok(o) if o.code == 0 && o.json.is_some() => {
                 let summary = ran
                     .stderr
@@ -326,13 +386,14 @@ impl DittoServer {
     async fn compare(
         &self,
         Parameters(r): Parameters<CompareRequest>,
+        call: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let mut args = vec!["compare".into(), r.reference, r.optimized, "--json".into()];
         tolerance_args(&r.tolerances, &mut args);
         if let Some(k) = r.opt_kernel {
             args.extend(["--opt-kernel".into(), k]);
         }
-        Ok(comparison(ditto(args, None).await))
+        Ok(comparison(ditto(args, None, &call).await))
     }
 
     #[tool(
@@ -341,12 +402,13 @@ impl DittoServer {
     async fn kernels(
         &self,
         Parameters(r): Parameters<KernelsRequest>,
+        call: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let mut args = vec!["kernels".into(), r.file, "--json".into()];
         if let Some(t) = r.arg_types {
             args.extend(["--arg-types".into(), t]);
         }
-        Ok(match ditto(args, None).await {
+        Ok(match ditto(args, None, &call).await {
             Ok(o) if o.code == 0 && o.json.is_some() => {
                 let v = o.json.unwrap_or_default();
                 let names: Vec<String> = v["kernels"]
@@ -393,20 +455,30 @@ impl ServerHandler for DittoServer {
     }
 }
 
-/// Serves MCP on stdin/stdout until the client closes the stream.
+/// Serves MCP on stdin/stdout until the client closes the stream. Calls
+/// still under way then are dropped, and their children killed, when the
+/// runtime shuts down.
 pub fn serve() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
-        let service = DittoServer::default()
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot start the MCP server on stdio: {e}"))?;
-        service
-            .waiting()
-            .await
-            .map_err(|e| anyhow::anyhow!("the MCP server stopped: {e}"))?;
+    let served = runtime.block_on(async {
+        let (transport, lines) = lines::start(tokio::io::stdin(), tokio::io::stdout());
+        let service = match DittoServer::default().serve(transport).await {
+            Ok(service) => service,
+            Err(e) => {
+                lines.finish().await;
+                anyhow::bail!("cannot start the MCP server on stdio: {e}");
+            }
+        };
+        let quit = service.waiting().await;
+        // Every answer written before the process ends.
+        lines.finish().await;
+        quit.map_err(|e| anyhow::anyhow!("the MCP server stopped: {e}"))?;
         Ok(())
-    })
+    });
+    // A read of stdin that cannot be cancelled (rmcp stopped with the
+    // client's stream still open) is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    served
 }

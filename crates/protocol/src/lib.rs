@@ -330,7 +330,10 @@ pub struct Goodbye {
 /// Fingerprint of a buffer's bytes: a multiply-rotate hash over the length
 /// and up to 64 evenly spaced 64-byte windows. Cheap for gigabyte buffers,
 /// yet any stale or foreign mapping differs from the right one with near
-/// certainty.
+/// certainty. The Python package checks stored buffers with a port of it
+/// (`fingerprint` in python/ditto/snapshot.py); both are pinned to the same
+/// values by `fingerprint_of_fixed_inputs_is_pinned_for_the_python_port`
+/// and python/tests/test_snapshot_files.py: change both or neither.
 pub fn fingerprint(bytes: &[u8]) -> u64 {
     fingerprint_of_windows(
         bytes.len() as u64,
@@ -700,6 +703,31 @@ mod tests {
         };
         assert_eq!(handle[63], 63);
         assert_eq!(device_uuid.map(|u| u[15]), Some(0xa5));
+    }
+
+    /// Bytes (7 i + 3) mod 256, as `pattern` in python/tests/test_snapshot_files.py.
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + 3) as u8).collect()
+    }
+
+    #[test]
+    fn fingerprint_of_fixed_inputs_is_pinned_for_the_python_port() {
+        // The Python package checks stored buffers with its own port of
+        // `fingerprint` (python/ditto/snapshot.py), pinned to these same
+        // values by python/tests/test_snapshot_files.py: change both or
+        // neither.
+        let pinned = [
+            (0, 0xB2C9_ADD9_E514_70CD),
+            (1, 0x37DF_A922_FAC8_BE34),
+            (100, 0x7FB6_7F77_E416_CBF2),
+            (4096, 0x5175_80BA_F9B6_78F9),
+            (4097, 0x5372_9E27_ABAD_B3E7),
+            (10_000, 0x0516_F58F_9449_2535),
+            ((1 << 20) + 13, 0x1851_224D_11E8_0442),
+        ];
+        for (len, expected) in pinned {
+            assert_eq!(fingerprint(&pattern(len)), expected, "{len} bytes");
+        }
     }
 
     #[test]

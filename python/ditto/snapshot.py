@@ -251,6 +251,27 @@ def fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) -> int:
     return fingerprint_of_windows(len(raw), (raw[s : s + n].tobytes() for s, n in fingerprint_windows(len(raw))))
 
 
+def legacy_fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) -> int:
+    """The fingerprint of snapshots written before 2026-11-30 (same format
+    number): byte-at-a-time FNV-1a over the length's 8 little-endian bytes
+    and the same windows. Accepted where `fingerprint` differs, as the
+    CLI's reader does (`legacy_fingerprint` in
+    crates/ditto/src/store/reader.rs)."""
+    raw = memoryview(data).cast("B")
+    h = 0xCBF29CE484222325
+    mask = (1 << 64) - 1
+
+    def eat(chunk: bytes) -> None:
+        nonlocal h
+        for byte in chunk:
+            h = ((h ^ byte) * 0x100000001B3) & mask
+
+    eat(len(raw).to_bytes(8, "little"))
+    for s, n in fingerprint_windows(len(raw)):
+        eat(raw[s : s + n].tobytes())
+    return h
+
+
 # ditto's dtype name -> (safetensors dtype, numpy dtype of the elements),
 # as `safetensors_dtype` in crates/ditto/src/store/manifest.rs. bfloat16 is
 # read as its bits (numpy has no bfloat16 of its own).
@@ -416,7 +437,7 @@ class Dispatch:
         for b, raw in zip(buffers, raws):
             expected = b.get("fingerprint")
             seen = fingerprint(raw)
-            if seen != expected:
+            if seen != expected and legacy_fingerprint(raw) != expected:
                 recorded = f"fingerprint {expected:016x}" if _is_count(expected) else f"no fingerprint ({expected!r})"
                 raise DittoError(
                     f"{_dispatch_label(self.record)}, argument {b.get('arg')} (tensor {b.get('tensor')}) "

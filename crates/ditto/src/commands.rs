@@ -201,6 +201,8 @@ struct RunOutcome<'a> {
     pending: Vec<LiveConnection>,
     dir: &'a Path,
     show_dir: bool,
+    /// `--arg-sizes`, as given: the arguments it sizes were asked for.
+    arg_sizes: Option<&'a str>,
 }
 
 /// Checks what one application run delivered into its directory; returns
@@ -369,6 +371,35 @@ fn check_run(o: RunOutcome) -> Result<String> {
             );
         }
     }
+    // An argument the user sized with --arg-sizes was asked for by name:
+    // left out of a captured dispatch, the capture did not do what it was
+    // asked (an expression that overflows, a size past its allocation).
+    if let (Some(text), Some(m)) = (o.arg_sizes, manifest.as_ref()) {
+        let sized = ditto_kernels::ArgSizes::parse(text)
+            .map_err(|e| anyhow::anyhow!("--arg-sizes: {e}"))?;
+        let left_out: Vec<&crate::store::missing::MissingRecord> = m
+            .missing
+            .iter()
+            .filter(|r| {
+                r.reason != ditto_protocol::MissReason::Selection
+                    && r.arg.is_some_and(|a| sized.sizes.contains_key(&a))
+            })
+            .collect();
+        if let Some(first) = left_out.first() {
+            bail!(
+                "{label} ({cmd}): captured {what}, but not the argument{} --arg-sizes {text:?} \
+                 sizes: {} of them left out; the first: dispatch {} of rank {}, arg{}: {}; fix \
+                 the expression (its terms are integer arguments of the kernel, its product \
+                 must fit the argument's allocation)",
+                if sized.sizes.len() > 1 { "s" } else { "" },
+                left_out.len(),
+                first.indices(),
+                first.rank,
+                first.arg.unwrap_or_default(),
+                first.detail
+            );
+        }
+    }
     Ok(format!("{label}: {}, captured {what}", o.exit))
 }
 
@@ -482,6 +513,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         pending,
         dir: &out,
         show_dir: true,
+        arg_sizes: opts.arg_sizes.as_deref(),
     })?;
     log::info(&line);
     Ok(Verdict::Valid)
@@ -682,6 +714,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             pending,
             dir: &base.join(run_name),
             show_dir: opts.keep.is_some(),
+            arg_sizes: opts.arg_sizes.as_deref(),
         })?;
         log::info(&line);
     }

@@ -963,7 +963,8 @@ mod tests {
                 }
             )
         );
-        // No temporary file is left behind.
+        // No temporary file is left behind once the writer is done.
+        drop(w);
         let names: Vec<String> = std::fs::read_dir(&snap)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -1115,7 +1116,11 @@ mod tests {
             matches!(err, StoreError::Refused(ref r) if r == "fingerprint mismatch"),
             "{err}"
         );
-        assert_eq!(names(dir.path()), ["dispatches.jsonl", "manifest.json"]);
+        // The room kept for the manifest is there while the writer is.
+        assert_eq!(
+            names(dir.path()),
+            [".ditto-tmp-room", "dispatches.jsonl", "manifest.json"]
+        );
         // The dispatch is not held reserved: its next copy is stored.
         let path = writer
             .lock()

@@ -926,6 +926,50 @@ fn kernel_names_past_the_limit_are_an_error_ack_naming_the_limit_and_nothing_kee
 }
 
 #[test]
+fn a_dispatch_counted_error_then_timeout_is_reported_once() {
+    // Issue 36, item 6: a collector stopped past the tool's timeout read
+    // dispatch 0 late (its copy failed: an error) and then the tool's
+    // timeout for it; the report said "1 (error), 2000 (timeout)" for 2000
+    // dispatches lost.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0]);
+    let gone = vec![0xee; 32];
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(0, vec![buffer(0, &gone, &data, 0, 8)]));
+    assert!(ack.result.is_err());
+    for (index, count, detail) in [
+        (0, 1, "no Ack within 300 ms; released uncaptured"),
+        (
+            1,
+            1999,
+            "capture stopped at dispatch 0: no Ack within 300 ms",
+        ),
+    ] {
+        tool.send(&ToolMessage::Missed(ditto_protocol::Missed {
+            index,
+            count,
+            arg: None,
+            phase: ditto_protocol::Phase::After,
+            reason: MissReason::Timeout,
+            detail: detail.into(),
+        }));
+    }
+    tool.goodbye(2000);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports[0].missing, vec![(MissReason::Timeout, 2000)]);
+    let line = reports[0].to_string();
+    assert!(
+        line.contains("not captured: 2000 (timeout) dispatch(es)") && !line.contains("(error)"),
+        "{line}"
+    );
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert_eq!(
+        ditto_cli::store::missing::count_by_reason(&snap.manifest),
+        vec![(MissReason::Timeout, 2000)]
+    );
+}
+
+#[test]
 fn a_dispatch_that_finds_no_room_in_the_memory_budget_within_the_wait_is_refused_naming_it() {
     let s = setup_with(false, |c| {
         c.memory_budget = 2 << 20;

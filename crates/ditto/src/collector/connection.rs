@@ -4,8 +4,9 @@
 //! connection's report. Never acks a dispatch before its capture (and
 //! every detach) is finished; a panic while serving becomes an error ack or
 //! a failed connection, never a missing report. A message whose strings
-//! exceed the [`limits`] is refused with the reason, and a large frame
-//! waits for room in the memory budget before it is read.
+//! exceed the [`limits`] is refused with the reason, a large frame waits
+//! for room in the memory budget before it is read, and the report counts
+//! each missing dispatch once, as the manifest does.
 
 use super::capture::{CopyFiles, Origin, StagingFile, capture_dispatch, kernel_of};
 use super::memory_budget::Reservation;
@@ -719,25 +720,48 @@ fn failed_capture_records(
     }
 }
 
-/// Stores a missing record and counts it in the connection's report.
+/// Stores a missing record and counts it in the connection's report as
+/// the manifest counts it ([`crate::store::missing::merge`]): a record the
+/// manifest already holds adds nothing, and a later record of one whole
+/// dispatch takes the place of an earlier one (the tool's `timeout` after
+/// the collector's own `error` for a copy read too late): one dispatch is
+/// counted once, under its last reason.
 fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport, r: MissingRecord) {
-    if r.arg.is_some() {
-        report.buffers_missing += 1;
+    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
+    let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+    let known = &w.manifest().missing;
+    let repeated = known.contains(&r);
+    let replaced: Vec<MissReason> = if !repeated && r.arg.is_none() && r.count == 1 {
+        known
+            .iter()
+            .filter(|m| m.arg.is_none() && m.count == 1 && m.covers(r.rank, r.index))
+            .map(|m| m.reason)
+            .collect()
     } else {
-        match report
-            .missing
-            .iter_mut()
-            .find(|(reason, _)| *reason == r.reason)
-        {
-            Some((_, n)) => *n += r.count,
-            None => report.missing.push((r.reason, r.count)),
+        Vec::new()
+    };
+    if !repeated {
+        if r.arg.is_some() {
+            report.buffers_missing += 1;
+        } else {
+            for reason in replaced {
+                if let Some((_, n)) = report.missing.iter_mut().find(|(x, _)| *x == reason) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            match report
+                .missing
+                .iter_mut()
+                .find(|(reason, _)| *reason == r.reason)
+            {
+                Some((_, n)) => *n += r.count,
+                None => report.missing.push((r.reason, r.count)),
+            }
+            report.missing.retain(|&(_, n)| n > 0);
         }
     }
-    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
-    let added = writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add_missing(r);
+    let added = w.add_missing(r);
+    drop(w);
     match added {
         // A stored dispatch the record covers (released uncaptured after
         // a timeout) is no longer in the snapshot: no longer counted.
@@ -773,8 +797,9 @@ fn ended_by(
     let reason = match e {
         FrameError::Closed if !reader.started => {
             format!(
-                "the connection closed without Goodbye {context} (the process crashed, was killed, or \
-                 could not reach the collector in time)"
+                "the connection closed without Goodbye {context}: the process crashed or was \
+                 killed, or it exited while the collector was not reading (stopped, or slower \
+                 than DITTO_TIMEOUT_MS), and its last reports never arrived"
             )
         }
         FrameError::Closed => format!("the connection closed in the middle of a message {context}"),

@@ -132,7 +132,7 @@ impl Read for FrameReader<'_> {
                         let reason = match self.hello_within {
                             Some(within) => format!(
                                 "no Hello within {within:?} of connecting (a tool sends it at \
-                                 once): closed"
+                                 once)"
                             ),
                             None => format!(
                                 "no complete message within {:?} (the tool stalled mid-message)",

@@ -799,3 +799,227 @@ fn a_connection_that_ends_without_goodbye_leaves_its_run_marked_unaccounted() {
         )]
     );
 }
+
+#[test]
+fn a_connection_that_sends_no_hello_is_closed_after_the_hello_deadline_and_reported() {
+    // Issue 36, item 3: idle connections held a thread each until the
+    // 30 s frame timeout; a Hello is due within a few seconds.
+    let s = setup();
+    let _idle = Tool::connect(s.collector.socket_path());
+    assert!(
+        s.collector.settle(Duration::from_secs(15)),
+        "the idle connection was not closed"
+    );
+    let reports = s.collector.stop();
+    match &reports[0].end {
+        ConnectionEnd::Dropped {
+            in_flight: None,
+            reason,
+        } => assert!(
+            reason.contains("no Hello within 5s of connecting"),
+            "{reason}"
+        ),
+        other => panic!("expected Dropped, got {other:?}"),
+    }
+}
+
+#[test]
+fn connections_over_the_limit_are_rejected_with_a_reason_naming_it() {
+    // Issue 36, item 3: 200 idle connections cost 202 threads, with no
+    // limit.
+    let s = setup();
+    let open: Vec<Tool> = (0..256)
+        .map(|i| Tool::greet(s.collector.socket_path(), &format!("p{i}")))
+        .collect();
+    let mut over = Tool::connect(s.collector.socket_path());
+    over.send(&ToolMessage::Hello(hello("over")));
+    match over.receive() {
+        CollectorMessage::Reject { reason } => assert!(
+            reason.contains("256 connections") && reason.contains("limit"),
+            "{reason}"
+        ),
+        other => panic!("expected Reject, got {other:?}"),
+    }
+    drop(over);
+    drop(open);
+    assert!(s.collector.settle(Duration::from_secs(10)));
+    // Below the limit again: served.
+    let again = Tool::greet(s.collector.socket_path(), "again");
+    again.goodbye(0);
+    let (reports, _, _) = finish(s);
+    let rejected: Vec<&ConnectionReport> = reports
+        .iter()
+        .filter(|r| matches!(r.end, ConnectionEnd::Rejected(_)))
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(rejected[0].failed());
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.run.as_deref() == Some("again") && r.end == ConnectionEnd::Goodbye)
+    );
+}
+
+#[test]
+fn kernel_names_past_the_limit_are_an_error_ack_naming_the_limit_and_nothing_keeps_them() {
+    // Issue 36, item 3: 3 MiB kernel names were stored and kept.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0]);
+    let h = s.source.allocate(data.clone());
+    let long = ditto_protocol::KernelName {
+        mangled: format!("_Z{}v", "k".repeat(3 << 20)),
+        demangled: format!("{}()", "k".repeat(3 << 20)),
+    };
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let mut d = dispatch(0, vec![buffer(0, &h, &data, 0, 8)]);
+    d.kernel = long.clone();
+    let reason = tool.dispatch(d).result.unwrap_err();
+    assert!(
+        reason.contains("dispatch 0")
+            && reason.contains("kernel name")
+            && reason.contains(&format!("{} bytes", (3 << 20) + 3))
+            && reason.contains("65536"),
+        "{reason}"
+    );
+    assert!(reason.len() < 1024, "{} bytes of reason", reason.len());
+    assert_eq!(s.source.attaches.load(Ordering::SeqCst), 0);
+    // A well-named dispatch of the same connection is stored.
+    assert_eq!(
+        tool.dispatch(dispatch(1, vec![buffer(0, &h, &data, 0, 8)]))
+            .result,
+        Ok(())
+    );
+    tool.send(&ToolMessage::Goodbye(ditto_protocol::Goodbye {
+        dispatched: vec![(long, 1), (kernel(), 1)],
+        matched: 2,
+    }));
+    let (reports, dir, _) = finish(s);
+    let r = &reports[0];
+    assert_eq!(r.end, ConnectionEnd::Goodbye);
+    assert_eq!(r.dispatches_captured, 1);
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("Goodbye") && e.contains("65536")),
+        "{:?}",
+        r.errors
+    );
+    assert!(r.errors.iter().all(|e| e.len() < 1024), "{:?}", r.errors);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    let missing: Vec<(u64, MissReason, usize)> = snap
+        .manifest
+        .missing
+        .iter()
+        .map(|m| (m.index, m.reason, m.detail.len().min(1024)))
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!((missing[0].0, missing[0].1), (0, MissReason::Error));
+    assert!(missing[0].2 < 1024);
+    assert!(
+        snap.manifest
+            .dispatched_kernels
+            .iter()
+            .all(|k| k.mangled.len() < 1024 && k.demangled.len() < 1024),
+        "a long name was recorded"
+    );
+    assert_eq!(snap.manifest.dispatches.len(), 1);
+}
+
+#[test]
+fn a_dispatch_counted_error_then_timeout_is_reported_once() {
+    // Issue 36, item 6: a collector stopped past the tool's timeout read
+    // dispatch 0 late (its copy failed: an error) and then the tool's
+    // timeout for it; the report said "1 (error), 2000 (timeout)" for 2000
+    // dispatches lost.
+    let s = setup();
+    let data = f32_bytes(&[1.0, 2.0]);
+    let gone = vec![0xee; 32];
+    let mut tool = Tool::greet(s.collector.socket_path(), "ref");
+    let ack = tool.dispatch(dispatch(0, vec![buffer(0, &gone, &data, 0, 8)]));
+    assert!(ack.result.is_err());
+    for (index, count, detail) in [
+        (0, 1, "no Ack within 300 ms; released uncaptured"),
+        (
+            1,
+            1999,
+            "capture stopped at dispatch 0: no Ack within 300 ms",
+        ),
+    ] {
+        tool.send(&ToolMessage::Missed(ditto_protocol::Missed {
+            index,
+            count,
+            arg: None,
+            phase: ditto_protocol::Phase::After,
+            reason: MissReason::Timeout,
+            detail: detail.into(),
+        }));
+    }
+    tool.goodbye(2000);
+    let (reports, dir, _) = finish(s);
+    assert_eq!(reports[0].missing, vec![(MissReason::Timeout, 2000)]);
+    let line = reports[0].to_string();
+    assert!(
+        line.contains("not captured: 2000 (timeout) dispatch(es)") && !line.contains("(error)"),
+        "{line}"
+    );
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert_eq!(
+        ditto_cli::store::missing::count_by_reason(&snap.manifest),
+        vec![(MissReason::Timeout, 2000)]
+    );
+}
+
+#[test]
+fn a_dispatch_that_finds_no_room_in_the_memory_budget_within_the_wait_is_refused_naming_it() {
+    let s = setup_with(false, |c| {
+        c.memory_budget = 2 << 20;
+        c.memory_wait = Duration::from_millis(300);
+    });
+    let data = large(3 << 19);
+    let h = s.source.allocate(data.clone());
+    let inputs = |index: u64| {
+        let mut b = buffer(0, &h, &data, 0, data.len() as u64);
+        b.phase = ditto_protocol::Phase::Before;
+        dispatch(index, vec![b])
+    };
+    let mut first = Tool::greet(s.collector.socket_path(), "first");
+    let mut second = Tool::greet(s.collector.socket_path(), "second");
+    assert_eq!(first.dispatch(inputs(0)).result, Ok(()));
+    assert_eq!(s.collector.memory().used, 3 << 19);
+    let err = second.dispatch(inputs(0)).result.unwrap_err();
+    assert!(
+        err.contains("dispatch 0")
+            && err.contains("argument 0: cannot allocate 1572864 bytes")
+            && err.contains("its inputs")
+            && err.contains("other captures held 1572864 bytes")
+            && err.contains("memory budget of 2097152 bytes")
+            && err.contains("DITTO_COLLECTOR_MEMORY_MIB"),
+        "{err}"
+    );
+    // The first dispatch's outputs come: it is stored, its inputs given back.
+    assert_eq!(
+        first
+            .dispatch(dispatch(0, vec![buffer(1, &h, &data, 0, 16)]))
+            .result,
+        Ok(())
+    );
+    assert_eq!(s.collector.memory().used, 0);
+    // Now the second's fit.
+    assert_eq!(second.dispatch(inputs(1)).result, Ok(()));
+    first.goodbye(1);
+    drop(second);
+    assert!(s.collector.settle(Duration::from_secs(5)));
+    let memory = s.collector.memory();
+    assert_eq!((memory.total, memory.used), (2 << 20, 0));
+    // The first's inputs and outputs while it was stored; never both inputs.
+    assert_eq!(memory.peak, (3 << 19) + 16);
+    let (reports, dir, _) = finish(s);
+    let snap = Snapshot::load(&dir.path().join("snap")).unwrap();
+    assert_eq!(snap.manifest.dispatches.len(), 1);
+    assert_eq!(snap.manifest.dispatches[0].buffers.len(), 2);
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.run.as_deref() == Some("second") && r.failed())
+    );
+}

@@ -162,3 +162,24 @@ fn a_missed_report_past_the_largest_index_is_ignored_with_a_reason() {
     );
     assert!(reports[0].missing.is_empty(), "{:?}", reports[0].missing);
 }
+
+#[test]
+fn a_hello_with_a_string_past_the_limit_is_rejected_naming_it() {
+    // Issue 36, item 3: strings from the tool are kept (the run record);
+    // they are bounded like kernel names.
+    let end = end_of(|t| {
+        let mut h = hello("long");
+        h.kernel_query = "q".repeat(3 << 20);
+        t.send(&ToolMessage::Hello(h));
+        match read_frame::<_, CollectorMessage>(&mut t.stream) {
+            Ok(CollectorMessage::Reject { reason }) => assert!(
+                reason.contains("kernel query")
+                    && reason.contains(&(3u64 << 20).to_string())
+                    && reason.contains("65536"),
+                "{reason}"
+            ),
+            other => panic!("expected a Reject, got {other:?}"),
+        }
+    });
+    assert!(matches!(end, ConnectionEnd::Rejected(r) if r.contains("65536") && r.len() < 1024));
+}

@@ -13,9 +13,14 @@
 //! attachment guard and the live attachment count; never returns (or
 //! stores) bytes whose fingerprint differs from the tool's, and never
 //! leaves a mapping or an fd behind on any path: every fd of a dispatch is
-//! closed when [`capture_dispatch`] returns, before the ack.
+//! closed when [`capture_dispatch`] returns, before the ack. Nothing is
+//! read into memory before the bytes it takes are reserved in the
+//! collector's memory budget ([`super::memory_budget`]): a dispatch waits
+//! there for room, or is refused; the inputs of a dispatch keep their
+//! reservation while they wait for its outputs.
 
-use super::{BufferSource, Mapping, Shared};
+use super::memory_budget::Reservation;
+use super::{BufferSource, Mapping, Shared, limits};
 use crate::store::{
     CapturedBuffer, Filled, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
     zeroed_buffer,
@@ -319,10 +324,17 @@ pub(super) struct Stored {
     pub(super) bytes: u64,
 }
 
+/// The dispatch's kernel as messages name it ([`limits::short`]).
+pub(super) fn kernel_of(d: &Dispatch) -> String {
+    limits::short(&d.kernel.demangled)
+}
+
 fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
     format!(
         "dispatch {} of {}, argument {}",
-        d.index, d.kernel.demangled, b.arg_index
+        d.index,
+        kernel_of(d),
+        b.arg_index
     )
 }
 
@@ -551,22 +563,110 @@ fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot read it: {e}"))
 }
 
-/// Captures every buffer of a dispatch, then stores it. Nothing is stored
-/// unless every buffer was read and verified.
-///
-/// A message whose buffers are all [`Phase::Before`] is the inputs part of
-/// a dispatch (sent before the kernel ran): its copies wait in `inputs`
-/// under the dispatch index and are stored with the After part, in one
-/// file. Inputs whose After part never comes are not stored.
-///
-/// `files.copies`: the fds that came with the message, one per shared-memory
-/// buffer in buffer order; another count is an error. All are closed when
-/// this returns, whatever the outcome.
-/// Most dispatches whose inputs may wait in memory for their outputs, and
-/// most bytes of them, per connection: the tool sends a dispatch's outputs
-/// right after its inputs, so more is a broken or hostile peer.
+/// Most dispatches whose inputs may wait in memory for their outputs, per
+/// connection: the tool sends a dispatch's outputs right after its inputs,
+/// so more is a broken or hostile peer. Their bytes count in the
+/// collector's memory budget, like every other copy.
 pub(super) const MAX_WAITING_INPUTS: usize = 16;
-pub(super) const MAX_WAITING_INPUT_BYTES: u64 = 1 << 30;
+
+/// The inputs of a dispatch, waiting in memory for its outputs, and their
+/// bytes' reservation in the memory budget (given back when they go).
+pub(super) struct WaitingInputs {
+    buffers: Vec<CapturedBuffer>,
+    _memory: Reservation,
+}
+
+/// Files up to this size whose bytes are all in memory are joined into one
+/// buffer and written at once (the store's rule): that copy counts too.
+const JOINED_WRITE_BYTES: u64 = 1 << 20;
+
+/// Bytes of a stored dispatch's buffer held in memory while it is written:
+/// all of it when copied in, else the chunk a streamed one goes through.
+fn held_while_storing(shared: &Shared, b: &Buffer) -> u64 {
+    if !streamed(b) {
+        return b.extent;
+    }
+    let parallel = match b.transport {
+        Transport::CudaIpc { .. } => true,
+        _ => shared.source.copies_long_runs(),
+    };
+    let chunk = if parallel {
+        PARALLEL_CHUNK
+    } else {
+        STREAM_CHUNK
+    };
+    b.extent.min(chunk as u64)
+}
+
+/// "argument 1", "arguments 0, 2, 3".
+fn arguments(buffers: &[&Buffer]) -> String {
+    const LISTED: usize = 8;
+    let mut list: Vec<String> = buffers
+        .iter()
+        .take(LISTED)
+        .map(|b| b.arg_index.to_string())
+        .collect();
+    if buffers.len() > LISTED {
+        list.push(format!("… ({} in all)", buffers.len()));
+    }
+    match buffers.len() {
+        1 => format!("argument {}", list[0]),
+        _ => format!("arguments {}", list.join(", ")),
+    }
+}
+
+/// Reserves in the collector's memory budget what capturing `d` holds in
+/// memory beyond `before` (its inputs, already held): every buffer of an
+/// inputs part; for a dispatch stored now, its buffers copied into memory,
+/// the chunk its streamed ones go through, and a small file's joined copy.
+/// Waits for room at most [`super::CollectorConfig::memory_wait`].
+fn reserve_memory(
+    shared: &Shared,
+    d: &Dispatch,
+    inputs_part: bool,
+    before: u64,
+) -> Result<Reservation, String> {
+    let held: Vec<(&Buffer, u64)> = d
+        .buffers
+        .iter()
+        .map(|b| {
+            let bytes = if inputs_part {
+                b.extent
+            } else {
+                held_while_storing(shared, b)
+            };
+            (b, bytes)
+        })
+        .filter(|&(_, bytes)| bytes > 0)
+        .collect();
+    let mut bytes = held.iter().fold(0u64, |n, &(_, b)| n.saturating_add(b));
+    if !inputs_part && !d.buffers.iter().any(streamed) {
+        let file = bytes.saturating_add(before);
+        if file <= JOINED_WRITE_BYTES {
+            bytes = bytes.saturating_add(file);
+        }
+    }
+    shared
+        .memory
+        .reserve(bytes, shared.config.memory_wait, &shared.shutdown)
+        .map_err(|refusal| {
+            let buffers: Vec<&Buffer> = held.iter().map(|&(b, _)| b).collect();
+            let purpose = if inputs_part {
+                "its inputs, which wait in memory until its outputs come"
+            } else {
+                "its copies"
+            };
+            format!(
+                "dispatch {} of {}, {}: cannot allocate {bytes} bytes ({}) for {purpose}: {}; \
+                 nothing stored",
+                d.index,
+                kernel_of(d),
+                arguments(&buffers),
+                crate::units::human_bytes(bytes),
+                refusal.why()
+            )
+        })
+}
 
 /// Every (argument, phase) of a dispatch at most once: two tensors of one
 /// name make a safetensors file no reader accepts.
@@ -576,49 +676,63 @@ fn check_arguments_once(d: &Dispatch) -> Result<(), String> {
         if !seen.insert((b.arg_index, b.phase)) {
             return Err(format!(
                 "dispatch {} of {}: argument {} ({:?}) is sent twice; nothing stored",
-                d.index, d.kernel.demangled, b.arg_index, b.phase
+                d.index,
+                kernel_of(d),
+                b.arg_index,
+                b.phase
             ));
         }
     }
     Ok(())
 }
 
-/// Whether the inputs part `d` (of `bytes`) may wait for its outputs.
-fn check_inputs_room(
-    d: &Dispatch,
-    inputs: &HashMap<u64, Vec<CapturedBuffer>>,
-    bytes: u64,
-) -> Result<(), String> {
+/// Whether the inputs part `d` may wait for its outputs (its bytes are the
+/// memory budget's to bound).
+fn check_inputs_room(d: &Dispatch, inputs: &HashMap<u64, WaitingInputs>) -> Result<(), String> {
     if inputs.contains_key(&d.index) {
         return Err(format!(
             "dispatch {} of {}: its inputs are sent twice; nothing stored",
-            d.index, d.kernel.demangled
+            d.index,
+            kernel_of(d)
         ));
     }
-    let waiting: u64 = inputs.values().flatten().map(|c| c.data.len() as u64).sum();
-    // One inputs part alone is bounded where it is allocated ("cannot
-    // allocate"); the bound here is on what piles up.
-    let too_many_bytes =
-        !inputs.is_empty() && waiting.saturating_add(bytes) > MAX_WAITING_INPUT_BYTES;
-    if inputs.len() >= MAX_WAITING_INPUTS || too_many_bytes {
+    let waiting: u64 = inputs
+        .values()
+        .flat_map(|w| &w.buffers)
+        .map(|c| c.data.len() as u64)
+        .sum();
+    if inputs.len() >= MAX_WAITING_INPUTS {
         return Err(format!(
             "dispatch {} of {}: the inputs of {} dispatch(es) ({waiting} bytes) already wait for \
-             their outputs, at most {MAX_WAITING_INPUTS} and {MAX_WAITING_INPUT_BYTES} bytes; \
-             nothing stored",
+             their outputs, at most {MAX_WAITING_INPUTS}; nothing stored",
             d.index,
-            d.kernel.demangled,
+            kernel_of(d),
             inputs.len()
         ));
     }
     Ok(())
 }
 
+/// Captures every buffer of a dispatch, then stores it. Nothing is stored
+/// unless every buffer was read and verified.
+///
+/// A message whose buffers are all [`Phase::Before`] is the inputs part of
+/// a dispatch (sent before the kernel ran): its copies wait in `inputs`
+/// under the dispatch index and are stored with the After part, in one
+/// file. Inputs whose After part never comes are not stored.
+///
+/// What it holds in memory is reserved in the collector's memory budget
+/// first ([`reserve_memory`]): it waits there for room, or is refused.
+///
+/// `files.copies`: the fds that came with the message, one per shared-memory
+/// buffer in buffer order; another count is an error. All are closed when
+/// this returns, whatever the outcome.
 pub(super) fn capture_dispatch(
     shared: &Shared,
     origin: &Origin,
     d: &Dispatch,
     files: CopyFiles<'_>,
-    inputs: &mut HashMap<u64, Vec<CapturedBuffer>>,
+    inputs: &mut HashMap<u64, WaitingInputs>,
 ) -> Result<Stored, String> {
     let CopyFiles { copies, staging } = files;
     check_arguments_once(d)?;
@@ -632,7 +746,7 @@ pub(super) fn capture_dispatch(
             "dispatch {} of {}: {expected} buffer(s) travel as shared-memory copies but {} file \
              descriptor(s) came with the message; nothing stored",
             d.index,
-            d.kernel.demangled,
+            kernel_of(d),
             copies.len()
         ));
     }
@@ -640,14 +754,21 @@ pub(super) fn capture_dispatch(
     // The inputs part waits in memory for its After part; a dispatch
     // stored now streams its large IPC buffers.
     let inputs_part = d.is_inputs_part();
+    // Checked before anything is read into memory.
     if inputs_part {
-        // Checked before anything is read into memory.
-        let bytes = d
+        check_inputs_room(d, inputs)?;
+    }
+    for b in &d.buffers {
+        check_extent(d, b)?;
+    }
+    let before_bytes = match inputs.get(&d.index) {
+        Some(w) if !inputs_part => w
             .buffers
             .iter()
-            .fold(0u64, |n, b| n.saturating_add(b.extent));
-        check_inputs_room(d, inputs, bytes)?;
-    }
+            .fold(0u64, |n, c| n.saturating_add(c.data.len() as u64)),
+        _ => 0,
+    };
+    let memory = reserve_memory(shared, d, inputs_part, before_bytes)?;
     // Per buffer: its bytes, or None for one streamed into the file.
     let mut data: Vec<Option<Vec<u8>>> = Vec::with_capacity(d.buffers.len());
     for b in &d.buffers {
@@ -656,7 +777,6 @@ pub(super) fn capture_dispatch(
             Transport::Ipc { .. } | Transport::CudaIpc { .. } | Transport::Staged { .. } => None,
         };
         if !inputs_part && streamed(b) {
-            check_extent(d, b)?;
             data.push(None);
         } else {
             data.push(Some(capture_buffer(shared, origin, d, b, copy, staging)?));
@@ -677,14 +797,24 @@ pub(super) fn capture_dispatch(
                 data: data.expect("an inputs part is captured into memory"),
             })
             .collect();
-        inputs.insert(d.index, captured);
+        inputs.insert(
+            d.index,
+            WaitingInputs {
+                buffers: captured,
+                _memory: memory,
+            },
+        );
         return Ok(Stored {
             dispatches: 0,
             arrays,
             bytes,
         });
     }
-    let before = inputs.remove(&d.index).unwrap_or_default();
+    // Its inputs, and their reservation, go when this returns.
+    let before = inputs
+        .remove(&d.index)
+        .map(|w| w.buffers)
+        .unwrap_or_default();
     let mut fills: Vec<_> = d
         .buffers
         .iter()
@@ -709,9 +839,11 @@ pub(super) fn capture_dispatch(
             StoreError::Refused(reason) => reason,
             e => format!(
                 "dispatch {} of {}: cannot store the snapshot: {e}",
-                d.index, d.kernel.demangled
+                d.index,
+                kernel_of(d)
             ),
         })?;
+    drop(memory);
     Ok(Stored {
         dispatches: 1,
         arrays,

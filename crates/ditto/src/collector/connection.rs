@@ -1,20 +1,25 @@
 //! One connection, one application process: the protocol state machine
 //! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye), patient reads with a
-//! per-message deadline, and the connection's report. Never acks a dispatch
-//! before its capture (and every detach) is finished; a panic while serving
-//! becomes an error ack or a failed connection, never a missing report.
+//! per-message deadline (and a Hello deadline from connecting), and the
+//! connection's report. Never acks a dispatch before its capture (and
+//! every detach) is finished; a panic while serving becomes an error ack or
+//! a failed connection, never a missing report. A message whose strings
+//! exceed the [`limits`] is refused with the reason, a large frame waits
+//! for room in the memory budget before it is read, and the report counts
+//! each missing dispatch once, as the manifest does.
 
-use super::capture::{CopyFiles, Origin, StagingFile, capture_dispatch};
+use super::capture::{CopyFiles, Origin, StagingFile, capture_dispatch, kernel_of};
+use super::memory_budget::Reservation;
 use super::{
     ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
-    check_peer, check_run_name, peer_uid,
+    check_peer, check_run_name, limits, peer_uid,
 };
 use crate::store::SnapshotWriter;
 use crate::store::missing::MissingRecord;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
 use ditto_protocol::{
-    Ack, Api, CollectorMessage, FrameError, Hello, IndexRuns, MissReason, PROTOCOL_VERSION, Phase,
-    ToolMessage, decode_frame, hello_version, read_frame, read_frame_body, write_frame,
+    Ack, Api, CollectorMessage, FrameError, Hello, IndexRuns, MAX_FRAME_BYTES, MissReason,
+    PROTOCOL_VERSION, Phase, ToolMessage, decode_frame, hello_version, write_frame,
 };
 use ditto_types::panic_message;
 use std::io::{self, Read};
@@ -23,9 +28,16 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const SHUTDOWN_MESSAGE: &str = "collector shutting down";
+
+/// Frames up to this size are read without a reservation in the memory
+/// budget (a Dispatch of a few buffers is a few hundred bytes).
+const SMALL_FRAME_BYTES: u64 = 4 << 10;
+/// Bytes of memory a decoded message may take per byte of its frame (an
+/// empty string is one byte on the wire, 24 in memory).
+const DECODED_BYTES_PER_FRAME_BYTE: u64 = 24;
 
 /// Reads from a socket whose read timeout is [`POLL_INTERVAL`]: waits
 /// indefinitely for a message to start (the application may compute for
@@ -36,6 +48,8 @@ struct FrameReader<'a> {
     stream: &'a UnixStream,
     shared: &'a Shared,
     deadline: Option<Instant>,
+    /// While the Hello is awaited: the time it was given from connecting.
+    hello_within: Option<Duration>,
     started: bool,
     fds: ReceivedFds,
 }
@@ -43,8 +57,53 @@ struct FrameReader<'a> {
 impl FrameReader<'_> {
     fn next_frame(&mut self, deadline: Option<Instant>) {
         self.deadline = deadline;
+        self.hello_within = None;
         self.started = false;
         self.fds.clear();
+    }
+
+    /// Reads one frame's body, as [`ditto_protocol::read_frame_body`]
+    /// does; a frame larger than [`SMALL_FRAME_BYTES`] first reserves
+    /// what it and its decoded message may take in the memory budget
+    /// (waiting for room), held until the returned reservation is dropped.
+    fn read_body(&mut self) -> Result<(Vec<u8>, Option<Reservation>), FrameError> {
+        let mut len = [0u8; 4];
+        match self.read_exact(&mut len) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+            Err(e) => return Err(e.into()),
+        }
+        let len = u32::from_le_bytes(len);
+        if len > MAX_FRAME_BYTES {
+            return Err(FrameError::TooLarge(len));
+        }
+        let memory = if u64::from(len) > SMALL_FRAME_BYTES {
+            let bytes = u64::from(len) * (1 + DECODED_BYTES_PER_FRAME_BYTE);
+            let shared = self.shared;
+            let reserved = shared
+                .memory
+                .reserve(bytes, shared.config.memory_wait, &shared.shutdown)
+                .map_err(|refusal| {
+                    io::Error::other(format!(
+                        "cannot allocate {bytes} bytes ({}) to read and decode a message of {len} \
+                         bytes: {}",
+                        crate::units::human_bytes(bytes),
+                        refusal.why()
+                    ))
+                })?;
+            Some(reserved)
+        } else {
+            None
+        };
+        let mut body = vec![0u8; len as usize];
+        self.read_exact(&mut body)?;
+        Ok((body, memory))
+    }
+
+    /// The next message and the reservation its frame holds.
+    fn read_message(&mut self) -> Result<(ToolMessage, Option<Reservation>), FrameError> {
+        let (body, memory) = self.read_body()?;
+        Ok((decode_frame(&body)?, memory))
     }
 }
 
@@ -70,13 +129,17 @@ impl Read for FrameReader<'_> {
                         return Err(io::Error::other(SHUTDOWN_MESSAGE));
                     }
                     if self.deadline.is_some_and(|d| Instant::now() > d) {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!(
+                        let reason = match self.hello_within {
+                            Some(within) => format!(
+                                "no Hello within {within:?} of connecting (a tool sends it at \
+                                 once)"
+                            ),
+                            None => format!(
                                 "no complete message within {:?} (the tool stalled mid-message)",
                                 self.shared.config.frame_timeout
                             ),
-                        ));
+                        };
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, reason));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -202,18 +265,21 @@ fn run_connection(
         stream,
         shared,
         deadline: None,
+        hello_within: None,
         started: false,
         fds: ReceivedFds::default(),
     };
-    reader.next_frame(Some(Instant::now() + shared.config.frame_timeout));
+    let hello_within = shared.config.hello_timeout.min(shared.config.frame_timeout);
+    reader.next_frame(Some(Instant::now() + hello_within));
+    reader.hello_within = Some(hello_within);
     let other_version = |version: u32| {
         format!(
             "the tool speaks protocol version {version} but this collector speaks version \
              {PROTOCOL_VERSION}: use the libditto.so built together with this ditto"
         )
     };
-    let body = match read_frame_body(&mut reader) {
-        Ok(body) => body,
+    let (body, frame_memory) = match reader.read_body() {
+        Ok(read) => read,
         Err(e) => return ended_by(shared, &reader, e, None, "waiting for Hello"),
     };
     let hello = match decode_frame::<ToolMessage>(&body) {
@@ -232,8 +298,13 @@ fn run_connection(
             _ => return ended_by(shared, &reader, e, None, "waiting for Hello"),
         },
     };
-    report.run = Some(hello.run.clone());
+    drop(body);
     report.pid = Some(hello.pid);
+    if let Err(reason) = limits::check_hello(&hello) {
+        report.run = Some(limits::short(&hello.run));
+        return reject(stream, format!("the Hello is refused: {reason}"));
+    }
+    report.run = Some(hello.run.clone());
     if hello.version != PROTOCOL_VERSION {
         return reject(stream, other_version(hello.version));
     }
@@ -266,6 +337,7 @@ fn run_connection(
         l.pid = Some(hello.pid);
         l.rank = Some(rank);
     });
+    drop(frame_memory);
     if let Err(e) = send(
         stream,
         &CollectorMessage::Welcome {
@@ -320,7 +392,8 @@ fn serve_dispatches(
     let mut dispatches_finished: u64 = 0;
     loop {
         reader.next_frame(None);
-        let msg = match read_frame::<_, ToolMessage>(&mut *reader) {
+        // The frame's reservation is held while its message is handled.
+        let (msg, _frame_memory) = match reader.read_message() {
             Ok(m) => m,
             Err(e) => {
                 if let Some((index, reason)) = unacked {
@@ -351,12 +424,23 @@ fn serve_dispatches(
                 }
                 live.update(|l| l.capturing = Some(index));
                 // The message's shared-memory copies; too many: all closed.
-                let copies = reader.fds.take().map_err(|e| {
-                    format!(
-                        "dispatch {index} of {}: {e}; nothing stored",
-                        d.kernel.demangled
-                    )
-                });
+                let copies = reader
+                    .fds
+                    .take()
+                    .map_err(|e| {
+                        format!("dispatch {index} of {}: {e}; nothing stored", kernel_of(&d))
+                    })
+                    .and_then(|copies| {
+                        // Names past the limits are not kept anywhere.
+                        limits::check_dispatch(&d)
+                            .map(|()| copies)
+                            .map_err(|reason| {
+                                format!(
+                                    "dispatch {index} of {}: refused: {reason}; nothing stored",
+                                    kernel_of(&d)
+                                )
+                            })
+                    });
                 // A panic while capturing (the attachment guard detaches and
                 // the fds close while unwinding) becomes an error ack: the
                 // application is released now and the other connections go on.
@@ -375,7 +459,7 @@ fn serve_dispatches(
                 .unwrap_or_else(|p| {
                     Err(format!(
                         "dispatch {index} of {}: internal error in the collector ({}); nothing stored",
-                        d.kernel.demangled,
+                        kernel_of(&d),
                         panic_message(&*p)
                     ))
                 });
@@ -433,7 +517,12 @@ fn serve_dispatches(
             }
             ToolMessage::Goodbye(g) => {
                 accounting.matched = Some(g.matched);
-                if let Err(e) = writer
+                if let Err(reason) = limits::check_goodbye(&g) {
+                    report.errors.push(format!(
+                        "protocol error: the Goodbye's list of dispatched kernels is refused: \
+                         {reason}; it is not recorded"
+                    ));
+                } else if let Err(e) = writer
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .add_goodbye(&g)
@@ -445,6 +534,14 @@ fn serve_dispatches(
                 return ConnectionEnd::Goodbye;
             }
             ToolMessage::Missed(m) => {
+                if let Err(reason) = limits::check_missed(&m) {
+                    report.errors.push(format!(
+                        "protocol error: a report of dispatch {} not captured is refused: \
+                         {reason}; the report is ignored",
+                        m.index
+                    ));
+                    continue;
+                }
                 let record = MissingRecord {
                     rank,
                     pid,
@@ -485,6 +582,14 @@ fn serve_dispatches(
                 };
             }
             ToolMessage::NeverLoaded(n) => {
+                if let Err(reason) = limits::check_never_loaded(&n) {
+                    return ConnectionEnd::Dropped {
+                        in_flight: None,
+                        reason: format!(
+                            "protocol error: a NeverLoaded message is refused: {reason}"
+                        ),
+                    };
+                }
                 return ConnectionEnd::NeverLoaded(format!(
                     "its HSA runtime ({}) never called the tool's OnLoad; {}",
                     n.runtime, n.reason
@@ -615,25 +720,48 @@ fn failed_capture_records(
     }
 }
 
-/// Stores a missing record and counts it in the connection's report.
+/// Stores a missing record and counts it in the connection's report as
+/// the manifest counts it ([`crate::store::missing::merge`]): a record the
+/// manifest already holds adds nothing, and a later record of one whole
+/// dispatch takes the place of an earlier one (the tool's `timeout` after
+/// the collector's own `error` for a copy read too late): one dispatch is
+/// counted once, under its last reason.
 fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport, r: MissingRecord) {
-    if r.arg.is_some() {
-        report.buffers_missing += 1;
+    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
+    let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+    let known = &w.manifest().missing;
+    let repeated = known.contains(&r);
+    let replaced: Vec<MissReason> = if !repeated && r.arg.is_none() && r.count == 1 {
+        known
+            .iter()
+            .filter(|m| m.arg.is_none() && m.count == 1 && m.covers(r.rank, r.index))
+            .map(|m| m.reason)
+            .collect()
     } else {
-        match report
-            .missing
-            .iter_mut()
-            .find(|(reason, _)| *reason == r.reason)
-        {
-            Some((_, n)) => *n += r.count,
-            None => report.missing.push((r.reason, r.count)),
+        Vec::new()
+    };
+    if !repeated {
+        if r.arg.is_some() {
+            report.buffers_missing += 1;
+        } else {
+            for reason in replaced {
+                if let Some((_, n)) = report.missing.iter_mut().find(|(x, _)| *x == reason) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            match report
+                .missing
+                .iter_mut()
+                .find(|(reason, _)| *reason == r.reason)
+            {
+                Some((_, n)) => *n += r.count,
+                None => report.missing.push((r.reason, r.count)),
+            }
+            report.missing.retain(|&(_, n)| n > 0);
         }
     }
-    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
-    let added = writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add_missing(r);
+    let added = w.add_missing(r);
+    drop(w);
     match added {
         // A stored dispatch the record covers (released uncaptured after
         // a timeout) is no longer in the snapshot: no longer counted.
@@ -669,8 +797,9 @@ fn ended_by(
     let reason = match e {
         FrameError::Closed if !reader.started => {
             format!(
-                "the connection closed without Goodbye {context} (the process crashed, was killed, or \
-                 could not reach the collector in time)"
+                "the connection closed without Goodbye {context}: the process crashed or was \
+                 killed, or it exited while the collector was not reading (stopped, or slower \
+                 than DITTO_TIMEOUT_MS), and its last reports never arrived"
             )
         }
         FrameError::Closed => format!("the connection closed in the middle of a message {context}"),

@@ -10,14 +10,19 @@
 //! guard detaches on every path) BEFORE the ack, then the fingerprint check.
 //! It never keeps a mapping past a dispatch, never acks before detaching,
 //! never stores data whose fingerprint differs, and never blocks forever: a
-//! started message must complete within the frame timeout, and shutdown is
-//! noticed within [`POLL_INTERVAL`].
+//! started message must complete within the frame timeout, a Hello must
+//! come within the Hello deadline, and shutdown is noticed within
+//! [`POLL_INTERVAL`]. What it holds is bounded: at most
+//! [`CollectorConfig::max_connections`] connections (one more is rejected
+//! with the reason), the bytes held for captures by one memory budget over
+//! all of them (`memory_budget`), and the strings of messages (`limits`).
 //!
 //! This file: the listener, its lifecycle and the reports; `connection`:
 //! the protocol of one connection; `capture`: attach/copy/detach/verify;
 //! `cuda`: the CUDA IPC importer, loaded when a CUDA buffer first arrives.
 
 use crate::store::SnapshotWriter;
+use ditto_protocol::CollectorMessage;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -30,8 +35,17 @@ use std::time::{Duration, Instant};
 
 /// How often blocked reads and the accept loop look at the shutdown flag.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// Default time a started message (or the Hello after connecting) may take.
+/// Default time a started message may take.
 pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time from connecting to a complete Hello (the tool sends it at
+/// once).
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default most connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Default longest wait of a dispatch for room in the memory budget
+/// (shorter than the tool's default wait for an Ack, 30 s: the tool hears
+/// the refusal).
+pub const DEFAULT_MEMORY_WAIT: Duration = Duration::from_secs(10);
 
 /// An attached (mapped) allocation in the collector's address space.
 #[derive(Debug, PartialEq, Eq)]
@@ -109,8 +123,21 @@ pub type ConnectionObserver = Arc<dyn Fn(&ConnectionReport) + Send + Sync>;
 #[derive(Clone)]
 pub struct CollectorConfig {
     pub layout: SnapshotLayout,
-    /// Time a started message may take; also the time from connect to Hello.
+    /// Time a started message may take; also the longest time from
+    /// connect to a complete Hello.
     pub frame_timeout: Duration,
+    /// Time from connect to a complete Hello (at most `frame_timeout`):
+    /// a connection that has said nothing by then is closed and reported.
+    pub hello_timeout: Duration,
+    /// Connections open at once; one more is rejected with the reason.
+    pub max_connections: usize,
+    /// Bytes the collector may hold in memory for captures, over all
+    /// connections ([`memory_budget`]); `DITTO_COLLECTOR_MEMORY_MIB`, else
+    /// a quarter of the machine's memory, at most 16 GiB.
+    pub memory_budget: u64,
+    /// How long a dispatch waits for room in the budget before it is
+    /// refused.
+    pub memory_wait: Duration,
     /// Only peers with this uid are served (default: ours).
     pub allowed_uid: u32,
     /// Called as each connection ends.
@@ -122,9 +149,18 @@ pub struct CollectorConfig {
 
 impl CollectorConfig {
     pub fn new(layout: SnapshotLayout) -> Self {
+        let variable = std::env::var(memory_budget::BUDGET_VARIABLE).ok();
+        let (memory_budget, warning) = memory_budget::budget_from(variable.as_deref());
+        if let Some(warning) = warning {
+            crate::log::warn(&warning);
+        }
         CollectorConfig {
             layout,
             frame_timeout: DEFAULT_FRAME_TIMEOUT,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            memory_budget,
+            memory_wait: DEFAULT_MEMORY_WAIT,
             // SAFETY: getuid cannot fail.
             allowed_uid: unsafe { libc::getuid() },
             on_connection_end: None,
@@ -339,6 +375,8 @@ struct Shared {
     next_connection: AtomicU64,
     source: Arc<dyn BufferSource>,
     config: CollectorConfig,
+    /// What the connections hold in memory for captures.
+    memory: Arc<memory_budget::MemoryBudget>,
     live: AtomicUsize,
     shutdown: AtomicBool,
     active: AtomicUsize,
@@ -427,6 +465,7 @@ impl Collector {
             live_connections: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(0),
             source,
+            memory: memory_budget::MemoryBudget::new(config.memory_budget),
             config,
             live: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -462,6 +501,12 @@ impl Collector {
     /// Mappings attached and not yet detached, across all connections.
     pub fn live_attachments(&self) -> usize {
         self.shared.live.load(Ordering::SeqCst)
+    }
+
+    /// The memory budget: its size, what connections hold of it now and
+    /// the most they held at once.
+    pub fn memory(&self) -> memory_budget::MemoryUse {
+        self.shared.memory.usage()
     }
 
     /// Reports of the connections that have ended so far.
@@ -586,10 +631,75 @@ impl Drop for Collector {
     }
 }
 
+/// Connections over the limit: answered with a Reject, then kept open a
+/// little (the tool may still be writing its Hello: a socket closed under
+/// it would fail that write instead of showing the Reject), without a thread.
+struct Refused {
+    streams: std::collections::VecDeque<(UnixStream, Instant)>,
+}
+
+impl Refused {
+    /// How long a refused connection stays open.
+    const LINGER: Duration = Duration::from_secs(2);
+    /// The most kept open at once (older ones are closed sooner).
+    const MOST: usize = 64;
+
+    /// Rejects `stream` with `reason` and reports it.
+    fn reject(&mut self, shared: &Shared, stream: UnixStream, reason: String) {
+        let frame = CollectorMessage::Reject {
+            reason: reason.clone(),
+        };
+        // A short frame into an empty socket buffer; never a wait.
+        let _ = stream.set_nonblocking(true);
+        let _ = ditto_protocol::write_frame(&mut &stream, &frame);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        if self.streams.len() >= Self::MOST {
+            self.streams.pop_front();
+        }
+        self.streams
+            .push_back((stream, Instant::now() + Self::LINGER));
+        let mut report = ConnectionReport::new();
+        report.end = ConnectionEnd::Rejected(reason);
+        if let Some(observer) = &shared.config.on_connection_end {
+            observer(&report);
+        }
+        shared
+            .reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(report);
+    }
+
+    /// Closes those whose time is up.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while self.streams.front().is_some_and(|(_, until)| *until <= now) {
+            self.streams.pop_front();
+        }
+    }
+}
+
 fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
+    let mut refused = Refused {
+        streams: std::collections::VecDeque::new(),
+    };
     loop {
+        refused.expire();
         match listener.accept() {
             Ok((stream, _)) => {
+                let limit = shared.config.max_connections;
+                if shared.active.load(Ordering::SeqCst) >= limit {
+                    refused.reject(
+                        &shared,
+                        stream,
+                        format!(
+                            "the collector serves at most {limit} connections at once (its \
+                             limit), and {limit} are open: this process is not captured; run \
+                             fewer processes through one collector, or start another"
+                        ),
+                    );
+                    continue;
+                }
                 shared.active.fetch_add(1, Ordering::SeqCst);
                 let s = shared.clone();
                 let spawned = std::thread::Builder::new()
@@ -674,6 +784,8 @@ mod connection;
 mod cuda;
 mod cuda_copy;
 mod cuda_driver;
+pub mod limits;
+pub mod memory_budget;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,9 @@ use ditto_protocol::{
     ToolMessage, Transport, fingerprint, read_frame, write_frame,
 };
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Mutex;
@@ -147,6 +149,27 @@ pub fn buffer(arg: u32, handle: &[u8], alloc: &[u8], offset: u64, extent: u64) -
     }
 }
 
+/// A memfd named `name` holding `bytes` (a shared-memory copy, as the
+/// tool makes one).
+pub fn memfd(name: &str, bytes: &[u8]) -> File {
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: valid C string; the result is checked.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0, "memfd_create");
+    // SAFETY: fd is new and ours.
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    f.write_all(bytes).unwrap();
+    f
+}
+
+/// A shared-memory buffer describing `bytes` as argument `arg` of `phase`.
+pub fn shared_memory_buffer(arg: u32, phase: ditto_protocol::Phase, bytes: &[u8]) -> Buffer {
+    let mut b = buffer(arg, &[], bytes, 0, bytes.len() as u64);
+    b.transport = Transport::SharedMemory;
+    b.phase = phase;
+    b
+}
+
 pub fn dispatch(index: u64, buffers: Vec<Buffer>) -> Dispatch {
     Dispatch {
         index,
@@ -208,10 +231,37 @@ impl Tool {
 
     pub fn dispatch(&mut self, d: Dispatch) -> Ack {
         self.send(&ToolMessage::Dispatch(d));
+        self.ack()
+    }
+
+    /// The next message, which must be an Ack.
+    pub fn ack(&mut self) -> Ack {
         match self.receive() {
             CollectorMessage::Ack(a) => a,
             other => panic!("expected an Ack, got {other:?}"),
         }
+    }
+
+    /// Sends a Dispatch with `files` attached (closing this side's copies,
+    /// as the tool does), without waiting for its Ack.
+    pub fn send_with_files(&mut self, d: Dispatch, files: Vec<File>) {
+        use std::os::fd::AsFd;
+        let fds: Vec<_> = files.iter().map(|f| f.as_fd()).collect();
+        ditto_protocol::write_frame_with_fds(&self.stream, &ToolMessage::Dispatch(d), &fds)
+            .unwrap();
+    }
+
+    /// Whether the collector says nothing for `quiet` (it is waiting).
+    pub fn silent_for(&mut self, quiet: Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; the stream outlives the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, quiet.as_millis() as libc::c_int) };
+        ready == 0
     }
 
     /// Goodbye: the kernel ran `dispatched` times, every one matched.

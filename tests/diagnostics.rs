@@ -124,3 +124,96 @@ fn a_timeout_stops_the_application_and_says_what_was_pending() {
     );
     assert!(e.contains("saved 1 dispatch (rank 0: dispatch 0)"), "{e}");
 }
+
+#[test]
+fn a_tool_that_gave_up_before_the_welcome_is_a_failed_capture_not_a_kernel_never_dispatched() {
+    // Issue 36, item 6: DITTO_TIMEOUT_MS shorter than the collector's
+    // answer to Hello ended in "never dispatched a kernel matching".
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("collector.sock");
+    let out = dir.path().join("snapshots");
+    let log = dir.path().join("collector.log");
+    let collector = Collector::start_logging(&socket, &out, &log);
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(collector.pid() as i32, libc::SIGSTOP) };
+    let mut run = ditto_run(
+        &socket,
+        "scale_values<float>",
+        "early",
+        &app("scale_values"),
+    );
+    run.env("DITTO_TIMEOUT_MS", "200").args(["float", "64"]);
+    let o = output_within(&mut run, Duration::from_secs(60), "the application");
+    // SAFETY: as above.
+    unsafe { libc::kill(collector.pid() as i32, libc::SIGCONT) };
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "runs on uncaptured: {}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("no Welcome from the collector within 200 ms"),
+        "{}",
+        stderr(&o)
+    );
+    // The collector reads the Hello once continued and finds the tool gone.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("run 'early'")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(collector.pid() as i32, libc::SIGTERM) };
+    drop(collector);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("1 connection failed")
+            && text.contains(
+                "the tool stopped waiting for the collector's Welcome before it was sent"
+            )
+            && text.contains("raise DITTO_TIMEOUT_MS"),
+        "{text}"
+    );
+    assert!(!text.contains("never dispatched"), "{text}");
+}
+
+#[test]
+fn an_argument_arg_sizes_sizes_that_is_left_out_fails_the_run_naming_it() {
+    // Issue 36, item 6: an --arg-sizes expression that overflows warned,
+    // then the run exited 0 as if the capture were whole.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("snap");
+    let o = ditto(&[
+        "run",
+        "--kernel",
+        "scale_values<float>",
+        "--arg-sizes",
+        "arg1=18446744073709551615*18446744073709551615",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        app("scale_values").to_str().unwrap(),
+        "float",
+        "64",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "but not the argument --arg-sizes \"arg1=18446744073709551615*18446744073709551615\" \
+             sizes: 1 of them left out; the first: dispatch 0 of rank 0, arg1:"
+        ) && err.contains("the size of arg1 overflows"),
+        "{err}"
+    );
+    // The snapshot keeps what was captured, and says what was left out.
+    let m = snapshot_manifest(&out);
+    assert_eq!(m["missing"][0]["arg"].as_u64(), Some(1), "{m}");
+}

@@ -344,6 +344,16 @@ fn run_connection(
             version: PROTOCOL_VERSION,
         },
     ) {
+        // The tool closed its end before the Welcome came: it gave up on
+        // the collector (its DITTO_TIMEOUT_MS passed) and runs on
+        // uncaptured. A failure of the capture, not an application that
+        // dispatched nothing.
+        report.errors.push(format!(
+            "the tool stopped waiting for the collector's Welcome before it was sent \
+             (cannot send it: {e}): the collector took longer to answer the process's Hello \
+             than the tool's DITTO_TIMEOUT_MS allows, so nothing of it was captured; raise \
+             DITTO_TIMEOUT_MS (default 30000) or unset it"
+        ));
         return ConnectionEnd::Dropped {
             in_flight: None,
             reason: format!("cannot send Welcome: {e}"),

@@ -447,8 +447,9 @@ fn an_error_says_its_cause_once() {
     let missing_socket_dir = dir.path().join("absent/collector.sock");
     let (collect_out, run_out) = (dir.path().join("out"), dir.path().join("r"));
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["compare", snap, snap], "Is a directory"),
-        (vec!["inspect", snap], "Is a directory"),
+        // A manifest.json that is a directory is not opened as a file.
+        (vec!["compare", snap, snap], "it is a directory"),
+        (vec!["inspect", snap], "it is a directory"),
         (
             vec![
                 "collect",

@@ -482,6 +482,35 @@ fn the_servers_children_end_with_it_killed_or_with_its_input_closed() {
 }
 
 #[test]
+fn compare_of_a_snapshot_whose_dispatch_file_is_a_fifo_answers_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_text = dir.path().display().to_string();
+    let mut c = Client::start();
+    let r = c.call(
+        "capture",
+        json!({"kernel": "scale_values<float>", "out": "ref", "working_directory": dir_text,
+               "command": [app_path("scale_values"), "float", "8"]}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    let file = dir.path().join("ref").join("dispatch-0-00000.safetensors");
+    std::fs::remove_file(&file).unwrap();
+    let fifo = std::ffi::CString::new(file.into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let reference = format!("{dir_text}/ref");
+    let r = c.call(
+        "compare",
+        json!({"reference": reference, "optimized": reference}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    let message = r["structuredContent"]["error"].as_str().unwrap();
+    assert!(
+        message.contains("dispatch-0-00000.safetensors: not read: it is a FIFO"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_cancelled_call_stops_its_child_and_the_server_serves_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = Client::start();

@@ -5,7 +5,11 @@
 //! whoever may write its parent, is never written or read through: what
 //! the run writes stays in the directory it opened. Whether that
 //! directory is still the one at its path is asked separately
-//! ([`DirHandle::check_still_at_path`]), before a manifest is committed.
+//! ([`DirHandle::displaced`]), before a manifest is committed. A handle
+//! may be closed while nothing is written ([`DirHandle::close`]: a
+//! collector serving many runs keeps no fd per idle directory); its next
+//! use opens the path again and goes on only if it leads to the same
+//! directory (device and inode).
 //!
 //! Owns the system calls on a snapshot's directory and the rule for what
 //! a file of it is (a plain name; a regular file, opened without blocking);
@@ -15,15 +19,17 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// An open snapshot directory and the path it was opened at (for
 /// messages, and to check it is still there).
 #[derive(Debug)]
 pub struct DirHandle {
-    fd: OwnedFd,
+    /// `None` while closed ([`Self::close`]).
+    fd: Mutex<Option<Arc<OwnedFd>>>,
     path: PathBuf,
     /// (device, inode) of the directory opened.
     identity: (u64, u64),
@@ -78,9 +84,43 @@ impl DirHandle {
             identity: identity_of(&st),
             owner: st.st_uid,
             mode: st.st_mode & 0o7777,
-            fd,
+            fd: Mutex::new(Some(Arc::new(fd))),
             path: path.to_path_buf(),
         })
+    }
+
+    /// The open directory: opened again (its path, no link followed) when
+    /// closed, and refused unless it is the directory first opened.
+    fn fd(&self) -> io::Result<Arc<OwnedFd>> {
+        let mut slot = self.fd.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fd) = &*slot {
+            return Ok(fd.clone());
+        }
+        let fd = rustix::fs::open(
+            &self.path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|_| {
+            io::Error::other(
+                self.displaced()
+                    .unwrap_or_else(|| "it cannot be opened again".into()),
+            )
+        })?;
+        if identity_of(&rustix::fs::fstat(&fd)?) != self.identity {
+            return Err(io::Error::other(
+                "another file or directory now stands at its path",
+            ));
+        }
+        let fd = Arc::new(fd);
+        *slot = Some(fd.clone());
+        Ok(fd)
+    }
+
+    /// Closes the directory until its next use (which opens it again, see
+    /// [`Self::fd`]).
+    pub fn close(&self) {
+        *self.fd.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// The path the directory was opened at.
@@ -103,8 +143,28 @@ impl DirHandle {
         (self.owner, self.mode)
     }
 
-    pub fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// Whether this user may write in the directory.
+    pub fn writable(&self) -> io::Result<bool> {
+        let fd = self.fd()?;
+        Ok(rustix::fs::accessat(
+            &*fd,
+            ".",
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+            AtFlags::empty(),
+        )
+        .is_ok())
+    }
+
+    /// The size of the regular file `name`, if there is one.
+    pub fn size_of(&self, name: &str) -> io::Result<Option<u64>> {
+        let fd = self.fd()?;
+        match rustix::fs::statat(&*fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(Some(st.st_size as u64))
+            }
+            Ok(_) | Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Why the path the directory was opened at no longer leads to it (it
@@ -156,8 +216,9 @@ impl DirHandle {
                 format!("{name:?} is not a file name of this directory"),
             ));
         }
+        let dir = self.fd()?;
         let fd = rustix::fs::openat(
-            &self.fd,
+            &*dir,
             name,
             flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             mode,
@@ -175,8 +236,9 @@ impl DirHandle {
                 "{name:?} is not a file name of this directory"
             )));
         }
+        let dir = self.fd().map_err(|e| NotARegularFile(e.to_string()))?;
         let fd = match rustix::fs::openat(
-            &self.fd,
+            &*dir,
             name,
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
             Mode::empty(),
@@ -203,8 +265,9 @@ impl DirHandle {
     /// An unnamed file in the directory (`O_TMPFILE`), to be linked into
     /// place once written.
     pub fn create_unnamed(&self) -> io::Result<File> {
+        let dir = self.fd()?;
         let fd = rustix::fs::openat(
-            &self.fd,
+            &*dir,
             ".",
             OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
@@ -216,10 +279,11 @@ impl DirHandle {
     /// when that name exists.
     pub fn link_unnamed(&self, file: &File, name: &str) -> io::Result<()> {
         let from = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
+        let dir = self.fd()?;
         rustix::fs::linkat(
             rustix::fs::CWD,
             from.as_str(),
-            &self.fd,
+            &*dir,
             name,
             AtFlags::SYMLINK_FOLLOW,
         )?;
@@ -228,13 +292,15 @@ impl DirHandle {
 
     /// Renames `from` to `to`, both in this directory (`to` replaced).
     pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        rustix::fs::renameat(&self.fd, from, &self.fd, to)?;
+        let dir = self.fd()?;
+        rustix::fs::renameat(&*dir, from, &*dir, to)?;
         Ok(())
     }
 
     /// Removes the file `name` of this directory.
     pub fn remove(&self, name: &str) -> io::Result<()> {
-        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?;
+        let dir = self.fd()?;
+        rustix::fs::unlinkat(&*dir, name, AtFlags::empty())?;
         Ok(())
     }
 
@@ -249,7 +315,8 @@ impl DirHandle {
     /// The names in the directory, `.` and `..` left out.
     pub fn names(&self) -> io::Result<Vec<OsString>> {
         let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&self.fd)? {
+        let dir = self.fd()?;
+        for entry in rustix::fs::Dir::read_from(&*dir)? {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name != b"." && name != b".." {
@@ -261,7 +328,8 @@ impl DirHandle {
 
     /// Whether `name` exists in the directory (a link counts, unfollowed).
     pub fn contains(&self, name: &str) -> io::Result<bool> {
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let dir = self.fd()?;
+        match rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(_) => Ok(true),
             Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(e) => Err(e.into()),
@@ -332,6 +400,30 @@ mod tests {
             dir.displaced().as_deref(),
             Some("another file or directory now stands at its path")
         );
+    }
+
+    #[test]
+    fn a_closed_handle_opens_its_directory_again_only_if_it_is_the_same_one() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let dir = DirHandle::open(&out).unwrap();
+        dir.close();
+        dir.create_new("a", 0o644).unwrap();
+        assert!(out.join("a").is_file(), "opened again at its path");
+        dir.close();
+        std::fs::rename(&out, root.path().join("moved")).unwrap();
+        std::fs::create_dir(&out).unwrap();
+        let e = dir.create_new("b", 0o644).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "another file or directory now stands at its path"
+        );
+        std::fs::remove_dir(&out).unwrap();
+        std::os::unix::fs::symlink(root.path().join("moved"), &out).unwrap();
+        let e = dir.create_new("b", 0o644).unwrap_err();
+        assert_eq!(e.to_string(), "a symbolic link now stands at its path");
+        assert!(!root.path().join("moved/b").exists());
     }
 
     #[test]

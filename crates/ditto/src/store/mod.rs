@@ -8,7 +8,10 @@
 //!
 //! This file is the module map and its re-exports only:
 //! - [`manifest`]: the schema of `manifest.json` and the names of files and tensors;
+//! - [`dir_handle`]: the directory opened once, every file made, replaced,
+//!   read and removed through it (no link followed, no FIFO waited on);
 //! - [`atomic`]: files replaced through a temporary name, and a killed writer's leftovers;
+//! - [`room`]: room kept for the last manifest, given back when the disk fills;
 //! - [`writer`]: the snapshot writer (tensor file, journal line, manifest);
 //! - [`reader`]: a snapshot opened for reading;
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;

@@ -71,14 +71,7 @@ pub fn check_opened(handle: &DirHandle) -> Result<OutputDir, StoreError> {
             format!("every user may write in it (mode {mode:o}); `chmod o-w` it or choose another"),
         ));
     }
-    if rustix::fs::accessat(
-        handle.as_fd(),
-        ".",
-        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-        rustix::fs::AtFlags::empty(),
-    )
-    .is_err()
-    {
+    if !handle.writable().map_err(io_err(dir))? {
         return Err(refused(dir, "this user may not write in it".into()));
     }
     let manifest = handle.shown(MANIFEST_FILE);

@@ -29,6 +29,10 @@ pub struct Room {
     dir: Arc<DirHandle>,
     file: Option<File>,
     kept: u64,
+    /// The manifest size last grown for.
+    asked: u64,
+    /// Given back while the snapshot is idle ([`Room::pause`]).
+    paused: bool,
 }
 
 impl Room {
@@ -36,18 +40,40 @@ impl Room {
     pub fn keep(dir: &Arc<DirHandle>) -> Room {
         let mut room = Room {
             dir: dir.clone(),
-            file: dir.create_truncated(&file_name(), 0o600).ok(),
+            file: None,
             kept: 0,
+            asked: 0,
+            paused: true,
         };
-        if room.grow_for(0).is_err() {
-            room.give_back();
-        }
+        room.resume();
         room
+    }
+
+    /// Gives the room back while no process writes the snapshot (a
+    /// collector of many runs keeps no room or fd per idle one).
+    pub fn pause(&mut self) {
+        if self.file.is_some() {
+            self.give_back();
+            self.paused = true;
+        }
+    }
+
+    /// Keeps the room again after [`Self::pause`].
+    pub fn resume(&mut self) {
+        if !self.paused {
+            return;
+        }
+        self.paused = false;
+        self.file = self.dir.create_truncated(&file_name(), 0o600).ok();
+        if self.grow_for(self.asked).is_err() {
+            self.give_back();
+        }
     }
 
     /// Grows the room to fit a manifest of `manifest_bytes`: an error when
     /// the file system is full (the room is left as it was).
     pub fn grow_for(&mut self, manifest_bytes: u64) -> std::io::Result<()> {
+        self.asked = self.asked.max(manifest_bytes);
         let needed = manifest_bytes + manifest_bytes / 2 + MARGIN;
         let Some(file) = &self.file else {
             return Ok(());

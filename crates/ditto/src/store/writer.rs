@@ -444,6 +444,7 @@ impl SnapshotWriter {
                 "dispatch {index} of rank {rank}: {full}"
             )));
         }
+        self.room.resume();
         if self.spares.is_none() && self.spares_wanted {
             self.spares = SpareFiles::start(&self.dir);
         }
@@ -525,8 +526,11 @@ impl SnapshotWriter {
     pub fn release_idle_resources(&mut self, release_lock: bool) {
         self.spares = None;
         self.journal.close();
+        self.room.pause();
         if release_lock {
             self.lock = None;
+            // The next use opens it again, if it is still the same one.
+            self.dir.close();
         }
     }
 
@@ -688,12 +692,7 @@ impl SnapshotWriter {
         self.manifest_write_time = self.manifest_written - started;
         self.manifest_stale = false;
         if self.full.is_none() {
-            let size = rustix::fs::statat(
-                self.dir.as_fd(),
-                MANIFEST_FILE,
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .map_or(0, |st| st.st_size as u64);
+            let size = self.dir.size_of(MANIFEST_FILE).ok().flatten().unwrap_or(0);
             self.manifest_estimate = size;
             self.room
                 .grow_for(size)

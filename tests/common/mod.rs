@@ -55,6 +55,19 @@ pub fn hip_app(name: &str) -> PathBuf {
     built(profile_dir().join("apps").join("hip").join(name))
 }
 
+/// Whether this CPU has protection keys (`pku` and `ospke` in
+/// /proc/cpuinfo), which the CPU runtime needs to make a CPU access to GPU
+/// memory fault as on a discrete GPU.
+pub fn cpu_has_protection_keys() -> bool {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> = info
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    flags.contains(&"pku") && flags.contains(&"ospke")
+}
+
 /// `ditto ARGS` on the CPU runtime.
 pub fn ditto(args: &[&str]) -> Output {
     Command::new(ditto_bin())

@@ -109,6 +109,10 @@ struct Captured {
     arrays: u64,
     bytes: u64,
     problems: Vec<String>,
+    /// Whether a problem is more than a connection cut short (an error, a
+    /// rejection): a connection that only ended mid-message leaves an
+    /// incomplete snapshot, which the run says as such.
+    errors: bool,
     /// "the tool was never loaded in pid 12: ...": processes whose HSA
     /// runtime never started the tool (not counted in `connections`).
     never_loaded: Vec<String>,
@@ -123,6 +127,7 @@ fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
         arrays: 0,
         bytes: 0,
         problems: Vec::new(),
+        errors: false,
         never_loaded: Vec::new(),
         in_flight: Vec::new(),
     };
@@ -145,6 +150,8 @@ fn tally<'a>(reports: impl Iterator<Item = &'a ConnectionReport>) -> Captured {
             c.in_flight.push(format!("dispatch {i} of {}", r.who()));
         }
         if r.failed() {
+            c.errors |= !r.errors.is_empty()
+                || !matches!(r.end, crate::collector::ConnectionEnd::Dropped { .. });
             c.problems.push(r.to_string());
         } else if !matches!(r.end, crate::collector::ConnectionEnd::Goodbye) || r.missed_some() {
             log::warn(&r.to_string());
@@ -255,7 +262,15 @@ fn check_run(o: RunOutcome) -> Result<String> {
             what_happened.join("; ")
         );
     }
-    if !captured.problems.is_empty() {
+    // A connection cut mid-message and nothing else wrong: the process
+    // ended while its tool was writing (killed, or gone after its tool gave
+    // up on a collector that was not reading); the snapshot is incomplete,
+    // which is said below with what is unaccounted.
+    let only_cut_short = !captured.errors
+        && manifest
+            .as_ref()
+            .is_some_and(|m| !m.unaccounted().is_empty());
+    if !captured.problems.is_empty() && !only_cut_short {
         bail!(
             "{label} ({cmd}): capture failed: {}; {what} before that",
             captured.problems.join("; ")
@@ -935,4 +950,74 @@ pub fn kernels(
         emit(&crate::kernel_list::render(&name, &listed))?;
     }
     Ok(Verdict::Valid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::{ConnectionEnd, ConnectionReport};
+    use crate::store::SnapshotWriter;
+
+    fn hello() -> ditto_protocol::Hello {
+        ditto_protocol::Hello {
+            version: ditto_protocol::PROTOCOL_VERSION,
+            pid: 4242,
+            run: "storm".into(),
+            kernel_query: "storm_fill".into(),
+            command_line: vec!["storm".into()],
+            working_directory: "/".into(),
+            rank: None,
+            api: ditto_protocol::Api::Hsa,
+        }
+    }
+
+    /// What `ditto run` says of a process whose connection was cut in the
+    /// middle of a message after dispatch 2500, with or without an error.
+    fn verdict(error: Option<&str>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::create(dir.path(), "storm_fill").unwrap();
+        let rank = w.add_run(&hello()).unwrap();
+        let cut = "the connection closed in the middle of a message after dispatch 2500";
+        w.set_unaccounted(rank, 2501, cut).unwrap();
+        drop(w);
+        let mut report = ConnectionReport::new();
+        report.run = Some("storm".into());
+        report.pid = Some(4242);
+        report.rank = Some(rank);
+        report.dispatches_captured = 2501;
+        report.end = ConnectionEnd::Dropped {
+            in_flight: Some(2501),
+            reason: cut.into(),
+        };
+        report.errors.extend(error.map(String::from));
+        let command = ["storm".to_string()];
+        check_run(RunOutcome {
+            label: "the application",
+            command: &command,
+            kernel_query: "storm_fill",
+            exit: AppExit::Code(0),
+            captured: tally(std::iter::once(&report)),
+            pending: Vec::new(),
+            dir: dir.path(),
+            show_dir: false,
+            arg_sizes: None,
+        })
+        .unwrap_err()
+        .to_string()
+    }
+
+    #[test]
+    fn a_connection_only_cut_short_is_an_incomplete_snapshot_and_one_with_an_error_a_failed_capture()
+     {
+        let cut = verdict(None);
+        assert!(
+            cut.contains("but the snapshot is incomplete: pid 4242 (rank 0): its dispatches from index 2501 on are unaccounted"),
+            "{cut}"
+        );
+        let failed = verdict(Some("fingerprint mismatch"));
+        assert!(
+            failed.contains("capture failed:") && failed.contains("error: fingerprint mismatch"),
+            "{failed}"
+        );
+    }
 }

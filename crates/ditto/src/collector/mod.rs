@@ -209,7 +209,7 @@ pub struct ConnectionReport {
 }
 
 impl ConnectionReport {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ConnectionReport {
             run: None,
             pid: None,

@@ -8,8 +8,8 @@
 //! length; the manifest follows, then the journal.
 #![no_main]
 
-use ditto_cli::compare::{CompareOptions, compare_snapshots};
-use ditto_cli::store::Snapshot;
+use ditto_snapshot::compare::{CompareOptions, compare_snapshots};
+use ditto_snapshot::store::Snapshot;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

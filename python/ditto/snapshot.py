@@ -39,7 +39,7 @@ def is_own_file_name(name: object) -> bool:
     """Whether a dispatch's `file` names a file of the snapshot's own
     directory: not empty, not starting with '.', no '/'. The same rule as
     the CLI's reader (`Snapshot::load_dispatch` in
-    crates/ditto/src/store/reader.rs): change both or neither. (A NUL,
+    crates/snapshot/src/store/reader.rs): change both or neither. (A NUL,
     which no file name holds, is refused here before the system call that
     would refuse it there.)"""
     return isinstance(name, str) and name != "" and not name.startswith(".") and "/" not in name and "\0" not in name
@@ -256,7 +256,7 @@ def legacy_fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) ->
     number): byte-at-a-time FNV-1a over the length's 8 little-endian bytes
     and the same windows. Accepted where `fingerprint` differs, as the
     CLI's reader does (`legacy_fingerprint` in
-    crates/ditto/src/store/reader.rs)."""
+    crates/snapshot/src/store/reader.rs)."""
     raw = memoryview(data).cast("B")
     h = 0xCBF29CE484222325
     mask = (1 << 64) - 1
@@ -273,7 +273,7 @@ def legacy_fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) ->
 
 
 # ditto's dtype name -> (safetensors dtype, numpy dtype of the elements),
-# as `safetensors_dtype` in crates/ditto/src/store/manifest.rs. bfloat16 is
+# as `safetensors_dtype` in crates/snapshot/src/store/manifest.rs. bfloat16 is
 # read as its bits (numpy has no bfloat16 of its own).
 _DTYPES = {
     "float16": ("F16", "<f2"),

@@ -10,8 +10,8 @@
 //
 // `ditto hipcc ARGS...` makes it: it runs hipcc with ARGS, then compiles
 // each HIP source again with g++, this directory first on the include path,
-// and links <executable>.host.so beside the executable (crates/ditto/src/
-// hipcc/). With this directory first, `#include <hip/hip_runtime.h>` gives:
+// and links <executable>.host.so beside the executable (crates/hipcc/).
+// With this directory first, `#include <hip/hip_runtime.h>` gives:
 //   - the macros of hipcc's DEVICE pass (ditto_hip_platform.h): every `#if`
 //     picks the code the GPU runs;
 //   - HIP's own host API (<hip/hip_runtime_api.h>: types, enums, every

@@ -8,39 +8,39 @@ use std::path::{Path, PathBuf};
 const HEADERS: &[(&str, &str)] = &[
     (
         "ditto_hip_cpu.hpp",
-        include_str!("../../../../include/ditto_hip_cpu.hpp"),
+        include_str!("../../../include/ditto_hip_cpu.hpp"),
     ),
     (
         "ditto_hsa_cpu.h",
-        include_str!("../../../../include/ditto_hsa_cpu.h"),
+        include_str!("../../../include/ditto_hsa_cpu.h"),
     ),
     (
         "ditto_hip_host/ditto_hip_prelude.h",
-        include_str!("../../../../include/ditto_hip_host/ditto_hip_prelude.h"),
+        include_str!("../../../include/ditto_hip_host/ditto_hip_prelude.h"),
     ),
     (
         "ditto_hip_host/hip/hip_runtime.h",
-        include_str!("../../../../include/ditto_hip_host/hip/hip_runtime.h"),
+        include_str!("../../../include/ditto_hip_host/hip/hip_runtime.h"),
     ),
     (
         "ditto_hip_host/hip/hip_runtime_api.h",
-        include_str!("../../../../include/ditto_hip_host/hip/hip_runtime_api.h"),
+        include_str!("../../../include/ditto_hip_host/hip/hip_runtime_api.h"),
     ),
     (
         "ditto_hip_host/hip/hip_fp16.h",
-        include_str!("../../../../include/ditto_hip_host/hip/hip_fp16.h"),
+        include_str!("../../../include/ditto_hip_host/hip/hip_fp16.h"),
     ),
     (
         "ditto_hip_host/hip/hip_cooperative_groups.h",
-        include_str!("../../../../include/ditto_hip_host/hip/hip_cooperative_groups.h"),
+        include_str!("../../../include/ditto_hip_host/hip/hip_cooperative_groups.h"),
     ),
     (
         "ditto_hip_host/hip/ditto_hip_platform.h",
-        include_str!("../../../../include/ditto_hip_host/hip/ditto_hip_platform.h"),
+        include_str!("../../../include/ditto_hip_host/hip/ditto_hip_platform.h"),
     ),
     (
         "ditto_hip_host/hip/ditto_device_functions.h",
-        include_str!("../../../../include/ditto_hip_host/hip/ditto_device_functions.h"),
+        include_str!("../../../include/ditto_hip_host/hip/ditto_device_functions.h"),
     ),
 ];
 

@@ -7,6 +7,18 @@
 use crate::store::{DispatchedKernel, Manifest};
 use ditto_kernels::KernelNames;
 
+/// Every kernel the application dispatched, most dispatched first:
+/// "A ×2 (mangled), B ×1 (mangled)".
+pub fn every_kernel(m: &Manifest) -> String {
+    let mut kernels = m.dispatched_kernels.clone();
+    kernels.sort_by(|a, b| b.count.cmp(&a.count).then(a.demangled.cmp(&b.demangled)));
+    kernels
+        .iter()
+        .map(|k| format!("{} ×{} ({})", k.demangled, k.count, k.mangled))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Levenshtein distance over characters.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
@@ -73,7 +85,8 @@ const SHORT_LIST_NAMES: usize = 10;
 /// An application with many or long kernel names (a PyTorch program) gets
 /// the short form instead: the closest names first, then the most
 /// dispatched qualified names (without template arguments and
-/// parameters) with counts; the full list goes to the debug log.
+/// parameters) with counts; [`every_kernel`] is the full list (the CLI's
+/// debug log has it).
 pub fn what_ran(m: &Manifest) -> String {
     if m.runs.is_empty() {
         return "no application process connected to the collector (was the tool library preloaded? \
@@ -104,7 +117,6 @@ pub fn what_ran(m: &Manifest) -> String {
             "it dispatched: {full}{hint}; pass one of these names (or its mangled name) as --kernel"
         );
     }
-    crate::log::debug(&format!("every kernel the application dispatched: {full}"));
     // Grouped by qualified name: (name, dispatches, instantiations).
     let mut groups: Vec<(String, u64, usize)> = Vec::new();
     for k in &kernels {

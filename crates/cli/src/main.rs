@@ -403,7 +403,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Hipcc { args } = cli.command {
         // hipcc's own exit status passes through; a failed host build is 1.
-        return match ditto_cli::hipcc::run(args) {
+        return match ditto_hipcc::run(args) {
             Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(e) => {
                 eprintln!("ditto hipcc: error: {e:#}");

@@ -330,6 +330,12 @@ fn check_run(o: RunOutcome) -> Result<String> {
         );
     }
     if captured.dispatches == 0 {
+        if let Some(m) = manifest.as_ref() {
+            log::debug(&format!(
+                "every kernel the application dispatched: {}",
+                crate::diagnose::every_kernel(m)
+            ));
+        }
         let what_ran = manifest.as_ref().map_or_else(
             || format!("its snapshot in {} could not be read", o.dir.display()),
             crate::compare::what_ran,

@@ -1,14 +1,12 @@
 //! The `ditto` command as a library: the collector that maps, copies and
-//! unmaps the buffers applications export, the snapshot store, the
-//! comparison engine and its reports, and the subcommands that tie them
-//! together. `src/main.rs` only parses arguments and maps results to exit
-//! codes (0 valid, 1 mismatch, 2 error).
+//! unmaps the buffers applications export, the reports of comparisons, and
+//! the subcommands that tie them together (the snapshot store and the
+//! comparison engine are the `ditto-snapshot` crate's). `src/main.rs`
+//! only parses arguments and maps results to exit codes (0 valid, 1
+//! mismatch, 2 error).
 
 pub mod collector;
 pub mod commands;
-pub mod compare;
-pub mod diagnose;
-pub mod hipcc;
 pub mod inspect;
 pub mod kernel_list;
 pub mod launch;
@@ -19,8 +17,10 @@ pub mod report;
 pub mod runtime;
 pub mod scratch;
 pub mod stdout;
-pub mod store;
 pub mod units;
+
+// The snapshot crate's modules, where the CLI's code and tests name them.
+pub use ditto_snapshot::{compare, diagnose, store};
 
 use std::path::PathBuf;
 

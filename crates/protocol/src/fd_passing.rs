@@ -8,15 +8,11 @@
 //! interprets what the fds hold and never keeps one beyond the value it
 //! returns (an [`OwnedFd`] closes on drop).
 
-use crate::{FrameError, MAX_FRAME_BYTES};
+use crate::framing::{FrameError, MAX_FDS_PER_FRAME, MAX_FRAME_BYTES};
 use serde::Serialize;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-
-/// Most file descriptors one frame may carry (Linux allows 253 per
-/// message); a frame with more is refused and all of them are closed.
-pub const MAX_FDS_PER_FRAME: usize = 64;
 
 const FD_SIZE: usize = std::mem::size_of::<RawFd>();
 
@@ -80,7 +76,7 @@ pub fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[BorrowedFd]) -> i
     }
 }
 
-/// Writes one frame exactly as [`crate::write_frame`] does, its first bytes
+/// Writes one frame exactly as [`crate::framing::write_frame`] does, its first bytes
 /// carrying `fds`. More than [`MAX_FDS_PER_FRAME`] fds is an error and
 /// nothing is sent. The caller still owns (and closes) its fds.
 pub fn write_frame_with_fds<T: Serialize>(
@@ -92,7 +88,7 @@ pub fn write_frame_with_fds<T: Serialize>(
         return Err(FrameError::TooManyFds(fds.len()));
     }
     let mut frame = Vec::new();
-    crate::write_frame(&mut frame, msg)?;
+    crate::framing::write_frame(&mut frame, msg)?;
     let sent = send_with_fds(stream, &frame, fds)?;
     let mut rest: &UnixStream = stream;
     io::Write::write_all(&mut rest, &frame[sent..])?;
@@ -211,7 +207,7 @@ pub fn read_frame_with_fds<T: serde::de::DeserializeOwned>(
         stream,
         received: ReceivedFds::default(),
     };
-    let msg = crate::read_frame(&mut reader)?;
+    let msg = crate::framing::read_frame(&mut reader)?;
     let fds = reader.received.take()?;
     Ok((msg, fds))
 }
@@ -326,7 +322,7 @@ mod tests {
             let f = memfd(NAME, b"");
             let many = vec![f.as_fd(); MAX_FDS_PER_FRAME + extra];
             let mut frame = Vec::new();
-            crate::write_frame(&mut frame, &"too many".to_string()).unwrap();
+            crate::framing::write_frame(&mut frame, &"too many".to_string()).unwrap();
             let sent = send_with_fds(&a, &frame, &many).unwrap();
             (&a).write_all(&frame[sent..]).unwrap();
             drop(f);

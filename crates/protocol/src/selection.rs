@@ -128,12 +128,14 @@ impl CaptureSet {
     }
 
     /// Whether a pointer argument (const or not) is captured in `phase`.
-    pub fn captures(&self, phase: crate::Phase, is_const: bool) -> bool {
+    pub fn captures(&self, phase: crate::messages::Phase, is_const: bool) -> bool {
         match phase {
-            crate::Phase::Before => {
+            crate::messages::Phase::Before => {
                 self.all || (self.inputs && is_const) || (self.written && !is_const)
             }
-            crate::Phase::After => self.all || ((self.outputs || self.written) && !is_const),
+            crate::messages::Phase::After => {
+                self.all || ((self.outputs || self.written) && !is_const)
+            }
         }
     }
 }
@@ -141,7 +143,7 @@ impl CaptureSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Phase;
+    use crate::messages::Phase;
 
     #[test]
     fn capture_sets_pick_arguments_by_constness_and_phase() {

@@ -12,11 +12,14 @@ pub mod kernel_list;
 pub mod launch;
 pub mod log;
 pub mod mcp;
+pub mod program_file;
 pub mod progress;
 pub mod report;
+pub mod run_outcome;
 pub mod runtime;
 pub mod scratch;
 pub mod stdout;
+pub mod stop_signals;
 pub mod units;
 
 // The snapshot crate's modules, where the CLI's code and tests name them.

@@ -15,6 +15,11 @@ fn modules_use_each_other_in_one_direction_only() {
     for (from, to) in [
         ("collector::connection", "collector::capture"),
         ("kernel_list", "units"),
+        ("commands", "run_outcome"),
+        ("commands", "stop_signals"),
+        ("commands", "program_file"),
+        ("run_outcome", "collector"),
+        ("stop_signals", "launch"),
     ] {
         assert!(
             graph[from].contains(to),

@@ -243,10 +243,10 @@ def fingerprint_of_windows(length: int, windows: Iterable[bytes]) -> int:
 def fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) -> int:
     """The fingerprint the tool and the collector take of a buffer and the
     manifest records: a port of `ditto_protocol::fingerprint`
-    (crates/protocol/src/lib.rs; a multiply-rotate hash over the length and
-    up to 64 windows of 64 bytes, 64-bit arithmetic wrapping). Pinned to
-    the Rust function's values by both crates' tests: change both or
-    neither."""
+    (crates/protocol/src/fingerprint.rs; a multiply-rotate hash over the
+    length and up to 64 windows of 64 bytes, 64-bit arithmetic wrapping).
+    Pinned to the Rust function's values by both crates' tests: change both
+    or neither."""
     raw = memoryview(data).cast("B")
     return fingerprint_of_windows(len(raw), (raw[s : s + n].tobytes() for s, n in fingerprint_windows(len(raw))))
 

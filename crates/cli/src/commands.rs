@@ -388,6 +388,10 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
     };
     let mut verdict = Verdict::Valid;
     let mut objects = Vec::new();
+    // Kernel times taken on the CPU runtime are not a GPU's: the verdict
+    // says so beside its speedup.
+    let times_note = matches!(runtime, runtime::ResolvedRuntime::Cpu { .. })
+        .then_some(report::CPU_RUNTIME_TIMES);
     for (label, run_name, cmd, _) in runs.iter().filter(|r| r.1 != "ref") {
         let optimized = Snapshot::load(&base.join(run_name))?;
         let r = compare_snapshots(&reference, &optimized, &options)?;
@@ -395,12 +399,16 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             verdict = Verdict::Mismatch;
         }
         if opts.json {
-            objects.push(report::render_json(&r));
+            objects.push(report::render_json_noting(&r, times_note));
         } else {
             if several {
                 emit_line(&format!("{label}: {}", cmd.join(" ")))?;
             }
-            emit(&report::render_human(&r, report::stdout_wants_color()))?;
+            emit(&report::render_human_noting(
+                &r,
+                report::stdout_wants_color(),
+                times_note,
+            ))?;
         }
     }
     if opts.json {

@@ -44,6 +44,7 @@
 //!     "speedup": float|null,       // reference / optimized: > 1 means the optimized kernel is faster
 //!     "dispatches_timed": int,
 //!     "dispatches": [{"rank": int, "dispatch": int, "reference_ns": int|null, "optimized_ns": int|null}],
+//!     "note": str|null,            // what the times are, when known (validate on the CPU runtime)
 //!     "summary": str               // the human "timing:" line
 //!   },
 //!   "summary": str                 // the human report, as printed without --json (no colour)
@@ -148,7 +149,33 @@ fn array_label(report: &ComparisonReport, a: &ArrayComparison) -> String {
 }
 
 /// The human report, ending in a newline.
+/// What the kernel times of a verdict are when the HSA applications ran on
+/// ditto's CPU runtime (`ditto validate` knows; a stored snapshot does not
+/// say).
+pub const CPU_RUNTIME_TIMES: &str = "times on ditto's CPU HSA runtime: the kernels ran as host \
+     code on CPU threads, so this says nothing of their speed on a GPU";
+
 pub fn render_human(report: &ComparisonReport, color: bool) -> String {
+    render_human_noting(report, color, None)
+}
+
+/// The "timing:" line: the speedup, and what the times are when known.
+fn timing_line(report: &ComparisonReport, times_note: Option<&str>) -> String {
+    match times_note {
+        Some(note) if report.timing.summary().is_some() => {
+            format!("{} ({note})", report.timing.line())
+        }
+        _ => report.timing.line(),
+    }
+}
+
+/// [`render_human`], its timing line saying what the times are
+/// (`times_note`, e.g. [`CPU_RUNTIME_TIMES`]).
+pub fn render_human_noting(
+    report: &ComparisonReport,
+    color: bool,
+    times_note: Option<&str>,
+) -> String {
     let mut out = String::new();
     let n = report.arrays.len();
     if report.valid() {
@@ -296,7 +323,7 @@ pub fn render_human(report: &ComparisonReport, color: bool) -> String {
         }
     }
     // Last: the speedup is beside the verdict, never part of it.
-    out.push_str(&format!("timing: {}\n", report.timing.line()));
+    out.push_str(&format!("timing: {}\n", timing_line(report, times_note)));
     out
 }
 
@@ -339,6 +366,11 @@ fn array_json(a: &ArrayComparison, detailed: bool) -> Value {
 
 /// The `--json` object documented at the top of this module.
 pub fn render_json(report: &ComparisonReport) -> Value {
+    render_json_noting(report, None)
+}
+
+/// [`render_json`], with what the times are (`timing.note`) when known.
+pub fn render_json_noting(report: &ComparisonReport, times_note: Option<&str>) -> Value {
     json!({
         "valid": report.valid(),
         "kernel": report.kernel,
@@ -353,12 +385,12 @@ pub fn render_json(report: &ComparisonReport) -> Value {
         "ulp": report.options.ulp,
         "mismatches": report.mismatching().map(|a| array_json(a, true)).collect::<Vec<_>>(),
         "arrays": report.arrays.iter().map(|a| array_json(a, false)).collect::<Vec<_>>(),
-        "timing": timing_json(report),
-        "summary": render_human(report, false),
+        "timing": timing_json(report, times_note),
+        "summary": render_human_noting(report, false, times_note),
     })
 }
 
-fn timing_json(report: &ComparisonReport) -> Value {
+fn timing_json(report: &ComparisonReport, times_note: Option<&str>) -> Value {
     let s = report.timing.summary();
     json!({
         "reference_median_ns": s.map(|s| s.reference_median_ns),
@@ -366,7 +398,8 @@ fn timing_json(report: &ComparisonReport) -> Value {
         "speedup": s.map(|s| json_float(s.speedup)),
         "dispatches_timed": s.map_or(0, |s| s.timed),
         "dispatches": report.timing.dispatches,
-        "summary": report.timing.line(),
+        "note": s.and(times_note),
+        "summary": timing_line(report, times_note),
     })
 }
 
@@ -469,6 +502,30 @@ mod tests {
     }
 
     #[test]
+    fn times_of_the_cpu_runtime_say_so_beside_the_speedup_in_text_and_json() {
+        let r = report(&[1.0, 2.0], &[1.0, 2.0]);
+        let line = "timing: optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch \
+                    (times on ditto's CPU HSA runtime: the kernels ran as host code on CPU \
+                    threads, so this says nothing of their speed on a GPU)";
+        let text = render_human_noting(&r, false, Some(CPU_RUNTIME_TIMES));
+        assert_eq!(text.lines().nth(1), Some(line), "{text}");
+        let v = render_json_noting(&r, Some(CPU_RUNTIME_TIMES));
+        assert_eq!(v["timing"]["note"], CPU_RUNTIME_TIMES);
+        assert_eq!(
+            v["timing"]["summary"].as_str(),
+            line.strip_prefix("timing: ")
+        );
+        // No times, no note: nothing to qualify.
+        let mut untimed = r.clone();
+        untimed.timing.dispatches.clear();
+        let v = render_json_noting(&untimed, Some(CPU_RUNTIME_TIMES));
+        assert!(v["timing"]["note"].is_null(), "{v}");
+        assert!(
+            !render_human_noting(&untimed, false, Some(CPU_RUNTIME_TIMES)).contains("CPU threads")
+        );
+    }
+
+    #[test]
     fn passing_report_is_the_verdict_and_the_timing_and_colour_is_optional() {
         let r = report(&[1.0, 2.0], &[1.0, 2.0]);
         assert_eq!(
@@ -526,6 +583,7 @@ mod tests {
                 "speedup": 2_100_000.0 / 1_140_000.0, "dispatches_timed": 1,
                 "dispatches": [{"rank": 0, "dispatch": 0, "reference_ns": 2_100_000,
                                 "optimized_ns": 1_140_000}],
+                "note": null,
                 "summary": "optimized 1.84x faster: 2.10 ms -> 1.14 ms, median of 1 dispatch"
             })
         );

@@ -193,7 +193,9 @@ fn validate_gives_both_sides_kernel_times_and_the_speedup_beside_the_verdict() {
         "{line}"
     );
     assert!(
-        t["note"].as_str().is_some_and(|n| n.starts_with("times on ditto's CPU HSA runtime")),
+        t["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("times on ditto's CPU HSA runtime")),
         "{t}"
     );
     // The human report ends with it, after the verdict.

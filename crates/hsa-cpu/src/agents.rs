@@ -5,7 +5,8 @@
 //! The GPU count is DITTO_HSA_CPU_GPUS (1 to `MAX_GPUS`, default 1), read
 //! once; the topology never changes afterwards.
 //! Holds no mutable state but that count; never allocates memory (see
-//! `memory`). What the CPU may do with a GPU's memory is `device_memory`'s.
+//! `memory::allocations`). What the CPU may do with a GPU's memory is
+//! `memory::device_access`'s.
 
 use hsa::*;
 use std::ffi::{c_char, c_void};
@@ -111,7 +112,7 @@ fn gpu_pool_index(pool: hsa_amd_memory_pool_t) -> Option<(usize, bool)> {
 }
 
 /// The GPU whose memory `pool` is (its coarse-grained pool): memory CPU
-/// threads may not touch (`device_memory`).
+/// threads may not touch (`device_access`).
 pub(crate) fn gpu_memory_index(pool: hsa_amd_memory_pool_t) -> Option<usize> {
     gpu_pool_index(pool)
         .filter(|(_, group)| !group)
@@ -128,14 +129,14 @@ pub(crate) fn is_gpu_memory(pool: hsa_amd_memory_pool_t) -> bool {
 pub(crate) fn reach_of(
     owner: usize,
     granted: impl IntoIterator<Item = hsa_agent_t>,
-) -> crate::device_memory::Reach {
+) -> crate::memory::device_access::Reach {
     if granted
         .into_iter()
         .any(|a| gpu_index(a).is_some_and(|i| i != owner))
     {
-        crate::device_memory::Reach::Peers
+        crate::memory::device_access::Reach::Peers
     } else {
-        crate::device_memory::Reach::Gpu(owner)
+        crate::memory::device_access::Reach::Gpu(owner)
     }
 }
 
@@ -285,7 +286,7 @@ pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) 
             // HSA_AMD_SYSTEM_INFO_SVM_SUPPORTED / _SVM_ACCESSIBLE_BY_DEFAULT:
             // no hsa_amd_svm_* here (the real HIP runtime then disables HMM).
             0x201 | 0x202 => put(value, false),
-            // VIRTUAL_MEM_API_SUPPORTED: hsa_amd_vmem_* (`vmem`).
+            // VIRTUAL_MEM_API_SUPPORTED: hsa_amd_vmem_* (`virtual_memory`).
             0x205 => put(value, true),
             // MWAITX_ENABLED, DMABUF_SUPPORTED, XNACK_ENABLED.
             0x203 | 0x204 | 0x206 => put(value, false),
@@ -582,11 +583,11 @@ pub(crate) fn agent_memory_pool_get_info(
                 // As ROCr: system memory is open to every agent; a GPU's
                 // memory to another GPU only after hsa_amd_agents_allow_access;
                 // to the CPU never, but on a large-BAR system
-                // (`device_memory::cpu_access`).
+                // (`device_access::cpu_access`).
                 let access = if owner == agent || owner == CPU_AGENT {
                     HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT
                 } else if agent == CPU_AGENT {
-                    crate::device_memory::cpu_access()
+                    crate::memory::device_access::cpu_access()
                 } else {
                     HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT
                 };

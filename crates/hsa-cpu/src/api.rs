@@ -3,7 +3,7 @@
 //! - `entries::<name>`: our implementation, run under catch_unwind (a panic
 //!   becomes HSA_STATUS_ERROR, or 0 for value-returning functions);
 //! - the table entries pointing at them, placed BY NAME in the tables of the
-//!   served ABI (`tables`, `abi`); every other entry holds a stub that
+//!   served ABI (`api_tables`, `served_abi`); every other entry holds a stub that
 //!   returns HSA_STATUS_ERROR (HSA_STATUS_ERROR_INVALID_ARGUMENT in the
 //!   image table: our agents have no images): never null;
 //! - for `export` lines, the exported `hsa_*` symbol (version ROCR_1), a
@@ -18,13 +18,13 @@
 //!
 //! Never holds state of its own beyond the tables and the slots.
 
-use crate::abi;
-use crate::signals::{Order, Rmw};
-use crate::tables::{Implementation, ServedTables};
-use crate::{
-    agents, copy_engine, executables, intercept, ipc, loader, memory, queues, runtime, signals,
-    vmem,
-};
+use crate::code_objects::{executables, loader_extension};
+use crate::memory::{allocations, copy_engines, ipc, virtual_memory};
+use crate::signals_and_queues::signals::{Order, Rmw};
+use crate::signals_and_queues::{intercept_queues, queues, signals};
+use crate::tools::api_tables::{Implementation, ServedTables};
+use crate::tools::served_abi;
+use crate::{agents, runtime};
 use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
@@ -44,7 +44,7 @@ impl FailValue for u32 {
     fn trace_failure(&self, function: &str) {
         // INFO_BREAK (0x1) ends an iteration early: not a failure.
         if *self != HSA_STATUS_SUCCESS && *self != HSA_STATUS_INFO_BREAK {
-            crate::trace::event(&format!("error {function} {self:#x}"));
+            crate::tools::trace::event(&format!("error {function} {self:#x}"));
         }
     }
 }
@@ -96,9 +96,9 @@ fn served() -> &'static ServedTables {
     SERVED.get_or_init(|| {
         let stub = unimplemented_entry as *const () as usize;
         let no_images = no_images_entry as *const () as usize;
-        let tables = ServedTables::new(abi::layout_abi(), stub, no_images)
-            // The measured data holds every release `abi` names: a test
-            // (tables.rs) pins each; this is unreachable.
+        let tables = ServedTables::new(served_abi::layout_abi(), stub, no_images)
+            // The measured data holds every release `served_abi` names: a test
+            // (api_tables.rs) pins each; this is unreachable.
             .unwrap_or_else(|e| panic!("hsa-cpu: cannot lay out the API tables: {e}"));
         tables.fill(&implementations());
         tables
@@ -122,10 +122,10 @@ pub fn restore_tables() {
 
 /// `hsa_init`: refused when DITTO_HSA_CPU_ABI names no ABI we serve.
 fn init() -> hsa_status_t {
-    match abi::served() {
+    match served_abi::served() {
         Ok(abi) => runtime::init(
             root_table(),
-            crate::tools::Loading {
+            crate::tools::loading::Loading {
                 discover_loaded: abi.discovers_loaded_tools(),
                 keep_without_on_load: abi.keeps_tools_without_on_load(),
             },
@@ -288,7 +288,7 @@ hsa_api! {
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         => agents::system_get_info(attribute, value);
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t
-        => loader::system_get_major_extension_table(extension, version_major, table_length, table);
+        => loader_extension::system_get_major_extension_table(extension, version_major, table_length, table);
     export core.hsa_status_string_fn: fn hsa_status_string(status: hsa_status_t, status_string: *mut *const c_char) -> hsa_status_t
         => agents::status_string(status, status_string);
     export core.hsa_iterate_agents_fn: fn hsa_iterate_agents(callback: AgentCallback, data: *mut c_void) -> hsa_status_t
@@ -308,16 +308,16 @@ hsa_api! {
 
     // --- memory ---
     export amd.hsa_amd_memory_pool_allocate_fn: fn hsa_amd_memory_pool_allocate(pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void) -> hsa_status_t
-        => memory::pool_allocate(pool, size, flags, ptr);
-    export amd.hsa_amd_memory_pool_free_fn: fn hsa_amd_memory_pool_free(ptr: *mut c_void) -> hsa_status_t => memory::pool_free(ptr);
-    export core.hsa_memory_free_fn: fn hsa_memory_free(ptr: *mut c_void) -> hsa_status_t => memory::pool_free(ptr);
+        => allocations::pool_allocate(pool, size, flags, ptr);
+    export amd.hsa_amd_memory_pool_free_fn: fn hsa_amd_memory_pool_free(ptr: *mut c_void) -> hsa_status_t => allocations::pool_free(ptr);
+    export core.hsa_memory_free_fn: fn hsa_memory_free(ptr: *mut c_void) -> hsa_status_t => allocations::pool_free(ptr);
     export core.hsa_memory_copy_fn: fn hsa_memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> hsa_status_t
-        => memory::memory_copy(dst, src, size);
+        => allocations::memory_copy(dst, src, size);
     export amd.hsa_amd_memory_async_copy_fn: fn hsa_amd_memory_async_copy(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t) -> hsa_status_t
-        => copy_engine::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
+        => copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
     export amd.hsa_amd_memory_async_copy_on_engine_fn: fn hsa_amd_memory_async_copy_on_engine(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t, engine_id: u32, force_copy_on_sdma: bool) -> hsa_status_t
         => if agents::is_sdma_engine(engine_id) {
-            copy_engine::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
+            copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
         } else {
             HSA_STATUS_ERROR_INVALID_ARGUMENT
         };
@@ -330,42 +330,42 @@ hsa_api! {
     export amd.hsa_amd_enable_logging_fn: fn hsa_amd_enable_logging(flags: *mut u8, file: *mut c_void) -> hsa_status_t
         => HSA_STATUS_SUCCESS;
     export amd.hsa_amd_agents_allow_access_fn: fn hsa_amd_agents_allow_access(num_agents: u32, agents: *const hsa_agent_t, flags: *const u32, ptr: *const c_void) -> hsa_status_t
-        => memory::agents_allow_access(num_agents, agents, flags, ptr);
+        => allocations::agents_allow_access(num_agents, agents, flags, ptr);
     export amd.hsa_amd_memory_lock_fn: fn hsa_amd_memory_lock(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, agent_ptr: *mut *mut c_void) -> hsa_status_t
-        => memory::memory_lock(host_ptr, size, agents, num_agent, agent_ptr);
+        => allocations::memory_lock(host_ptr, size, agents, num_agent, agent_ptr);
     export amd.hsa_amd_memory_lock_to_pool_fn: fn hsa_amd_memory_lock_to_pool(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, pool: hsa_amd_memory_pool_t, flags: u32, agent_ptr: *mut *mut c_void) -> hsa_status_t
-        => memory::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
-    export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => memory::memory_unlock(host_ptr);
+        => allocations::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
+    export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => allocations::memory_unlock(host_ptr);
     // --- virtual memory (interface 1.6 on; tables of 6.0 and later) ---
     export amd.hsa_amd_vmem_address_reserve_fn: fn hsa_amd_vmem_address_reserve(va: *mut *mut c_void, size: usize, address: u64, flags: u64) -> hsa_status_t
-        => vmem::address_reserve_align(va, size, address, 0, flags);
+        => virtual_memory::address_reserve_align(va, size, address, 0, flags);
     export amd.hsa_amd_vmem_address_reserve_align_fn: fn hsa_amd_vmem_address_reserve_align(va: *mut *mut c_void, size: usize, address: u64, alignment: u64, flags: u64) -> hsa_status_t
-        => vmem::address_reserve_align(va, size, address, alignment, flags);
+        => virtual_memory::address_reserve_align(va, size, address, alignment, flags);
     export amd.hsa_amd_vmem_address_free_fn: fn hsa_amd_vmem_address_free(va: *mut c_void, size: usize) -> hsa_status_t
-        => vmem::address_free(va, size);
+        => virtual_memory::address_free(va, size);
     export amd.hsa_amd_vmem_handle_create_fn: fn hsa_amd_vmem_handle_create(pool: hsa_amd_memory_pool_t, size: usize, memory_type: hsa_amd_memory_type_t, flags: u64, memory_handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
-        => vmem::handle_create(pool, size, memory_type, flags, memory_handle);
+        => virtual_memory::handle_create(pool, size, memory_type, flags, memory_handle);
     export amd.hsa_amd_vmem_handle_release_fn: fn hsa_amd_vmem_handle_release(memory_handle: hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
-        => vmem::handle_release(memory_handle);
+        => virtual_memory::handle_release(memory_handle);
     export amd.hsa_amd_vmem_map_fn: fn hsa_amd_vmem_map(va: *mut c_void, size: usize, in_offset: usize, memory_handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
-        => vmem::map(va, size, in_offset, memory_handle, flags);
+        => virtual_memory::map(va, size, in_offset, memory_handle, flags);
     export amd.hsa_amd_vmem_unmap_fn: fn hsa_amd_vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t
-        => vmem::unmap(va, size);
+        => virtual_memory::unmap(va, size);
     export amd.hsa_amd_vmem_set_access_fn: fn hsa_amd_vmem_set_access(va: *mut c_void, size: usize, desc: *const hsa_amd_memory_access_desc_t, desc_cnt: usize) -> hsa_status_t
-        => vmem::set_access(va, size, desc, desc_cnt);
+        => virtual_memory::set_access(va, size, desc, desc_cnt);
     export amd.hsa_amd_vmem_get_access_fn: fn hsa_amd_vmem_get_access(va: *mut c_void, perms: *mut hsa_access_permission_t, agent_handle: hsa_agent_t) -> hsa_status_t
-        => vmem::get_access(va, perms, agent_handle);
+        => virtual_memory::get_access(va, perms, agent_handle);
     export amd.hsa_amd_vmem_export_shareable_handle_fn: fn hsa_amd_vmem_export_shareable_handle(dmabuf_fd: *mut c_int, handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
-        => vmem::export_shareable_handle(dmabuf_fd, handle, flags);
+        => virtual_memory::export_shareable_handle(dmabuf_fd, handle, flags);
     export amd.hsa_amd_vmem_import_shareable_handle_fn: fn hsa_amd_vmem_import_shareable_handle(dmabuf_fd: c_int, handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
-        => vmem::import_shareable_handle(dmabuf_fd, handle);
+        => virtual_memory::import_shareable_handle(dmabuf_fd, handle);
     export amd.hsa_amd_vmem_retain_alloc_handle_fn: fn hsa_amd_vmem_retain_alloc_handle(memory_handle: *mut hsa_amd_vmem_alloc_handle_t, addr: *mut c_void) -> hsa_status_t
-        => vmem::retain_alloc_handle(memory_handle, addr);
+        => virtual_memory::retain_alloc_handle(memory_handle, addr);
     export amd.hsa_amd_vmem_get_alloc_properties_from_handle_fn: fn hsa_amd_vmem_get_alloc_properties_from_handle(memory_handle: hsa_amd_vmem_alloc_handle_t, pool: *mut hsa_amd_memory_pool_t, memory_type: *mut hsa_amd_memory_type_t) -> hsa_status_t
-        => vmem::alloc_properties(memory_handle, pool, memory_type);
+        => virtual_memory::alloc_properties(memory_handle, pool, memory_type);
     export amd.hsa_amd_pointer_info_fn: fn hsa_amd_pointer_info(ptr: *const c_void, info: *mut hsa_amd_pointer_info_t, alloc: AllocCallback, num_agents_accessible: *mut u32, accessible: *mut *mut hsa_agent_t) -> hsa_status_t
-        => memory::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, |p| {
-            ipc::attachment_described(p).or_else(|| vmem::described(p))
+        => allocations::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, |p| {
+            ipc::attachment_described(p).or_else(|| virtual_memory::described(p))
         });
 
     // --- IPC ---
@@ -388,9 +388,9 @@ hsa_api! {
     export core.hsa_signal_silent_store_relaxed_fn: fn hsa_signal_silent_store_relaxed(signal: Sig, value: Val) -> () => signals::silent_store(signal, value, Order::Relaxed);
     export core.hsa_signal_silent_store_screlease_fn: fn hsa_signal_silent_store_screlease(signal: Sig, value: Val) -> () => signals::silent_store(signal, value, Order::Release);
     export core.hsa_signal_wait_relaxed_fn: fn hsa_signal_wait_relaxed(signal: Sig, condition: hsa_signal_condition_t, compare_value: Val, timeout_hint: u64, wait_state_hint: hsa_wait_state_t) -> Val
-        => { crate::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Relaxed) };
+        => { crate::tools::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Relaxed) };
     export core.hsa_signal_wait_scacquire_fn: fn hsa_signal_wait_scacquire(signal: Sig, condition: hsa_signal_condition_t, compare_value: Val, timeout_hint: u64, wait_state_hint: hsa_wait_state_t) -> Val
-        => { crate::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Acquire) };
+        => { crate::tools::trace::event("signal-wait"); signals::wait(signal, condition, compare_value, timeout_hint, Order::Acquire) };
     export core.hsa_signal_and_relaxed_fn: fn hsa_signal_and_relaxed(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Relaxed); };
     export core.hsa_signal_and_scacquire_fn: fn hsa_signal_and_scacquire(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Acquire); };
     export core.hsa_signal_and_screlease_fn: fn hsa_signal_and_screlease(signal: Sig, value: Val) -> () => { signals::rmw(signal, Rmw::And, value, Order::Release); };
@@ -451,23 +451,23 @@ hsa_api! {
     export amd.hsa_amd_profiling_set_profiler_enabled_fn: fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: c_int) -> hsa_status_t
         => queues::set_profiler_enabled(queue, enable);
     table_only amd.hsa_amd_queue_intercept_create_fn: fn hsa_amd_queue_intercept_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
-        => intercept::create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue);
+        => intercept_queues::create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue);
     table_only amd.hsa_amd_queue_intercept_register_fn: fn hsa_amd_queue_intercept_register(queue: *mut hsa_queue_t, callback: InterceptHandler, user_data: *mut c_void) -> hsa_status_t
-        => intercept::register(queue, callback, user_data);
+        => intercept_queues::register(queue, callback, user_data);
 
     // --- code objects and executables ---
     export core.hsa_code_object_reader_create_from_memory_fn: fn hsa_code_object_reader_create_from_memory(code_object: *const c_void, size: usize, code_object_reader: *mut hsa_code_object_reader_t) -> hsa_status_t
-        => loader::reader_create_from_memory(code_object, size, code_object_reader);
+        => loader_extension::reader_create_from_memory(code_object, size, code_object_reader);
     export core.hsa_code_object_reader_destroy_fn: fn hsa_code_object_reader_destroy(code_object_reader: hsa_code_object_reader_t) -> hsa_status_t
-        => loader::reader_destroy(code_object_reader);
+        => loader_extension::reader_destroy(code_object_reader);
     export core.hsa_executable_create_alt_fn: fn hsa_executable_create_alt(profile: hsa_profile_t, default_float_rounding_mode: hsa_default_float_rounding_mode_t, options: *const c_char, executable: *mut hsa_executable_t) -> hsa_status_t
-        => loader::executable_create_alt(profile, default_float_rounding_mode, options, executable);
+        => loader_extension::executable_create_alt(profile, default_float_rounding_mode, options, executable);
     export core.hsa_executable_load_agent_code_object_fn: fn hsa_executable_load_agent_code_object(executable: hsa_executable_t, agent: hsa_agent_t, code_object_reader: hsa_code_object_reader_t, options: *const c_char, loaded_code_object: *mut hsa_loaded_code_object_t) -> hsa_status_t
-        => loader::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object);
+        => loader_extension::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object);
     export core.hsa_executable_freeze_fn: fn hsa_executable_freeze(executable: hsa_executable_t, options: *const c_char) -> hsa_status_t
         => executables::executable_freeze(executable, options);
     export core.hsa_executable_destroy_fn: fn hsa_executable_destroy(executable: hsa_executable_t) -> hsa_status_t
-        => loader::executable_destroy(executable);
+        => loader_extension::executable_destroy(executable);
     export core.hsa_executable_get_symbol_by_name_fn: fn hsa_executable_get_symbol_by_name(executable: hsa_executable_t, symbol_name: *const c_char, agent: *const hsa_agent_t, symbol: *mut hsa_executable_symbol_t) -> hsa_status_t
         => executables::get_symbol_by_name(executable, symbol_name, agent, symbol);
     export core.hsa_executable_iterate_symbols_fn: fn hsa_executable_iterate_symbols(executable: hsa_executable_t, callback: SymbolCallback, data: *mut c_void) -> hsa_status_t
@@ -489,7 +489,7 @@ mod tests {
     #[test]
     fn the_default_tables_are_rocm_7_2s() {
         let t = served();
-        assert_eq!(t.abi(), abi::Abi::Rocm7_2);
+        assert_eq!(t.abi(), served_abi::Abi::Rocm7_2);
         // SAFETY: the root table is never freed.
         let root = unsafe { (*t.root()).version };
         assert_eq!(root, ApiTableVersion::new(3, 64, 1));

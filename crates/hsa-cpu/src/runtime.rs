@@ -16,14 +16,14 @@
 //! the function that puts our own entries back (this module never reaches
 //! up into `api`).
 
-use crate::tools;
+use crate::tools::loading;
 use hsa::*;
 use std::cell::Cell;
 use std::sync::Mutex;
 
 struct Life {
     count: u32,
-    tools: Vec<tools::LoadedTool>,
+    tools: Vec<loading::LoadedTool>,
 }
 
 static LIFE: Mutex<Life> = Mutex::new(Life {
@@ -56,7 +56,7 @@ impl Drop for LoadingTools {
 
 /// `hsa_init`; the first call hands `root_table` to the tools it loads,
 /// loaded as `loading` says.
-pub fn init(root_table: *mut HsaApiTable, loading: tools::Loading) -> hsa_status_t {
+pub fn init(root_table: *mut HsaApiTable, loading: loading::Loading) -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         return HSA_STATUS_SUCCESS;
@@ -69,7 +69,7 @@ pub fn init(root_table: *mut HsaApiTable, loading: tools::Loading) -> hsa_status
     if life.count == 1 {
         let loaded = {
             let _loading = LoadingTools::enter();
-            tools::load(root_table, loading)
+            loading::load(root_table, loading)
         };
         life.tools = loaded;
         let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));
@@ -92,9 +92,9 @@ pub fn shut_down(restore_tables: impl FnOnce()) -> hsa_status_t {
     life.count -= 1;
     if life.count == 0 {
         let loaded = std::mem::take(&mut life.tools);
-        tools::run_on_unload(&loaded);
+        loading::run_on_unload(&loaded);
         restore_tables();
-        tools::close(loaded);
+        loading::close(loaded);
     }
     HSA_STATUS_SUCCESS
 }

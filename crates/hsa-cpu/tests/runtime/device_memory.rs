@@ -7,7 +7,7 @@ use crate::common::*;
 use crate::ipc::{hex, unhex};
 use hsa::*;
 use hsa_runtime64 as rt;
-use hsa_runtime64::device_memory::{self, Protection};
+use hsa_runtime64::memory::device_access::{self, Protection};
 use std::ffi::c_void;
 
 /// The child's exit code when its CPU access faulted with `si_code`.
@@ -63,7 +63,7 @@ pub(crate) fn cpu_has_protection_keys() -> bool {
 /// the runtime says GPU memory is unprotected and why, notes on stderr
 /// that the fault itself was not checked here, and returns false.
 pub(crate) fn keys_here() -> bool {
-    match device_memory::protection() {
+    match device_access::protection() {
         Protection::Keys => true,
         Protection::Unavailable(why) if !cpu_has_protection_keys() => {
             assert!(why.contains("pkey_alloc"), "{why}");
@@ -120,7 +120,7 @@ fn a_system_call_given_gpu_memory_fails_with_efault_and_the_runtime_copies_reach
     assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
     assert_eq!(gpu_read(p, 8192), vec![0xab; 8192], "copies reach it");
     assert!(
-        !device_memory::open_on_this_thread(),
+        !device_access::open_on_this_thread(),
         "a copy leaves the caller's rights as they were"
     );
     free(p);
@@ -182,7 +182,7 @@ fn child_scenario_cpu_load_of_an_attachment() {
 fn large_bar_mode_opens_gpu_memory_to_the_cpu_and_says_so() {
     run_child(
         "device_memory::child_scenario_large_bar",
-        &[(device_memory::LARGE_BAR_ENV, "1".into())],
+        &[(device_access::LARGE_BAR_ENV, "1".into())],
     );
 }
 
@@ -190,7 +190,7 @@ fn large_bar_mode_opens_gpu_memory_to_the_cpu_and_says_so() {
 #[ignore = "child scenario"]
 fn child_scenario_large_bar() {
     init();
-    assert_eq!(device_memory::protection(), &Protection::LargeBar);
+    assert_eq!(device_access::protection(), &Protection::LargeBar);
     assert_eq!(
         pool_access(cpu(), gpu_pool()),
         HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT

@@ -129,7 +129,7 @@ fn four_slot_queue_expanding_each_packet_into_three_overflows_and_retries_in_ord
     let mut log = RecordLog::new();
     let hold = signal(1);
     let done = signal(1);
-    let overflowed = rt::intercept::overflowed_batches();
+    let overflowed = rt::signals_and_queues::intercept_queues::overflowed_batches();
     let me = std::thread::current().name().unwrap_or("").to_string();
     // The held barrier takes 1 hardware slot; dispatch 1's first writer call
     // fits (one slot stays free), its second (2 packets) overflows.
@@ -161,7 +161,7 @@ fn four_slot_queue_expanding_each_packet_into_three_overflows_and_retries_in_ord
     std::thread::sleep(Duration::from_millis(30));
     assert!(log.entries().is_empty(), "held behind the barrier");
     assert!(
-        rt::intercept::overflowed_batches() > overflowed,
+        rt::signals_and_queues::intercept_queues::overflowed_batches() > overflowed,
         "the overflow path was reached"
     );
     {

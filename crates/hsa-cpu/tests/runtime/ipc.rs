@@ -187,7 +187,7 @@ fn child_scenario_attach_read_detach() {
         .parse()
         .unwrap();
     assert_ne!(
-        hsa_runtime64::ipc::IpcHandle::decode(&h).pid,
+        hsa_runtime64::memory::ipc::IpcHandle::decode(&h).pid,
         std::process::id()
     );
     init();
@@ -204,7 +204,7 @@ fn child_scenario_attach_read_detach() {
         0
     );
     assert!(!mapped_in_self(p), "detach removes the mapping");
-    assert_eq!(hsa_runtime64::ipc::attachment_count(), 0);
+    assert_eq!(hsa_runtime64::memory::ipc::attachment_count(), 0);
 }
 
 /// Maps of this process naming a memfd of the runtime with this inode.
@@ -236,8 +236,8 @@ fn fragment_handles_carry_their_offset_and_die_with_the_allocation() {
     assert_ne!(p, keep);
     gpu_write(p, &[0x3c; 3 * 4096]);
     let h = create(p, 3 * 4096).unwrap();
-    let decoded = rt::ipc::IpcHandle::decode(&h);
-    let hk = rt::ipc::IpcHandle::decode(&create(keep, 4096).unwrap());
+    let decoded = rt::memory::ipc::IpcHandle::decode(&h);
+    let hk = rt::memory::ipc::IpcHandle::decode(&create(keep, 4096).unwrap());
     assert_eq!(decoded.inode, hk.inode, "one 2 MiB block");
     assert_eq!(
         decoded.offset as usize,
@@ -345,7 +345,7 @@ fn exporter_killed_while_attached_leaves_nothing_after_detach() {
     init();
     let shm = dev_shm();
     let (mut child, h) = spawn_exporter("ipc::child_scenario_export_and_linger_forever");
-    let inode = rt::ipc::IpcHandle::decode(&h).inode;
+    let inode = rt::memory::ipc::IpcHandle::decode(&h).inode;
     let a = attach(&h, EXPORT_LEN).unwrap();
     assert_eq!(mappings_of_inode(inode), 1);
     child.kill().unwrap(); // SIGKILL
@@ -389,7 +389,7 @@ fn importer_killed_while_attached_leaves_nothing_in_the_exporter() {
     let shm = dev_shm();
     let p = alloc(EXPORT_LEN);
     let h = create(p, EXPORT_LEN).unwrap();
-    let inode = rt::ipc::IpcHandle::decode(&h).inode;
+    let inode = rt::memory::ipc::IpcHandle::decode(&h).inode;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -439,7 +439,7 @@ fn stale_attach_fault_serves_the_previous_export() {
 #[ignore = "child process of stale_attach_fault_serves_the_previous_export"]
 fn child_scenario_stale_attach() {
     init();
-    assert!(rt::ipc::stale_attach_fault());
+    assert!(rt::memory::ipc::stale_attach_fault());
     let n = 8000;
     let bufs: Vec<*mut u8> = (1..=3u8)
         .map(|v| {
@@ -473,7 +473,7 @@ fn child_scenario_stale_attach() {
         Some(HSA_STATUS_ERROR_INVALID_ARGUMENT)
     );
     assert_eq!(
-        rt::ipc::attachment_count(),
+        rt::memory::ipc::attachment_count(),
         0,
         "detach unmapped every stale mapping"
     );

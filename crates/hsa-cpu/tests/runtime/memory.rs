@@ -3,7 +3,7 @@
 use crate::common::*;
 use hsa::*;
 use hsa_runtime64 as rt;
-use hsa_runtime64::ipc::IpcHandle;
+use hsa_runtime64::memory::ipc::IpcHandle;
 use std::ffi::c_void;
 use std::time::Duration;
 

@@ -11,7 +11,7 @@ use crate::common::*;
 use hsa::versions::{LiveTable, Table, release_tables};
 use hsa::*;
 use hsa_runtime64 as rt;
-use hsa_runtime64::abi::Abi;
+use hsa_runtime64::tools::served_abi::Abi;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -21,7 +21,7 @@
 //! kernels that are never dispatched); `find` says where it looked, and
 //! the dispatch fails with that message.
 
-use crate::cpu_code_object::{KernelEntry, KernelListError, Library};
+use crate::code_objects::cpu::{KernelEntry, KernelListError, Library};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};

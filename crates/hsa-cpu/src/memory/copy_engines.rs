@@ -5,13 +5,13 @@
 //! only at AGENT scope is read as its shadow holds it (the bytes before
 //! that dispatch), in this process or through an IPC attachment, and each
 //! such read is a `stale-read` trace event. A blit copy
-//! (`hsa_memory_copy`, `memory`) reads the memory itself.
+//! (`hsa_memory_copy`, `allocations`) reads the memory itself.
 //!
-//! Over `memory` (allocations) and `ipc` (attachments).
+//! Over `allocations` and `ipc` (attachments).
 
-use crate::device_memory::DeviceAccess;
-use crate::signals::{self, Order, Rmw};
-use crate::{ipc, memory};
+use crate::memory::device_access::DeviceAccess;
+use crate::memory::{allocations, ipc};
+use crate::signals_and_queues::signals::{self, Order, Rmw};
 use hsa::*;
 use std::ffi::c_void;
 
@@ -21,12 +21,12 @@ fn engine_copy(dst: usize, src: usize, size: usize) {
         return;
     }
     let _engine = DeviceAccess::enter();
-    let region = memory::device_region(src).or_else(|| ipc::attachment_region(src));
+    let region = allocations::device_region(src).or_else(|| ipc::attachment_region(src));
     if let Some(r) = region
         && src + size <= r.base + r.size as usize
         && r.is_stale()
     {
-        crate::trace::event(&format!(
+        crate::tools::trace::event(&format!(
             "stale-read 0x{src:x} {size} (released at agent scope only)"
         ));
         if r.read_shadow((src - r.base) as u64, dst as *mut u8, size) {

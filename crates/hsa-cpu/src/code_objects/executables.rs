@@ -1,6 +1,6 @@
 //! Code objects and executables. Owns code-object readers (the ELF bytes,
 //! copied into a memfd), executables, their symbols, the loading of CPU
-//! code objects (each dlopen'ed into a `cpu_code_object::Library`, kept by
+//! code objects (each dlopen'ed into a `cpu::Library`, kept by
 //! the kernels that use it) and of AMDGPU ones (through `amdgpu`), and the
 //! registry of live kernel descriptors (each a `dispatch::KernelRecord`)
 //! that the packet processor looks KERNEL_OBJECT up in. Never dlopens
@@ -11,8 +11,8 @@
 //! the loader must dlopen a file ("/proc/self/fd/N").
 
 use crate::agents;
-use crate::cpu_code_object::{KernelListError, Library};
-use crate::dispatch::{KernelRecord, KernelRun};
+use crate::code_objects::cpu::{KernelListError, Library};
+use crate::execution::dispatch::{KernelRecord, KernelRun};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -73,7 +73,7 @@ enum VariableOwner {
 
 impl VariableStorage {
     fn for_symbol(name: &str, size: u64) -> VariableStorage {
-        if let Some(v) = crate::host_kernels::find_variable(name) {
+        if let Some(v) = crate::code_objects::host_kernels::find_variable(name) {
             return VariableStorage {
                 address: v.address,
                 size: v.size,
@@ -220,7 +220,7 @@ fn is_amdgpu_fd(fd: i32) -> bool {
     let mut hdr = [0u8; 20];
     // SAFETY: reading into a local buffer from our own fd.
     let n = unsafe { libc::pread(fd, hdr.as_mut_ptr() as *mut c_void, hdr.len(), 0) };
-    n == 20 && crate::amdgpu::is_amdgpu(&hdr)
+    n == 20 && crate::code_objects::amdgpu::is_amdgpu(&hdr)
 }
 
 /// Loads a real AMDGPU code object: one symbol per kernel of its metadata,
@@ -236,7 +236,7 @@ fn load_amdgpu(
         Ok(b) => b,
         Err(_) => return HSA_STATUS_ERROR_OUT_OF_RESOURCES,
     };
-    let kernels = match crate::amdgpu::load(&bytes) {
+    let kernels = match crate::code_objects::amdgpu::load(&bytes) {
         Ok(k) => k,
         Err(why) => {
             eprintln!("hsa-cpu: refusing an AMDGPU code object: {why}");
@@ -253,12 +253,12 @@ fn load_amdgpu(
         let descriptor = KernelDescriptor::from_bytes(k.descriptor);
         let address = &*descriptor as *const KernelDescriptor as u64;
         let run = match k.implementation {
-            crate::amdgpu::Implementation::Blit(b) => KernelRun::Blit(b),
-            crate::amdgpu::Implementation::Host(h) => KernelRun::Entry {
+            crate::code_objects::amdgpu::Implementation::Blit(b) => KernelRun::Blit(b),
+            crate::code_objects::amdgpu::Implementation::Host(h) => KernelRun::Entry {
                 entry: h.entry,
                 _library: h.library,
             },
-            crate::amdgpu::Implementation::Missing(m) => KernelRun::Missing(m),
+            crate::code_objects::amdgpu::Implementation::Missing(m) => KernelRun::Missing(m),
         };
         st.kernels.insert(address, Arc::new(KernelRecord { run }));
         let _ = &k.name;

@@ -28,12 +28,15 @@
 //! ring with a handful of packets (the intercept overflow path). HIP never
 //! queries the minimum and asks for 4096 slots, so nothing it does changes.
 //!
-//! `intercept` builds intercept queues from the rings and hardware queues
-//! here; this module never uses `intercept`: the registry holds an
+//! `intercept_queues` builds intercept queues from the rings and hardware queues
+//! here; this module never uses `intercept_queues`: the registry holds an
 //! intercept queue as a `ProxyQueue`.
 
-use crate::signals::{self, Order, Rmw, Signal};
-use crate::{agents, dispatch, executables, visibility};
+use crate::agents;
+use crate::code_objects::executables;
+use crate::execution::dispatch;
+use crate::memory::visibility;
+use crate::signals_and_queues::signals::{self, Order, Rmw, Signal};
 use hsa::*;
 use std::any::Any;
 use std::collections::HashMap;
@@ -419,7 +422,7 @@ impl HwQueue {
 }
 
 /// A queue whose ring the application writes is not the ring a processor
-/// runs (an intercept queue, `intercept::InterceptQueue`, the only kind):
+/// runs (an intercept queue, `intercept_queues::InterceptQueue`, the only kind):
 /// what the registry needs of it. Its owner gets its own type back by
 /// downcasting (`Arc<dyn Any>`).
 pub trait ProxyQueue: Any + Send + Sync {

@@ -23,7 +23,7 @@
 //! never uses `ipc`: pointer info is handed the lookup of IPC attachments.
 
 use crate::agents;
-use crate::device_memory::{self, DeviceAccess, Reach};
+use crate::memory::device_access::{self, DeviceAccess, Reach};
 use hsa::*;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -45,7 +45,7 @@ struct SharedMapping {
 
 impl SharedMapping {
     /// `device`: the GPU whose memory it is, which CPU threads and other
-    /// GPUs may not touch (`device_memory::protect`).
+    /// GPUs may not touch (`device_access::protect`).
     fn new(len: usize, device: Option<usize>) -> Option<Self> {
         // SAFETY: plain syscalls on fds and memory we own; every failure is checked.
         unsafe {
@@ -72,7 +72,7 @@ impl SharedMapping {
                 return None;
             }
             if let Some(gpu) = device
-                && let Err(why) = device_memory::protect(p as usize, len, Reach::Gpu(gpu))
+                && let Err(why) = device_access::protect(p as usize, len, Reach::Gpu(gpu))
             {
                 eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
                 libc::munmap(p, len);
@@ -178,9 +178,11 @@ fn state() -> std::sync::MutexGuard<'static, MemoryState> {
 /// it (what hsa_amd_pointer_info reports and IPC compares with): ROCr
 /// 5.2.3 recorded the size rounded up to the allocation granule, later
 /// releases the size asked for.
-pub(crate) fn recorded_size(abi: crate::abi::Abi, size: usize) -> usize {
+pub(crate) fn recorded_size(abi: crate::tools::served_abi::Abi, size: usize) -> usize {
     match abi {
-        crate::abi::Abi::Rocm5_2 => size.div_ceil(agents::ALLOC_GRANULE) * agents::ALLOC_GRANULE,
+        crate::tools::served_abi::Abi::Rocm5_2 => {
+            size.div_ceil(agents::ALLOC_GRANULE) * agents::ALLOC_GRANULE
+        }
         _ => size,
     }
 }
@@ -238,7 +240,7 @@ impl MemoryState {
             let base = block + first_page * PAGE;
             if let Some(gpu) = device
                 && b.opened_to_peers
-                && let Err(why) = device_memory::protect(base, len, Reach::Gpu(gpu))
+                && let Err(why) = device_access::protect(base, len, Reach::Gpu(gpu))
             {
                 eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
                 return None;
@@ -368,7 +370,7 @@ fn stale_flag_at(data_len: u64, offset: u64) -> u64 {
 /// engines use it: the flag and shadow of its bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Region {
-    /// The memfd (owned by `memory` or by an IPC attachment).
+    /// The memfd (owned by `allocations` or by an IPC attachment).
     pub fd: i32,
     pub data_len: u64,
     /// The allocation's offset in the memfd.
@@ -603,7 +605,7 @@ pub(crate) fn agents_allow_access(
             && agents::reach_of(owner, list.iter().copied()) == Reach::Peers
         {
             let len = c.size.div_ceil(PAGE) * PAGE;
-            if let Err(why) = device_memory::protect(c.base, len, Reach::Peers) {
+            if let Err(why) = device_access::protect(c.base, len, Reach::Peers) {
                 eprintln!("hsa-cpu: cannot open GPU memory to peers: {why}");
                 return HSA_STATUS_ERROR;
             }
@@ -668,7 +670,7 @@ pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {
 }
 
 /// How pointer info describes memory this module does not own: an IPC
-/// attachment (`ipc`), virtual memory (`vmem`).
+/// attachment (`ipc`), virtual memory (`virtual_memory`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Described {
     pub type_: hsa_amd_pointer_type_t,
@@ -680,7 +682,7 @@ pub(crate) struct Described {
 
 /// Writes the first `info->size` bytes of the description of `ptr`.
 /// `described_elsewhere` describes an address that no pool allocation or
-/// locked range holds (`ipc` and `vmem` own those; memory never reaches
+/// locked range holds (`ipc` and `virtual_memory` own those; memory never reaches
 /// into them).
 ///
 /// # Safety
@@ -708,7 +710,7 @@ pub(crate) unsafe fn pointer_info(
             out.type_ = HSA_EXT_POINTER_TYPE_HSA;
             out.agentBaseAddress = c.base as *mut c_void;
             out.hostBaseAddress = c.base as *mut c_void;
-            out.sizeInBytes = recorded_size(crate::abi::layout_abi(), c.size);
+            out.sizeInBytes = recorded_size(crate::tools::served_abi::layout_abi(), c.size);
             out.agentOwner = owner;
             out.global_flags = flags;
             agents_list = agents::all();

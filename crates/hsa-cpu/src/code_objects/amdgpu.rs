@@ -2,14 +2,14 @@
 //! what the CPU runtime learns from one at load. Owns the recognition of
 //! such an ELF, the copy of each kernel's 64-byte kernel descriptor
 //! (`<name>.kd`), and the choice of how each kernel will run: CLR's blit
-//! kernels natively (`blit`), every other kernel from a host build found
+//! kernels natively (`blit_kernels`), every other kernel from a host build found
 //! by its mangled name (`host_kernels`). The kernels and their argument
 //! layouts come from the `NT_AMDGPU_METADATA` note, read by
 //! `ditto_kernels::metadata` (the one parser of that note). Never runs
 //! machine code from the code object.
 
-use crate::blit::Blit;
-use crate::host_kernels::{self, HostKernel};
+use crate::code_objects::blit_kernels::Blit;
+use crate::code_objects::host_kernels::{self, HostKernel};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 /// `EM_AMDGPU`.
@@ -101,7 +101,7 @@ fn implementation(name: &str, explicit: &[(u64, u64)]) -> Implementation {
             )),
             Ok(None) => Implementation::Missing(format!(
                 "hsa-cpu: CLR's blit kernel `{name}` is not implemented by the CPU runtime \
-                 (crates/hsa-cpu/src/blit.rs lists those that are)"
+                 (crates/hsa-cpu/src/code_objects/blit_kernels.rs lists those that are)"
             )),
         };
     }

@@ -1,22 +1,25 @@
 //! Kernel execution: turns one kernel-dispatch packet into calls of the
 //! kernel's host entry (include/ditto_hsa_cpu.h, code-object ABI 2; for a
 //! kernel of an AMDGPU code object, its host build's entry), one per
-//! chunk of work-groups, run in parallel by `pool`; returns only when every
-//! chunk has returned. A cooperative dispatch (a packet of a cooperative
-//! queue) runs every group at once instead, each on a thread of its own,
-//! with the grid barrier their grid-wide syncs wait at (`grid_barrier`). A CLR blit kernel runs as one call of `blit`; a
-//! kernel that cannot run fails with its message on stderr. Owns how a
+//! chunk of work-groups, run in parallel by `group_workers`; returns only
+//! when every chunk has returned. A cooperative dispatch (a packet of a
+//! cooperative queue) runs every group at once instead, each on a thread of
+//! its own, with the grid barrier their grid-wide syncs wait at
+//! (`grid_barrier`). A CLR blit kernel runs as one call of `blit_kernels`;
+//! a kernel that cannot run fails with its message on stderr. Owns how a
 //! live kernel runs (`KernelRun`, the record `executables` registers per
-//! kernel descriptor); the C ABI of the entry call is `cpu_code_object`'s.
+//! kernel descriptor); the C ABI of the entry call is the CPU code
+//! object's (`cpu`).
 //! Runs only the record it is handed (the packet processor looks
 //! KERNEL_OBJECT up in `executables`' registry of live kernel descriptors),
 //! so it never jumps to an address that is not the entry of a live kernel,
 //! and never uses `executables` or `queues` itself.
 
-use crate::blit::Blit;
-use crate::cpu_code_object::{CpuDispatch, KernelEntry, Library};
-use crate::device_memory::DeviceAccess;
-use crate::{agents, pool};
+use crate::agents;
+use crate::code_objects::blit_kernels::Blit;
+use crate::code_objects::cpu::{CpuDispatch, KernelEntry, Library};
+use crate::execution::group_workers;
+use crate::memory::device_access::DeviceAccess;
 use hsa::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -92,7 +95,7 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 
 /// Runs the dispatch of `kernel`, the live kernel the packet's
 /// KERNEL_OBJECT names, on GPU `gpu` (whose memory, and memory opened to
-/// peers, the kernel reaches: `device_memory`): every group, on the
+/// peers, the kernel reaches: `device_access`): every group, on the
 /// calling thread alone when there is one group or one thread, else in
 /// chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
@@ -137,7 +140,7 @@ pub(crate) fn run(
         grid_barrier: None,
         grid_barrier_context: std::ptr::null_mut(),
     };
-    let threads = pool::threads();
+    let threads = group_workers::threads();
     let rc = if cooperative {
         run_cooperative(entry, args, groups, gpu)
     } else if groups <= 1 || threads == 1 {
@@ -172,9 +175,9 @@ pub(crate) fn run(
                 let _ = error.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
             }
         };
-        match pool::run(chunks, Box::new(run_chunk)) {
+        match group_workers::run(chunks, Box::new(run_chunk)) {
             Ok(()) => first_error.load(Ordering::Relaxed),
-            Err(pool::ChunkPanicked) => -1,
+            Err(group_workers::ChunkPanicked) => -1,
         }
     };
     drop(kernel);

@@ -1,7 +1,7 @@
 //! Which ROCm release's ABI the runtime serves (`DITTO_HSA_CPU_ABI`). Owns
 //! that choice, made once per process from the environment, and what it
 //! implies: the measured release whose table layouts and version headers
-//! the runtime hands its tools (crates/hsa's data, via `tables`), and how
+//! the runtime hands its tools (crates/hsa's data, via `api_tables`), and how
 //! that release loads tools. ROCm 7.2 by default: what AMD's users run.
 //!
 //! | value | tables of | tool loading |

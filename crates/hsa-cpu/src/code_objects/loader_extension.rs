@@ -4,7 +4,7 @@
 //! order, its loaded code objects (agent, the caller's code-object bytes as
 //! given to the reader, the address range the code object is mapped at), and
 //! the functions of the extension table. It learns this through the thin
-//! wrappers below, which api.rs routes executable creation, reader
+//! wrappers below, which `api` routes executable creation, reader
 //! creation/destruction, loading and executable destruction through; the
 //! wrapped work itself stays in `executables`. Never loads, maps or runs
 //! anything itself.
@@ -35,7 +35,8 @@
 //! - Loaded code object handles are our own ids, unique per load (the same
 //!   reader loaded twice shares one mapping but gets two handles, as in ROCr).
 
-use crate::{executables, runtime};
+use crate::code_objects::executables;
+use crate::runtime;
 use hsa::*;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,7 +83,7 @@ fn is_open() -> bool {
     runtime::reference_count() > 0
 }
 
-// --- wrappers of the loading calls (routed here by api.rs) ----------------
+// --- wrappers of the loading calls (routed here by `api`) ----------------
 
 pub(crate) fn executable_create_alt(
     profile: hsa_profile_t,

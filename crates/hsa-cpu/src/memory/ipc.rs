@@ -13,13 +13,13 @@
 //!   [4] page index of the allocation in the memfd   [5] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
 //! An attachment of a GPU's memory carries the protection key
-//! (`device_memory`): this process's CPU threads cannot touch it either.
+//! (`device_access`): this process's CPU threads cannot touch it either.
 //! An attachment reports the exporter's owning agent in pointer info, as
 //! ROCr reports the node the memory lives on; the attaching process's
 //! agent list only has to name agents it has (else INVALID_AGENT).
 //! Attach checks, in the owner's live memfd (through /proc/<pid>/fd): name,
 //! inode (an fd number closed and reused for another file is refused), size,
-//! and the serial recorded in the memfd's metadata page (`memory`): a freed
+//! and the serial recorded in the memfd's metadata page (`allocations`): a freed
 //! allocation, also a fragment whose 2 MiB block lives on, is refused. An
 //! exporter that exited has no /proc entry: refused. Every refusal is
 //! HSA_STATUS_ERROR_INVALID_ARGUMENT and leaves `*mapped` untouched.
@@ -39,10 +39,10 @@
 //! Each stale mapping served prints one line on stderr (`hsa-cpu: fault
 //! injection: served a stale mapping ...`), so tests can count them.
 
-use crate::abi::Abi;
 use crate::agents;
-use crate::device_memory;
-use crate::memory::{self, MEMFD_NAME, PAGE};
+use crate::memory::allocations::{self, MEMFD_NAME, PAGE};
+use crate::memory::device_access;
+use crate::tools::served_abi::Abi;
 use hsa::*;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -128,12 +128,12 @@ struct Attachment {
     offset: u64,
 }
 
-/// The attachment containing `ptr`, as a [`memory::Region`] (for the copy
+/// The attachment containing `ptr`, as a [`allocations::Region`] (for the copy
 /// engines), when it is a GPU's memory.
-pub(crate) fn attachment_region(ptr: usize) -> Option<memory::Region> {
+pub(crate) fn attachment_region(ptr: usize) -> Option<allocations::Region> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (user, a) = map.range(..=ptr).next_back()?;
-    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(memory::Region {
+    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(allocations::Region {
         fd: a.fd,
         data_len: a.data_len,
         offset: a.offset,
@@ -146,10 +146,10 @@ pub(crate) fn attachment_region(ptr: usize) -> Option<memory::Region> {
 static ATTACHMENTS: LazyLock<Mutex<BTreeMap<usize, Attachment>>> = LazyLock::new(Default::default);
 
 /// The attachment containing `ptr`, as pointer info describes it.
-pub(crate) fn attachment_described(ptr: usize) -> Option<memory::Described> {
+pub(crate) fn attachment_described(ptr: usize) -> Option<allocations::Described> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (p, a) = map.range(..=ptr).next_back()?;
-    (ptr < p + a.size.max(1)).then_some(memory::Described {
+    (ptr < p + a.size.max(1)).then_some(allocations::Described {
         type_: HSA_EXT_POINTER_TYPE_IPC,
         base: *p,
         size: a.size,
@@ -177,7 +177,7 @@ pub fn attachment_count() -> usize {
 pub(crate) fn ipc_length_accepted(abi: Abi, len: usize, size: usize) -> bool {
     let page_rounded = size.div_ceil(4096) * 4096;
     match abi {
-        Abi::Rocm5_2 => len == memory::recorded_size(abi, size),
+        Abi::Rocm5_2 => len == allocations::recorded_size(abi, size),
         Abi::Rocm5_5 | Abi::Rocm5_6 | Abi::Rocm6_4 => len == size || len == page_rounded,
         Abi::Rocm7_2 | Abi::Rocm10 | Abi::NextMajor => len == size,
     }
@@ -191,10 +191,10 @@ pub(crate) fn memory_create(
     if ptr.is_null() || handle.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    let Some((c, info)) = memory::export_info(ptr) else {
+    let Some((c, info)) = allocations::export_info(ptr) else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    if !ipc_length_accepted(crate::abi::layout_abi(), len, c.size) {
+    if !ipc_length_accepted(crate::tools::served_abi::layout_abi(), len, c.size) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
     if info.fd < 0 || info.fd as u32 >= MAX_EXPORT_FD {
@@ -211,7 +211,7 @@ pub(crate) fn memory_create(
     };
     // SAFETY: handle is a non-null out pointer supplied by the caller.
     unsafe { handle.write(h.encode()) };
-    crate::trace::event("ipc-create");
+    crate::tools::trace::event("ipc-create");
     HSA_STATUS_SUCCESS
 }
 
@@ -257,7 +257,7 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<OwnerMemfd, hsa_status_t> {
         if libc::fstat(fd.0, &mut st) != 0 || st.st_ino != h.inode {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
-        let data_len = memory::data_len_of(st.st_size as u64);
+        let data_len = allocations::data_len_of(st.st_size as u64);
         if data_len < h.offset + h.size {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
@@ -304,7 +304,7 @@ fn map_attachment(
     // A GPU's memory is as unreachable by this process's CPU threads as by
     // the exporter's; mapped for GPUs besides its owner, they reach it.
     if let Some(gpu) = agents::gpu_index(owner)
-        && let Err(why) = device_memory::protect(
+        && let Err(why) = device_access::protect(
             p as usize,
             map_len,
             agents::reach_of(gpu, mapping_agents.iter().copied()),

@@ -9,7 +9,7 @@
 //! replaces the handle's pages of the reservation with the memfd, still
 //! PROT_NONE: no agent reaches it until `hsa_amd_vmem_set_access`, which
 //! makes it read-write; a handle of a GPU pool is GPU memory as
-//! `device_memory` has it (the protection key: the CPU's threads fault on
+//! `device_access` has it (the protection key: the CPU's threads fault on
 //! it, the runtime's kernels and copy engines reach it), whatever agents
 //! are named. A mapping holds a reference to its handle, so releasing a
 //! mapped handle frees it at the unmap. Export duplicates the memfd;
@@ -26,11 +26,12 @@
 //! mapping's size (not the mapping's start), a reserved unmapped one
 //! HSA_EXT_POINTER_TYPE_RESERVED_ADDR with the reservation's start and size.
 //!
-//! Uses `agents` (pools) and `device_memory` (the key); `memory` describes
+//! Uses `agents` (pools) and `device_access` (the key); `allocations` describes
 //! its pointers through [`described`].
 
-use crate::memory::{Described, PAGE};
-use crate::{agents, device_memory};
+use crate::agents;
+use crate::memory::allocations::{Described, PAGE};
+use crate::memory::device_access;
 use hsa::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
@@ -408,7 +409,7 @@ pub(crate) fn set_access(
             .iter()
             .filter(|(_, p)| *p != HSA_ACCESS_PERMISSION_NONE)
             .map(|(a, _)| *a);
-        ok = device_memory::protect(start, size, agents::reach_of(owner, granted)).is_ok();
+        ok = device_access::protect(start, size, agents::reach_of(owner, granted)).is_ok();
     }
     if ok {
         HSA_STATUS_SUCCESS

@@ -9,13 +9,13 @@
 //!
 //! The model: before a dispatch whose release scope is not SYSTEM runs,
 //! every GPU allocation its kernel arguments point at is copied into the
-//! shadow region of its memfd (`memory`'s layout; in-kernel, with
+//! shadow region of its memfd (`allocations`' layout; in-kernel, with
 //! copy_file_range) and flagged stale in the memfd's metadata page, unless
 //! it is stale already: the shadow then holds the bytes as the copy
 //! engines still see them. The kernel writes the memory itself, which
 //! kernels and blit copies read. A SYSTEM-scope release on the same GPU
 //! clears every flag it set (and frees the shadow pages). Copy engines
-//! read a stale allocation's shadow (`copy_engine`), in any process, since
+//! read a stale allocation's shadow (`copy_engines`), in any process, since
 //! flag and shadow live in the memfd; each such read is a trace event
 //! (`stale-read`).
 //!
@@ -25,11 +25,11 @@
 //! held in memory are visible at once; a CPU load on a large-BAR system,
 //! and a peer GPU's kernel, see the written bytes.
 //!
-//! Over `memory` (the memfd layout, the allocation lookup) and
-//! `device_memory` (the command processor reads kernel arguments anywhere).
+//! Over `allocations` (the memfd layout, the allocation lookup) and
+//! `device_access` (the command processor reads kernel arguments anywhere).
 
-use crate::device_memory::DeviceAccess;
-use crate::memory::{self, Region};
+use crate::memory::allocations::{self, Region};
+use crate::memory::device_access::DeviceAccess;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -38,7 +38,7 @@ use std::sync::{LazyLock, Mutex};
 /// SYSTEM-scope release.
 struct Stale {
     /// A duplicate of the memfd's descriptor (the allocation may be freed,
-    /// and its memfd closed by `memory`, before the release).
+    /// and its memfd closed by `allocations`, before the release).
     fd: i32,
     region: Region,
 }
@@ -75,7 +75,7 @@ pub(crate) unsafe fn before_agent_scope_dispatch(
         // SAFETY: inside the kernarg segment (the caller's promise).
         unsafe { (kernarg.add(i * 8) as *const u64).read_unaligned() as usize }
     });
-    let regions = memory::device_regions(words.filter(|w| *w >= 4096));
+    let regions = allocations::device_regions(words.filter(|w| *w >= 4096));
     if regions.is_empty() {
         return;
     }
@@ -85,7 +85,7 @@ pub(crate) unsafe fn before_agent_scope_dispatch(
         if region.is_stale() {
             continue;
         }
-        // SAFETY: dup of a live memfd descriptor that `memory` owns.
+        // SAFETY: dup of a live memfd descriptor that `allocations` owns.
         let fd = unsafe { libc::fcntl(region.fd, libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {
             continue;

@@ -478,7 +478,7 @@ pub(crate) fn signal_create(
     if out.is_null() || (num_consumers > 0 && consumers.is_null()) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    crate::trace::event("signal-create");
+    crate::tools::trace::event("signal-create");
     let (handle, _) = create(initial);
     // SAFETY: out is non-null and points to caller-owned storage for a handle.
     unsafe { out.write(handle) };

@@ -40,8 +40,8 @@
 //! whole; it is split into ring-sized batches, in order (ROCr would wait
 //! forever).
 
-use crate::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
-use crate::signals::{self, AsyncCallback, Order, Signal};
+use crate::signals_and_queues::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
+use crate::signals_and_queues::signals::{self, AsyncCallback, Order, Signal};
 use hsa::*;
 use std::any::Any;
 use std::cell::RefCell;
@@ -135,7 +135,7 @@ impl InterceptQueue {
             // what the outermost interceptor gets; it is dead once the call
             // returns, as ROCr's reused proxy slot is.
             let slot: AqlPacket = unsafe { *src };
-            crate::trace::packet("app", &slot);
+            crate::tools::trace::packet("app", &slot);
             // Each packet sees every registration completed before it.
             let version = self.chain_version.load(Ordering::Acquire);
             if version != state.version {
@@ -145,7 +145,7 @@ impl InterceptQueue {
             }
             let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
-                crate::trace::interceptor_call(signals::on_async_thread);
+                crate::tools::trace::interceptor_call(signals::on_async_thread);
                 let frame = Frame {
                     queue: self,
                     chain,
@@ -179,7 +179,7 @@ impl InterceptQueue {
             return;
         }
         for p in packets {
-            crate::trace::packet("ring", p);
+            crate::tools::trace::packet("ring", p);
         }
         // Every producer of the hardware ring holds the queue lock, as we
         // do: with nothing overflowed, no other lock is needed.
@@ -191,7 +191,7 @@ impl InterceptQueue {
             return;
         }
         OVERFLOWED_BATCHES.fetch_add(1, Ordering::SeqCst);
-        crate::trace::event("overflow");
+        crate::tools::trace::event("overflow");
         let batch = (self.hardware.ring.size as usize - 1).max(1);
         for chunk in packets.chunks(batch) {
             overflow.batches.push_back(chunk.to_vec());

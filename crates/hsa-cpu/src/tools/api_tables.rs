@@ -1,6 +1,6 @@
 //! The API tables the runtime serves: the root `HsaApiTable` and the core,
 //! AMD-extension, finalizer, image, tools and PC-sampling tables it points
-//! at, each laid out and versioned as the served release's (`abi`; layouts
+//! at, each laid out and versioned as the served release's (`served_abi`; layouts
 //! and version headers from crates/hsa's measured data, never typed here).
 //! Owns where every entry lives: [`ServedTables::slot`] is the address of
 //! an entry's word, found BY NAME in the served layout, or `None` where
@@ -8,10 +8,10 @@
 //! tools keep pointers into them.
 //!
 //! Every word that holds no implementation holds a stub, never null (ROCr
-//! fills every slot; tools copy tables unconditionally). Uses only `abi`:
+//! fills every slot; tools copy tables unconditionally). Uses only `served_abi`:
 //! the implementations and stubs are handed in.
 
-use crate::abi::Abi;
+use crate::tools::served_abi::Abi;
 use hsa::versions::{ReleaseTables, Table, TableLayout, layout_of, release_tables};
 use hsa::{ApiTableVersion, HsaApiTable};
 
@@ -93,7 +93,7 @@ fn raised(version: ApiTableVersion, by: u32) -> ApiTableVersion {
 }
 
 impl ServedTables {
-    /// The tables `abi` serves, with `stub` in every entry and `image_stub`
+    /// The tables `served_abi` serves, with `stub` in every entry and `image_stub`
     /// in the image table's; the implementations are placed by [`fill`].
     ///
     /// [`fill`]: ServedTables::fill

@@ -25,10 +25,11 @@
  * NT_AMDGPU_METADATA note becomes a symbol "<name>.kd" whose KERNEL_OBJECT
  * is a copy of its 64-byte kernel descriptor. Their machine code never
  * runs: CLR's blit kernels (__amd_rocclr_copyBuffer, ...) are implemented
- * natively by the runtime (crates/hsa-cpu/src/blit.rs), and every other
- * kernel runs from a HOST BUILD of the same HIP source, a code object of
- * this format found by the kernel's mangled name in the files named by
- * DITTO_HIP_HOST_KERNELS (colon-separated), then in <executable>.host.so
+ * natively by the runtime (crates/hsa-cpu/src/code_objects/blit_kernels.rs),
+ * and every other kernel runs from a HOST BUILD of the same HIP source, a
+ * code object of this format found by the kernel's mangled name in the
+ * files named by DITTO_HIP_HOST_KERNELS (colon-separated), then in
+ * <executable>.host.so
  * (include/ditto_hip_host/hip/hip_runtime.h says how to make one). A kernel
  * without either fails its dispatch with HSA_STATUS_ERROR_INVALID_CODE_OBJECT
  * and a message on stderr naming it and where the runtime looked; so does

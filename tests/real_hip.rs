@@ -2,8 +2,8 @@
 //! built by hipcc for gfx90a (crates/test-apps/build/hip.rs), run unmodified
 //! by Debian's real HIP runtime (libamdhip64) on ditto's CPU HSA runtime.
 //! Their kernels run from the host builds beside them, CLR's blit kernels
-//! natively (crates/hsa-cpu/src/blit.rs). Checks the values the programs
-//! print, the clear failure of a kernel without a host build, IPC between
+//! natively (crates/hsa-cpu/src/code_objects/blit_kernels.rs). Checks the
+//! values the programs print, the clear failure of a kernel without a host build, IPC between
 //! two processes, and ditto's verdicts on these programs (the same as on the
 //! HIP-like applications of tests/apps/).
 

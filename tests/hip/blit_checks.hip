@@ -1,7 +1,7 @@
 // blit_checks: device-side fills and copies, which the real HIP runtime
 // performs with its own blit kernels (on ditto's CPU runtime: run natively,
-// crates/hsa-cpu/src/blit.rs). Each check prints `<name>: ok` or the first
-// wrong byte and exits 1.
+// crates/hsa-cpu/src/code_objects/blit_kernels.rs). Each check prints
+// `<name>: ok` or the first wrong byte and exits 1.
 #include <string.h>
 
 #include <vector>

@@ -6,7 +6,7 @@
 // code cannot run on the CPU. Each kernel therefore runs from a HOST BUILD
 // of the same HIP source: a CPU code object (ditto_hsa_cpu.h, ABI 2) that
 // the runtime finds by the kernel's mangled name (crates/hsa-cpu/src/
-// host_kernels.rs: DITTO_HIP_HOST_KERNELS, then <executable>.host.so).
+// code_objects/host_kernels.rs: DITTO_HIP_HOST_KERNELS, then <executable>.host.so).
 //
 // `ditto hipcc ARGS...` makes it: it runs hipcc with ARGS, then compiles
 // each HIP source again with g++, this directory first on the include path,

@@ -8,6 +8,7 @@
 //! may still run), and declares no HSA type of its own (crates/hsa does).
 
 use crate::collector::{BufferSource, Mapping};
+use cuda_abi::dlerror_text;
 use hsa::{
     HSA_AGENT_INFO_NODE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
     HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
@@ -129,18 +130,6 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, RuntimeError> {
         RuntimeChoice::System => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto => cpu(),
-    }
-}
-
-/// What the dynamic loader says of its last failure.
-pub(crate) fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a thread-local C string valid until the next dl* call.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dynamic-loader error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated (see above).
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
     }
 }
 

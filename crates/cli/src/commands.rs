@@ -1,12 +1,13 @@
 //! The `ditto` subcommands: run, compare, validate, collect, inspect,
-//! kernels. Each wires the other modules together (runtime → collector →
-//! launch → store → compare → report) and says what happened.
+//! kernels. Each wires the other modules together (runtime_choice →
+//! collector → launch → store → compare → report) and says what happened.
 //!
 //! Owns the sequencing and the user-facing status lines on stderr; results
 //! for programs go to stdout (`--json`). It never parses argv (main.rs does)
 //! and never exits the process: it returns a [`Verdict`] or an error, which
 //! main maps to exit codes 0 (valid), 1 (mismatch), 2 (error).
 
+use crate::collector::hsa::LazyHsaSource;
 use crate::collector::{
     Collector, CollectorConfig, ConnectionReport, LiveConnection, SnapshotLayout, SocketPlace,
 };
@@ -14,7 +15,7 @@ use crate::compare::{CompareOptions, compare_snapshots};
 use crate::launch::{self, AppExit, ToolEnvironment};
 use crate::log;
 use crate::report;
-use crate::runtime::{self, LazyHsaSource, ResolvedRuntime, RuntimeChoice};
+use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
 use crate::stdout::{emit, emit_line};
 use crate::store::{Manifest, Snapshot};
 use crate::units::{human_bytes, plural};
@@ -77,7 +78,7 @@ fn catch_stop_signals() {
 /// HSA runtime is loaded now (its error is one now, not at the first
 /// buffer), ditto's CPU runtime when an HSA buffer first arrives, so that a
 /// CUDA run starts none. Where `auto` chose the CPU runtime, the first HSA
-/// application to connect hears so ([`runtime::cpu_notice`]).
+/// application to connect hears so ([`runtime_choice::cpu_notice`]).
 fn start_collector(
     choice: RuntimeChoice,
     runtime: &ResolvedRuntime,
@@ -87,7 +88,7 @@ fn start_collector(
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
     let source = LazyHsaSource::new(runtime.library(), host_mapped, !host_mapped)
         .context("the collector needs the HSA runtime to map the application's buffers")?;
-    if let Some(text) = runtime::cpu_notice(choice, runtime) {
+    if let Some(text) = runtime_choice::cpu_notice(choice, runtime) {
         let once = std::sync::Once::new();
         config.on_hsa_connection = Some(Arc::new(move || once.call_once(|| eprintln!("{text}"))));
     }
@@ -486,7 +487,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
             out.display()
         );
     }
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
     let collector = start_collector(
@@ -658,7 +659,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         })?),
         None => None,
     };
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
     let temp;
@@ -788,7 +789,7 @@ pub struct CollectOptions {
 /// `OUT/<run>/`.
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     crate::scratch::sweep_stale_temp_dirs();
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let out = absolute(&opts.out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     catch_stop_signals();

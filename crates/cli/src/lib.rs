@@ -14,7 +14,7 @@ pub mod log;
 pub mod mcp;
 pub mod progress;
 pub mod report;
-pub mod runtime;
+pub mod runtime_choice;
 pub mod scratch;
 pub mod stdout;
 pub mod units;

@@ -23,7 +23,8 @@
 //! - `cuda/`     — the CUDA backend: `injection` (InitializeInjection and the
 //!   CUPTI callback entry), `cupti`, `driver`, `launch` (callback layouts),
 //!   `hold` (a target launch held in its call), `access` (buffers through
-//!   the driver).
+//!   the driver); the driver's ABI and loading it are `cuda_abi`'s
+//!   (`crates/cuda`), which the collector shares.
 //! - `lifecycle` — the process's one lifecycle (start-up, capture, failure,
 //!   shutdown, fork), shared by both backends.
 //! - `guard`     — every catch_unwind: no panic crosses into the application.

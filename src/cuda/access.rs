@@ -8,12 +8,13 @@
 //! from device memory by copying only their windows to the host. Called
 //! only on the launching thread, whose current context is the launch's.
 
-use super::driver::{Driver, HostBuffer, IPC_HANDLE_BYTES};
+use super::driver::{Driver, HostBuffer};
 use crate::capture::access::stage_host_copy;
 use crate::capture::allocation_map::Allocation;
 use crate::capture::staging::{MAX_STAGED_BUFFER, StagingFile};
 use crate::capture::{BufferAccess, StagedCopy};
 use crate::log::log_debug;
+use cuda_abi::{CuIpcMemHandle, IPC_HANDLE_BYTES};
 use ditto_protocol::{Transport, fingerprint_of_windows, fingerprint_windows};
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -26,6 +27,9 @@ pub struct CudaDevice<'a> {
     pub bounce: &'a Mutex<Option<HostBuffer>>,
 }
 
+// The handle travels in a Dispatch as the protocol's bytes.
+const _: () = assert!(IPC_HANDLE_BYTES == ditto_protocol::CUDA_IPC_HANDLE_BYTES);
+
 /// Largest host staging copy made at once for a shared-memory copy.
 const STAGING_LIMIT: u64 = 16 << 30;
 
@@ -36,7 +40,9 @@ impl BufferAccess for CudaDevice<'_> {
     }
 
     fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
-        let mut handle = [0u8; IPC_HANDLE_BYTES];
+        let mut handle = CuIpcMemHandle {
+            reserved: [0; IPC_HANDLE_BYTES],
+        };
         // SAFETY: out-pointer to 64 bytes; the driver checks the address.
         let r = unsafe { (self.driver.ipc_get_mem_handle)(&mut handle, allocation.base) };
         self.driver.check(r, "cuIpcGetMemHandle")?;
@@ -53,7 +59,7 @@ impl BufferAccess for CudaDevice<'_> {
             })
             .ok();
         Ok(Transport::CudaIpc {
-            handle: handle.to_vec(),
+            handle: handle.reserved.to_vec(),
             device_uuid,
         })
     }

@@ -3,8 +3,8 @@
 //! enabling it for the kernel-launch entry points of the driver API only
 //! (every other API call runs without ditto). Owns no capture logic.
 
-use super::driver::{as_fn, open_library};
 use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
+use cuda_abi::{Library, as_fn, status_name};
 use std::ffi::{c_char, c_int, c_void};
 
 /// `CUpti_CallbackFunc`.
@@ -41,7 +41,7 @@ impl Cupti {
     pub fn load(candidates: &[String]) -> Result<Cupti, String> {
         let mut tried = Vec::new();
         for name in candidates {
-            let handle = match open_library(name) {
+            let handle = match Library::open(name) {
                 Ok(h) => h,
                 Err(e) => {
                     tried.push(format!("{name}: {e}"));
@@ -76,7 +76,7 @@ impl Cupti {
         if result == 0 {
             return Ok(());
         }
-        let name = super::driver::status_name(self.get_result_string, result);
+        let name = status_name(self.get_result_string, result);
         Err(format!("{call} failed: CUPTI error {result} ({name})"))
     }
 

@@ -2,108 +2,45 @@
 //! libcuda.so.1 (already loaded by the application when the driver calls
 //! `InitializeInjection`), the few entry points the capture path calls, and
 //! their error texts. Owns no state beyond the function pointers; nothing
-//! here is linked, so the tool builds and loads where no CUDA exists.
+//! here is linked, so the tool builds and loads where no CUDA exists. The
+//! driver's types and signatures are `cuda_abi`'s.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
-
-pub type CuResult = c_int;
-pub type CuFunction = *mut c_void;
-pub type CuStream = *mut c_void;
-pub type CuDevicePtr = u64;
-
-/// `CU_STREAM_PER_THREAD`: the per-thread default stream, which a `_ptsz`
-/// launch on stream 0 goes to.
-pub const CU_STREAM_PER_THREAD: usize = 0x2;
-/// `CU_STREAM_CAPTURE_STATUS_NONE`.
-pub const CAPTURE_STATUS_NONE: c_int = 0;
-/// Size of `CUipcMemHandle`.
-pub const IPC_HANDLE_BYTES: usize = ditto_protocol::CUDA_IPC_HANDLE_BYTES;
-/// Size of `CUuuid`.
-pub const UUID_BYTES: usize = ditto_protocol::CUDA_UUID_BYTES;
-/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`: the ordinal (in this process)
-/// of the device that owns an allocation.
-const POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
-
-/// Error text of a dynamic-loader failure.
-pub fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a thread-local C string.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dynamic-loader error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
-/// A library opened with dlopen; never closed (its code may be running).
-#[derive(Clone, Copy)]
-pub struct Library(*mut c_void);
-
-/// dlopens `name` (a path or a SONAME).
-pub fn open_library(name: &str) -> Result<Library, String> {
-    let c = CString::new(name).map_err(|_| format!("bad library name `{name}`"))?;
-    // SAFETY: a valid C string.
-    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        Err(dlerror_text())
-    } else {
-        Ok(Library(handle))
-    }
-}
-
-impl Library {
-    /// The address of `symbol`, if the library has one.
-    pub fn symbol(&self, symbol: &str) -> Option<*mut c_void> {
-        let c = CString::new(symbol).ok()?;
-        // SAFETY: a live dlopen handle and a valid C string.
-        let p = unsafe { libc::dlsym(self.0, c.as_ptr()) };
-        (!p.is_null()).then_some(p)
-    }
-}
-
-/// A symbol's address as the function-pointer type `F`.
-///
-/// # Safety
-/// `p` is the address of a function whose C signature is exactly `F`.
-pub unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: same size (checked); the caller vouches for the signature.
-    unsafe { std::mem::transmute_copy(&p) }
-}
+use cuda_abi::{
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CuDeviceGetFn, CuDeviceGetUuidFn, CuDevicePtr,
+    CuFuncGetParamInfoFn, CuFunction, CuGetErrorStringFn, CuIpcGetMemHandleFn,
+    CuKernelGetParamInfoFn, CuMemAllocHostFn, CuMemGetAddressRangeFn, CuMemcpyDtoHFn,
+    CuPointerGetAttributeFn, CuResult, CuStreamIsCapturingFn, CuStreamSynchronizeFn, CuUuid,
+    Library, UUID_BYTES, as_fn,
+};
+use std::ffi::{c_int, c_void};
 
 /// The driver entry points of the capture path.
 pub struct Driver {
-    pub func_get_param_info:
-        unsafe extern "C" fn(CuFunction, usize, *mut usize, *mut usize) -> CuResult,
+    pub func_get_param_info: CuFuncGetParamInfoFn,
     /// `cuKernelGetParamInfo`: for a `CUkernel` handed to a launch in place
     /// of a `CUfunction` (the runtime's library-managed kernels).
-    pub kernel_get_param_info:
-        Option<unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> CuResult>,
-    pub mem_get_address_range:
-        unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult,
-    pub ipc_get_mem_handle:
-        unsafe extern "C" fn(*mut [u8; IPC_HANDLE_BYTES], CuDevicePtr) -> CuResult,
-    pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
-    pub stream_synchronize: unsafe extern "C" fn(CuStream) -> CuResult,
-    pub stream_is_capturing: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
-    pub get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+    pub kernel_get_param_info: Option<CuKernelGetParamInfoFn>,
+    pub mem_get_address_range: CuMemGetAddressRangeFn,
+    pub ipc_get_mem_handle: CuIpcGetMemHandleFn,
+    pub memcpy_dtoh: CuMemcpyDtoHFn,
+    pub stream_synchronize: CuStreamSynchronizeFn,
+    pub stream_is_capturing: CuStreamIsCapturingFn,
+    pub get_error_string: Option<CuGetErrorStringFn>,
     /// `cuMemAllocHost_v2`: page-locked host memory, which a device-to-host
     /// copy fills by DMA without the driver's own bounce buffer.
-    pub mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+    pub mem_alloc_host: Option<CuMemAllocHostFn>,
     /// The owner of an allocation, as a device UUID: `cuPointerGetAttribute`
     /// (its device ordinal), `cuDeviceGet`, and `cuDeviceGetUuid_v2` (else
     /// `cuDeviceGetUuid`). Without them the owner is not reported.
-    pointer_get_attribute:
-        Option<unsafe extern "C" fn(*mut c_void, c_int, CuDevicePtr) -> CuResult>,
-    device_get: Option<unsafe extern "C" fn(*mut c_int, c_int) -> CuResult>,
-    device_get_uuid: Option<unsafe extern "C" fn(*mut [u8; UUID_BYTES], c_int) -> CuResult>,
+    pointer_get_attribute: Option<CuPointerGetAttributeFn>,
+    device_get: Option<CuDeviceGetFn>,
+    device_get_uuid: Option<CuDeviceGetUuidFn>,
 }
 
 impl Driver {
     /// Loads the entry points from `library` (normally `libcuda.so.1`).
     pub fn load(library: &str) -> Result<Driver, String> {
-        let handle = open_library(library)
+        let handle = Library::open(library)
             .map_err(|e| format!("cannot load the CUDA driver {library}: {e}"))?;
         let need = |name: &str| {
             handle
@@ -134,11 +71,7 @@ impl Driver {
 
     /// `Ok` for CUDA_SUCCESS, else `call` with the driver's error name.
     pub fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
-        if result == 0 {
-            return Ok(());
-        }
-        let name = status_name(self.get_error_string, result);
-        Err(format!("{call} failed: CUDA error {result} ({name})"))
+        cuda_abi::check(self.get_error_string, result, call).map_err(|e| e.to_string())
     }
 
     /// Offsets and sizes of a kernel's parameters, in order.
@@ -184,7 +117,7 @@ impl Driver {
     /// The UUID of the device that owns the allocation at `address`, or
     /// why it cannot be told. The collector finds the device by it: its
     /// ordinals may differ from this process's (CUDA_VISIBLE_DEVICES).
-    pub fn owner_uuid(&self, address: CuDevicePtr) -> Result<[u8; UUID_BYTES], String> {
+    pub fn owner_uuid(&self, address: CuDevicePtr) -> Result<CuUuid, String> {
         let (Some(attribute), Some(device_get), Some(uuid_of)) = (
             self.pointer_get_attribute,
             self.device_get,
@@ -199,7 +132,7 @@ impl Driver {
         let r = unsafe {
             attribute(
                 (&mut ordinal as *mut c_int).cast(),
-                POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                 address,
             )
         };
@@ -267,27 +200,5 @@ impl HostBuffer {
     pub fn bytes_mut(&mut self, n: usize) -> &mut [u8] {
         // SAFETY: `len` bytes owned by this buffer; `&mut self` is exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, n.min(self.len)) }
-    }
-}
-
-/// What a CUDA library calls status `result`, through its string entry
-/// (`cuGetErrorString`, `cuptiGetResultString`: status in, pointer to a
-/// static string out); "unknown error" when it has none or does not know it.
-pub(crate) fn status_name(
-    lookup: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
-    result: c_int,
-) -> String {
-    let mut text: *const c_char = std::ptr::null();
-    let known = lookup.is_some_and(|f| {
-        // SAFETY: out-pointer to a static string of the library.
-        unsafe { f(result, &mut text) == 0 && !text.is_null() }
-    });
-    if known {
-        // SAFETY: non-null static NUL-terminated string.
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        "unknown error".into()
     }
 }

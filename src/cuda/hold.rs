@@ -21,7 +21,7 @@
 //! capture's state in the process's [`Lifecycle`].
 
 use super::access::CudaDevice;
-use super::driver::{CAPTURE_STATUS_NONE, CuStream, Driver, HostBuffer};
+use super::driver::{Driver, HostBuffer};
 use super::launch::Launch;
 use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::CollectorConnection;
@@ -30,6 +30,7 @@ use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
 use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
+use cuda_abi::{CU_STREAM_CAPTURE_STATUS_NONE, CuStream};
 use ditto_protocol::{MissReason, Phase};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
@@ -188,7 +189,7 @@ impl CudaTool {
             return;
         }
         let stream = launch.stream as CuStream;
-        let mut status: c_int = CAPTURE_STATUS_NONE;
+        let mut status: c_int = CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: the launch's own stream, live during its launch call.
         let r = unsafe { (self.driver.stream_is_capturing)(stream, &mut status) };
         if let Err(e) = self.driver.check(r, "cuStreamIsCapturing") {
@@ -199,7 +200,7 @@ impl CudaTool {
             self.missed(index, MissReason::Error, e.to_string());
             return;
         }
-        if status != CAPTURE_STATUS_NONE {
+        if status != CU_STREAM_CAPTURE_STATUS_NONE {
             let first = self
                 .graph_noted
                 .lock()

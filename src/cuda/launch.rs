@@ -136,7 +136,7 @@ pub unsafe fn launch_of(cbid: u32, params: *const c_void) -> Option<Launch> {
         _ => return None,
     };
     if per_thread && launch.stream == 0 {
-        launch.stream = super::driver::CU_STREAM_PER_THREAD;
+        launch.stream = cuda_abi::CU_STREAM_PER_THREAD;
     }
     Some(launch)
 }
@@ -243,7 +243,7 @@ mod tests {
         );
         // SAFETY: as above.
         let ptsz = unsafe { launch_of(CBID_LAUNCH_KERNEL_PTSZ, params) }.unwrap();
-        assert_eq!(ptsz.stream, crate::cuda::driver::CU_STREAM_PER_THREAD);
+        assert_eq!(ptsz.stream, cuda_abi::CU_STREAM_PER_THREAD);
         // SAFETY: as above.
         assert!(unsafe { launch_of(999, params) }.is_none());
     }

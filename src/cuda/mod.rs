@@ -5,7 +5,8 @@
 //! - `injection` — `InitializeInjection` (CUDA_INJECTION64_PATH), start-up,
 //!   the CUPTI callback entry and its re-entry guard, Goodbye at exit.
 //! - `cupti`     — finding libcupti, subscribing to the launch callbacks.
-//! - `driver`    — the driver entry points the capture path calls.
+//! - `driver`    — the driver entry points the capture path calls (their
+//!   types and signatures, and dlopen, are `cuda_abi`'s).
 //! - `launch`    — callback and launch-parameter layouts, argument packing.
 //! - `hold`      — a target launch held inside its launch call: stream
 //!   synchronised, buffers described and exported, Dispatch sent, Ack

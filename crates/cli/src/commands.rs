@@ -1,6 +1,6 @@
 //! The `ditto` subcommands: run, compare, validate, collect, inspect,
-//! kernels. Each wires the other modules together (runtime → collector →
-//! launch → store → compare → report) and says what happened.
+//! kernels. Each wires the other modules together (runtime_choice →
+//! collector → launch → store → compare → report) and says what happened.
 //!
 //! Owns the sequencing and the user-facing status lines on stderr; results
 //! for programs go to stdout (`--json`). It never parses argv (main.rs does)
@@ -11,6 +11,7 @@
 //! SIGTERM are caught by [`crate::stop_signals`]; the file `ditto kernels`
 //! lists is read by [`crate::program_file`].
 
+use crate::collector::hsa::LazyHsaSource;
 use crate::collector::{
     Collector, CollectorConfig, ConnectionReport, LiveConnection, SnapshotLayout, SocketPlace,
 };
@@ -20,7 +21,7 @@ use crate::log;
 use crate::program_file::read_program_file;
 use crate::report;
 use crate::run_outcome::{RunOutcome, check_run, tally};
-use crate::runtime::{self, LazyHsaSource, ResolvedRuntime, RuntimeChoice};
+use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
 use crate::stdout::{emit, emit_line};
 use crate::stop_signals::{catch_stop_signals, stop_requested};
 use crate::store::Snapshot;
@@ -46,7 +47,7 @@ pub enum Verdict {
 /// HSA runtime is loaded now (its error is one now, not at the first
 /// buffer), ditto's CPU runtime when an HSA buffer first arrives, so that a
 /// CUDA run starts none. Where `auto` chose the CPU runtime, the first HSA
-/// application to connect hears so ([`runtime::cpu_notice`]).
+/// application to connect hears so ([`runtime_choice::cpu_notice`]).
 fn start_collector(
     choice: RuntimeChoice,
     runtime: &ResolvedRuntime,
@@ -56,7 +57,7 @@ fn start_collector(
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
     let source = LazyHsaSource::new(runtime.library(), host_mapped, !host_mapped)
         .context("the collector needs the HSA runtime to map the application's buffers")?;
-    if let Some(text) = runtime::cpu_notice(choice, runtime) {
+    if let Some(text) = runtime_choice::cpu_notice(choice, runtime) {
         let once = std::sync::Once::new();
         config.on_hsa_connection = Some(Arc::new(move || once.call_once(|| eprintln!("{text}"))));
     }
@@ -125,7 +126,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
             out.display()
         );
     }
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
     let collector = start_collector(
@@ -297,7 +298,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         })?),
         None => None,
     };
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let tool = launch::tool_library()?;
     catch_stop_signals();
     let temp;
@@ -390,8 +391,8 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
     let mut objects = Vec::new();
     // Kernel times taken on the CPU runtime are not a GPU's: the verdict
     // says so beside its speedup.
-    let times_note = matches!(runtime, runtime::ResolvedRuntime::Cpu { .. })
-        .then_some(report::CPU_RUNTIME_TIMES);
+    let times_note =
+        matches!(runtime, ResolvedRuntime::Cpu { .. }).then_some(report::CPU_RUNTIME_TIMES);
     for (label, run_name, cmd, _) in runs.iter().filter(|r| r.1 != "ref") {
         let optimized = Snapshot::load(&base.join(run_name))?;
         let r = compare_snapshots(&reference, &optimized, &options)?;
@@ -435,7 +436,7 @@ pub struct CollectOptions {
 /// `OUT/<run>/`.
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     crate::scratch::sweep_stale_temp_dirs();
-    let runtime = runtime::resolve(opts.runtime)?;
+    let runtime = runtime_choice::resolve(opts.runtime)?;
     let out = absolute(&opts.out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     catch_stop_signals();

@@ -16,7 +16,7 @@ pub mod program_file;
 pub mod progress;
 pub mod report;
 pub mod run_outcome;
-pub mod runtime;
+pub mod runtime_choice;
 pub mod scratch;
 pub mod stdout;
 pub mod stop_signals;

@@ -4,7 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 use ditto_cli::commands::{self, Side, Verdict};
 use ditto_cli::compare::CompareOptions;
-use ditto_cli::runtime::RuntimeChoice;
+use ditto_cli::runtime_choice::RuntimeChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -15,10 +15,11 @@
 
 mod support;
 
+use ditto_cli::collector::hsa::HsaBufferSource;
+use ditto_cli::collector::hsa_runtime::HsaRuntime;
 use ditto_cli::collector::{
     BufferSource, Collector, CollectorConfig, Mapping, SnapshotLayout, SocketPlace,
 };
-use ditto_cli::runtime::{HsaBufferSource, HsaRuntime};
 use ditto_cli::store::Snapshot;
 use ditto_protocol::{Buffer, DType, Transport, fingerprint};
 use hsa::*;

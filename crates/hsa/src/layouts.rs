@@ -6,7 +6,7 @@
 //! tools (what a runtime serving that release's ABI writes).
 
 use crate::table::ApiTableVersion;
-use crate::versions::{ReleaseTables, TableLayout};
+use crate::table_layout::{ReleaseTables, TableLayout};
 
 pub const CORE_API_TABLE_LAYOUTS: &[TableLayout] = &[
     TableLayout {

@@ -8,7 +8,8 @@
 //! layout its version picks ([`crate::layouts`], generated from measured
 //! data), and writes its wraps back the same way. No entry is read or
 //! written at an offset the table's version does not define; a version no
-//! measured layout has is refused.
+//! measured layout has is refused. What a layout is ([`TableLayout`],
+//! [`ReleaseTables`]) is `table_layout`'s, which the generated data uses.
 
 use crate::layouts::{
     AMD_EXT_TABLE_LAYOUTS, CORE_API_TABLE_LAYOUTS, IMAGE_EXT_TABLE_LAYOUTS, RELEASE_TABLES,
@@ -16,63 +17,12 @@ use crate::layouts::{
 use crate::table::{
     AMD_EXT_TABLE_ENTRIES, AmdExtTable, ApiTableVersion, CORE_API_TABLE_ENTRIES, CoreApiTable,
 };
+use crate::table_layout::ENTRY_BYTES;
+// What a layout and a release's tables are, named here as where they are read.
+pub use crate::table_layout::{ReleaseTables, TableLayout};
 
 /// Bytes of a table's version header; entries follow, 8 bytes each.
 const HEADER_BYTES: usize = 16;
-const ENTRY_BYTES: u32 = 8;
-
-/// One layout of an API table.
-#[derive(Debug)]
-pub struct TableLayout {
-    /// The measured releases that use it (keys of the measured data).
-    pub releases: &'static [&'static str],
-    pub major_id: u32,
-    /// The table sizes (minor_id) measured for it.
-    pub measured_minor_ids: &'static [u32],
-    /// Whether later releases only append entries: any minor_id from the
-    /// smallest measured one on is read, each entry only where the table
-    /// holds it.
-    pub grows: bool,
-    /// Every entry with its byte offset, in offset order.
-    pub entries: &'static [(&'static str, u32)],
-}
-
-impl TableLayout {
-    /// Where entry `name` is in a table of `minor_id` bytes, if it holds it.
-    pub fn offset(&self, name: &str, minor_id: u32) -> Option<usize> {
-        self.entries
-            .iter()
-            .find(|(n, _)| *n == name)
-            .filter(|(_, at)| at + ENTRY_BYTES <= minor_id)
-            .map(|(_, at)| *at as usize)
-    }
-
-    /// Whether a table of this version is laid out so.
-    fn fits(&self, version: ApiTableVersion) -> bool {
-        if version.major_id != self.major_id {
-            return false;
-        }
-        if self.grows {
-            self.measured_minor_ids
-                .iter()
-                .min()
-                .is_some_and(|&smallest| version.minor_id >= smallest)
-        } else {
-            self.measured_minor_ids.contains(&version.minor_id)
-        }
-    }
-
-    /// "1/400 (5.2.3, 5.3.0, 5.4.3)", for messages.
-    fn describe(&self) -> String {
-        let sizes: Vec<String> = self.measured_minor_ids.iter().map(u32::to_string).collect();
-        let sizes = if self.grows {
-            format!("{} or more", sizes[0])
-        } else {
-            sizes.join("|")
-        };
-        format!("{}/{sizes} ({})", self.major_id, self.releases.join(", "))
-    }
-}
 
 /// The AMD-extension entries added after ROCm 5.2 (so not in the canonical
 /// [`AmdExtTable`]) that a tool uses, read by name
@@ -85,22 +35,6 @@ pub struct AmdExtAdditions {
     pub hsa_amd_vmem_map_fn: Option<crate::vmem::HsaAmdVmemMapFn>,
     /// Virtual memory (ROCm 6.0 on): unmapping it.
     pub hsa_amd_vmem_unmap_fn: Option<crate::vmem::HsaAmdVmemUnmapFn>,
-}
-
-/// The version headers of the tables one measured release hands its tools
-/// (what its `HsaApiTableContainer` writes); `None` where the release has
-/// no such table (tools_ from 6.1, pc_sampling_ext_ from 6.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReleaseTables {
-    /// The key of the measured data ("5.2.3", "7.2.4", ...).
-    pub release: &'static str,
-    pub root: Option<ApiTableVersion>,
-    pub core: Option<ApiTableVersion>,
-    pub amd_ext: Option<ApiTableVersion>,
-    pub finalizer_ext: Option<ApiTableVersion>,
-    pub image_ext: Option<ApiTableVersion>,
-    pub tools: Option<ApiTableVersion>,
-    pub pc_sampling_ext: Option<ApiTableVersion>,
 }
 
 /// The tables of measured release `release` (a key of the measured data).

@@ -177,95 +177,12 @@ pub fn parse_arg_types(list: &str) -> Result<Vec<ParamType>, ArgTypesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::KernelNames;
 
     fn ptr(dtype: DType, is_const: bool) -> ParamType {
         ParamType::Pointer { dtype, is_const }
     }
     fn scalar(dtype: DType) -> ParamType {
         ParamType::Scalar { dtype }
-    }
-
-    #[test]
-    fn reduce_sum_parameters_are_const_input_output_and_count() {
-        let types = KernelNames::new("_Z10reduce_sumPKfPfi")
-            .param_types()
-            .unwrap();
-        assert_eq!(
-            types,
-            vec![
-                ptr(DType::F32, true),
-                ptr(DType::F32, false),
-                scalar(DType::I32)
-            ]
-        );
-    }
-
-    #[test]
-    fn template_parameters_take_the_instantiated_element_type() {
-        let f = KernelNames::new("_Z12scale_valuesIfEvPT_S1_S0_i")
-            .param_types()
-            .unwrap();
-        assert_eq!(
-            f,
-            vec![
-                ptr(DType::F32, false),
-                ptr(DType::F32, false),
-                scalar(DType::F32),
-                scalar(DType::I32)
-            ]
-        );
-        let d = KernelNames::new("_Z12scale_valuesIdEvPT_S1_S0_i")
-            .param_types()
-            .unwrap();
-        assert_eq!(
-            d,
-            vec![
-                ptr(DType::F64, false),
-                ptr(DType::F64, false),
-                scalar(DType::F64),
-                scalar(DType::I32)
-            ]
-        );
-    }
-
-    #[test]
-    fn every_demangled_scalar_spelling_maps_to_its_dtype() {
-        // foo(_Float16 const*, __half*, unsigned long long*, long long*, signed char*,
-        //     unsigned char*, short*, unsigned short*, unsigned int*, unsigned long*,
-        //     long*, bool*, char*)
-        let types = KernelNames::new("_Z3fooPKDF16_P6__halfPyPxPaPhPsPtPjPmPlPbPc")
-            .param_types()
-            .unwrap();
-        let expected = [
-            ptr(DType::F16, true),
-            ptr(DType::F16, false),
-            ptr(DType::U64, false),
-            ptr(DType::I64, false),
-            ptr(DType::I8, false),
-            ptr(DType::U8, false),
-            ptr(DType::I16, false),
-            ptr(DType::U16, false),
-            ptr(DType::U32, false),
-            ptr(DType::U64, false),
-            ptr(DType::I64, false),
-            ptr(DType::Bool, false),
-            ptr(DType::I8, false),
-        ];
-        assert_eq!(types, expected);
-    }
-
-    #[test]
-    fn bfloat16_spellings_map_to_bf16() {
-        // foo(std::bfloat16_t*, __hip_bfloat16*)
-        let types = KernelNames::new("_Z3fooPDF16bP14__hip_bfloat16")
-            .param_types()
-            .unwrap();
-        assert_eq!(
-            types,
-            vec![ptr(DType::BF16, false), ptr(DType::BF16, false)]
-        );
-        assert_eq!(parse_cxx_param("__bf16 const*"), ptr(DType::BF16, true));
     }
 
     #[test]

@@ -26,8 +26,9 @@
 //! missing file to see the error).
 
 use super::cuda_copy::CopyEngine;
-use super::cuda_driver::{CuDevicePtr, CuIpcMemHandle, Driver, LAZY_ENABLE_PEER_ACCESS, uuid_text};
+use super::cuda_driver::{Driver, uuid_text};
 use super::{BufferSource, Mapping};
+use cuda_abi::{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, CuDevicePtr, CuIpcMemHandle};
 use ditto_protocol::{CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES};
 use std::sync::OnceLock;
 
@@ -115,7 +116,7 @@ impl BufferSource for CudaBufferSource {
             (self.driver.cu_ipc_open)(
                 &mut dptr,
                 CuIpcMemHandle { reserved: bytes },
-                LAZY_ENABLE_PEER_ACCESS,
+                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
             )
         };
         self.driver

@@ -17,8 +17,9 @@
 //!
 //! Owns no attachment: the caller's mapping stays open across the call.
 
-use super::cuda_driver::{CuDevicePtr, CuStream, Driver};
+use super::cuda_driver::Driver;
 use crate::store::share_cuts;
+use cuda_abi::{CU_STREAM_NON_BLOCKING, CuDevicePtr, CuStream};
 use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,10 +33,6 @@ const MAX_THREADS: usize = 16;
 
 /// Each thread copies at least this many bytes.
 const MIN_SHARE: usize = 16 << 20;
-
-/// `CU_STREAM_NON_BLOCKING`: the stream does not wait for the legacy
-/// default stream (the collector's copies wait for nothing of its own).
-const STREAM_NON_BLOCKING: u32 = 1;
 
 /// One thread's means on one device: two streams (of that device's
 /// primary context), a page-locked chunk buffer for each.
@@ -193,9 +190,11 @@ fn make_lane(driver: &Driver, device: usize) -> Option<Lane> {
     };
     for k in 0..2 {
         let mut p: *mut c_void = std::ptr::null_mut();
+        // Non-blocking streams: the collector's copies wait for nothing of
+        // its own (no legacy default stream).
         // SAFETY: out-pointers; the context is current on this thread.
         let made = unsafe {
-            create(&mut lane.streams[k], STREAM_NON_BLOCKING) == 0 && alloc(&mut p, CHUNK) == 0
+            create(&mut lane.streams[k], CU_STREAM_NON_BLOCKING) == 0 && alloc(&mut p, CHUNK) == 0
         };
         if !made || p.is_null() {
             crate::log::debug(

@@ -5,44 +5,31 @@
 //! importer (`cuda`) and of the copy engine (`cuda_copy`, optional: without
 //! them long runs are copied with cuMemcpyDtoH). Owns no state beyond the
 //! function pointers, the devices and their contexts; the library is never
-//! dlclosed.
+//! dlclosed. The driver's types and signatures, and dlopen, are
+//! `cuda_abi`'s (shared with the tool library).
 
-use crate::runtime::dlerror_text;
-use ditto_protocol::{CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES};
-use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use cuda_abi::{
+    CuContext, CuCtxSetCurrentFn, CuDevice, CuDeviceGetCountFn, CuDeviceGetFn, CuDeviceGetUuidFn,
+    CuDevicePrimaryCtxRetainFn, CuDevicePtr, CuGetErrorStringFn, CuInitFn, CuIpcCloseMemHandleFn,
+    CuIpcOpenMemHandleFn, CuMemAllocHostFn, CuMemcpyDtoHAsyncFn, CuMemcpyDtoHFn, CuResult,
+    CuStreamCreateFn, CuStreamSynchronizeFn, CuUuid, Library, OpenError, as_fn,
+};
+use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-pub(super) type CuResult = c_int;
-type CuDevice = c_int;
-pub(super) type CuContext = *mut c_void;
-pub(super) type CuDevicePtr = u64;
-pub(super) type CuStream = *mut c_void;
-
-/// `CUipcMemHandle`: 64 opaque bytes, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(super) struct CuIpcMemHandle {
-    pub(super) reserved: [u8; CUDA_IPC_HANDLE_BYTES],
-}
-
-/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
-pub(super) const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
-
 pub(super) struct Driver {
-    cu_ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
-    pub(super) cu_ipc_open:
-        unsafe extern "C" fn(*mut CuDevicePtr, CuIpcMemHandle, c_uint) -> CuResult,
-    pub(super) cu_ipc_close: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
-    cu_memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
-    cu_get_error_string: Option<unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult>,
+    cu_ctx_set_current: CuCtxSetCurrentFn,
+    pub(super) cu_ipc_open: CuIpcOpenMemHandleFn,
+    pub(super) cu_ipc_close: CuIpcCloseMemHandleFn,
+    cu_memcpy_dtoh: CuMemcpyDtoHFn,
+    cu_get_error_string: Option<CuGetErrorStringFn>,
     /// The entry points of [`CopyEngine`]'s overlapped copies: without
     /// them, long runs are copied with cuMemcpyDtoH.
-    pub(super) cu_stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
-    pub(super) cu_stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
-    pub(super) cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
-    pub(super) cu_memcpy_dtoh_async:
-        Option<unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult>,
-    cu_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult,
+    pub(super) cu_stream_create: Option<CuStreamCreateFn>,
+    pub(super) cu_stream_synchronize: Option<CuStreamSynchronizeFn>,
+    pub(super) cu_mem_alloc_host: Option<CuMemAllocHostFn>,
+    pub(super) cu_memcpy_dtoh_async: Option<CuMemcpyDtoHAsyncFn>,
+    cu_retain: CuDevicePrimaryCtxRetainFn,
     /// The devices by ordinal (in the collector's process).
     devices: Vec<Device>,
 }
@@ -51,7 +38,7 @@ pub(super) struct Driver {
 struct Device {
     handle: CuDevice,
     /// `None` where the driver cannot tell (no cuDeviceGetUuid).
-    uuid: Option<[u8; CUDA_UUID_BYTES]>,
+    uuid: Option<CuUuid>,
     /// Its primary context, retained on first use (or why not).
     context: OnceLock<Result<usize, String>>,
 }
@@ -66,42 +53,24 @@ fn library_name() -> String {
     std::env::var("DITTO_CUDA_DRIVER").unwrap_or_else(|_| "libcuda.so.1".into())
 }
 
-/// A symbol's address as the function-pointer type `F`.
-///
-/// # Safety
-/// `p` is the address of a function whose C signature is exactly `F`.
-unsafe fn as_fn<F: Copy>(p: *mut c_void) -> F {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: same size (checked); the caller vouches for the signature.
-    unsafe { std::mem::transmute_copy(&p) }
-}
-
 impl Driver {
     pub(super) fn load() -> Result<Driver, String> {
         let name = library_name();
-        let c_name = CString::new(name.clone()).map_err(|_| format!("bad library name {name}"))?;
-        // SAFETY: valid C string.
-        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(format!(
-                "a CUDA buffer arrived but the CUDA driver {name} cannot be loaded ({}): \
-                 run the collector on the machine of the CUDA application",
-                dlerror_text()
-            ));
-        }
+        let library = Library::open(&name).map_err(|e| match e {
+            OpenError::BadName(_) => format!("bad library name {name}"),
+            OpenError::Loader(text) => format!(
+                "a CUDA buffer arrived but the CUDA driver {name} cannot be loaded ({text}): \
+                 run the collector on the machine of the CUDA application"
+            ),
+        })?;
         let sym = |s: &str| -> Result<*mut c_void, String> {
-            let c = CString::new(s).expect("symbol names have no NUL");
-            // SAFETY: live handle, valid C string.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(format!("the CUDA driver {name} lacks {s}"))
-            } else {
-                Ok(p)
-            }
+            library
+                .symbol(s)
+                .ok_or_else(|| format!("the CUDA driver {name} lacks {s}"))
         };
         // SAFETY: each symbol has the C signature of the driver API named.
         unsafe {
-            let cu_init: unsafe extern "C" fn(c_uint) -> CuResult = as_fn(sym("cuInit")?);
+            let cu_init: CuInitFn = as_fn(sym("cuInit")?);
             let mut driver = Driver {
                 cu_ctx_set_current: as_fn(sym("cuCtxSetCurrent")?),
                 cu_ipc_open: as_fn(sym("cuIpcOpenMemHandle_v2")?),
@@ -122,28 +91,12 @@ impl Driver {
     }
 
     pub(super) fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
-        if result == 0 {
-            return Ok(());
-        }
-        let mut text: *const c_char = std::ptr::null();
-        let described = self.cu_get_error_string.is_some_and(|f| {
-            // SAFETY: out-pointer to a static string of the driver.
-            unsafe { f(result, &mut text) == 0 && !text.is_null() }
-        });
-        let name = if described {
-            // SAFETY: non-null static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            "unknown error".into()
-        };
-        Err(format!("{call} failed: CUDA error {result} ({name})"))
+        cuda_abi::check(self.cu_get_error_string, result, call).map_err(|e| e.to_string())
     }
 
     /// The ordinal of the device whose UUID is `uuid`, if this process
     /// sees it.
-    pub(super) fn device_of(&self, uuid: &[u8; CUDA_UUID_BYTES]) -> Option<usize> {
+    pub(super) fn device_of(&self, uuid: &CuUuid) -> Option<usize> {
         self.devices
             .iter()
             .position(|d| d.uuid.as_ref() == Some(uuid))
@@ -199,13 +152,9 @@ unsafe fn list_devices(
     // SAFETY: the caller vouches for the symbols; their C signatures are
     // the driver API's.
     unsafe {
-        let device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
-            as_fn(sym("cuDeviceGet")?);
-        let count: Option<unsafe extern "C" fn(*mut c_int) -> CuResult> =
-            sym("cuDeviceGetCount").ok().map(|p| as_fn(p));
-        let uuid_of: Option<
-            unsafe extern "C" fn(*mut [u8; CUDA_UUID_BYTES], CuDevice) -> CuResult,
-        > = sym("cuDeviceGetUuid_v2")
+        let device_get: CuDeviceGetFn = as_fn(sym("cuDeviceGet")?);
+        let count: Option<CuDeviceGetCountFn> = sym("cuDeviceGetCount").ok().map(|p| as_fn(p));
+        let uuid_of: Option<CuDeviceGetUuidFn> = sym("cuDeviceGetUuid_v2")
             .or_else(|_| sym("cuDeviceGetUuid"))
             .ok()
             .map(|p| as_fn(p));
@@ -224,7 +173,7 @@ unsafe fn list_devices(
                     &format!("cuDeviceGet({ordinal})"),
                 )?;
                 let uuid = uuid_of.and_then(|f| {
-                    let mut u = [0u8; CUDA_UUID_BYTES];
+                    let mut u: CuUuid = [0; cuda_abi::UUID_BYTES];
                     (f(&mut u, handle) == 0).then_some(u)
                 });
                 Ok(Device {
@@ -238,7 +187,7 @@ unsafe fn list_devices(
 }
 
 /// A UUID as nvidia-smi writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub(super) fn uuid_text(uuid: &[u8; CUDA_UUID_BYTES]) -> String {
+pub(super) fn uuid_text(uuid: &CuUuid) -> String {
     let hex = |r: std::ops::Range<usize>| -> String {
         uuid[r].iter().map(|b| format!("{b:02x}")).collect()
     };
@@ -270,13 +219,13 @@ impl Driver {
     /// devices: the plain copy is a memcpy, device d's context is d + 1
     /// ([`stand_in_context`]); the engine's entry points are the test's.
     pub(super) fn stand_in(
-        stream_create: Option<unsafe extern "C" fn(*mut CuStream, c_uint) -> CuResult>,
-        stream_synchronize: Option<unsafe extern "C" fn(CuStream) -> CuResult>,
-        mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
-        memcpy_dtoh_async: Option<
-            unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, CuStream) -> CuResult,
-        >,
+        stream_create: Option<CuStreamCreateFn>,
+        stream_synchronize: Option<CuStreamSynchronizeFn>,
+        mem_alloc_host: Option<CuMemAllocHostFn>,
+        memcpy_dtoh_async: Option<CuMemcpyDtoHAsyncFn>,
     ) -> Driver {
+        use cuda_abi::CuIpcMemHandle;
+        use std::ffi::c_uint;
         unsafe extern "C" fn set_current(context: CuContext) -> CuResult {
             STAND_IN_CONTEXT.with(|c| c.set(context as usize));
             0
@@ -315,7 +264,7 @@ impl Driver {
             devices: (0..2)
                 .map(|handle| Device {
                     handle,
-                    uuid: Some([handle as u8; CUDA_UUID_BYTES]),
+                    uuid: Some([handle as u8; cuda_abi::UUID_BYTES]),
                     context: OnceLock::new(),
                 })
                 .collect(),

@@ -19,7 +19,9 @@
 //!
 //! This file: the listener, its lifecycle and the reports; `connection`:
 //! the protocol of one connection; `capture`: attach/copy/detach/verify;
-//! `cuda`: the CUDA IPC importer, loaded when a CUDA buffer first arrives.
+//! the two buffer sources, each loading its runtime when its first buffer
+//! arrives: `hsa` (the HSA IPC importer) over `hsa_runtime`, and `cuda`
+//! (the CUDA IPC importer) over `cuda_driver` and `cuda_copy`.
 
 use crate::store::SnapshotWriter;
 use ditto_protocol::CollectorMessage;
@@ -61,7 +63,8 @@ pub struct Mapping {
 }
 
 /// Where buffer bytes come from: IPC attach, copy, detach. The HSA runtime
-/// in production ([`crate::runtime::HsaBufferSource`]), a fake in tests.
+/// ([`hsa::HsaBufferSource`]) or the CUDA driver (`cuda`) in production, a
+/// fake in tests.
 pub trait BufferSource: Send + Sync {
     /// Maps the whole allocation named by `handle` (`alloc_size` bytes), on
     /// the GPU whose HSA NODE is `owner_node` (the GPU that owns the
@@ -784,6 +787,8 @@ mod connection;
 mod cuda;
 mod cuda_copy;
 mod cuda_driver;
+pub mod hsa;
+pub mod hsa_runtime;
 pub mod limits;
 pub mod memory_budget;
 

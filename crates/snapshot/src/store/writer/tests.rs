@@ -226,8 +226,8 @@ fn a_shared_writer_is_not_locked_while_a_tensor_file_is_written_and_a_dispatch_i
         buffer: &large.buffer,
         source: TensorSource::Streamed(&mut fill),
     }];
-    let path = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(0), &mut tensors)
-        .unwrap();
+    let path =
+        SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(0), &mut tensors).unwrap();
     drop(fill);
     assert_eq!(path, dir.path().join("dispatch-0-00000.safetensors"));
     assert_eq!(
@@ -259,8 +259,7 @@ fn a_refused_stream_into_a_shared_writer_stores_nothing_and_gives_its_dispatch_b
     let dir = tempfile::tempdir().unwrap();
     let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
     let large = captured(0, DType::U8, vec![7; 4096]);
-    let mut refuse =
-        |_: &mut dyn super::super::TensorOut| Err("fingerprint mismatch".to_string());
+    let mut refuse = |_: &mut dyn super::super::TensorOut| Err("fingerprint mismatch".to_string());
     let mut tensors = [TensorToStore {
         buffer: &large.buffer,
         source: TensorSource::Streamed(&mut refuse),

@@ -43,11 +43,16 @@ pub fn check(dir: &Path) -> Result<OutputDir, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutputDir::Missing),
         Err(e) => return Err(io_err(dir)(e)),
     }
-    let handle = DirHandle::open(dir).map_err(|e| match e.kind() {
+    check_opened(&open(dir)?)
+}
+
+/// Opens the directory at `dir` for a snapshot: a link or a file there is
+/// refused naming what it is.
+pub fn open(dir: &Path) -> Result<DirHandle, StoreError> {
+    DirHandle::open(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::Other => refused(dir, e.to_string()),
         _ => io_err(dir)(e),
-    })?;
-    check_opened(&handle)
+    })
 }
 
 /// [`check`] of a directory already opened: its owner and mode as opened,

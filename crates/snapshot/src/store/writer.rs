@@ -175,13 +175,7 @@ impl SnapshotWriter {
         // From here on, the directory opened is the one written, whatever
         // is later put at its path; checked again as opened (whoever made
         // it between the check and here must be us).
-        let handle = Arc::new(DirHandle::open(dir).map_err(|e| match e.kind() {
-            std::io::ErrorKind::Other => StoreError::ForeignDirectory {
-                path: dir.to_path_buf(),
-                what: e.to_string(),
-            },
-            _ => io_err(dir)(e),
-        })?);
+        let handle = Arc::new(output_dir::open(dir)?);
         let place = output_dir::check_opened(&handle)?;
         // Before anything in it is removed or written.
         let lock = writer_lock::acquire(&handle)?;
@@ -437,7 +431,10 @@ impl SnapshotWriter {
                 self.dir.path().display()
             )));
         }
-        self.check_in_place()?;
+        // What the last manifest write found (the path is looked at there,
+        // at most once a second, not once per dispatch: what is written
+        // goes through the directory's handle either way).
+        self.stop_if_displaced()?;
         if let Some(full) = self.full.clone() {
             self.record_not_stored(rank, index);
             return Err(StoreError::Invalid(format!(
@@ -604,6 +601,11 @@ impl SnapshotWriter {
         if self.displaced.is_none() {
             self.displaced = self.dir.displaced();
         }
+        self.stop_if_displaced()
+    }
+
+    /// An error once the directory was found displaced.
+    fn stop_if_displaced(&self) -> Result<(), StoreError> {
         match &self.displaced {
             None => Ok(()),
             Some(what) => Err(StoreError::Displaced {

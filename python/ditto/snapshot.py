@@ -256,7 +256,7 @@ def legacy_fingerprint(data: Union[bytes, bytearray, memoryview, np.ndarray]) ->
     number): byte-at-a-time FNV-1a over the length's 8 little-endian bytes
     and the same windows. Accepted where `fingerprint` differs, as the
     CLI's reader does (`legacy_fingerprint` in
-    crates/snapshot/src/store/reader.rs)."""
+    crates/protocol/src/fingerprint.rs)."""
     raw = memoryview(data).cast("B")
     h = 0xCBF29CE484222325
     mask = (1 << 64) - 1

@@ -208,7 +208,7 @@ def test_fingerprint_equals_the_rust_function(n, expected):
 
 
 def test_legacy_fingerprint_equals_the_rust_function():
-    # The same values as crates/snapshot/src/store/reader.rs's
+    # The same values as crates/protocol/src/fingerprint.rs's
     # the_fingerprint_of_older_snapshots_is_fnv_1a_over_the_length_and_windows.
     assert snapshot_module.legacy_fingerprint(b"") == 0xA8C7F832281A39C5
     assert snapshot_module.legacy_fingerprint(b"abc") == 0xC11AB6D2519BC2B2

@@ -27,7 +27,9 @@ pub mod peer;
 pub mod selection;
 
 pub use fd_passing::{read_frame_with_fds, write_frame_with_fds};
-pub use fingerprint::{fingerprint, fingerprint_of_windows, fingerprint_windows};
+pub use fingerprint::{
+    fingerprint, fingerprint_of_windows, fingerprint_windows, legacy_fingerprint,
+};
 pub use framing::{
     FrameError, MAX_FDS_PER_FRAME, MAX_FRAME_BYTES, decode_frame, hello_version, read_frame,
     read_frame_body, write_frame,

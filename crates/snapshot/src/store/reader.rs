@@ -173,7 +173,8 @@ impl Snapshot {
             // The tool's fingerprint of what it captured (all of a small
             // buffer; 64 windows of a large one).
             let seen = ditto_protocol::fingerprint(&bytes);
-            if seen != b.fingerprint && legacy_fingerprint(&bytes) != b.fingerprint {
+            if seen != b.fingerprint && ditto_protocol::legacy_fingerprint(&bytes) != b.fingerprint
+            {
                 return Err(StoreError::BadTensorFile {
                     path,
                     reason: format!(
@@ -188,25 +189,6 @@ impl Snapshot {
         }
         Ok(out)
     }
-}
-
-/// The fingerprint of snapshots written before 2026-11-30 (of the same
-/// format number): byte-at-a-time FNV-1a over the length's 8 little-endian
-/// bytes and the same windows as [`ditto_protocol::fingerprint`]'s.
-/// Accepted where the current one differs; the Python package's
-/// `legacy_fingerprint` is the same function.
-fn legacy_fingerprint(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |chunk: &[u8]| {
-        for &b in chunk {
-            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    eat(&(bytes.len() as u64).to_le_bytes());
-    for (start, len) in ditto_protocol::fingerprint_windows(bytes.len() as u64) {
-        eat(&bytes[start as usize..(start + len) as usize]);
-    }
-    h
 }
 
 #[cfg(test)]
@@ -345,13 +327,6 @@ mod tests {
             ) && err.contains("the file was changed after ditto wrote it"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn the_fingerprint_of_older_snapshots_is_fnv_1a_over_the_length_and_windows() {
-        // FNV-1a of the 8 bytes of 0u64 alone, and of 3u64 then "abc".
-        assert_eq!(legacy_fingerprint(&[]), 0xa8c7_f832_281a_39c5);
-        assert_eq!(legacy_fingerprint(b"abc"), 0xc11a_b6d2_519b_c2b2);
     }
 
     #[test]

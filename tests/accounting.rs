@@ -6,8 +6,7 @@
 //! Nothing is dropped silently: captured + missing == dispatched, and
 //! `ditto compare` names a dispatch missing on one side with its reason.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,8 +3,7 @@
 //! one export; after the allocation is freed and its address handed out
 //! again, the new allocation gets a new export, never the old handle.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::time::Duration;
 
 /// The buffer's IPC handle (hex): `"handle"` next to `"transport": "ipc"`,

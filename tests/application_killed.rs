@@ -16,10 +16,8 @@
 //! lost, holds no mapping of the application's pool memory afterwards, and
 //! the snapshot it leaves is whole.
 
-mod common;
-mod kill_trials;
-use common::*;
-use kill_trials::*;
+use crate::common::*;
+use crate::kill_trials::*;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,8 +2,7 @@
 //! work in the queue completed and before the kernel ran, stored next to
 //! the outputs as `arg<N>.before`.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 fn capture(app_name: &str, args: &[&str], snap: &Path) -> serde_json::Value {

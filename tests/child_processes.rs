@@ -4,8 +4,7 @@
 //! child forked without exec has the tool's state but no worker thread:
 //! the tool goes passive there and the child's exit waits for nothing.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;

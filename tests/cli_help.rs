@@ -1,7 +1,6 @@
 //! Every `--help` ends with a worked example.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn every_help_ends_with_a_worked_example() {

@@ -6,8 +6,7 @@
 //! regular files only (item 10: a device is never read without end, a FIFO
 //! never waited on).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 
 /// A snapshot of scale_values<float> 4096, in `dir`.

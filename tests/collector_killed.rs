@@ -13,10 +13,8 @@
 //! when the directory is next written (SnapshotWriter::create); the trials
 //! count them and check they are the only other files.
 
-mod common;
-mod kill_trials;
-use common::*;
-use kill_trials::*;
+use crate::common::*;
+use crate::kill_trials::*;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;

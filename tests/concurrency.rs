@@ -5,8 +5,7 @@
 //! so that the runtime calls ditto's packet callback later, on its async
 //! thread (as ROCr does), all captured without a hang.
 
-mod common;
-use common::many_queues::*;
+use crate::common::many_queues::*;
 
 #[test]
 fn eight_threads_on_four_queues_get_all_1600_dispatches_captured_each_with_its_own_values() {

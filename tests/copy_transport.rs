@@ -5,8 +5,7 @@
 //! `ditto run --kernel NAME -- APP` captures it, the manifest says which
 //! transport each buffer used, and nobody keeps a copy after the ack.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 

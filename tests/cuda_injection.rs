@@ -11,8 +11,7 @@
 //! copy transport), a program of many long kernel names hears a short
 //! "never dispatched" message, and nothing says HSA to a CUDA program.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

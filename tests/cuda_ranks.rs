@@ -12,8 +12,7 @@
 //! the mismatch planted on rank 1 only. A collector that cannot see a
 //! rank's device says which device and what to do.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

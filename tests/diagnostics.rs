@@ -2,8 +2,7 @@
 //! that none of it hangs: a kernel never dispatched, an application killed
 //! in the middle of a capture, an application past `--timeout`.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

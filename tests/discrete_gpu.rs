@@ -8,9 +8,7 @@
 //! way, does not notice: the hazard is real in the model. With the fix the
 //! capture holds what the kernel wrote.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! captured, under their real indices; a malformed selection is refused
 //! before anything runs.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 fn run_scale_twice(dispatch: &str, snap: &Path) -> std::process::Output {

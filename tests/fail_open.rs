@@ -4,8 +4,7 @@
 //! warning, releases every held dispatch and the application runs on with
 //! its own exit code and output, promptly.
 
-mod common;
-use common::*;
+use crate::common::*;
 use ditto_protocol::{
     Ack, CollectorMessage, MissReason, PROTOCOL_VERSION, ToolMessage, read_frame, write_frame,
 };

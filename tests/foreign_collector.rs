@@ -5,8 +5,7 @@
 //! DITTO_COLLECTOR_UID=65534 trusts that listener (it then gets the
 //! Hello). Needs root, to run the listener as another uid: CI runs as root.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

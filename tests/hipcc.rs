@@ -9,8 +9,7 @@
 //! them; and the build that must fail: GCN inline assembly under the
 //! device-pass macros.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -2,8 +2,7 @@
 //! terminal), and snapshot file names that never carry a kernel's
 //! characters (`<`, `>`, `:`, `*`, spaces).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -4,8 +4,7 @@
 //! tool, means after the collector's ack — and the test reads the
 //! collector's /proc/<pid>/maps at each pause.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Stdio;
 
 #[test]

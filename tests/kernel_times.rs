@@ -7,8 +7,7 @@
 //! counted in it, and the application still sees the signal complete only
 //! after the capture. The manifest's duration is the same kernel's.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// The four timestamps kernel_time prints: before, start, end, after.
 fn times(out: &str) -> [u64; 4] {

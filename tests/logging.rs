@@ -1,8 +1,7 @@
 //! DITTO_LOG filters ditto's own status lines and, inside the application,
 //! the tool library's: `off` silences both, the default keeps the summary.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 fn run_with_log(level: Option<&str>) -> std::process::Output {

@@ -2,8 +2,7 @@
 //! line, working directory, the kernel's full signature, per dispatch its
 //! kernel and duration, per buffer name, dtype and shape.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_captured_manifest_has_duration_shape_signature_and_command_line() {

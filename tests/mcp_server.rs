@@ -4,9 +4,7 @@
 //! what a client cannot see: the server's children end with the server and
 //! with a cancelled call (found through /proc).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

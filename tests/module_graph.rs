@@ -3,10 +3,7 @@
 //! (`capture`) uses neither backend, and neither backend uses the other.
 //! A failure names the circle or the use.
 
-#[path = "common/module_graph.rs"]
-mod module_graph;
-
-use module_graph::{find_circle, module_graph};
+use crate::common::module_graph::{find_circle, module_graph};
 use std::path::Path;
 
 #[test]

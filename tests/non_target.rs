@@ -5,8 +5,7 @@
 //! intercept queue (`app`) and every packet passed on to the hardware ring
 //! (`ring`), and every signal creation and wait made through the API.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 struct Trace {

@@ -4,8 +4,7 @@
 //! says so; a file system that fills leaves a snapshot whose manifest says
 //! what it holds and that it is incomplete, and an error of a few lines.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;

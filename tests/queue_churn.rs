@@ -9,8 +9,7 @@
 //! malloc holds are not asserted on: the connection's outbox grows with
 //! how far a busy collector lags, by up to hundreds of KiB in a run.)
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const CYCLES: &str = "2000";
 const WARMUP: &str = "200";

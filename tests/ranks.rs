@@ -3,8 +3,7 @@
 //! give one labelled snapshot set per run name, and `ditto compare` pairs
 //! the two sets by rank, not by connection order.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn run_rank(socket: &std::path::Path, run: &str, rank: u32) {
     let n = (256 + rank).to_string();

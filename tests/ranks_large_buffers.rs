@@ -5,8 +5,7 @@
 //! of different connections of one run are not copied one at a time under
 //! the run's writer lock; and every dispatch is stored whole.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

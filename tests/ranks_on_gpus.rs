@@ -7,8 +7,7 @@
 //! mappings of pool memory stay flat, and `ditto compare` of the reference
 //! against the build with a mismatch planted on rank 1 reports rank 1 only.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

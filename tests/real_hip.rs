@@ -7,8 +7,8 @@
 //! two processes, and ditto's verdicts on these programs (the same as on the
 //! HIP-like applications of tests/apps/).
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use std::process::Command;
 use std::time::Duration;
 

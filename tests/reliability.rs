@@ -4,9 +4,8 @@
 //! (item 7). CI runs the light variants; `DITTO_HEAVY=1` the full ones
 //! (10,000 captures; 1,600 dispatches on 4-slot queues).
 
-mod common;
-use common::many_queues::{self, assert_every_dispatch_captured_once};
-use common::*;
+use crate::common::many_queues::{self, assert_every_dispatch_captured_once};
+use crate::common::*;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};

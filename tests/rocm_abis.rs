@@ -8,8 +8,7 @@
 //! version no ROCm release has, the tool refuses with one warning naming
 //! the versions it saw and knows, and the application runs on unchanged.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 /// scale_values<float> over 256 values, plain on the runtime serving `abi`.

@@ -14,8 +14,8 @@
 //!
 //! A missing chroot fails the tests, saying how to make it.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};

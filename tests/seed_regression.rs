@@ -7,8 +7,7 @@
 //! one must be valid, and the collector must hold no mapping of application
 //! memory after each cycle. 33 s in a debug build on a 2-CPU machine.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// Runs scale_values under the tool through scripts/ditto-run.

@@ -5,9 +5,7 @@
 //! finished and the collector is stopped right after; and a staged capture
 //! stores exactly the bytes an IPC capture of the same program stores.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(600);

@@ -5,8 +5,7 @@
 //! mapping must be caught by the fingerprint check and reported for its
 //! dispatch and argument, and no stale byte may reach a snapshot.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 
 #[test]

@@ -3,8 +3,7 @@
 //! allocation (the handle covers it, the manifest gives the offset) and
 //! its extent is what `--arg-sizes` says, else the rest of the allocation.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const POOL: u64 = 1 << 20;

@@ -3,8 +3,7 @@
 //! `ditto run` sets): either way the tool starts once and the target's
 //! dispatches are captured once.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 /// scale_values<float> 256 under the tool, with `preload` or not, through

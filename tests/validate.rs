@@ -1,7 +1,6 @@
 //! `ditto validate` end to end on the CPU HSA runtime: the demo's verdicts.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn validate_reduce_sum(opt: &str) -> std::process::Output {
     validate_reduce_sum_with(opt, &[])

@@ -9,8 +9,7 @@
 //! `--kernel` and the command. DITTO_LOG=warn only filters what is printed,
 //! so that every `ditto:` line left would be a warning or an error.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Printed whatever the filter says when no GPU is present: not a warning.
 const CPU_RUNTIME_NOTICE: &str = "ditto: no AMD GPU found";

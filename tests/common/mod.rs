@@ -5,6 +5,7 @@
 
 pub mod hip_suite;
 pub mod many_queues;
+pub mod module_graph;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

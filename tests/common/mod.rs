@@ -182,6 +182,7 @@ impl Drop for Collector {
 /// runs in a process group of its own). Standard output and error are
 /// captured.
 pub fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    use std::io::Read;
     use std::os::unix::process::CommandExt;
     let mut child = cmd
         .process_group(0)
@@ -189,12 +190,43 @@ pub fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    // Both pipes are drained while the child runs: a child that writes more
+    // than a pipe holds (64 KiB) must not block on it and look hung.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out_reader = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err_reader = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait for the child").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break status;
+        }
         if Instant::now() > deadline {
             // SAFETY: plain kill(2) of the process group our child leads.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let out = child.wait_with_output().expect("reap the child");
+            let status = child.wait().expect("reap the child");
+            let out = Output {
+                status,
+                stdout: out_reader.join().unwrap_or_default(),
+                stderr: err_reader.join().unwrap_or_default(),
+            };
             panic!(
                 "{what} did not end within {} s (killed); stdout:\n{}\nstderr:\n{}",
                 limit.as_secs(),
@@ -203,10 +235,12 @@ pub fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Output {
             );
         }
         std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().expect("read the child's stdout"),
+        stderr: err_reader.join().expect("read the child's stderr"),
     }
-    child
-        .wait_with_output()
-        .expect("collect the child's output")
 }
 
 /// Waits (20 s at most) until `path` exists.
@@ -465,4 +499,21 @@ pub fn build_fake_cuda_with(dir: &Path, app: &str, defines: &[&str]) -> (PathBuf
 /// [`build_fake_cuda_with`] without defines.
 pub fn build_fake_cuda(dir: &Path, app: &str) -> (PathBuf, PathBuf) {
     build_fake_cuda_with(dir, app, &[])
+}
+
+#[test]
+fn output_within_drains_a_child_that_writes_more_than_a_pipe_holds() {
+    // 1 MiB to stderr and 1 MiB to stdout: with undrained pipes the child
+    // blocks on its first 64 KiB and the limit kills it.
+    let out = output_within(
+        Command::new("sh").args([
+            "-c",
+            "head -c 1048576 /dev/zero >&2; head -c 1048576 /dev/zero; exit 3",
+        ]),
+        Duration::from_secs(20),
+        "a child writing 2 MiB",
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.stdout.len(), 1 << 20);
+    assert_eq!(out.stderr.len(), 1 << 20);
 }

@@ -260,6 +260,9 @@ unsafe fn put<T>(value: *mut c_void, v: T) -> hsa_status_t {
 }
 
 /// Writes a NUL-padded string into a fixed char[N] attribute.
+///
+/// # Safety
+/// `value` must be valid for writes of N bytes.
 unsafe fn put_chars<const N: usize>(value: *mut c_void, s: &str) -> hsa_status_t {
     let mut buf = [0u8; N];
     let n = s.len().min(N - 1);
@@ -268,7 +271,12 @@ unsafe fn put_chars<const N: usize>(value: *mut c_void, s: &str) -> hsa_status_t
     unsafe { put(value, buf) }
 }
 
-pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t {
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type (hsa.h).
+pub(crate) unsafe fn system_get_info(
+    attribute: hsa_system_info_t,
+    value: *mut c_void,
+) -> hsa_status_t {
     if value.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
@@ -295,19 +303,25 @@ pub(crate) fn system_get_info(attribute: hsa_system_info_t, value: *mut c_void) 
     }
 }
 
-pub(crate) fn iterate_agents(
+/// # Safety
+/// `callback`, if any, may be called with each agent and `data`.
+pub(crate) unsafe fn iterate_agents(
     callback: Option<unsafe extern "C" fn(hsa_agent_t, *mut c_void) -> hsa_status_t>,
     data: *mut c_void,
 ) -> hsa_status_t {
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    visit(all().iter().copied(), cb, data)
+    // SAFETY: `cb` may be called with each agent and `data` (our contract).
+    unsafe { visit(all().iter().copied(), cb, data) }
 }
 
 /// Calls `cb` for each item until it returns anything but success, and
 /// returns that status (HSA's iteration contract, e.g. INFO_BREAK).
-fn visit<T>(
+///
+/// # Safety
+/// `cb` may be called with each item and `data`.
+unsafe fn visit<T>(
     items: impl IntoIterator<Item = T>,
     cb: unsafe extern "C" fn(T, *mut c_void) -> hsa_status_t,
     data: *mut c_void,
@@ -322,7 +336,9 @@ fn visit<T>(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn agent_get_info(
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type (hsa.h).
+pub(crate) unsafe fn agent_get_info(
     agent: hsa_agent_t,
     attribute: hsa_agent_info_t,
     value: *mut c_void,
@@ -459,7 +475,9 @@ pub(crate) fn agent_get_info(
     }
 }
 
-pub(crate) fn agent_iterate_isas(
+/// # Safety
+/// `callback`, if any, may be called with an ISA and `data`.
+pub(crate) unsafe fn agent_iterate_isas(
     agent: hsa_agent_t,
     callback: Option<unsafe extern "C" fn(hsa_isa_t, *mut c_void) -> hsa_status_t>,
     data: *mut c_void,
@@ -477,7 +495,10 @@ pub(crate) fn agent_iterate_isas(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn isa_get_info_alt(
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type; for
+/// NAME, of NAME_LENGTH bytes (hsa.h).
+pub(crate) unsafe fn isa_get_info_alt(
     isa: hsa_isa_t,
     attribute: hsa_isa_info_t,
     value: *mut c_void,
@@ -508,7 +529,9 @@ pub(crate) fn isa_get_info_alt(
     }
 }
 
-pub(crate) fn iterate_memory_pools(
+/// # Safety
+/// `callback`, if any, may be called with each pool and `data`.
+pub(crate) unsafe fn iterate_memory_pools(
     agent: hsa_agent_t,
     callback: Option<unsafe extern "C" fn(hsa_amd_memory_pool_t, *mut c_void) -> hsa_status_t>,
     data: *mut c_void,
@@ -519,10 +542,14 @@ pub(crate) fn iterate_memory_pools(
     let Some(cb) = callback else {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     };
-    visit(pools_of(agent), cb, data)
+    // SAFETY: `cb` may be called with each pool and `data` (our contract).
+    unsafe { visit(pools_of(agent), cb, data) }
 }
 
-pub(crate) fn memory_pool_get_info(
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type
+/// (hsa_ext_amd.h).
+pub(crate) unsafe fn memory_pool_get_info(
     pool: hsa_amd_memory_pool_t,
     attribute: hsa_amd_memory_pool_info_t,
     value: *mut c_void,
@@ -561,7 +588,10 @@ pub(crate) fn memory_pool_get_info(
     }
 }
 
-pub(crate) fn agent_memory_pool_get_info(
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type
+/// (hsa_ext_amd.h).
+pub(crate) unsafe fn agent_memory_pool_get_info(
     agent: hsa_agent_t,
     pool: hsa_amd_memory_pool_t,
     attribute: hsa_amd_agent_memory_pool_info_t,
@@ -600,7 +630,10 @@ pub(crate) fn agent_memory_pool_get_info(
 }
 
 /// Static descriptions for `hsa_status_string`.
-pub(crate) fn status_string(status: hsa_status_t, out: *mut *const c_char) -> hsa_status_t {
+///
+/// # Safety
+/// `out` is null or valid for writes of one pointer.
+pub(crate) unsafe fn status_string(status: hsa_status_t, out: *mut *const c_char) -> hsa_status_t {
     if out.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
@@ -642,7 +675,10 @@ pub const SDMA_ENGINES: u32 = 0x1 | 0x2;
 /// `hsa_amd_memory_copy_engine_status` (ROCm 5.6+): the engines available
 /// between two agents. The same agent on both sides is a shader copy, not
 /// an SDMA one (HSA_STATUS_ERROR_INVALID_AGENT, as the header says).
-pub(crate) fn copy_engine_status(
+///
+/// # Safety
+/// `engine_ids_mask` is null or valid for writes of a u32.
+pub(crate) unsafe fn copy_engine_status(
     dst_agent: hsa_agent_t,
     src_agent: hsa_agent_t,
     engine_ids_mask: *mut u32,
@@ -674,7 +710,10 @@ pub(crate) fn set_async_scratch_limit(agent: hsa_agent_t, _threshold: usize) -> 
 
 /// `hsa_amd_memory_get_preferred_copy_engine` (ROCm 7.0+): no preference
 /// between our engines (0, which the header allows), for any two agents.
-pub(crate) fn preferred_copy_engine(
+///
+/// # Safety
+/// `recommended_ids_mask` is null or valid for writes of a u32.
+pub(crate) unsafe fn preferred_copy_engine(
     dst_agent: hsa_agent_t,
     src_agent: hsa_agent_t,
     recommended_ids_mask: *mut u32,

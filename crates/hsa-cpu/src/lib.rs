@@ -51,6 +51,9 @@
 //! against a registry; KERNEL_OBJECT is the address of a runtime-owned
 //! descriptor validated against the registry of live kernels.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod agents;
 pub mod api;
 pub mod code_objects;

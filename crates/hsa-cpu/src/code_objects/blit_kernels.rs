@@ -217,6 +217,7 @@ impl Blit {
         }
         // SAFETY: the caller guarantees the layout checked at load.
         let u64_at = |off: usize| unsafe { (kernarg.add(off) as *const u64).read_unaligned() };
+        // SAFETY: as above.
         let u32_at = |off: usize| unsafe { (kernarg.add(off) as *const u32).read_unaligned() };
         let ptr_at = |off: usize| u64_at(off) as usize as *mut u8;
         match self {
@@ -497,6 +498,7 @@ mod tests {
             ],
             48,
         );
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::CopyBuffer.run(k.as_ptr()) }.unwrap();
         assert_eq!(&dst[5..16], &src[3..14]);
         assert_eq!(dst[4], 0xAA);
@@ -518,6 +520,7 @@ mod tests {
             ],
             64,
         );
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::FillBufferAligned.run(k.as_ptr()) }.unwrap();
         assert_eq!(&buf[..10], &[0, 0, 7, 9, 7, 9, 7, 9, 0, 0]);
     }
@@ -570,6 +573,7 @@ mod tests {
         );
         k[24..28].copy_from_slice(&5u32.to_le_bytes());
         k[28..32].copy_from_slice(&16u32.to_le_bytes());
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::CopyBufferToEnd.run(k.as_ptr()) }.unwrap();
         assert_eq!(&dst[..37], &src[..37]);
         assert!(dst[37..].iter().all(|b| *b == 0xAA));
@@ -584,6 +588,7 @@ mod tests {
         let mut k = kernarg(&[(0, b), (8, pattern.as_ptr() as u64), (24, b + 40)], 40);
         k[16..20].copy_from_slice(&2u32.to_le_bytes());
         k[20..24].copy_from_slice(&4u32.to_le_bytes());
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::FillBufferToEnd.run(k.as_ptr()) }.unwrap();
         assert_eq!(&buf[..12], &[7, 9, 7, 9, 7, 9, 7, 9, 7, 9, 0, 0]);
     }

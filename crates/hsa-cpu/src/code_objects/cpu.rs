@@ -95,7 +95,11 @@ pub(crate) enum KernelListError {
 
 impl Library {
     /// A library dlopen'ed by path.
-    pub(crate) fn from_handle(handle: *mut c_void) -> Library {
+    ///
+    /// # Safety
+    /// `handle` is a live dlopen handle, given to the library (dlclosed
+    /// when it drops).
+    pub(crate) unsafe fn from_handle(handle: *mut c_void) -> Library {
         Library {
             handle: handle as usize,
             fd: -1,
@@ -104,7 +108,11 @@ impl Library {
 
     /// A library dlopen'ed as "/proc/self/fd/`fd`"; it owns `fd` and closes
     /// it after dlclose.
-    pub(crate) fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
+    ///
+    /// # Safety
+    /// `handle` is a live dlopen handle and `fd` an open descriptor, both
+    /// given to the library (closed when it drops).
+    pub(crate) unsafe fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
         Library {
             handle: handle as usize,
             fd,

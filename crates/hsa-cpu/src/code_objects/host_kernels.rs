@@ -114,7 +114,8 @@ fn open(path: &Path) -> Loaded {
         };
         return Err(why);
     }
-    let library = Arc::new(Library::from_handle(handle));
+    // SAFETY: a live handle dlopen'ed above, given to the library.
+    let library = Arc::new(unsafe { Library::from_handle(handle) });
     let list = library.kernels().map_err(|e| match e {
         KernelListError::NoKernelList => {
             "it exports no ditto_cpu_code_object_kernels (not a host build)".to_string()

@@ -456,7 +456,10 @@ impl Region {
 
     /// Reads `len` bytes of the shadow, `at` bytes into the allocation,
     /// into `dst` (the caller may write there: a copy engine).
-    pub(crate) fn read_shadow(&self, at: u64, dst: *mut u8, len: usize) -> bool {
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `len` bytes.
+    pub(crate) unsafe fn read_shadow(&self, at: u64, dst: *mut u8, len: usize) -> bool {
         let mut done = 0usize;
         while done < len {
             // SAFETY: dst holds len bytes (the copy's destination).
@@ -533,7 +536,9 @@ pub(crate) fn export_info(ptr: *const c_void) -> Option<(Containing, ExportInfo)
 
 // --- API entries ----------------------------------------------------------
 
-pub(crate) fn pool_allocate(
+/// # Safety
+/// `ptr` is null or valid for writes of one pointer.
+pub(crate) unsafe fn pool_allocate(
     pool: hsa_amd_memory_pool_t,
     size: usize,
     _flags: u32,
@@ -570,7 +575,13 @@ pub(crate) fn pool_free(ptr: *mut c_void) -> hsa_status_t {
     }
 }
 
-pub(crate) fn memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> hsa_status_t {
+/// # Safety
+/// `dst` and `src` are null or valid for `size` bytes (writes, reads).
+pub(crate) unsafe fn memory_copy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+) -> hsa_status_t {
     if size == 0 {
         return HSA_STATUS_SUCCESS;
     }
@@ -584,7 +595,9 @@ pub(crate) fn memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> 
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn agents_allow_access(
+/// # Safety
+/// `agents` is null or holds `num_agents` agents.
+pub(crate) unsafe fn agents_allow_access(
     num_agents: u32,
     agents: *const hsa_agent_t,
     _flags: *const u32,
@@ -633,7 +646,10 @@ pub(crate) fn agents_allow_access(
 }
 
 /// Pins a host range: the agent address is the host address itself.
-pub(crate) fn memory_lock(
+///
+/// # Safety
+/// `agent_ptr` is null or valid for writes of one pointer.
+pub(crate) unsafe fn memory_lock(
     host_ptr: *mut c_void,
     size: usize,
     _agents: *mut hsa_agent_t,
@@ -649,7 +665,9 @@ pub(crate) fn memory_lock(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn memory_lock_to_pool(
+/// # Safety
+/// `agent_ptr` is null or valid for writes of one pointer.
+pub(crate) unsafe fn memory_lock_to_pool(
     host_ptr: *mut c_void,
     size: usize,
     agents: *mut hsa_agent_t,
@@ -661,7 +679,8 @@ pub(crate) fn memory_lock_to_pool(
     if agents::pool_info(pool).is_none() {
         return HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
     }
-    memory_lock(host_ptr, size, agents, num, agent_ptr)
+    // SAFETY: `agent_ptr` as our own contract says.
+    unsafe { memory_lock(host_ptr, size, agents, num, agent_ptr) }
 }
 
 pub(crate) fn memory_unlock(host_ptr: *mut c_void) -> hsa_status_t {

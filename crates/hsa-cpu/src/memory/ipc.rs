@@ -183,7 +183,9 @@ pub(crate) fn ipc_length_accepted(abi: Abi, len: usize, size: usize) -> bool {
     }
 }
 
-pub(crate) fn memory_create(
+/// # Safety
+/// `handle` is null or valid for writes of one IPC handle.
+pub(crate) unsafe fn memory_create(
     ptr: *mut c_void,
     len: usize,
     handle: *mut hsa_amd_ipc_memory_t,
@@ -355,7 +357,11 @@ pub fn stale_attach_fault() -> bool {
     *ON
 }
 
-pub(crate) fn memory_attach(
+/// # Safety
+/// `handle` is null or valid for reads of one IPC handle; `agents` is
+/// null or holds `num_agents` agents; `mapped` is null or valid for
+/// writes of one pointer.
+pub(crate) unsafe fn memory_attach(
     handle: *const hsa_amd_ipc_memory_t,
     len: usize,
     num_agents: u32,

@@ -371,8 +371,12 @@ fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
 
 // --- API entries (table only: not exported, as in ROCr) -------------------
 
+/// # Safety
+/// `queue` is null or valid for writes of one pointer; `callback`, if
+/// any, may be called with a status, the queue and `data` while the
+/// queue lives.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn create(
+pub(crate) unsafe fn create(
     agent: hsa_agent_t,
     size: u32,
     type_: hsa_queue_type32_t,
@@ -389,7 +393,8 @@ pub(crate) fn create(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let Some(hardware) = HwQueue::create(agent, size, type_, callback, data) else {
+    // SAFETY: `callback` and `data` as our own contract says.
+    let Some(hardware) = (unsafe { HwQueue::create(agent, size, type_, callback, data) }) else {
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     };
     let Some(proxy) = Ring::new(size, type_) else {
@@ -430,7 +435,10 @@ pub(crate) fn create(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn register(
+/// # Safety
+/// `callback`, if any, may be called with packets, their count and
+/// index, `user_data` and a writer, while the queue lives.
+pub(crate) unsafe fn register(
     queue: *mut hsa_queue_t,
     callback: InterceptHandler,
     user_data: *mut c_void,

@@ -180,7 +180,10 @@ pub struct HwQueue {
 }
 
 impl HwQueue {
-    pub fn create(
+    /// # Safety
+    /// `callback`, if any, may be called with a status, the queue and
+    /// `data` on the queue's thread while the queue lives.
+    pub unsafe fn create(
         agent: hsa_agent_t,
         size: u32,
         type_: hsa_queue_type32_t,
@@ -492,8 +495,12 @@ pub(crate) fn checked_size(
 
 // --- API entries ----------------------------------------------------------
 
+/// # Safety
+/// `queue` is null or valid for writes of one pointer; `callback`, if
+/// any, may be called with a status, the queue and `data` while the
+/// queue lives.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn queue_create(
+pub(crate) unsafe fn queue_create(
     agent: hsa_agent_t,
     size: u32,
     type_: hsa_queue_type32_t,
@@ -510,7 +517,8 @@ pub(crate) fn queue_create(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let Some(q) = HwQueue::create(agent, size, type_, callback, data) else {
+    // SAFETY: `callback` and `data` as our own contract says.
+    let Some(q) = (unsafe { HwQueue::create(agent, size, type_, callback, data) }) else {
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     };
     let public = q.ring.hsa_queue();
@@ -547,16 +555,20 @@ pub(crate) unsafe fn amd_queue_create(
         // SAFETY: the caller passes num_descs descriptors.
         let d = unsafe { &mut *descs.add(i) };
         let status = match (d.compute(), d.engine_type) {
-            (Some(c), _) => queue_create(
-                agent,
-                d.queue_size_bytes / 64,
-                c.type_,
-                d.callback,
-                d.callback_data,
-                c.private_segment_size,
-                u32::MAX,
-                &mut d.queue,
-            ),
+            // SAFETY: the descriptor's own queue field, and its callback
+            // with its data as the caller passed them (hsa_ext_amd.h).
+            (Some(c), _) => unsafe {
+                queue_create(
+                    agent,
+                    d.queue_size_bytes / 64,
+                    c.type_,
+                    d.callback,
+                    d.callback_data,
+                    c.private_segment_size,
+                    u32::MAX,
+                    &mut d.queue,
+                )
+            },
             (None, HSA_AMD_QUEUE_ENGINE_SDMA | HSA_AMD_QUEUE_ENGINE_AIE)
                 if d.version == HSA_AMD_QUEUE_CREATE_DESC_VERSION =>
             {

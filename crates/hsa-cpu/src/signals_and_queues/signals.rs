@@ -469,7 +469,9 @@ pub(crate) fn wait_any_or_abort(
 
 // --- API entries ----------------------------------------------------------
 
-pub(crate) fn signal_create(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn signal_create(
     initial: i64,
     num_consumers: u32,
     consumers: *const hsa_agent_t,
@@ -485,14 +487,17 @@ pub(crate) fn signal_create(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn amd_signal_create(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn amd_signal_create(
     initial: i64,
     num_consumers: u32,
     consumers: *const hsa_agent_t,
     _attributes: u64,
     out: *mut hsa_signal_t,
 ) -> hsa_status_t {
-    signal_create(initial, num_consumers, consumers, out)
+    // SAFETY: `out` as our own contract says.
+    unsafe { signal_create(initial, num_consumers, consumers, out) }
 }
 
 pub(crate) fn load(signal: hsa_signal_t, order: Order) -> i64 {
@@ -683,7 +688,10 @@ fn async_events_loop() {
     }
 }
 
-pub(crate) fn async_handler(
+/// # Safety
+/// `handler`, if any, may be called with a signal value and `arg` on
+/// the async-events thread until it returns false.
+pub(crate) unsafe fn async_handler(
     signal: hsa_signal_t,
     condition: hsa_signal_condition_t,
     value: i64,
@@ -706,7 +714,10 @@ pub(crate) fn async_handler(
 /// agent (an unknown handle is INVALID_AGENT), the signal, and last that
 /// the agent is a GPU (a CPU agent is INVALID_AGENT too): a tool that
 /// passes no agent gets no time.
-pub(crate) fn get_dispatch_time(
+///
+/// # Safety
+/// `time` is null or valid for writes of one dispatch time.
+pub(crate) unsafe fn get_dispatch_time(
     agent: hsa_agent_t,
     signal: hsa_signal_t,
     time: *mut hsa_amd_profiling_dispatch_time_t,

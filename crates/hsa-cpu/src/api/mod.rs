@@ -30,21 +30,21 @@ mod slots;
 mod entry_guard;
 mod unimplemented_exports;
 
+use crate::api::entry_guard::{FailValue, guard};
+use crate::api::slots::{NO_IMAGES_WORD, STUB_WORD, index_of, resolve, unresolved};
+use crate::api::unimplemented_exports::{JUMP_SLOTS, JUMPS};
 use crate::code_objects::{executables, loader_extension};
 use crate::memory::{allocations, copy_engines, ipc, virtual_memory};
 use crate::signals_and_queues::signals::{Order, Rmw};
-use crate::signals_and_queues::{intercept_queues, queues, signals};
+use crate::signals_and_queues::{async_events, intercept_queues, profiling, queues, signals};
 use crate::tools::api_tables::{Implementation, ServedTables};
 use crate::tools::served_abi;
 use crate::{agents, runtime};
-use entry_guard::{FailValue, guard};
 use hsa::versions::Table;
 use hsa::*;
-use slots::{NO_IMAGES_WORD, STUB_WORD, index_of, resolve, unresolved};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use unimplemented_exports::{JUMP_SLOTS, JUMPS};
 
 static SERVED: OnceLock<ServedTables> = OnceLock::new();
 
@@ -351,10 +351,10 @@ hsa_api! {
         => unsafe { signals::amd_wait_any(signal_count, signals, conds, values, timeout_hint, wait_hint, satisfying_value) };
     export amd.hsa_amd_signal_async_handler_fn: fn hsa_amd_signal_async_handler(signal: Sig, cond: hsa_signal_condition_t, value: Val, handler: SignalHandler, arg: *mut c_void) -> hsa_status_t
         // SAFETY: `handler`, `arg` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { signals::async_handler(signal, cond, value, handler, arg) };
+        => unsafe { async_events::async_handler(signal, cond, value, handler, arg) };
     export amd.hsa_amd_profiling_get_dispatch_time_fn: fn hsa_amd_profiling_get_dispatch_time(agent: hsa_agent_t, signal: Sig, time: *mut hsa_amd_profiling_dispatch_time_t) -> hsa_status_t
         // SAFETY: `time` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { signals::get_dispatch_time(agent, signal, time) };
+        => unsafe { profiling::get_dispatch_time(agent, signal, time) };
 
     // --- queues ---
     export core.hsa_queue_create_fn: fn hsa_queue_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
@@ -381,7 +381,7 @@ hsa_api! {
     export core.hsa_queue_add_write_index_relaxed_fn: fn hsa_queue_add_write_index_relaxed(queue: Q, value: u64) -> u64 => queues::add_write_index(queue, value, Ordering::Relaxed);
     export core.hsa_queue_add_write_index_screlease_fn: fn hsa_queue_add_write_index_screlease(queue: Q, value: u64) -> u64 => queues::add_write_index(queue, value, Ordering::Release);
     export amd.hsa_amd_profiling_set_profiler_enabled_fn: fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: c_int) -> hsa_status_t
-        => queues::set_profiler_enabled(queue, enable);
+        => profiling::set_profiler_enabled(queue, enable);
     table_only amd.hsa_amd_queue_intercept_create_fn: fn hsa_amd_queue_intercept_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
         // SAFETY: `callback`, `data`, `queue` as hsa_ext_amd.h requires (the entry's contract).
         => unsafe { intercept_queues::create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue) };

@@ -40,8 +40,9 @@
 //! injection: served a stale mapping ...`), so tests can count them.
 
 use crate::agents;
-use crate::memory::allocations::{self, MEMFD_NAME, PAGE};
+use crate::memory::allocations;
 use crate::memory::device_access;
+use crate::memory::pool_memfd::{self, MEMFD_NAME, PAGE, Region};
 use crate::tools::served_abi::Abi;
 use hsa::*;
 use std::collections::BTreeMap;
@@ -128,12 +129,12 @@ struct Attachment {
     offset: u64,
 }
 
-/// The attachment containing `ptr`, as a [`allocations::Region`] (for the copy
+/// The attachment containing `ptr`, as a [`Region`] (for the copy
 /// engines), when it is a GPU's memory.
-pub(crate) fn attachment_region(ptr: usize) -> Option<allocations::Region> {
+pub(crate) fn attachment_region(ptr: usize) -> Option<Region> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (user, a) = map.range(..=ptr).next_back()?;
-    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(allocations::Region {
+    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(Region {
         fd: a.fd,
         data_len: a.data_len,
         offset: a.offset,
@@ -259,7 +260,7 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<OwnerMemfd, hsa_status_t> {
         if libc::fstat(fd.0, &mut st) != 0 || st.st_ino != h.inode {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
-        let data_len = allocations::data_len_of(st.st_size as u64);
+        let data_len = pool_memfd::data_len_of(st.st_size as u64);
         if data_len < h.offset + h.size {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }

@@ -30,8 +30,9 @@
 //! its pointers through [`described`].
 
 use crate::agents;
-use crate::memory::allocations::{Described, PAGE};
+use crate::memory::allocations::Described;
 use crate::memory::device_access;
+use crate::memory::pool_memfd::PAGE;
 use hsa::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;

@@ -40,8 +40,9 @@
 //! whole; it is split into ring-sized batches, in order (ROCr would wait
 //! forever).
 
+use crate::signals_and_queues::async_events::{self, AsyncCallback};
 use crate::signals_and_queues::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
-use crate::signals_and_queues::signals::{self, AsyncCallback, Order, Signal};
+use crate::signals_and_queues::signals::{self, Order, Signal};
 use hsa::*;
 use std::any::Any;
 use std::cell::RefCell;
@@ -145,7 +146,7 @@ impl InterceptQueue {
             }
             let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
-                crate::tools::trace::interceptor_call(signals::on_async_thread);
+                crate::tools::trace::interceptor_call(async_events::on_async_thread);
                 let frame = Frame {
                     queue: self,
                     chain,
@@ -333,7 +334,7 @@ unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
 /// The queue's handlers on the runtime's async thread.
 fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
     let weak: Weak<InterceptQueue> = Arc::downgrade(q);
-    let status = signals::register_async(
+    let status = async_events::register_async(
         q.async_doorbell.1.clone(),
         HSA_SIGNAL_CONDITION_NE,
         DOORBELL_IDLE,
@@ -350,7 +351,7 @@ fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
         return status;
     }
     let weak: Weak<InterceptQueue> = Arc::downgrade(q);
-    signals::register_async(
+    async_events::register_async(
         q.retry.1.clone(),
         HSA_SIGNAL_CONDITION_EQ,
         0,

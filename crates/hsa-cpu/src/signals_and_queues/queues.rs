@@ -641,14 +641,3 @@ pub(crate) fn cas_write_index(q: *const hsa_queue_t, expected: u64, v: u64, o: O
         }
     })
 }
-
-/// Deliberate difference: ROCr's CP writes dispatch timestamps only on
-/// queues with profiling enabled; we write them for every dispatch (the
-/// ditto tool reports durations on the CPU runtime without enabling
-/// profiling), so enabling only validates the queue.
-pub(crate) fn set_profiler_enabled(queue: *mut hsa_queue_t, _enable: i32) -> hsa_status_t {
-    if lookup(queue).is_none() {
-        return HSA_STATUS_ERROR_INVALID_QUEUE;
-    }
-    HSA_STATUS_SUCCESS
-}

@@ -92,8 +92,8 @@ fn init() -> hsa_status_t {
                 },
             )
         },
-        Err(message) => {
-            eprintln!("hsa-cpu: error: {message}");
+        Err(unknown) => {
+            eprintln!("hsa-cpu: error: {unknown}");
             HSA_STATUS_ERROR_INVALID_ARGUMENT
         }
     }

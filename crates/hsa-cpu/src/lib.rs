@@ -34,15 +34,16 @@
 //!   host), `group_workers` (the work-group threads shared by all queues,
 //!   DITTO_HSA_CPU_THREADS)
 //! - `signals_and_queues/` `signals` (signal table, values, blocking waits),
-//!   `async_events` (the runtime's async-events thread), `queues` (AQL
-//!   rings, index operations, one packet processor per queue),
+//!   `async_events` (the runtime's async-events thread), `aql_rings` (one
+//!   ring of AQL packets), `packet_processor` (each hardware queue's
+//!   thread), `queues` (the registry, sizes, index operations),
 //!   `intercept_queues` (proxy ring, interceptor chain, overflow),
 //!   `profiling` (dispatch timestamps: hsa_amd_profiling_*)
 //!
 //! Modules use each other in one direction only (tests/module_graph.rs
 //! fails on a circle): `api` over everything it routes to;
 //! `loader_extension` over `executables` over `amdgpu` over
-//! `host_kernels`; the packet processor (`queues`) over the registry of
+//! `host_kernels`; the packet processor (`packet_processor`) over the registry of
 //! live kernels (`executables`) and kernel execution (`dispatch`);
 //! `intercept_queues` over `queues` and `async_events`; `ipc` over
 //! `allocations` over `pool_memfd`. In `api/`, `mod.rs` over its three

@@ -9,8 +9,9 @@
 //! registered, a packet costs the queue lock and no other lock: the chain
 //! snapshot is kept under the queue lock and taken again only when a
 //! registration changed it, and an empty overflow buffer is seen by a flag.
-//! Built on `queues` (the proxy and hardware rings, the registry, which
-//! holds an intercept queue as a `queues::ProxyQueue`).
+//! Built on `aql_rings` (the proxy ring), `packet_processor` (the hardware
+//! queue) and `queues` (the registry, which holds an intercept queue as a
+//! `queues::ProxyQueue`).
 //!
 //! - A store on the proxy doorbell runs, on the storing thread and under the
 //!   queue's non-recursive lock, the outermost interceptor (the LAST
@@ -40,8 +41,10 @@
 //! whole; it is split into ring-sized batches, in order (ROCr would wait
 //! forever).
 
+use crate::signals_and_queues::aql_rings::Ring;
 use crate::signals_and_queues::async_events::{self, AsyncCallback};
-use crate::signals_and_queues::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
+use crate::signals_and_queues::packet_processor::HwQueue;
+use crate::signals_and_queues::queues::{self, ProxyQueue, QueueRecord};
 use crate::signals_and_queues::signals::{self, Order, Signal};
 use hsa::*;
 use std::any::Any;

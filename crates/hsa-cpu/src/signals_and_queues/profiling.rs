@@ -1,5 +1,5 @@
 //! Dispatch timestamps (`hsa_amd_profiling_*`): which queues record them
-//! and how a tool reads them. The packet processor (`queues`) writes the
+//! and how a tool reads them. The packet processor (`packet_processor`) writes the
 //! start and end of every dispatch and barrier into its completion signal
 //! (`Signal::set_dispatch_time`), in ticks of the system timestamp
 //! (`agents::timestamp_ns`, 1 GHz); this module answers for them.

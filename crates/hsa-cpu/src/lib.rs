@@ -9,7 +9,10 @@
 //!   `unimplemented_exports` (the exported trampolines of every other
 //!   function); every export calls through the served tables
 //! - `runtime`      hsa_init / hsa_shut_down reference count, tool life cycle
-//! - `agents`       CPU agent, GPU-type agent (gfx90a), ISA, pools, system info
+//! - `agents`       the topology: CPU agent, GPU-type agents (gfx90a), ISA,
+//!   pools, SDMA engines, the system timestamp
+//! - `agent_info`   what the info queries answer about them (system, agent,
+//!   ISA and pool info, iterations, status strings)
 //! - `tools/`       what tools are served and how they are loaded:
 //!   `served_abi` (which ROCm release's ABI, DITTO_HSA_CPU_ABI, default
 //!   7.2), `api_tables` (the served API tables, laid out as that release's
@@ -47,7 +50,8 @@
 //! live kernels (`executables`) and kernel execution (`dispatch`);
 //! `intercept_queues` over `queues` and `async_events`; `ipc` over
 //! `allocations` over `pool_memfd`. In `api/`, `mod.rs` over its three
-//! modules; none of them uses `api` itself. A lower
+//! modules; none of them uses `api` itself. `agent_info` over `agents`
+//! (and `device_access`, for what the CPU may reach). A lower
 //! module that needs something of a higher one is handed it (a parameter,
 //! a trait object), never imports it. `trace`, `agents`, `loading`,
 //! `group_workers`, `blit_kernels`, `served_abi`, `api_tables`,
@@ -67,6 +71,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod agent_info;
 pub mod agents;
 pub mod api;
 pub mod code_objects;

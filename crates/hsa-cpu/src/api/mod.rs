@@ -39,7 +39,7 @@ use crate::signals_and_queues::signals::{Order, Rmw};
 use crate::signals_and_queues::{async_events, intercept_queues, profiling, queues, signals};
 use crate::tools::api_tables::{Implementation, ServedTables};
 use crate::tools::served_abi;
-use crate::{agents, runtime};
+use crate::{agent_info, agents, runtime};
 use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
@@ -181,34 +181,34 @@ hsa_api! {
     export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down(restore_tables);
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
         // SAFETY: `value` as hsa.h requires (the entry's contract).
-        => unsafe { agents::system_get_info(attribute, value) };
+        => unsafe { agent_info::system_get_info(attribute, value) };
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t
         // SAFETY: `table` as hsa.h requires (the entry's contract).
         => unsafe { loader_extension::system_get_major_extension_table(extension, version_major, table_length, table) };
     export core.hsa_status_string_fn: fn hsa_status_string(status: hsa_status_t, status_string: *mut *const c_char) -> hsa_status_t
         // SAFETY: `status_string` as hsa.h requires (the entry's contract).
-        => unsafe { agents::status_string(status, status_string) };
+        => unsafe { agent_info::status_string(status, status_string) };
     export core.hsa_iterate_agents_fn: fn hsa_iterate_agents(callback: AgentCallback, data: *mut c_void) -> hsa_status_t
         // SAFETY: `callback`, `data` as hsa.h requires (the entry's contract).
-        => unsafe { agents::iterate_agents(callback, data) };
+        => unsafe { agent_info::iterate_agents(callback, data) };
     export core.hsa_agent_get_info_fn: fn hsa_agent_get_info(agent: hsa_agent_t, attribute: hsa_agent_info_t, value: *mut c_void) -> hsa_status_t
         // SAFETY: `value` as hsa.h requires (the entry's contract).
-        => unsafe { agents::agent_get_info(agent, attribute, value) };
+        => unsafe { agent_info::agent_get_info(agent, attribute, value) };
     export core.hsa_agent_iterate_isas_fn: fn hsa_agent_iterate_isas(agent: hsa_agent_t, callback: IsaCallback, data: *mut c_void) -> hsa_status_t
         // SAFETY: `callback`, `data` as hsa.h requires (the entry's contract).
-        => unsafe { agents::agent_iterate_isas(agent, callback, data) };
+        => unsafe { agent_info::agent_iterate_isas(agent, callback, data) };
     export core.hsa_isa_get_info_alt_fn: fn hsa_isa_get_info_alt(isa: hsa_isa_t, attribute: hsa_isa_info_t, value: *mut c_void) -> hsa_status_t
         // SAFETY: `value` as hsa.h requires (the entry's contract).
-        => unsafe { agents::isa_get_info_alt(isa, attribute, value) };
+        => unsafe { agent_info::isa_get_info_alt(isa, attribute, value) };
     export amd.hsa_amd_agent_iterate_memory_pools_fn: fn hsa_amd_agent_iterate_memory_pools(agent: hsa_agent_t, callback: PoolCallback, data: *mut c_void) -> hsa_status_t
         // SAFETY: `callback`, `data` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { agents::iterate_memory_pools(agent, callback, data) };
+        => unsafe { agent_info::iterate_memory_pools(agent, callback, data) };
     export amd.hsa_amd_memory_pool_get_info_fn: fn hsa_amd_memory_pool_get_info(pool: hsa_amd_memory_pool_t, attribute: hsa_amd_memory_pool_info_t, value: *mut c_void) -> hsa_status_t
         // SAFETY: `value` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { agents::memory_pool_get_info(pool, attribute, value) };
+        => unsafe { agent_info::memory_pool_get_info(pool, attribute, value) };
     export amd.hsa_amd_agent_memory_pool_get_info_fn: fn hsa_amd_agent_memory_pool_get_info(agent: hsa_agent_t, pool: hsa_amd_memory_pool_t, attribute: hsa_amd_agent_memory_pool_info_t, value: *mut c_void) -> hsa_status_t
         // SAFETY: `value` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { agents::agent_memory_pool_get_info(agent, pool, attribute, value) };
+        => unsafe { agent_info::agent_memory_pool_get_info(agent, pool, attribute, value) };
 
     // --- memory ---
     export amd.hsa_amd_memory_pool_allocate_fn: fn hsa_amd_memory_pool_allocate(pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void) -> hsa_status_t
@@ -231,12 +231,12 @@ hsa_api! {
         };
     export amd.hsa_amd_memory_copy_engine_status_fn: fn hsa_amd_memory_copy_engine_status(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, engine_ids_mask: *mut u32) -> hsa_status_t
         // SAFETY: `engine_ids_mask` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { agents::copy_engine_status(dst_agent, src_agent, engine_ids_mask) };
+        => unsafe { agent_info::copy_engine_status(dst_agent, src_agent, engine_ids_mask) };
     export amd.hsa_amd_agent_set_async_scratch_limit_fn: fn hsa_amd_agent_set_async_scratch_limit(agent: hsa_agent_t, threshold: usize) -> hsa_status_t
-        => agents::set_async_scratch_limit(agent, threshold);
+        => agent_info::set_async_scratch_limit(agent, threshold);
     export amd.hsa_amd_memory_get_preferred_copy_engine_fn: fn hsa_amd_memory_get_preferred_copy_engine(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, recommended_ids_mask: *mut u32) -> hsa_status_t
         // SAFETY: `recommended_ids_mask` as hsa_ext_amd.h requires (the entry's contract).
-        => unsafe { agents::preferred_copy_engine(dst_agent, src_agent, recommended_ids_mask) };
+        => unsafe { agent_info::preferred_copy_engine(dst_agent, src_agent, recommended_ids_mask) };
     export amd.hsa_amd_enable_logging_fn: fn hsa_amd_enable_logging(flags: *mut u8, file: *mut c_void) -> hsa_status_t
         => HSA_STATUS_SUCCESS;
     export amd.hsa_amd_agents_allow_access_fn: fn hsa_amd_agents_allow_access(num_agents: u32, agents: *const hsa_agent_t, flags: *const u32, ptr: *const c_void) -> hsa_status_t

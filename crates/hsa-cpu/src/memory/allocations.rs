@@ -132,7 +132,8 @@ impl MemoryState {
             let base = block + first_page * PAGE;
             if let Some(gpu) = device
                 && b.opened_to_peers
-                && let Err(why) = device_access::protect(base, len, Reach::Gpu(gpu))
+                // SAFETY: pages of our own read-write block mapping.
+                && let Err(why) = unsafe { device_access::protect(base, len, Reach::Gpu(gpu)) }
             {
                 eprintln!("hsa-cpu: cannot allocate GPU memory: {why}");
                 return None;
@@ -380,7 +381,8 @@ pub(crate) unsafe fn agents_allow_access(
             && agents::reach_of(owner, list.iter().copied()) == Reach::Peers
         {
             let len = c.size.div_ceil(PAGE) * PAGE;
-            if let Err(why) = device_access::protect(c.base, len, Reach::Peers) {
+            // SAFETY: the pages of one of our allocations, mapped read-write.
+            if let Err(why) = unsafe { device_access::protect(c.base, len, Reach::Peers) } {
                 eprintln!("hsa-cpu: cannot open GPU memory to peers: {why}");
                 return HSA_STATUS_ERROR;
             }

@@ -151,7 +151,11 @@ pub fn cpu_access() -> hsa_amd_memory_pool_access_t {
 /// reachable by `reach` only: CPU threads, and other GPUs' kernels, fault
 /// on it. Does nothing on a large-BAR system or without protection keys.
 /// `Err` names the failed call.
-pub fn protect(base: usize, len: usize, reach: Reach) -> Result<(), ProtectError> {
+///
+/// # Safety
+/// `[base, base + len)` is a read-write mapping of GPU memory the caller
+/// owns (its protection key changes; its protection stays read-write).
+pub unsafe fn protect(base: usize, len: usize, reach: Reach) -> Result<(), ProtectError> {
     let Some(key) = key_of(reach) else {
         return Ok(());
     };

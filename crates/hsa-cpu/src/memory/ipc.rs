@@ -307,11 +307,14 @@ fn map_attachment(
     // A GPU's memory is as unreachable by this process's CPU threads as by
     // the exporter's; mapped for GPUs besides its owner, they reach it.
     if let Some(gpu) = agents::gpu_index(owner)
-        && let Err(why) = device_access::protect(
-            p as usize,
-            map_len,
-            agents::reach_of(gpu, mapping_agents.iter().copied()),
-        )
+        // SAFETY: the read-write mapping just made, ours.
+        && let Err(why) = unsafe {
+            device_access::protect(
+                p as usize,
+                map_len,
+                agents::reach_of(gpu, mapping_agents.iter().copied()),
+            )
+        }
     {
         eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
         // SAFETY: the mapping just made, used by nobody yet.

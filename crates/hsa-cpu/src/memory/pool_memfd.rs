@@ -37,7 +37,8 @@ impl SharedMapping {
     /// `device`: the GPU whose memory it is, which CPU threads and other
     /// GPUs may not touch (`device_access::protect`).
     pub(crate) fn new(len: usize, device: Option<usize>) -> Option<Self> {
-        // SAFETY: plain syscalls on fds and memory we own; every failure is checked.
+        // SAFETY: plain syscalls on fds and memory we own (`protect` too: on
+        // the read-write mapping made here); every failure is checked.
         unsafe {
             let fd = libc::memfd_create(c"hsa-cpu-pool".as_ptr(), libc::MFD_CLOEXEC);
             if fd < 0 {

@@ -416,7 +416,9 @@ pub(crate) unsafe fn set_access(
             .iter()
             .filter(|(_, p)| *p != HSA_ACCESS_PERMISSION_NONE)
             .map(|(a, _)| *a);
-        ok = device_access::protect(start, size, agents::reach_of(owner, granted)).is_ok();
+        // SAFETY: our own mapping, made read-write just above.
+        ok = unsafe { device_access::protect(start, size, agents::reach_of(owner, granted)) }
+            .is_ok();
     }
     if ok {
         HSA_STATUS_SUCCESS

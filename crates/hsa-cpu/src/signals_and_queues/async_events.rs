@@ -121,7 +121,8 @@ fn async_events_loop() {
         // store signals, ring doorbells).
         for (mut h, value) in ready {
             let keep = match &mut h.callback {
-                // SAFETY: the application's handler with its own argument.
+                // SAFETY: the application's handler with its own argument, as
+                // `async_handler`'s caller vouched for them.
                 AsyncCallback::App(f, arg) => unsafe { f(value, *arg as *mut c_void) },
                 // A panic stops only this handler, never the thread.
                 AsyncCallback::Internal(f) => {

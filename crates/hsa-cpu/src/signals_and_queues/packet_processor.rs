@@ -82,7 +82,8 @@ impl HwQueue {
 
     fn report(&self, status: hsa_status_t) {
         if let Some(cb) = self.error_callback {
-            // SAFETY: the application's error callback with its own data.
+            // SAFETY: the application's error callback with its own data, as
+            // `create`'s caller vouched for them.
             unsafe {
                 cb(
                     status,
@@ -202,7 +203,10 @@ impl HwQueue {
                                     );
                                 }
                             }
-                            dispatch::run(&d, kernel, ring.cooperative(), self.gpu)
+                            // SAFETY: the application published the packet
+                            // (hsa.h): its kernarg holds the kernel's
+                            // arguments and what they point at.
+                            unsafe { dispatch::run(&d, kernel, ring.cooperative(), self.gpu) }
                         }
                         None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
                     };

@@ -4,7 +4,7 @@
 //! memory operations. Their machine code cannot run here, so each kernel
 //! the runtime knows by name is implemented below from its argument layout
 //! (the code object's `NT_AMDGPU_METADATA`, ROCm 5.2.3's blit code object,
-//! checked at load by [`Blit::check_layout`]) and from what CLR puts in
+//! checked at load by [`Blit::for_kernel`]) and from what CLR puts in
 //! the arguments. Owns those layouts and meanings; never touches the grid:
 //! a blit does its whole job in one call, whatever the packet's geometry.
 //!

@@ -7,17 +7,17 @@
 //! both when a process dies (SIGKILL included).
 //!
 //! Handle layout (`hsa_amd_ipc_memory_t.handle[0..8]`, u32 words):
-//!   [0] owner pid   [1] memfd number in the owner (bits 0..24) and the
+//!   \[0\] owner pid   \[1\] memfd number in the owner (bits 0..24) and the
 //!   owning agent (bits 24..32: 0 the CPU agent, 1 + i GPU agent i)
 //!   [2..4] memfd inode (lo, hi)
-//!   [4] page index of the allocation in the memfd   [5] allocation serial
+//!   \[4\] page index of the allocation in the memfd   \[5\] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
 //! An attachment of a GPU's memory carries the protection key
 //! (`device_access`): this process's CPU threads cannot touch it either.
 //! An attachment reports the exporter's owning agent in pointer info, as
 //! ROCr reports the node the memory lives on; the attaching process's
 //! agent list only has to name agents it has (else INVALID_AGENT).
-//! Attach checks, in the owner's live memfd (through /proc/<pid>/fd): name,
+//! Attach checks, in the owner's live memfd (through `/proc/<pid>/fd`): name,
 //! inode (an fd number closed and reused for another file is refused), size,
 //! and the serial recorded in the memfd's metadata page (`allocations`): a freed
 //! allocation, also a fragment whose 2 MiB block lives on, is refused. An

@@ -2,8 +2,8 @@
 //! can export them and `visibility` can keep their older copy. Every pool
 //! byte lives in a memfd named "hsa-cpu-pool" mapped MAP_SHARED; the memfd
 //! is `[data: len][metadata: PAGE][shadow: len]`. Owns that layout, the
-//! mapping ([`SharedMapping`]) and one allocation's place in it
-//! ([`Region`], for `visibility`, `ipc` and the copy engines); knows
+//! mapping (`SharedMapping`) and one allocation's place in it
+//! (`Region`, for `visibility`, `ipc` and the copy engines); knows
 //! nothing of which allocation lives where (`allocations`).
 //!
 //! Liveness for IPC: the metadata page (never mapped for the application)

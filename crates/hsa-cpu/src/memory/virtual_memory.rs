@@ -21,13 +21,13 @@
 //! pool allocations only, so an AGENT-scope write to a mapping is visible
 //! to the copy engines at once.
 //!
-//! Pointer info ([`described`]) as ROCr gives it: a mapped address is
+//! Pointer info (`described`) as ROCr gives it: a mapped address is
 //! HSA_EXT_POINTER_TYPE_HSA_VMEM with ITSELF as base address and the
 //! mapping's size (not the mapping's start), a reserved unmapped one
 //! HSA_EXT_POINTER_TYPE_RESERVED_ADDR with the reservation's start and size.
 //!
 //! Uses `agents` (pools) and `device_access` (the key); `allocations` describes
-//! its pointers through [`described`].
+//! its pointers through `described`.
 
 use crate::agents;
 use crate::memory::allocations::Described;

@@ -56,7 +56,10 @@ impl Drop for LoadingTools {
 
 /// `hsa_init`; the first call hands `root_table` to the tools it loads,
 /// loaded as `loading` says.
-pub fn init(root_table: *mut HsaApiTable, loading: loading::Loading) -> hsa_status_t {
+///
+/// # Safety
+/// `root_table` is a valid API table that outlives every tool.
+pub unsafe fn init(root_table: *mut HsaApiTable, loading: loading::Loading) -> hsa_status_t {
     if LOADING_TOOLS.with(|l| l.get()) {
         *NESTED.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         return HSA_STATUS_SUCCESS;
@@ -69,7 +72,8 @@ pub fn init(root_table: *mut HsaApiTable, loading: loading::Loading) -> hsa_stat
     if life.count == 1 {
         let loaded = {
             let _loading = LoadingTools::enter();
-            loading::load(root_table, loading)
+            // SAFETY: `root_table` as our own contract says.
+            unsafe { loading::load(root_table, loading) }
         };
         life.tools = loaded;
         let nested = std::mem::take(&mut *NESTED.lock().unwrap_or_else(|e| e.into_inner()));

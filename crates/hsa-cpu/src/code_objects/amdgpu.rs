@@ -63,16 +63,33 @@ fn descriptor(file: &object::File<'_>, symbol: &str) -> Option<[u8; 64]> {
     data.try_into().ok()
 }
 
-/// The kernels of an AMDGPU code object. Err: why it cannot be loaded.
-pub(crate) fn load(bytes: &[u8]) -> Result<Vec<AmdgpuKernel>, String> {
+/// Why an AMDGPU code object cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AmdgpuLoadError {
+    /// Its metadata note does not parse (ditto_kernels' message).
+    #[error("{0}")]
+    Metadata(String),
+    #[error("the code object has no NT_AMDGPU_METADATA note")]
+    NoMetadata,
+    #[error(transparent)]
+    Elf(#[from] object::Error),
+    #[error("kernel `{name}`: no 64-byte symbol {symbol}")]
+    NoDescriptor { name: String, symbol: String },
+}
+
+/// The kernels of an AMDGPU code object.
+pub(crate) fn load(bytes: &[u8]) -> Result<Vec<AmdgpuKernel>, AmdgpuLoadError> {
     let kernels = ditto_kernels::parse_code_object(bytes)
-        .map_err(|e| e.to_string())?
-        .ok_or("the code object has no NT_AMDGPU_METADATA note")?;
-    let file = object::File::parse(bytes).map_err(|e| e.to_string())?;
+        .map_err(|e| AmdgpuLoadError::Metadata(e.to_string()))?
+        .ok_or(AmdgpuLoadError::NoMetadata)?;
+    let file = object::File::parse(bytes)?;
     let mut out = Vec::with_capacity(kernels.len());
     for k in kernels {
-        let descriptor = descriptor(&file, &k.symbol)
-            .ok_or_else(|| format!("kernel `{}`: no 64-byte symbol {}", k.name, k.symbol))?;
+        let descriptor =
+            descriptor(&file, &k.symbol).ok_or_else(|| AmdgpuLoadError::NoDescriptor {
+                name: k.name.clone(),
+                symbol: k.symbol.clone(),
+            })?;
         let explicit: Vec<(u64, u64)> = k
             .explicit_args()
             .iter()

@@ -4,7 +4,7 @@
 //! memory operations. Their machine code cannot run here, so each kernel
 //! the runtime knows by name is implemented below from its argument layout
 //! (the code object's `NT_AMDGPU_METADATA`, ROCm 5.2.3's blit code object,
-//! checked at load by [`Blit::check_layout`]) and from what CLR puts in
+//! checked at load by [`Blit::for_kernel`]) and from what CLR puts in
 //! the arguments. Owns those layouts and meanings; never touches the grid:
 //! a blit does its whole job in one call, whatever the packet's geometry.
 //!
@@ -74,6 +74,56 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+/// A blit kernel CLR names but whose explicit arguments (offset, size) are
+/// laid out as none of the variants this runtime implements.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its arguments (offset, size) are {args:?}; the CPU runtime implements {}",
+    implemented_layouts(implemented)
+)]
+pub struct BlitLayoutError {
+    pub args: Vec<(u64, u64)>,
+    pub implemented: Vec<&'static [(u64, u64)]>,
+}
+
+fn implemented_layouts(layouts: &[&[(u64, u64)]]) -> String {
+    let known: Vec<String> = layouts.iter().map(|l| format!("{l:?}")).collect();
+    known.join(" or ")
+}
+
+/// Why a blit kernel could not run on its packet's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlitError {
+    #[error("the packet has no kernarg segment")]
+    NoKernarg,
+    #[error("copyBuffer: element size {0}")]
+    CopyElementSize(u64),
+    #[error("copyBufferAligned: size * alignment overflows")]
+    CopySizeOverflows,
+    #[error("copyBufferRectAligned: element size {0}")]
+    RectElementSize(u64),
+    #[error("copy blit with a null buffer")]
+    CopyNullBuffer,
+    #[error("fillBufferAligned: alignment {0}")]
+    FillAlignment(u64),
+    #[error("fillBufferAligned: a null buffer or pattern")]
+    FillNullBufferOrPattern,
+    #[error("fillBufferAligned: every buffer pointer is null")]
+    FillEveryBufferNull,
+    #[error("fillBufferAligned: the pattern pointer is null")]
+    FillNullPattern,
+    #[error("streamOpsWrite: both pointers are null")]
+    WriteBothNull,
+    #[error("streamOpsWrite: ptrUlong is null")]
+    WriteNullUlong,
+    #[error("streamOpsWrite: ptrInt is null")]
+    WriteNullInt,
+    #[error("streamOpsWait: both pointers are null")]
+    WaitBothNull,
+    #[error("streamOpsWait: unknown comparison {0}")]
+    WaitComparison(u64),
+}
+
 /// A blit kernel this runtime implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Blit {
@@ -132,23 +182,17 @@ impl Blit {
     /// The blit kernel `name` with explicit arguments `args` (offset,
     /// size) is: the variant whose layout they are. `Ok(None)`: not a blit
     /// this runtime implements; Err: implemented, but for other layouts.
-    pub fn for_kernel(name: &str, args: &[(u64, u64)]) -> Result<Option<Blit>, String> {
+    pub fn for_kernel(name: &str, args: &[(u64, u64)]) -> Result<Option<Blit>, BlitLayoutError> {
         let variants = Blit::variants(name);
         if variants.is_empty() {
             return Ok(None);
         }
         match variants.iter().find(|b| b.layout() == args) {
             Some(b) => Ok(Some(*b)),
-            None => {
-                let known: Vec<String> = variants
-                    .iter()
-                    .map(|b| format!("{:?}", b.layout()))
-                    .collect();
-                Err(format!(
-                    "its arguments (offset, size) are {args:?}; the CPU runtime implements {}",
-                    known.join(" or ")
-                ))
-            }
+            None => Err(BlitLayoutError {
+                args: args.to_vec(),
+                implemented: variants.iter().map(|b| b.layout()).collect(),
+            }),
         }
     }
 
@@ -211,12 +255,13 @@ impl Blit {
     /// `kernarg` must hold the kernel's explicit arguments, and the
     /// pointers in them must address memory of the sizes the arguments
     /// describe, as on a GPU.
-    pub unsafe fn run(self, kernarg: *const u8) -> Result<(), String> {
+    pub unsafe fn run(self, kernarg: *const u8) -> Result<(), BlitError> {
         if kernarg.is_null() {
-            return Err("the packet has no kernarg segment".into());
+            return Err(BlitError::NoKernarg);
         }
         // SAFETY: the caller guarantees the layout checked at load.
         let u64_at = |off: usize| unsafe { (kernarg.add(off) as *const u64).read_unaligned() };
+        // SAFETY: as above.
         let u32_at = |off: usize| unsafe { (kernarg.add(off) as *const u32).read_unaligned() };
         let ptr_at = |off: usize| u64_at(off) as usize as *mut u8;
         match self {
@@ -232,7 +277,7 @@ impl Blit {
                 let (src, dst, size) = (ptr_at(0), ptr_at(8), u64_at(16));
                 let (remainder, element) = (u32_at(24) as u64, u32_at(28) as u64);
                 if element != 16 && element != 4 {
-                    return Err(format!("copyBuffer: element size {element}"));
+                    return Err(BlitError::CopyElementSize(element));
                 }
                 let span = u64_at(32).saturating_sub(dst as u64);
                 let aligned = span.div_ceil(element) * element;
@@ -252,7 +297,7 @@ impl Blit {
                 let (buffer, pattern) = (ptr_at(0), ptr_at(8) as *const u8);
                 let (elements, alignment) = (u32_at(16) as u64, u32_at(20) as u64);
                 if ![1, 2, 4, 8, 16].contains(&alignment) {
-                    return Err(format!("fillBufferAligned: alignment {alignment}"));
+                    return Err(BlitError::FillAlignment(alignment));
                 }
                 let slot = elements * alignment;
                 let span = u64_at(24).saturating_sub(buffer as u64);
@@ -260,7 +305,7 @@ impl Blit {
                     return Ok(());
                 }
                 if buffer.is_null() || pattern.is_null() {
-                    return Err("fillBufferAligned: a null buffer or pattern".into());
+                    return Err(BlitError::FillNullBufferOrPattern);
                 }
                 let mut at = 0;
                 while at < span {
@@ -281,14 +326,14 @@ impl Blit {
                     // SAFETY: an aligned 4-byte word of device memory.
                     unsafe { (*narrow).store(value as u32, Ordering::Release) };
                 } else {
-                    return Err("streamOpsWrite: both pointers are null".into());
+                    return Err(BlitError::WriteBothNull);
                 }
                 Ok(())
             }
             Blit::CopyBufferAligned => {
                 let bytes = u64_at(32)
                     .checked_mul(u32_at(40) as u64)
-                    .ok_or("copyBufferAligned: size * alignment overflows")?;
+                    .ok_or(BlitError::CopySizeOverflows)?;
                 // SAFETY: per the caller's guarantee.
                 unsafe { copy(ptr_at(0), u64_at(16), ptr_at(8), u64_at(24), bytes) }
             }
@@ -300,7 +345,7 @@ impl Blit {
                 let element = match (self, u64_at(120)) {
                     (Blit::CopyBufferRect, _) => 1,
                     (_, e @ (1 | 2 | 4 | 8 | 16)) => e,
-                    (_, e) => return Err(format!("copyBufferRectAligned: element size {e}")),
+                    (_, e) => return Err(BlitError::RectElementSize(e)),
                 };
                 for z in 0..size[2] {
                     for y in 0..size[1] {
@@ -325,7 +370,7 @@ impl Blit {
                     .into_iter()
                     .map(|(off, element)| (ptr_at(off), element))
                     .find(|(p, _)| !p.is_null())
-                    .ok_or("fillBufferAligned: every buffer pointer is null")?;
+                    .ok_or(BlitError::FillEveryBufferNull)?;
                 let pattern = ptr_at(32) as *const u8;
                 let pattern_elements = u32_at(40) as u64;
                 let offset = u64_at(48);
@@ -335,7 +380,7 @@ impl Blit {
                     (u64_at(56), u64_at(64), u64_at(72))
                 };
                 if pattern.is_null() && pattern_elements > 0 {
-                    return Err("fillBufferAligned: the pattern pointer is null".into());
+                    return Err(BlitError::FillNullPattern);
                 }
                 let pattern_bytes = (pattern_elements * element) as usize;
                 if pattern_bytes == 0 {
@@ -362,14 +407,14 @@ impl Blit {
                 if u64_at(24) == 8 {
                     let p = ptr_at(8) as *const AtomicU64;
                     if p.is_null() {
-                        return Err("streamOpsWrite: ptrUlong is null".into());
+                        return Err(BlitError::WriteNullUlong);
                     }
                     // SAFETY: an aligned 8-byte word of device memory.
                     unsafe { (*p).store(value, Ordering::Release) };
                 } else {
                     let p = ptr_at(0) as *const AtomicU32;
                     if p.is_null() {
-                        return Err("streamOpsWrite: ptrInt is null".into());
+                        return Err(BlitError::WriteNullInt);
                     }
                     // SAFETY: an aligned 4-byte word of device memory.
                     unsafe { (*p).store(value as u32, Ordering::Release) };
@@ -381,10 +426,10 @@ impl Blit {
                 let wide = ptr_at(8) as *const AtomicU64;
                 let narrow = ptr_at(0) as *const AtomicU32;
                 if wide.is_null() && narrow.is_null() {
-                    return Err("streamOpsWait: both pointers are null".into());
+                    return Err(BlitError::WaitBothNull);
                 }
                 if flags > 3 {
-                    return Err(format!("streamOpsWait: unknown comparison {flags}"));
+                    return Err(BlitError::WaitComparison(flags));
                 }
                 loop {
                     // SAFETY: an aligned word of device memory.
@@ -451,12 +496,12 @@ unsafe fn copy(
     dst: *mut u8,
     dst_offset: u64,
     bytes: u64,
-) -> Result<(), String> {
+) -> Result<(), BlitError> {
     if bytes == 0 {
         return Ok(());
     }
     if src.is_null() || dst.is_null() {
-        return Err("copy blit with a null buffer".into());
+        return Err(BlitError::CopyNullBuffer);
     }
     // SAFETY: per the caller's guarantee.
     unsafe {
@@ -497,6 +542,7 @@ mod tests {
             ],
             48,
         );
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::CopyBuffer.run(k.as_ptr()) }.unwrap();
         assert_eq!(&dst[5..16], &src[3..14]);
         assert_eq!(dst[4], 0xAA);
@@ -518,6 +564,7 @@ mod tests {
             ],
             64,
         );
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::FillBufferAligned.run(k.as_ptr()) }.unwrap();
         assert_eq!(&buf[..10], &[0, 0, 7, 9, 7, 9, 7, 9, 0, 0]);
     }
@@ -546,7 +593,7 @@ mod tests {
             Blit::for_kernel(name, &clr72),
             Ok(Some(Blit::CopyBufferToEndSized))
         );
-        let err = Blit::for_kernel(name, &clr52[..5]).unwrap_err();
+        let err = Blit::for_kernel(name, &clr52[..5]).unwrap_err().to_string();
         assert!(err.contains("implements") && err.contains(" or "), "{err}");
         assert_eq!(
             Blit::for_kernel("__amd_rocclr_gwsInit", &[(0, 4)]),
@@ -570,6 +617,7 @@ mod tests {
         );
         k[24..28].copy_from_slice(&5u32.to_le_bytes());
         k[28..32].copy_from_slice(&16u32.to_le_bytes());
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::CopyBufferToEnd.run(k.as_ptr()) }.unwrap();
         assert_eq!(&dst[..37], &src[..37]);
         assert!(dst[37..].iter().all(|b| *b == 0xAA));
@@ -584,6 +632,7 @@ mod tests {
         let mut k = kernarg(&[(0, b), (8, pattern.as_ptr() as u64), (24, b + 40)], 40);
         k[16..20].copy_from_slice(&2u32.to_le_bytes());
         k[20..24].copy_from_slice(&4u32.to_le_bytes());
+        // SAFETY: the kernarg holds the layout this blit reads, its buffers live.
         unsafe { Blit::FillBufferToEnd.run(k.as_ptr()) }.unwrap();
         assert_eq!(&buf[..12], &[7, 9, 7, 9, 7, 9, 7, 9, 7, 9, 0, 0]);
     }

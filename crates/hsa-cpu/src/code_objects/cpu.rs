@@ -54,21 +54,35 @@ const _: () = {
     assert!(std::mem::size_of::<CpuKernel>() == 32);
 };
 
+/// Why a code object's `ditto_cpu_code_object_abi` word refuses it; the
+/// message to print names both ABIs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CodeObjectAbiError {
+    /// It names another ABI.
+    #[error(
+        "hsa-cpu: refusing a code object of ditto CPU code-object ABI {0}: this runtime runs \
+         ABI {ours} (DITTO_CPU_CODE_OBJECT_ABI in include/ditto_hsa_cpu.h); rebuild the \
+         code object with the current include/ditto_hip_cpu.hpp",
+        ours = CODE_OBJECT_ABI
+    )]
+    Other(u32),
+    /// It exports the kernel list but no ABI word.
+    #[error(
+        "hsa-cpu: refusing a code object that exports ditto_cpu_code_object_kernels but no \
+         ditto_cpu_code_object_abi: this runtime runs ABI {ours} \
+         (include/ditto_hsa_cpu.h); rebuild the code object with the current headers",
+        ours = CODE_OBJECT_ABI
+    )]
+    Missing,
+}
+
 /// Checks a code object's `ditto_cpu_code_object_abi` word (None: the code
-/// object does not export it). Err: the message to print, naming both ABIs.
-pub(crate) fn check_code_object_abi(abi: Option<u32>) -> Result<(), String> {
+/// object does not export it).
+pub(crate) fn check_code_object_abi(abi: Option<u32>) -> Result<(), CodeObjectAbiError> {
     match abi {
         Some(CODE_OBJECT_ABI) => Ok(()),
-        Some(other) => Err(format!(
-            "hsa-cpu: refusing a code object of ditto CPU code-object ABI {other}: this runtime runs \
-             ABI {CODE_OBJECT_ABI} (DITTO_CPU_CODE_OBJECT_ABI in include/ditto_hsa_cpu.h); rebuild the \
-             code object with the current include/ditto_hip_cpu.hpp"
-        )),
-        None => Err(format!(
-            "hsa-cpu: refusing a code object that exports ditto_cpu_code_object_kernels but no \
-             ditto_cpu_code_object_abi: this runtime runs ABI {CODE_OBJECT_ABI} \
-             (include/ditto_hsa_cpu.h); rebuild the code object with the current headers"
-        )),
+        Some(other) => Err(CodeObjectAbiError::Other(other)),
+        None => Err(CodeObjectAbiError::Missing),
     }
 }
 
@@ -89,13 +103,17 @@ pub struct Library {
 pub(crate) enum KernelListError {
     /// It exports no `ditto_cpu_code_object_kernels`: not a CPU code object.
     NoKernelList,
-    /// Its ABI word is missing or names another ABI: the message to print.
-    Abi(String),
+    /// Its ABI word is missing or names another ABI.
+    Abi(CodeObjectAbiError),
 }
 
 impl Library {
     /// A library dlopen'ed by path.
-    pub(crate) fn from_handle(handle: *mut c_void) -> Library {
+    ///
+    /// # Safety
+    /// `handle` is a live dlopen handle, given to the library (dlclosed
+    /// when it drops).
+    pub(crate) unsafe fn from_handle(handle: *mut c_void) -> Library {
         Library {
             handle: handle as usize,
             fd: -1,
@@ -104,7 +122,11 @@ impl Library {
 
     /// A library dlopen'ed as "/proc/self/fd/`fd`"; it owns `fd` and closes
     /// it after dlclose.
-    pub(crate) fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
+    ///
+    /// # Safety
+    /// `handle` is a live dlopen handle and `fd` an open descriptor, both
+    /// given to the library (closed when it drops).
+    pub(crate) unsafe fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
         Library {
             handle: handle as usize,
             fd,
@@ -210,9 +232,9 @@ mod tests {
     #[test]
     fn only_the_current_code_object_abi_is_accepted_and_refusals_name_both() {
         assert_eq!(check_code_object_abi(Some(CODE_OBJECT_ABI)), Ok(()));
-        let old = check_code_object_abi(Some(1)).unwrap_err();
+        let old = check_code_object_abi(Some(1)).unwrap_err().to_string();
         assert!(old.contains("ABI 1") && old.contains("ABI 2"), "{old}");
-        let missing = check_code_object_abi(None).unwrap_err();
+        let missing = check_code_object_abi(None).unwrap_err().to_string();
         assert!(
             missing.contains("no ditto_cpu_code_object_abi"),
             "{missing}"

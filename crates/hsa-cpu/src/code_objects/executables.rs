@@ -132,7 +132,10 @@ pub(crate) fn lookup_kernel(kernel_object: u64) -> Option<Arc<KernelRecord>> {
     state().kernels.get(&kernel_object).cloned()
 }
 
-pub(crate) fn reader_create_from_memory(
+/// # Safety
+/// `code_object` is null or holds `size` readable bytes; `reader` is
+/// null or valid for writes of one handle.
+pub(crate) unsafe fn reader_create_from_memory(
     code_object: *const c_void,
     size: usize,
     reader: *mut hsa_code_object_reader_t,
@@ -180,7 +183,9 @@ pub(crate) fn reader_destroy(reader: hsa_code_object_reader_t) -> hsa_status_t {
     }
 }
 
-pub(crate) fn executable_create_alt(
+/// # Safety
+/// `executable` is null or valid for writes of one handle.
+pub(crate) unsafe fn executable_create_alt(
     _profile: hsa_profile_t,
     _rounding: hsa_default_float_rounding_mode_t,
     _options: *const c_char,
@@ -226,7 +231,10 @@ fn is_amdgpu_fd(fd: i32) -> bool {
 /// Loads a real AMDGPU code object: one symbol per kernel of its metadata,
 /// with a copy of its kernel descriptor; how each runs is decided now
 /// (`amdgpu`). The loaded-code-object handle written is 0: nothing is mapped.
-fn load_amdgpu(
+///
+/// # Safety
+/// `loaded` is null or valid for writes of one handle.
+unsafe fn load_amdgpu(
     executable: hsa_executable_t,
     agent: hsa_agent_t,
     fd: i32,
@@ -323,10 +331,16 @@ fn open_library(fd: i32) -> Result<Arc<Library>, hsa_status_t> {
         unsafe { libc::close(own) };
         return Err(HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
     }
-    Ok(Arc::new(Library::from_handle_and_fd(handle, own)))
+    // SAFETY: a live handle dlopen'ed above and our own descriptor, given
+    // to the library.
+    Ok(Arc::new(unsafe {
+        Library::from_handle_and_fd(handle, own)
+    }))
 }
 
-pub(crate) fn load_agent_code_object(
+/// # Safety
+/// `loaded` is null or valid for writes of one handle.
+pub(crate) unsafe fn load_agent_code_object(
     executable: hsa_executable_t,
     agent: hsa_agent_t,
     reader: hsa_code_object_reader_t,
@@ -349,7 +363,8 @@ pub(crate) fn load_agent_code_object(
         }
     };
     if is_amdgpu_fd(fd) {
-        return load_amdgpu(executable, agent, fd, loaded);
+        // SAFETY: `loaded` as our own contract says.
+        return unsafe { load_amdgpu(executable, agent, fd, loaded) };
     }
     let library = match cached {
         Some(l) => l,
@@ -461,7 +476,11 @@ pub(crate) fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn get_symbol_by_name(
+/// # Safety
+/// `name` is null or a NUL-terminated string; `agent` is null or
+/// valid for reads of one handle; `symbol` is null or valid for writes
+/// of one handle.
+pub(crate) unsafe fn get_symbol_by_name(
     executable: hsa_executable_t,
     name: *const c_char,
     agent: *const hsa_agent_t,
@@ -472,10 +491,10 @@ pub(crate) fn get_symbol_by_name(
     }
     // SAFETY: name is a NUL-terminated string from the caller.
     let wanted = unsafe { CStr::from_ptr(name) }.to_bytes();
-    // SAFETY: agent, when non-null, points to an agent handle.
     let agent = if agent.is_null() {
         None
     } else {
+        // SAFETY: agent, when non-null, points to an agent handle.
         Some(unsafe { *agent })
     };
     let st = state();
@@ -493,7 +512,9 @@ pub(crate) fn get_symbol_by_name(
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME
 }
 
-pub(crate) fn iterate_symbols(
+/// # Safety
+/// `callback`, if any, may be called with each symbol and `data`.
+pub(crate) unsafe fn iterate_symbols(
     executable: hsa_executable_t,
     callback: Option<
         unsafe extern "C" fn(
@@ -522,7 +543,10 @@ pub(crate) fn iterate_symbols(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn symbol_get_info(
+/// # Safety
+/// `value` is null or valid for writes of the attribute's type; for
+/// NAME, of NAME_LENGTH bytes (hsa.h).
+pub(crate) unsafe fn symbol_get_info(
     symbol: hsa_executable_symbol_t,
     attribute: hsa_executable_symbol_info_t,
     value: *mut c_void,

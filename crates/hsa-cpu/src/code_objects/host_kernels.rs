@@ -114,12 +114,13 @@ fn open(path: &Path) -> Loaded {
         };
         return Err(why);
     }
-    let library = Arc::new(Library::from_handle(handle));
+    // SAFETY: a live handle dlopen'ed above, given to the library.
+    let library = Arc::new(unsafe { Library::from_handle(handle) });
     let list = library.kernels().map_err(|e| match e {
         KernelListError::NoKernelList => {
             "it exports no ditto_cpu_code_object_kernels (not a host build)".to_string()
         }
-        KernelListError::Abi(message) => message,
+        KernelListError::Abi(refused) => refused.to_string(),
     })?;
     let mut kernels = HashMap::new();
     for k in list {
@@ -171,9 +172,35 @@ pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
     None
 }
 
-/// The host implementation of kernel `mangled`, or a message saying where
-/// the runtime looked and what it found there.
-pub(crate) fn find(mangled: &str) -> Result<HostKernel, String> {
+/// No host build holds a kernel: where the runtime looked and what it
+/// found there (each place with why it did not serve).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "looked in {}{}; build the program with `ditto hipcc` in place of hipcc (it writes the \
+     host build beside the program as <executable>.host.so), or name a host build in \
+     {var}",
+    places(looked),
+    if *variable_set { String::new() } else { format!(" ({HOST_KERNELS_VAR} is unset)") },
+    var = HOST_KERNELS_VAR
+)]
+pub(crate) struct NoHostKernel {
+    /// Each place looked in: "<path> (<why not>)".
+    pub looked: Vec<String>,
+    /// Whether DITTO_HIP_HOST_KERNELS is set.
+    pub variable_set: bool,
+}
+
+fn places(looked: &[String]) -> String {
+    if looked.is_empty() {
+        "nothing".to_string()
+    } else {
+        looked.join(", ")
+    }
+}
+
+/// The host implementation of kernel `mangled`, or where the runtime looked
+/// and what it found there.
+pub(crate) fn find(mangled: &str) -> Result<HostKernel, NoHostKernel> {
     let mut looked = Vec::new();
     for path in search_path() {
         match loaded(&path) {
@@ -191,18 +218,8 @@ pub(crate) fn find(mangled: &str) -> Result<HostKernel, String> {
             Err(why) => looked.push(format!("{} ({why})", path.display())),
         }
     }
-    let var = match std::env::var_os(HOST_KERNELS_VAR) {
-        Some(_) => String::new(),
-        None => format!(" ({HOST_KERNELS_VAR} is unset)"),
-    };
-    Err(format!(
-        "looked in {}{var}; build the program with `ditto hipcc` in place of hipcc (it writes the \
-         host build beside the program as <executable>.host.so), or name a host build in \
-         {HOST_KERNELS_VAR}",
-        if looked.is_empty() {
-            "nothing".to_string()
-        } else {
-            looked.join(", ")
-        }
-    ))
+    Err(NoHostKernel {
+        looked,
+        variable_set: std::env::var_os(HOST_KERNELS_VAR).is_some(),
+    })
 }

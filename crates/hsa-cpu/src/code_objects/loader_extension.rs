@@ -85,13 +85,17 @@ fn is_open() -> bool {
 
 // --- wrappers of the loading calls (routed here by `api`) ----------------
 
-pub(crate) fn executable_create_alt(
+/// # Safety
+/// `executable` is null or valid for reads and writes of one handle.
+pub(crate) unsafe fn executable_create_alt(
     profile: hsa_profile_t,
     rounding: hsa_default_float_rounding_mode_t,
     options: *const c_char,
     executable: *mut hsa_executable_t,
 ) -> hsa_status_t {
-    let status = executables::executable_create_alt(profile, rounding, options, executable);
+    // SAFETY: `executable` as our own contract says.
+    let status =
+        unsafe { executables::executable_create_alt(profile, rounding, options, executable) };
     if status == HSA_STATUS_SUCCESS {
         // SAFETY: on success the out pointer holds the new handle.
         record().executables.push(unsafe { *executable });
@@ -109,12 +113,16 @@ pub(crate) fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
     status
 }
 
-pub(crate) fn reader_create_from_memory(
+/// # Safety
+/// `code_object` is null or holds `size` readable bytes; `reader` is
+/// null or valid for reads and writes of one handle.
+pub(crate) unsafe fn reader_create_from_memory(
     code_object: *const c_void,
     size: usize,
     reader: *mut hsa_code_object_reader_t,
 ) -> hsa_status_t {
-    let status = executables::reader_create_from_memory(code_object, size, reader);
+    // SAFETY: `code_object` and `reader` as our own contract says.
+    let status = unsafe { executables::reader_create_from_memory(code_object, size, reader) };
     if status == HSA_STATUS_SUCCESS {
         // SAFETY: on success the out pointer holds the new handle.
         let handle = unsafe { *reader }.handle;
@@ -133,7 +141,9 @@ pub(crate) fn reader_destroy(reader: hsa_code_object_reader_t) -> hsa_status_t {
     status
 }
 
-pub(crate) fn load_agent_code_object(
+/// # Safety
+/// `loaded` is null or valid for writes of one handle.
+pub(crate) unsafe fn load_agent_code_object(
     executable: hsa_executable_t,
     agent: hsa_agent_t,
     reader: hsa_code_object_reader_t,
@@ -142,8 +152,10 @@ pub(crate) fn load_agent_code_object(
 ) -> hsa_status_t {
     // `executables` names the mapping by its dlopen handle.
     let mut mapping = hsa_loaded_code_object_t::default();
-    let status =
-        executables::load_agent_code_object(executable, agent, reader, options, &mut mapping);
+    // SAFETY: `mapping` is a local handle.
+    let status = unsafe {
+        executables::load_agent_code_object(executable, agent, reader, options, &mut mapping)
+    };
     if status != HSA_STATUS_SUCCESS {
         return status;
     }
@@ -153,7 +165,9 @@ pub(crate) fn load_agent_code_object(
         .find(|(h, _, _)| *h == reader.handle)
         .map(|(_, base, size)| (*base, *size))
         .unwrap_or_default();
-    let (load_delta, segments) = mapped_segments(mapping.handle as *mut c_void);
+    // SAFETY: `executables` names the mapping by its live dlopen handle
+    // (null for an AMDGPU code object), held while the executable lives.
+    let (load_delta, segments) = unsafe { mapped_segments(mapping.handle as *mut c_void) };
     let page = 4096u64;
     let low = segments.iter().map(|s| s.base).min().unwrap_or(0) & !(page - 1);
     let high = segments
@@ -181,7 +195,10 @@ pub(crate) fn load_agent_code_object(
 }
 
 /// Load bias and PT_LOAD segments of the object behind dlopen handle `handle`.
-fn mapped_segments(handle: *mut c_void) -> (i64, Vec<Segment>) {
+///
+/// # Safety
+/// `handle` is null or a live dlopen handle.
+unsafe fn mapped_segments(handle: *mut c_void) -> (i64, Vec<Segment>) {
     if handle.is_null() {
         // An AMDGPU code object: nothing of it is mapped (`executables`).
         return (0, Vec::new());
@@ -251,7 +268,10 @@ fn mapped_segments(handle: *mut c_void) -> (i64, Vec<Segment>) {
 // --- the extension table -------------------------------------------------
 
 /// `hsa_system_get_major_extension_table`.
-pub(crate) fn system_get_major_extension_table(
+///
+/// # Safety
+/// `table` is null or valid for writes of `table_length` bytes.
+pub(crate) unsafe fn system_get_major_extension_table(
     extension: u16,
     version_major: u16,
     table_length: usize,
@@ -304,11 +324,14 @@ fn kernel_objects(executable: hsa_executable_t) -> Vec<u64> {
         data: *mut c_void,
     ) -> hsa_status_t {
         let mut ko = 0u64;
-        let s = executables::symbol_get_info(
-            symbol,
-            HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
-            &mut ko as *mut u64 as *mut c_void,
-        );
+        // SAFETY: KERNEL_OBJECT is a u64, written into a local.
+        let s = unsafe {
+            executables::symbol_get_info(
+                symbol,
+                HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT,
+                &mut ko as *mut u64 as *mut c_void,
+            )
+        };
         if s == HSA_STATUS_SUCCESS {
             // SAFETY: data is the Vec passed below.
             unsafe { (*(data as *mut Vec<u64>)).push(ko) };
@@ -316,7 +339,10 @@ fn kernel_objects(executable: hsa_executable_t) -> Vec<u64> {
         HSA_STATUS_SUCCESS
     }
     let mut v: Vec<u64> = Vec::new();
-    executables::iterate_symbols(executable, Some(collect), &mut v as *mut _ as *mut c_void);
+    // SAFETY: `collect` takes `data` as the Vec<u64> it is.
+    unsafe {
+        executables::iterate_symbols(executable, Some(collect), &mut v as *mut _ as *mut c_void)
+    };
     v
 }
 

@@ -100,7 +100,12 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 /// chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
 /// packet still completes); it is returned only after every chunk returned.
-pub(crate) fn run(
+///
+/// # Safety
+/// `d` is a kernel-dispatch packet as the application published it: its
+/// kernarg address holds the arguments `kernel` reads, and the pointers
+/// among them address memory of the sizes they describe, as on a GPU.
+pub(crate) unsafe fn run(
     d: &hsa_kernel_dispatch_packet_t,
     kernel: Arc<KernelRecord>,
     cooperative: bool,
@@ -142,7 +147,9 @@ pub(crate) fn run(
     };
     let threads = group_workers::threads();
     let rc = if cooperative {
-        run_cooperative(entry, args, groups, gpu)
+        // SAFETY: the packet's arguments as our own contract says; `kernel`
+        // keeps the code object loaded for the call.
+        unsafe { run_cooperative(entry, args, groups, gpu) }
     } else if groups <= 1 || threads == 1 {
         // Inline: no hand-off for the tiny dispatches that dominate counts.
         let _engine = DeviceAccess::for_gpu(gpu);
@@ -293,7 +300,12 @@ impl StartGate {
 
 /// Runs every group of a cooperative dispatch at once, one thread each,
 /// all started before any runs; returns the first non-zero entry result.
-fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64, gpu: usize) -> i32 {
+///
+/// # Safety
+/// `args` is a dispatch whose kernarg segment and the memory it points at
+/// `entry` may use, as `run`'s packet; `entry` stays loaded until this
+/// returns.
+unsafe fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64, gpu: usize) -> i32 {
     if groups > MAX_COOPERATIVE_GROUPS {
         eprintln!(
             "hsa-cpu: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \

@@ -16,7 +16,11 @@ use hsa::*;
 use std::ffi::c_void;
 
 /// One copy, as an SDMA engine does it.
-fn engine_copy(dst: usize, src: usize, size: usize) {
+///
+/// # Safety
+/// `dst` and `src` are addresses valid for `size` bytes (writes,
+/// reads) until the copy is done.
+unsafe fn engine_copy(dst: usize, src: usize, size: usize) {
     if size == 0 {
         return;
     }
@@ -29,7 +33,8 @@ fn engine_copy(dst: usize, src: usize, size: usize) {
         crate::tools::trace::event(&format!(
             "stale-read 0x{src:x} {size} (released at agent scope only)"
         ));
-        if r.read_shadow((src - r.base) as u64, dst as *mut u8, size) {
+        // SAFETY: `dst` holds `size` writable bytes (our contract).
+        if unsafe { r.read_shadow((src - r.base) as u64, dst as *mut u8, size) } {
             return;
         }
     }
@@ -40,8 +45,13 @@ fn engine_copy(dst: usize, src: usize, size: usize) {
 /// Copies after every dependency reads 0, then decrements the completion
 /// signal by 1. Runs inline when the dependencies are already satisfied,
 /// otherwise on a helper thread (the caller never blocks).
+///
+/// # Safety
+/// `dst` and `src` are null or valid for `size` bytes (writes, reads)
+/// until the completion signal is decremented; `deps` is null or holds
+/// `num_deps` signals.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn async_copy(
+pub(crate) unsafe fn async_copy(
     dst: *mut c_void,
     _dst_agent: hsa_agent_t,
     src: *const c_void,
@@ -69,7 +79,9 @@ pub(crate) fn async_copy(
         for d in &deps {
             signals::wait(*d, HSA_SIGNAL_CONDITION_EQ, 0, u64::MAX, Order::Acquire);
         }
-        engine_copy(dst, src, size);
+        // SAFETY: both ranges stay valid until the completion signal is
+        // decremented (our contract), which happens after this copy.
+        unsafe { engine_copy(dst, src, size) };
         if completion.handle != 0 {
             signals::rmw(completion, Rmw::Subtract, 1, Order::Release);
         }

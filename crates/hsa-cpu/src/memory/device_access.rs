@@ -151,7 +151,11 @@ pub fn cpu_access() -> hsa_amd_memory_pool_access_t {
 /// reachable by `reach` only: CPU threads, and other GPUs' kernels, fault
 /// on it. Does nothing on a large-BAR system or without protection keys.
 /// `Err` names the failed call.
-pub fn protect(base: usize, len: usize, reach: Reach) -> Result<(), String> {
+///
+/// # Safety
+/// `[base, base + len)` is a read-write mapping of GPU memory the caller
+/// owns (its protection key changes; its protection stays read-write).
+pub unsafe fn protect(base: usize, len: usize, reach: Reach) -> Result<(), ProtectError> {
     let Some(key) = key_of(reach) else {
         return Ok(());
     };
@@ -167,12 +171,22 @@ pub fn protect(base: usize, len: usize, reach: Reach) -> Result<(), String> {
         )
     };
     if rc != 0 {
-        return Err(format!(
-            "pkey_mprotect of {len} bytes at 0x{base:x}: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(ProtectError {
+            len,
+            base,
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
+}
+
+/// A range of GPU memory whose protection key could not be set.
+#[derive(Debug, thiserror::Error)]
+#[error("pkey_mprotect of {len} bytes at 0x{base:x}: {source}")]
+pub struct ProtectError {
+    pub len: usize,
+    pub base: usize,
+    pub source: std::io::Error,
 }
 
 /// The runtime's own access to GPU memory, for the duration of a kernel

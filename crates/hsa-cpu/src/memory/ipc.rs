@@ -7,17 +7,17 @@
 //! both when a process dies (SIGKILL included).
 //!
 //! Handle layout (`hsa_amd_ipc_memory_t.handle[0..8]`, u32 words):
-//!   [0] owner pid   [1] memfd number in the owner (bits 0..24) and the
+//!   \[0\] owner pid   \[1\] memfd number in the owner (bits 0..24) and the
 //!   owning agent (bits 24..32: 0 the CPU agent, 1 + i GPU agent i)
 //!   [2..4] memfd inode (lo, hi)
-//!   [4] page index of the allocation in the memfd   [5] allocation serial
+//!   \[4\] page index of the allocation in the memfd   \[5\] allocation serial
 //!   [6..8] allocation size in bytes (lo, hi)
 //! An attachment of a GPU's memory carries the protection key
 //! (`device_access`): this process's CPU threads cannot touch it either.
 //! An attachment reports the exporter's owning agent in pointer info, as
 //! ROCr reports the node the memory lives on; the attaching process's
 //! agent list only has to name agents it has (else INVALID_AGENT).
-//! Attach checks, in the owner's live memfd (through /proc/<pid>/fd): name,
+//! Attach checks, in the owner's live memfd (through `/proc/<pid>/fd`): name,
 //! inode (an fd number closed and reused for another file is refused), size,
 //! and the serial recorded in the memfd's metadata page (`allocations`): a freed
 //! allocation, also a fragment whose 2 MiB block lives on, is refused. An
@@ -40,8 +40,9 @@
 //! injection: served a stale mapping ...`), so tests can count them.
 
 use crate::agents;
-use crate::memory::allocations::{self, MEMFD_NAME, PAGE};
+use crate::memory::allocations;
 use crate::memory::device_access;
+use crate::memory::pool_memfd::{self, MEMFD_NAME, PAGE, Region};
 use crate::tools::served_abi::Abi;
 use hsa::*;
 use std::collections::BTreeMap;
@@ -128,12 +129,12 @@ struct Attachment {
     offset: u64,
 }
 
-/// The attachment containing `ptr`, as a [`allocations::Region`] (for the copy
+/// The attachment containing `ptr`, as a [`Region`] (for the copy
 /// engines), when it is a GPU's memory.
-pub(crate) fn attachment_region(ptr: usize) -> Option<allocations::Region> {
+pub(crate) fn attachment_region(ptr: usize) -> Option<Region> {
     let map = ATTACHMENTS.lock().unwrap_or_else(|e| e.into_inner());
     let (user, a) = map.range(..=ptr).next_back()?;
-    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(allocations::Region {
+    (ptr < user + a.size.max(1) && agents::is_gpu(a.owner)).then_some(Region {
         fd: a.fd,
         data_len: a.data_len,
         offset: a.offset,
@@ -183,7 +184,9 @@ pub(crate) fn ipc_length_accepted(abi: Abi, len: usize, size: usize) -> bool {
     }
 }
 
-pub(crate) fn memory_create(
+/// # Safety
+/// `handle` is null or valid for writes of one IPC handle.
+pub(crate) unsafe fn memory_create(
     ptr: *mut c_void,
     len: usize,
     handle: *mut hsa_amd_ipc_memory_t,
@@ -257,7 +260,7 @@ fn open_owner_memfd(h: &IpcHandle) -> Result<OwnerMemfd, hsa_status_t> {
         if libc::fstat(fd.0, &mut st) != 0 || st.st_ino != h.inode {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
-        let data_len = allocations::data_len_of(st.st_size as u64);
+        let data_len = pool_memfd::data_len_of(st.st_size as u64);
         if data_len < h.offset + h.size {
             return Err(HSA_STATUS_ERROR_INVALID_ARGUMENT);
         }
@@ -304,11 +307,14 @@ fn map_attachment(
     // A GPU's memory is as unreachable by this process's CPU threads as by
     // the exporter's; mapped for GPUs besides its owner, they reach it.
     if let Some(gpu) = agents::gpu_index(owner)
-        && let Err(why) = device_access::protect(
-            p as usize,
-            map_len,
-            agents::reach_of(gpu, mapping_agents.iter().copied()),
-        )
+        // SAFETY: the read-write mapping just made, ours.
+        && let Err(why) = unsafe {
+            device_access::protect(
+                p as usize,
+                map_len,
+                agents::reach_of(gpu, mapping_agents.iter().copied()),
+            )
+        }
     {
         eprintln!("hsa-cpu: cannot attach GPU memory: {why}");
         // SAFETY: the mapping just made, used by nobody yet.
@@ -355,7 +361,11 @@ pub fn stale_attach_fault() -> bool {
     *ON
 }
 
-pub(crate) fn memory_attach(
+/// # Safety
+/// `handle` is null or valid for reads of one IPC handle; `agents` is
+/// null or holds `num_agents` agents; `mapped` is null or valid for
+/// writes of one pointer.
+pub(crate) unsafe fn memory_attach(
     handle: *const hsa_amd_ipc_memory_t,
     len: usize,
     num_agents: u32,

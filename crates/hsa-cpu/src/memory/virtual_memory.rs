@@ -21,17 +21,18 @@
 //! pool allocations only, so an AGENT-scope write to a mapping is visible
 //! to the copy engines at once.
 //!
-//! Pointer info ([`described`]) as ROCr gives it: a mapped address is
+//! Pointer info (`described`) as ROCr gives it: a mapped address is
 //! HSA_EXT_POINTER_TYPE_HSA_VMEM with ITSELF as base address and the
 //! mapping's size (not the mapping's start), a reserved unmapped one
 //! HSA_EXT_POINTER_TYPE_RESERVED_ADDR with the reservation's start and size.
 //!
 //! Uses `agents` (pools) and `device_access` (the key); `allocations` describes
-//! its pointers through [`described`].
+//! its pointers through `described`.
 
 use crate::agents;
-use crate::memory::allocations::{Described, PAGE};
+use crate::memory::allocations::Described;
 use crate::memory::device_access;
+use crate::memory::pool_memfd::PAGE;
 use hsa::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
@@ -131,7 +132,9 @@ pub(crate) fn described(ptr: usize) -> Option<Described> {
     })
 }
 
-pub(crate) fn address_reserve_align(
+/// # Safety
+/// `va` is null or valid for writes of one pointer.
+pub(crate) unsafe fn address_reserve_align(
     va: *mut *mut c_void,
     size: usize,
     address: u64,
@@ -203,7 +206,9 @@ pub(crate) fn address_free(va: *mut c_void, size: usize) -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn handle_create(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn handle_create(
     pool: hsa_amd_memory_pool_t,
     size: usize,
     memory_type: hsa_amd_memory_type_t,
@@ -347,7 +352,9 @@ pub(crate) fn unmap(va: *mut c_void, size: usize) -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn set_access(
+/// # Safety
+/// `desc` is null or holds `count` descriptors.
+pub(crate) unsafe fn set_access(
     va: *mut c_void,
     size: usize,
     desc: *const hsa_amd_memory_access_desc_t,
@@ -409,7 +416,9 @@ pub(crate) fn set_access(
             .iter()
             .filter(|(_, p)| *p != HSA_ACCESS_PERMISSION_NONE)
             .map(|(a, _)| *a);
-        ok = device_access::protect(start, size, agents::reach_of(owner, granted)).is_ok();
+        // SAFETY: our own mapping, made read-write just above.
+        ok = unsafe { device_access::protect(start, size, agents::reach_of(owner, granted)) }
+            .is_ok();
     }
     if ok {
         HSA_STATUS_SUCCESS
@@ -418,7 +427,9 @@ pub(crate) fn set_access(
     }
 }
 
-pub(crate) fn get_access(
+/// # Safety
+/// `perms` is null or valid for writes of one permission.
+pub(crate) unsafe fn get_access(
     va: *mut c_void,
     perms: *mut hsa_access_permission_t,
     agent: hsa_agent_t,
@@ -443,7 +454,9 @@ pub(crate) fn get_access(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn export_shareable_handle(
+/// # Safety
+/// `fd_out` is null or valid for writes of one descriptor.
+pub(crate) unsafe fn export_shareable_handle(
     fd_out: *mut i32,
     h: hsa_amd_vmem_alloc_handle_t,
     _flags: u64,
@@ -465,7 +478,9 @@ pub(crate) fn export_shareable_handle(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn import_shareable_handle(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn import_shareable_handle(
     fd: i32,
     out: *mut hsa_amd_vmem_alloc_handle_t,
 ) -> hsa_status_t {
@@ -523,7 +538,9 @@ pub(crate) fn import_shareable_handle(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn retain_alloc_handle(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn retain_alloc_handle(
     out: *mut hsa_amd_vmem_alloc_handle_t,
     addr: *mut c_void,
 ) -> hsa_status_t {
@@ -542,7 +559,10 @@ pub(crate) fn retain_alloc_handle(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn alloc_properties(
+/// # Safety
+/// `pool` and `memory_type` are null or valid for writes of one value
+/// each.
+pub(crate) unsafe fn alloc_properties(
     h: hsa_amd_vmem_alloc_handle_t,
     pool: *mut hsa_amd_memory_pool_t,
     memory_type: *mut hsa_amd_memory_type_t,

@@ -28,8 +28,9 @@
 //! Over `allocations` (the memfd layout, the allocation lookup) and
 //! `device_access` (the command processor reads kernel arguments anywhere).
 
-use crate::memory::allocations::{self, Region};
+use crate::memory::allocations;
 use crate::memory::device_access::DeviceAccess;
+use crate::memory::pool_memfd::Region;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, Mutex};

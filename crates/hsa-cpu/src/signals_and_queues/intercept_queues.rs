@@ -9,8 +9,9 @@
 //! registered, a packet costs the queue lock and no other lock: the chain
 //! snapshot is kept under the queue lock and taken again only when a
 //! registration changed it, and an empty overflow buffer is seen by a flag.
-//! Built on `queues` (the proxy and hardware rings, the registry, which
-//! holds an intercept queue as a `queues::ProxyQueue`).
+//! Built on `aql_rings` (the proxy ring), `packet_processor` (the hardware
+//! queue) and `queues` (the registry, which holds an intercept queue as a
+//! `queues::ProxyQueue`).
 //!
 //! - A store on the proxy doorbell runs, on the storing thread and under the
 //!   queue's non-recursive lock, the outermost interceptor (the LAST
@@ -40,8 +41,11 @@
 //! whole; it is split into ring-sized batches, in order (ROCr would wait
 //! forever).
 
-use crate::signals_and_queues::queues::{self, HwQueue, ProxyQueue, QueueRecord, Ring};
-use crate::signals_and_queues::signals::{self, AsyncCallback, Order, Signal};
+use crate::signals_and_queues::aql_rings::Ring;
+use crate::signals_and_queues::async_events::{self, AsyncCallback};
+use crate::signals_and_queues::packet_processor::HwQueue;
+use crate::signals_and_queues::queues::{self, ProxyQueue, QueueRecord};
+use crate::signals_and_queues::signals::{self, Order, Signal};
 use hsa::*;
 use std::any::Any;
 use std::cell::RefCell;
@@ -145,7 +149,7 @@ impl InterceptQueue {
             }
             let chain = &*state.chain;
             if let Some(&(handler, data)) = chain.last() {
-                crate::tools::trace::interceptor_call(signals::on_async_thread);
+                crate::tools::trace::interceptor_call(async_events::on_async_thread);
                 let frame = Frame {
                     queue: self,
                     chain,
@@ -333,7 +337,7 @@ unsafe extern "C" fn packet_writer(pkts: *const c_void, count: u64) {
 /// The queue's handlers on the runtime's async thread.
 fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
     let weak: Weak<InterceptQueue> = Arc::downgrade(q);
-    let status = signals::register_async(
+    let status = async_events::register_async(
         q.async_doorbell.1.clone(),
         HSA_SIGNAL_CONDITION_NE,
         DOORBELL_IDLE,
@@ -350,7 +354,7 @@ fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
         return status;
     }
     let weak: Weak<InterceptQueue> = Arc::downgrade(q);
-    signals::register_async(
+    async_events::register_async(
         q.retry.1.clone(),
         HSA_SIGNAL_CONDITION_EQ,
         0,
@@ -371,8 +375,12 @@ fn register_async_handlers(q: &Arc<InterceptQueue>) -> hsa_status_t {
 
 // --- API entries (table only: not exported, as in ROCr) -------------------
 
+/// # Safety
+/// `queue` is null or valid for writes of one pointer; `callback`, if
+/// any, may be called with a status, the queue and `data` while the
+/// queue lives.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn create(
+pub(crate) unsafe fn create(
     agent: hsa_agent_t,
     size: u32,
     type_: hsa_queue_type32_t,
@@ -389,7 +397,8 @@ pub(crate) fn create(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let Some(hardware) = HwQueue::create(agent, size, type_, callback, data) else {
+    // SAFETY: `callback` and `data` as our own contract says.
+    let Some(hardware) = (unsafe { HwQueue::create(agent, size, type_, callback, data) }) else {
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     };
     let Some(proxy) = Ring::new(size, type_) else {
@@ -430,7 +439,10 @@ pub(crate) fn create(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn register(
+/// # Safety
+/// `callback`, if any, may be called with packets, their count and
+/// index, `user_data` and a writer, while the queue lives.
+pub(crate) unsafe fn register(
     queue: *mut hsa_queue_t,
     callback: InterceptHandler,
     user_data: *mut c_void,

@@ -14,20 +14,12 @@
 //! on their event; then it sleeps on the condvar. A store wakes sleepers
 //! only: a value that changes within the window costs no wake-up.
 //!
-//! Also owns the runtime's ONE async-events thread (ROCr's
-//! `Runtime::AsyncEventsLoop`), started on the first registration: it runs
-//! the handlers of `hsa_amd_signal_async_handler` one at a time, in
-//! registration order among those whose condition holds, each with the value
-//! that satisfied it; a handler returning true stays registered, false
-//! removes it; a handler whose signal is destroyed is dropped uncalled.
-//! Intercept queues register their async doorbell here too (as ROCr's
-//! InterceptQueue does), so overflow retries and deferred doorbells run on
-//! this same thread, serially with the application's handlers. The thread
-//! waits as a permanent `wait_any` waiter on the process-wide condvar.
+//! A signal also keeps the start and end of the last dispatch that
+//! completed it (as ROCr's amd_signal_t does); `profiling` reads them. The
+//! async-events thread that runs signal handlers is `async_events`'.
 
 use hsa::*;
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -331,6 +323,22 @@ impl Signal {
         self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The value now (sequentially consistent), as a waiter reads it.
+    pub(crate) fn value_now(&self) -> i64 {
+        self.value.load(Ordering::SeqCst)
+    }
+
+    /// One more `wait_any`-style watcher (an async handler): from now on a
+    /// change of this signal notifies the process-wide condvar.
+    pub(crate) fn watch_any(&self) {
+        self.any_watchers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One watcher fewer (see `watch_any`).
+    pub(crate) fn unwatch_any(&self) {
+        self.any_watchers.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Whether `destroy` removed this signal's handle.
     pub fn is_destroyed(&self) -> bool {
         self.destroyed.load(Ordering::SeqCst)
@@ -403,6 +411,21 @@ pub(crate) fn wait_any(
     wait_any_or_abort(signals, conditions, values, timeout_hint, &NEVER)
 }
 
+/// The lock of the process-wide condvar that `wait_any` waiters (and the
+/// async-events thread) sleep on; a change of a watched signal takes it
+/// before it notifies.
+pub(crate) fn lock_any() -> std::sync::MutexGuard<'static, ()> {
+    ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sleeps on the process-wide condvar until a watched signal changes (or
+/// `wake_any_waiters`); `guard` is `lock_any`'s.
+pub(crate) fn sleep_any(
+    guard: std::sync::MutexGuard<'static, ()>,
+) -> std::sync::MutexGuard<'static, ()> {
+    ANY_CV.wait(guard).unwrap_or_else(|e| e.into_inner())
+}
+
 /// Wakes every `wait_any` waiter (and the async thread) to re-check.
 pub(crate) fn wake_any_waiters() {
     drop(ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
@@ -469,7 +492,9 @@ pub(crate) fn wait_any_or_abort(
 
 // --- API entries ----------------------------------------------------------
 
-pub(crate) fn signal_create(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn signal_create(
     initial: i64,
     num_consumers: u32,
     consumers: *const hsa_agent_t,
@@ -485,14 +510,17 @@ pub(crate) fn signal_create(
     HSA_STATUS_SUCCESS
 }
 
-pub(crate) fn amd_signal_create(
+/// # Safety
+/// `out` is null or valid for writes of one handle.
+pub(crate) unsafe fn amd_signal_create(
     initial: i64,
     num_consumers: u32,
     consumers: *const hsa_agent_t,
     _attributes: u64,
     out: *mut hsa_signal_t,
 ) -> hsa_status_t {
-    signal_create(initial, num_consumers, consumers, out)
+    // SAFETY: `out` as our own contract says.
+    unsafe { signal_create(initial, num_consumers, consumers, out) }
 }
 
 pub(crate) fn load(signal: hsa_signal_t, order: Order) -> i64 {
@@ -558,175 +586,6 @@ pub(crate) unsafe fn amd_wait_any(
         unsafe { satisfying_value.write(value) };
     }
     index
-}
-
-// --- the runtime's async-events thread ----------------------------------
-
-/// What runs when an async handler's condition holds.
-pub(crate) enum AsyncCallback {
-    /// `hsa_amd_signal_handler` with its argument.
-    App(unsafe extern "C" fn(i64, *mut c_void) -> bool, usize),
-    /// A runtime-internal handler (intercept queues' async doorbell).
-    Internal(Box<dyn FnMut(i64) -> bool + Send>),
-}
-
-struct AsyncHandler {
-    signal: Arc<Signal>,
-    condition: hsa_signal_condition_t,
-    compare: i64,
-    callback: AsyncCallback,
-}
-
-struct AsyncState {
-    handlers: Vec<AsyncHandler>,
-    started: bool,
-}
-
-static ASYNC: Mutex<AsyncState> = Mutex::new(AsyncState {
-    handlers: Vec::new(),
-    started: false,
-});
-
-fn async_state() -> std::sync::MutexGuard<'static, AsyncState> {
-    ASYNC.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Registers a handler on the async thread (started on first use).
-pub(crate) fn register_async(
-    signal: Arc<Signal>,
-    condition: hsa_signal_condition_t,
-    compare: i64,
-    callback: AsyncCallback,
-) -> hsa_status_t {
-    {
-        let mut st = async_state();
-        if !st.started {
-            let spawned = std::thread::Builder::new()
-                .name("hsa-cpu-async".into())
-                .spawn(async_events_loop);
-            if spawned.is_err() {
-                return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-            }
-            st.started = true;
-        }
-        signal.any_watchers.fetch_add(1, Ordering::SeqCst);
-        st.handlers.push(AsyncHandler {
-            signal,
-            condition,
-            compare,
-            callback,
-        });
-    }
-    wake_any_waiters();
-    HSA_STATUS_SUCCESS
-}
-
-/// Whether the current thread is the runtime's async-events thread.
-pub fn on_async_thread() -> bool {
-    std::thread::current().name() == Some("hsa-cpu-async")
-}
-
-fn async_events_loop() {
-    // A registered handler counts in its signal's `any_watchers` (from
-    // registration until it is removed to run or dropped), so a change of
-    // that signal notifies ANY_CV; a kept handler is counted again before
-    // the next scan, which reads the value the callback may have missed.
-    loop {
-        let ready: Vec<(AsyncHandler, i64)> = {
-            let mut guard = ANY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                let ready = {
-                    let mut st = async_state();
-                    let mut ready = Vec::new();
-                    let mut i = 0;
-                    while i < st.handlers.len() {
-                        let h = &st.handlers[i];
-                        if h.signal.is_destroyed() {
-                            let gone = st.handlers.remove(i);
-                            gone.signal.any_watchers.fetch_sub(1, Ordering::SeqCst);
-                            continue;
-                        }
-                        let v = h.signal.value.load(Ordering::SeqCst);
-                        if condition_holds(h.condition, v, h.compare) {
-                            let due = st.handlers.remove(i);
-                            due.signal.any_watchers.fetch_sub(1, Ordering::SeqCst);
-                            ready.push((due, v));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    ready
-                };
-                if !ready.is_empty() {
-                    break ready;
-                }
-                guard = ANY_CV.wait(guard).unwrap_or_else(|e| e.into_inner());
-            }
-        };
-        // Serially, outside every lock (a handler may register handlers,
-        // store signals, ring doorbells).
-        for (mut h, value) in ready {
-            let keep = match &mut h.callback {
-                // SAFETY: the application's handler with its own argument.
-                AsyncCallback::App(f, arg) => unsafe { f(value, *arg as *mut c_void) },
-                // A panic stops only this handler, never the thread.
-                AsyncCallback::Internal(f) => {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(value)))
-                        .unwrap_or(false)
-                }
-            };
-            if keep {
-                h.signal.any_watchers.fetch_add(1, Ordering::SeqCst);
-                async_state().handlers.push(h);
-            }
-        }
-    }
-}
-
-pub(crate) fn async_handler(
-    signal: hsa_signal_t,
-    condition: hsa_signal_condition_t,
-    value: i64,
-    handler: SignalHandler,
-    arg: *mut c_void,
-) -> hsa_status_t {
-    let Some(f) = handler else {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    };
-    if condition > HSA_SIGNAL_CONDITION_GTE {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    }
-    let Some(s) = lookup(signal) else {
-        return HSA_STATUS_ERROR_INVALID_SIGNAL;
-    };
-    register_async(s, condition, value, AsyncCallback::App(f, arg as usize))
-}
-
-/// As ROCr (every release): the time pointer is checked first, then the
-/// agent (an unknown handle is INVALID_AGENT), the signal, and last that
-/// the agent is a GPU (a CPU agent is INVALID_AGENT too): a tool that
-/// passes no agent gets no time.
-pub(crate) fn get_dispatch_time(
-    agent: hsa_agent_t,
-    signal: hsa_signal_t,
-    time: *mut hsa_amd_profiling_dispatch_time_t,
-) -> hsa_status_t {
-    if time.is_null() {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    }
-    if !crate::agents::is_agent(agent) {
-        return HSA_STATUS_ERROR_INVALID_AGENT;
-    }
-    let Some(s) = lookup(signal) else {
-        return HSA_STATUS_ERROR_INVALID_SIGNAL;
-    };
-    if !crate::agents::is_gpu(agent) {
-        return HSA_STATUS_ERROR_INVALID_AGENT;
-    }
-    let (start, end) = s.dispatch_time();
-    // SAFETY: non-null out pointer supplied by the caller.
-    unsafe { time.write(hsa_amd_profiling_dispatch_time_t { start, end }) };
-    HSA_STATUS_SUCCESS
 }
 
 #[cfg(test)]

@@ -92,32 +92,54 @@ fn raised(version: ApiTableVersion, by: u32) -> ApiTableVersion {
     ApiTableVersion::new(version.major_id + by, version.minor_id, version.step_id)
 }
 
+/// Why the tables of an ABI cannot be laid out (the measured data lacks
+/// what the ABI needs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TablesError {
+    #[error("no measured tables of ROCm {0}")]
+    NoMeasuredTables(&'static str),
+    #[error("ROCm {release} has no {what} table")]
+    NoTable {
+        release: &'static str,
+        what: &'static str,
+    },
+    #[error("no version")]
+    NoVersion,
+    /// crates/hsa's layout lookup failed (its message).
+    #[error("{0}")]
+    Layout(String),
+}
+
 impl ServedTables {
     /// The tables `served_abi` serves, with `stub` in every entry and `image_stub`
     /// in the image table's; the implementations are placed by [`fill`].
     ///
     /// [`fill`]: ServedTables::fill
-    pub fn new(abi: Abi, stub: usize, image_stub: usize) -> Result<ServedTables, String> {
+    pub fn new(abi: Abi, stub: usize, image_stub: usize) -> Result<ServedTables, TablesError> {
         let release: &ReleaseTables = release_tables(abi.measured_release())
-            .ok_or_else(|| format!("no measured tables of ROCm {}", abi.measured_release()))?;
+            .ok_or(TablesError::NoMeasuredTables(abi.measured_release()))?;
         let raise = abi.major_raise();
-        let version = |v: Option<ApiTableVersion>, what: &str| {
-            v.map(|v| raised(v, raise))
-                .ok_or_else(|| format!("ROCm {} has no {what} table", release.release))
+        let version = |v: Option<ApiTableVersion>, what: &'static str| {
+            v.map(|v| raised(v, raise)).ok_or(TablesError::NoTable {
+                release: release.release,
+                what,
+            })
         };
         // Layouts are looked up by the release's own versions: a raised
         // major is one no layout describes, which is the point.
-        let layout = |table, v: Option<ApiTableVersion>| -> Result<&'static TableLayout, String> {
-            layout_of(table, v.ok_or("no version")?)
-        };
-        let served = |table: Option<Table>, v: Option<ApiTableVersion>, what: &str, stub| {
+        let layout =
+            |table, v: Option<ApiTableVersion>| -> Result<&'static TableLayout, TablesError> {
+                layout_of(table, v.ok_or(TablesError::NoVersion)?)
+                    .map_err(|e| TablesError::Layout(e.to_string()))
+            };
+        let served = |table: Option<Table>, v: Option<ApiTableVersion>, what, stub| {
             let layout = match table {
                 Some(t) => Some(layout(t, v)?),
                 None => None,
             };
-            Ok::<Served, String>(Served::new(version(v, what)?, layout, stub))
+            Ok::<Served, TablesError>(Served::new(version(v, what)?, layout, stub))
         };
-        let optional = |v: Option<ApiTableVersion>, what: &str| match v {
+        let optional = |v: Option<ApiTableVersion>, what| match v {
             Some(_) => served(None, v, what, stub).map(Some),
             None => Ok(None),
         };

@@ -144,7 +144,10 @@ pub fn tool_names(value: &str) -> Vec<String> {
 }
 
 /// Loads the tools, calling their OnLoad with `table`.
-pub(crate) fn load(table: *mut HsaApiTable, loading: Loading) -> Vec<LoadedTool> {
+///
+/// # Safety
+/// `table` is a valid API table that outlives every tool.
+pub(crate) unsafe fn load(table: *mut HsaApiTable, loading: Loading) -> Vec<LoadedTool> {
     let env = std::env::var("HSA_TOOLS_LIB").unwrap_or_default();
     let env_names = tool_names(&env);
     let mut candidates: Vec<Candidate> = Vec::new();

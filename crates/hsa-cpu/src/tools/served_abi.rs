@@ -98,28 +98,34 @@ impl Abi {
 
     /// `value` as an ABI; the error names the variable, the value and
     /// every accepted one.
-    pub fn parse(value: &str) -> Result<Abi, String> {
+    pub fn parse(value: &str) -> Result<Abi, UnknownAbi> {
         Abi::ALL
             .into_iter()
             .find(|a| a.name() == value.trim())
-            .ok_or_else(|| {
-                let known: Vec<&str> = Abi::ALL.iter().map(|a| a.name()).collect();
-                format!(
-                    "{ABI_VAR}={value:?} names no ABI this runtime serves; use one of {} \
-                     (unset: {})",
-                    known.join(", "),
-                    Abi::DEFAULT.name()
-                )
+            .ok_or_else(|| UnknownAbi {
+                value: value.to_string(),
             })
     }
 }
 
-static SERVED: OnceLock<Result<Abi, String>> = OnceLock::new();
+/// A `DITTO_HSA_CPU_ABI` value that names no ABI this runtime serves.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{var}={value:?} names no ABI this runtime serves; use one of {} (unset: {})",
+    Abi::ALL.map(Abi::name).join(", "),
+    Abi::DEFAULT.name(),
+    var = ABI_VAR
+)]
+pub struct UnknownAbi {
+    pub value: String,
+}
+
+static SERVED: OnceLock<Result<Abi, UnknownAbi>> = OnceLock::new();
 
 /// The ABI this process serves: `DITTO_HSA_CPU_ABI`, read once, or the
 /// default. An unknown value is an error (hsa_init fails with it); the
 /// tables are then laid out as the default, so nothing reads past them.
-pub fn served() -> Result<Abi, &'static str> {
+pub fn served() -> Result<Abi, &'static UnknownAbi> {
     SERVED
         .get_or_init(|| match std::env::var(ABI_VAR) {
             Ok(value) if !value.is_empty() => Abi::parse(&value),
@@ -127,7 +133,6 @@ pub fn served() -> Result<Abi, &'static str> {
         })
         .as_ref()
         .map(|a| *a)
-        .map_err(String::as_str)
 }
 
 /// The ABI the tables are laid out as: the served one, or the default
@@ -145,7 +150,7 @@ mod tests {
         for abi in Abi::ALL {
             assert_eq!(Abi::parse(abi.name()), Ok(abi));
         }
-        let e = Abi::parse("6.3").unwrap_err();
+        let e = Abi::parse("6.3").unwrap_err().to_string();
         assert!(e.contains("DITTO_HSA_CPU_ABI=\"6.3\""), "{e}");
         assert!(e.contains("5.2, 5.5, 5.6, 6.4, 7.2, 10, next-major"), "{e}");
     }

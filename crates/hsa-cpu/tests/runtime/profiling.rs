@@ -66,7 +66,7 @@ fn dispatch_times_land_in_each_packets_completion_signal_in_the_system_timestamp
 
 #[test]
 fn profiler_enable_validates_the_queue_and_times_are_recorded_regardless() {
-    // Deliberate difference from ROCr (queues.rs): times are written even
+    // Deliberate difference from ROCr (profiling.rs): times are written even
     // with profiling off, so ditto's tool can report durations.
     let k = test_kernels();
     let record = kernel_object(k.executable, "record.kd");

@@ -1,101 +1,60 @@
 //! The API entry points. Owns the ONE declaration list of implemented
-//! functions below and the exported symbols. From that list come:
-//! - `entries::<name>`: our implementation, run under catch_unwind (a panic
+//! functions below, the served tables filled from it, and the constructor
+//! that resolves every slot. From that list come:
+//! - `entries::<name>`: our implementation, run under `entry_guard` (a panic
 //!   becomes HSA_STATUS_ERROR, or 0 for value-returning functions);
 //! - the table entries pointing at them, placed BY NAME in the tables of the
 //!   served ABI (`api_tables`, `served_abi`); every other entry holds a stub that
 //!   returns HSA_STATUS_ERROR (HSA_STATUS_ERROR_INVALID_ARGUMENT in the
 //!   image table: our agents have no images): never null;
 //! - for `export` lines, the exported `hsa_*` symbol (version ROCR_1), a
-//!   trampoline that calls THROUGH the served table, so a tool's wrap sees
-//!   every caller. `table_only` lines (the intercept-queue functions) are
-//!   reachable only through the table, as in ROCr.
+//!   trampoline that calls THROUGH the served table (`slots`), so a tool's
+//!   wrap sees every caller. `table_only` lines (the intercept-queue
+//!   functions) are reachable only through the table, as in ROCr.
 //!
-//! Every trampoline calls through a *slot*: the address of its entry's word
-//! in the served table, resolved by name once, before main (a constructor),
-//! or the address of a stub word where the served release has no such
-//! entry. So one exported symbol serves every layout.
+//! The functions we do not implement are exported too
+//! (`unimplemented_exports`). Never holds state of its own beyond the tables
+//! and the slots.
 //!
-//! Never holds state of its own beyond the tables and the slots.
+//! An entry's body is safe code but for the calls that rely on the entry's
+//! own contract (its arguments as hsa.h / hsa_ext_amd.h require them): those
+//! are `unsafe` blocks, each with its SAFETY line.
+//!
+//! - `entry_guard`           no panic crosses the C boundary
+//! - `slots`                 stub entries, slots and their resolution, the
+//!   call through a slot
+//! - `unimplemented_exports` the exported trampolines of every other function
 
+#[macro_use]
+mod slots;
+mod entry_guard;
+mod unimplemented_exports;
+
+use crate::api::entry_guard::{FailValue, guard};
+use crate::api::slots::{NO_IMAGES_WORD, STUB_WORD, index_of, resolve, unresolved};
+use crate::api::unimplemented_exports::{JUMP_SLOTS, JUMPS};
 use crate::code_objects::{executables, loader_extension};
 use crate::memory::{allocations, copy_engines, ipc, virtual_memory};
 use crate::signals_and_queues::signals::{Order, Rmw};
-use crate::signals_and_queues::{intercept_queues, queues, signals};
+use crate::signals_and_queues::{async_events, intercept_queues, profiling, queues, signals};
 use crate::tools::api_tables::{Implementation, ServedTables};
 use crate::tools::served_abi;
-use crate::{agents, runtime};
+use crate::{agent_info, agents, runtime};
 use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-/// What an entry returns when its implementation panicked, and whether a
-/// result is a failure worth a trace line (`error <function> <status>`).
-pub trait FailValue {
-    fn fail() -> Self;
-    fn trace_failure(&self, _function: &str) {}
-}
-impl FailValue for u32 {
-    fn fail() -> Self {
-        HSA_STATUS_ERROR
-    }
-    fn trace_failure(&self, function: &str) {
-        // INFO_BREAK (0x1) ends an iteration early: not a failure.
-        if *self != HSA_STATUS_SUCCESS && *self != HSA_STATUS_INFO_BREAK {
-            crate::tools::trace::event(&format!("error {function} {self:#x}"));
-        }
-    }
-}
-impl FailValue for i64 {
-    fn fail() -> Self {
-        0
-    }
-}
-impl FailValue for u64 {
-    fn fail() -> Self {
-        0
-    }
-}
-impl FailValue for () {
-    fn fail() -> Self {}
-}
-
-/// Runs an entry; a panic never crosses the C boundary.
-fn guard<R: FailValue>(name: &str, f: impl FnOnce() -> R) -> R {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(_) => {
-            eprintln!("hsa-cpu: internal error in {name}; returning an error to the caller");
-            R::fail()
-        }
-    }
-}
-
-/// What every entry we do not implement holds.
-unsafe extern "C" fn unimplemented_entry() -> hsa_status_t {
-    HSA_STATUS_ERROR
-}
-
-/// What every image-table entry holds: our agents support no images (ROCr
-/// on an agent without them answers the same way).
-unsafe extern "C" fn no_images_entry() -> hsa_status_t {
-    HSA_STATUS_ERROR_INVALID_ARGUMENT
-}
-
-/// The word a slot points at when the served release has no such entry.
-static STUB_WORD: unsafe extern "C" fn() -> hsa_status_t = unimplemented_entry;
-/// The same for the image table's entries.
-static NO_IMAGES_WORD: unsafe extern "C" fn() -> hsa_status_t = no_images_entry;
-
 static SERVED: OnceLock<ServedTables> = OnceLock::new();
 
 /// The served tables, made and filled on first use.
 fn served() -> &'static ServedTables {
     SERVED.get_or_init(|| {
-        let stub = unimplemented_entry as *const () as usize;
-        let no_images = no_images_entry as *const () as usize;
+        // The stubs' addresses as their words hold them (one address each:
+        // a tiny function may have a copy in every codegen unit using it).
+        let stub = STUB_WORD as *const () as usize;
+        let no_images = NO_IMAGES_WORD as *const () as usize;
         let tables = ServedTables::new(served_abi::layout_abi(), stub, no_images)
             // The measured data holds every release `served_abi` names: a test
             // (api_tables.rs) pins each; this is unreachable.
@@ -123,85 +82,32 @@ pub fn restore_tables() {
 /// `hsa_init`: refused when DITTO_HSA_CPU_ABI names no ABI we serve.
 fn init() -> hsa_status_t {
     match served_abi::served() {
-        Ok(abi) => runtime::init(
-            root_table(),
-            crate::tools::loading::Loading {
-                discover_loaded: abi.discovers_loaded_tools(),
-                keep_without_on_load: abi.keeps_tools_without_on_load(),
-            },
-        ),
-        Err(message) => {
-            eprintln!("hsa-cpu: error: {message}");
+        // SAFETY: the root table is the served one, never freed.
+        Ok(abi) => unsafe {
+            runtime::init(
+                root_table(),
+                crate::tools::loading::Loading {
+                    discover_loaded: abi.discovers_loaded_tools(),
+                    keep_without_on_load: abi.keeps_tools_without_on_load(),
+                },
+            )
+        },
+        Err(unknown) => {
+            eprintln!("hsa-cpu: error: {unknown}");
             HSA_STATUS_ERROR_INVALID_ARGUMENT
         }
     }
 }
 
-/// A slot that points at `word` until the constructor resolves it.
-const fn unresolved(word: &'static unsafe extern "C" fn() -> hsa_status_t) -> AtomicPtr<usize> {
-    AtomicPtr::new(word as *const _ as *mut usize)
+/// Resolves every slot (the constructor; also harmless to run again).
+extern "C" fn publish_slots() {
+    resolve(served(), &IMPLEMENTED_SLOTS, IMPLEMENTED);
+    resolve(served(), &JUMP_SLOTS, JUMPS);
 }
 
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// Position of `name` in a declaration list (compile time).
-const fn index_of(names: &[(Table, &str, &str)], name: &str) -> usize {
-    let mut i = 0;
-    while i < names.len() {
-        if same(names[i].2, name) {
-            return i;
-        }
-        i += 1;
-    }
-    panic!("not in the declaration list")
-}
-
-/// Points every slot of a declaration list at its served entry.
-fn resolve(slots: &[AtomicPtr<usize>], names: &[(Table, &str, &str)]) {
-    let tables = served();
-    for (slot, &(table, field, _)) in slots.iter().zip(names) {
-        let fallback = match table {
-            Table::ImageExt => &NO_IMAGES_WORD,
-            _ => &STUB_WORD,
-        } as *const _ as *mut usize;
-        slot.store(
-            tables.slot(table, field).unwrap_or(fallback),
-            Ordering::Release,
-        );
-    }
-}
-
-/// Calls through a slot: the entry's current word (a tool's wrap or ours).
-macro_rules! through_slot {
-    ($slot:expr, ($($arg:ident : $ty:ty),*), $ret:ty) => {{
-        let slot = $slot.load(Ordering::Acquire);
-        // SAFETY: a slot points at a word of a served table (never freed)
-        // or at a stub word; read as one word, as tools write it.
-        let word = unsafe { std::ptr::read_volatile(slot) };
-        if word == 0 {
-            <$ret as FailValue>::fail()
-        } else {
-            // SAFETY: the word is the entry's function (ours or a tool's
-            // wrap of it), of the entry's C signature.
-            let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(word) };
-            // SAFETY: forwarding the caller's arguments.
-            unsafe { f($($arg),*) }
-        }
-    }};
-}
+#[used]
+#[unsafe(link_section = ".init_array")]
+static PUBLISH_SLOTS: extern "C" fn() = publish_slots;
 
 macro_rules! exported {
     (export, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {
@@ -219,18 +125,6 @@ macro_rules! exported {
     (table_only, $name:ident, ($($arg:ident : $ty:ty),*), $ret:ty) => {};
 }
 
-macro_rules! table_of {
-    (core) => {
-        Table::Core
-    };
-    (amd) => {
-        Table::AmdExt
-    };
-    (image) => {
-        Table::ImageExt
-    };
-}
-
 macro_rules! hsa_api {
     ($( $vis:ident $table:ident . $field:ident : fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) -> $ret:ty => $body:expr ; )*) => {
         /// Our implementations, as placed in the table.
@@ -242,9 +136,9 @@ macro_rules! hsa_api {
                 ///
                 /// # Safety
                 /// C ABI entry: the arguments must satisfy hsa.h / hsa_ext_amd.h.
-                #[allow(unused_unsafe, unused_variables, clippy::too_many_arguments)]
+                #[allow(unused_variables, clippy::too_many_arguments)]
                 pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                    let result = guard(stringify!($name), move || unsafe { $body });
+                    let result = guard(stringify!($name), move || $body);
                     result.trace_failure(stringify!($name));
                     result
                 }
@@ -286,65 +180,87 @@ hsa_api! {
     export core.hsa_init_fn: fn hsa_init() -> hsa_status_t => init();
     export core.hsa_shut_down_fn: fn hsa_shut_down() -> hsa_status_t => runtime::shut_down(restore_tables);
     export core.hsa_system_get_info_fn: fn hsa_system_get_info(attribute: hsa_system_info_t, value: *mut c_void) -> hsa_status_t
-        => agents::system_get_info(attribute, value);
+        // SAFETY: `value` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::system_get_info(attribute, value) };
     export core.hsa_system_get_major_extension_table_fn: fn hsa_system_get_major_extension_table(extension: u16, version_major: u16, table_length: usize, table: *mut c_void) -> hsa_status_t
-        => loader_extension::system_get_major_extension_table(extension, version_major, table_length, table);
+        // SAFETY: `table` as hsa.h requires (the entry's contract).
+        => unsafe { loader_extension::system_get_major_extension_table(extension, version_major, table_length, table) };
     export core.hsa_status_string_fn: fn hsa_status_string(status: hsa_status_t, status_string: *mut *const c_char) -> hsa_status_t
-        => agents::status_string(status, status_string);
+        // SAFETY: `status_string` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::status_string(status, status_string) };
     export core.hsa_iterate_agents_fn: fn hsa_iterate_agents(callback: AgentCallback, data: *mut c_void) -> hsa_status_t
-        => agents::iterate_agents(callback, data);
+        // SAFETY: `callback`, `data` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::iterate_agents(callback, data) };
     export core.hsa_agent_get_info_fn: fn hsa_agent_get_info(agent: hsa_agent_t, attribute: hsa_agent_info_t, value: *mut c_void) -> hsa_status_t
-        => agents::agent_get_info(agent, attribute, value);
+        // SAFETY: `value` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::agent_get_info(agent, attribute, value) };
     export core.hsa_agent_iterate_isas_fn: fn hsa_agent_iterate_isas(agent: hsa_agent_t, callback: IsaCallback, data: *mut c_void) -> hsa_status_t
-        => agents::agent_iterate_isas(agent, callback, data);
+        // SAFETY: `callback`, `data` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::agent_iterate_isas(agent, callback, data) };
     export core.hsa_isa_get_info_alt_fn: fn hsa_isa_get_info_alt(isa: hsa_isa_t, attribute: hsa_isa_info_t, value: *mut c_void) -> hsa_status_t
-        => agents::isa_get_info_alt(isa, attribute, value);
+        // SAFETY: `value` as hsa.h requires (the entry's contract).
+        => unsafe { agent_info::isa_get_info_alt(isa, attribute, value) };
     export amd.hsa_amd_agent_iterate_memory_pools_fn: fn hsa_amd_agent_iterate_memory_pools(agent: hsa_agent_t, callback: PoolCallback, data: *mut c_void) -> hsa_status_t
-        => agents::iterate_memory_pools(agent, callback, data);
+        // SAFETY: `callback`, `data` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { agent_info::iterate_memory_pools(agent, callback, data) };
     export amd.hsa_amd_memory_pool_get_info_fn: fn hsa_amd_memory_pool_get_info(pool: hsa_amd_memory_pool_t, attribute: hsa_amd_memory_pool_info_t, value: *mut c_void) -> hsa_status_t
-        => agents::memory_pool_get_info(pool, attribute, value);
+        // SAFETY: `value` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { agent_info::memory_pool_get_info(pool, attribute, value) };
     export amd.hsa_amd_agent_memory_pool_get_info_fn: fn hsa_amd_agent_memory_pool_get_info(agent: hsa_agent_t, pool: hsa_amd_memory_pool_t, attribute: hsa_amd_agent_memory_pool_info_t, value: *mut c_void) -> hsa_status_t
-        => agents::agent_memory_pool_get_info(agent, pool, attribute, value);
+        // SAFETY: `value` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { agent_info::agent_memory_pool_get_info(agent, pool, attribute, value) };
 
     // --- memory ---
     export amd.hsa_amd_memory_pool_allocate_fn: fn hsa_amd_memory_pool_allocate(pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void) -> hsa_status_t
-        => allocations::pool_allocate(pool, size, flags, ptr);
+        // SAFETY: `ptr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { allocations::pool_allocate(pool, size, flags, ptr) };
     export amd.hsa_amd_memory_pool_free_fn: fn hsa_amd_memory_pool_free(ptr: *mut c_void) -> hsa_status_t => allocations::pool_free(ptr);
     export core.hsa_memory_free_fn: fn hsa_memory_free(ptr: *mut c_void) -> hsa_status_t => allocations::pool_free(ptr);
     export core.hsa_memory_copy_fn: fn hsa_memory_copy(dst: *mut c_void, src: *const c_void, size: usize) -> hsa_status_t
-        => allocations::memory_copy(dst, src, size);
+        // SAFETY: `dst`, `src` as hsa.h requires (the entry's contract).
+        => unsafe { allocations::memory_copy(dst, src, size) };
     export amd.hsa_amd_memory_async_copy_fn: fn hsa_amd_memory_async_copy(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t) -> hsa_status_t
-        => copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal);
+        // SAFETY: `dst`, `src`, `dep_signals` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal) };
     export amd.hsa_amd_memory_async_copy_on_engine_fn: fn hsa_amd_memory_async_copy_on_engine(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t, engine_id: u32, force_copy_on_sdma: bool) -> hsa_status_t
         => if agents::is_sdma_engine(engine_id) {
-            copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal)
+            // SAFETY: `dst`, `src`, `dep_signals` as hsa_ext_amd.h requires (the entry's contract).
+            unsafe { copy_engines::async_copy(dst, dst_agent, src, src_agent, size, num_dep_signals, dep_signals, completion_signal) }
         } else {
             HSA_STATUS_ERROR_INVALID_ARGUMENT
         };
     export amd.hsa_amd_memory_copy_engine_status_fn: fn hsa_amd_memory_copy_engine_status(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, engine_ids_mask: *mut u32) -> hsa_status_t
-        => agents::copy_engine_status(dst_agent, src_agent, engine_ids_mask);
+        // SAFETY: `engine_ids_mask` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { agent_info::copy_engine_status(dst_agent, src_agent, engine_ids_mask) };
     export amd.hsa_amd_agent_set_async_scratch_limit_fn: fn hsa_amd_agent_set_async_scratch_limit(agent: hsa_agent_t, threshold: usize) -> hsa_status_t
-        => agents::set_async_scratch_limit(agent, threshold);
+        => agent_info::set_async_scratch_limit(agent, threshold);
     export amd.hsa_amd_memory_get_preferred_copy_engine_fn: fn hsa_amd_memory_get_preferred_copy_engine(dst_agent: hsa_agent_t, src_agent: hsa_agent_t, recommended_ids_mask: *mut u32) -> hsa_status_t
-        => agents::preferred_copy_engine(dst_agent, src_agent, recommended_ids_mask);
+        // SAFETY: `recommended_ids_mask` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { agent_info::preferred_copy_engine(dst_agent, src_agent, recommended_ids_mask) };
     export amd.hsa_amd_enable_logging_fn: fn hsa_amd_enable_logging(flags: *mut u8, file: *mut c_void) -> hsa_status_t
         => HSA_STATUS_SUCCESS;
     export amd.hsa_amd_agents_allow_access_fn: fn hsa_amd_agents_allow_access(num_agents: u32, agents: *const hsa_agent_t, flags: *const u32, ptr: *const c_void) -> hsa_status_t
-        => allocations::agents_allow_access(num_agents, agents, flags, ptr);
+        // SAFETY: `agents`, `flags`, `ptr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { allocations::agents_allow_access(num_agents, agents, flags, ptr) };
     export amd.hsa_amd_memory_lock_fn: fn hsa_amd_memory_lock(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, agent_ptr: *mut *mut c_void) -> hsa_status_t
-        => allocations::memory_lock(host_ptr, size, agents, num_agent, agent_ptr);
+        // SAFETY: `host_ptr`, `agents`, `agent_ptr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { allocations::memory_lock(host_ptr, size, agents, num_agent, agent_ptr) };
     export amd.hsa_amd_memory_lock_to_pool_fn: fn hsa_amd_memory_lock_to_pool(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: c_int, pool: hsa_amd_memory_pool_t, flags: u32, agent_ptr: *mut *mut c_void) -> hsa_status_t
-        => allocations::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr);
+        // SAFETY: `host_ptr`, `agents`, `agent_ptr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { allocations::memory_lock_to_pool(host_ptr, size, agents, num_agent, pool, flags, agent_ptr) };
     export amd.hsa_amd_memory_unlock_fn: fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> hsa_status_t => allocations::memory_unlock(host_ptr);
     // --- virtual memory (interface 1.6 on; tables of 6.0 and later) ---
     export amd.hsa_amd_vmem_address_reserve_fn: fn hsa_amd_vmem_address_reserve(va: *mut *mut c_void, size: usize, address: u64, flags: u64) -> hsa_status_t
-        => virtual_memory::address_reserve_align(va, size, address, 0, flags);
+        // SAFETY: `va` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::address_reserve_align(va, size, address, 0, flags) };
     export amd.hsa_amd_vmem_address_reserve_align_fn: fn hsa_amd_vmem_address_reserve_align(va: *mut *mut c_void, size: usize, address: u64, alignment: u64, flags: u64) -> hsa_status_t
-        => virtual_memory::address_reserve_align(va, size, address, alignment, flags);
+        // SAFETY: `va` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::address_reserve_align(va, size, address, alignment, flags) };
     export amd.hsa_amd_vmem_address_free_fn: fn hsa_amd_vmem_address_free(va: *mut c_void, size: usize) -> hsa_status_t
         => virtual_memory::address_free(va, size);
     export amd.hsa_amd_vmem_handle_create_fn: fn hsa_amd_vmem_handle_create(pool: hsa_amd_memory_pool_t, size: usize, memory_type: hsa_amd_memory_type_t, flags: u64, memory_handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
-        => virtual_memory::handle_create(pool, size, memory_type, flags, memory_handle);
+        // SAFETY: `memory_handle` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::handle_create(pool, size, memory_type, flags, memory_handle) };
     export amd.hsa_amd_vmem_handle_release_fn: fn hsa_amd_vmem_handle_release(memory_handle: hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
         => virtual_memory::handle_release(memory_handle);
     export amd.hsa_amd_vmem_map_fn: fn hsa_amd_vmem_map(va: *mut c_void, size: usize, in_offset: usize, memory_handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
@@ -352,34 +268,45 @@ hsa_api! {
     export amd.hsa_amd_vmem_unmap_fn: fn hsa_amd_vmem_unmap(va: *mut c_void, size: usize) -> hsa_status_t
         => virtual_memory::unmap(va, size);
     export amd.hsa_amd_vmem_set_access_fn: fn hsa_amd_vmem_set_access(va: *mut c_void, size: usize, desc: *const hsa_amd_memory_access_desc_t, desc_cnt: usize) -> hsa_status_t
-        => virtual_memory::set_access(va, size, desc, desc_cnt);
+        // SAFETY: `va`, `desc` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::set_access(va, size, desc, desc_cnt) };
     export amd.hsa_amd_vmem_get_access_fn: fn hsa_amd_vmem_get_access(va: *mut c_void, perms: *mut hsa_access_permission_t, agent_handle: hsa_agent_t) -> hsa_status_t
-        => virtual_memory::get_access(va, perms, agent_handle);
+        // SAFETY: `va`, `perms` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::get_access(va, perms, agent_handle) };
     export amd.hsa_amd_vmem_export_shareable_handle_fn: fn hsa_amd_vmem_export_shareable_handle(dmabuf_fd: *mut c_int, handle: hsa_amd_vmem_alloc_handle_t, flags: u64) -> hsa_status_t
-        => virtual_memory::export_shareable_handle(dmabuf_fd, handle, flags);
+        // SAFETY: `dmabuf_fd` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::export_shareable_handle(dmabuf_fd, handle, flags) };
     export amd.hsa_amd_vmem_import_shareable_handle_fn: fn hsa_amd_vmem_import_shareable_handle(dmabuf_fd: c_int, handle: *mut hsa_amd_vmem_alloc_handle_t) -> hsa_status_t
-        => virtual_memory::import_shareable_handle(dmabuf_fd, handle);
+        // SAFETY: `handle` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::import_shareable_handle(dmabuf_fd, handle) };
     export amd.hsa_amd_vmem_retain_alloc_handle_fn: fn hsa_amd_vmem_retain_alloc_handle(memory_handle: *mut hsa_amd_vmem_alloc_handle_t, addr: *mut c_void) -> hsa_status_t
-        => virtual_memory::retain_alloc_handle(memory_handle, addr);
+        // SAFETY: `memory_handle`, `addr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::retain_alloc_handle(memory_handle, addr) };
     export amd.hsa_amd_vmem_get_alloc_properties_from_handle_fn: fn hsa_amd_vmem_get_alloc_properties_from_handle(memory_handle: hsa_amd_vmem_alloc_handle_t, pool: *mut hsa_amd_memory_pool_t, memory_type: *mut hsa_amd_memory_type_t) -> hsa_status_t
-        => virtual_memory::alloc_properties(memory_handle, pool, memory_type);
+        // SAFETY: `pool`, `memory_type` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { virtual_memory::alloc_properties(memory_handle, pool, memory_type) };
     export amd.hsa_amd_pointer_info_fn: fn hsa_amd_pointer_info(ptr: *const c_void, info: *mut hsa_amd_pointer_info_t, alloc: AllocCallback, num_agents_accessible: *mut u32, accessible: *mut *mut hsa_agent_t) -> hsa_status_t
-        => allocations::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, |p| {
+        // SAFETY: `info`, `alloc`, `num_agents_accessible`, `accessible` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { allocations::pointer_info(ptr, info, alloc, num_agents_accessible, accessible, |p| {
             ipc::attachment_described(p).or_else(|| virtual_memory::described(p))
-        });
+        }) };
 
     // --- IPC ---
     export amd.hsa_amd_ipc_memory_create_fn: fn hsa_amd_ipc_memory_create(ptr: *mut c_void, len: usize, handle: *mut hsa_amd_ipc_memory_t) -> hsa_status_t
-        => ipc::memory_create(ptr, len, handle);
+        // SAFETY: `ptr`, `handle` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { ipc::memory_create(ptr, len, handle) };
     export amd.hsa_amd_ipc_memory_attach_fn: fn hsa_amd_ipc_memory_attach(handle: *const hsa_amd_ipc_memory_t, len: usize, num_agents: u32, mapping_agents: *const hsa_agent_t, mapped_ptr: *mut *mut c_void) -> hsa_status_t
-        => ipc::memory_attach(handle, len, num_agents, mapping_agents, mapped_ptr);
+        // SAFETY: `handle`, `mapping_agents`, `mapped_ptr` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { ipc::memory_attach(handle, len, num_agents, mapping_agents, mapped_ptr) };
     export amd.hsa_amd_ipc_memory_detach_fn: fn hsa_amd_ipc_memory_detach(mapped_ptr: *mut c_void) -> hsa_status_t => ipc::memory_detach(mapped_ptr);
 
     // --- signals ---
     export core.hsa_signal_create_fn: fn hsa_signal_create(initial_value: Val, num_consumers: u32, consumers: *const hsa_agent_t, signal: *mut hsa_signal_t) -> hsa_status_t
-        => signals::signal_create(initial_value, num_consumers, consumers, signal);
+        // SAFETY: `consumers`, `signal` as hsa.h requires (the entry's contract).
+        => unsafe { signals::signal_create(initial_value, num_consumers, consumers, signal) };
     export amd.hsa_amd_signal_create_fn: fn hsa_amd_signal_create(initial_value: Val, num_consumers: u32, consumers: *const hsa_agent_t, attributes: u64, signal: *mut hsa_signal_t) -> hsa_status_t
-        => signals::amd_signal_create(initial_value, num_consumers, consumers, attributes, signal);
+        // SAFETY: `consumers`, `signal` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { signals::amd_signal_create(initial_value, num_consumers, consumers, attributes, signal) };
     export core.hsa_signal_destroy_fn: fn hsa_signal_destroy(signal: Sig) -> hsa_status_t => signals::destroy(signal);
     export core.hsa_signal_load_relaxed_fn: fn hsa_signal_load_relaxed(signal: Sig) -> Val => signals::load(signal, Order::Relaxed);
     export core.hsa_signal_load_scacquire_fn: fn hsa_signal_load_scacquire(signal: Sig) -> Val => signals::load(signal, Order::Acquire);
@@ -420,17 +347,22 @@ hsa_api! {
     export core.hsa_signal_cas_screlease_fn: fn hsa_signal_cas_screlease(signal: Sig, expected: Val, value: Val) -> Val => signals::cas(signal, expected, value, Order::Release);
     export core.hsa_signal_cas_scacq_screl_fn: fn hsa_signal_cas_scacq_screl(signal: Sig, expected: Val, value: Val) -> Val => signals::cas(signal, expected, value, Order::AcqRel);
     export amd.hsa_amd_signal_wait_any_fn: fn hsa_amd_signal_wait_any(signal_count: u32, signals: *mut hsa_signal_t, conds: *mut hsa_signal_condition_t, values: *mut Val, timeout_hint: u64, wait_hint: hsa_wait_state_t, satisfying_value: *mut Val) -> u32
-        => signals::amd_wait_any(signal_count, signals, conds, values, timeout_hint, wait_hint, satisfying_value);
+        // SAFETY: `signals`, `conds`, `values`, `satisfying_value` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { signals::amd_wait_any(signal_count, signals, conds, values, timeout_hint, wait_hint, satisfying_value) };
     export amd.hsa_amd_signal_async_handler_fn: fn hsa_amd_signal_async_handler(signal: Sig, cond: hsa_signal_condition_t, value: Val, handler: SignalHandler, arg: *mut c_void) -> hsa_status_t
-        => signals::async_handler(signal, cond, value, handler, arg);
+        // SAFETY: `handler`, `arg` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { async_events::async_handler(signal, cond, value, handler, arg) };
     export amd.hsa_amd_profiling_get_dispatch_time_fn: fn hsa_amd_profiling_get_dispatch_time(agent: hsa_agent_t, signal: Sig, time: *mut hsa_amd_profiling_dispatch_time_t) -> hsa_status_t
-        => signals::get_dispatch_time(agent, signal, time);
+        // SAFETY: `time` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { profiling::get_dispatch_time(agent, signal, time) };
 
     // --- queues ---
     export core.hsa_queue_create_fn: fn hsa_queue_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
-        => queues::queue_create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue);
+        // SAFETY: `callback`, `data`, `queue` as hsa.h requires (the entry's contract).
+        => unsafe { queues::queue_create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue) };
     export amd.hsa_amd_queue_create_fn: fn hsa_amd_queue_create(agent: hsa_agent_t, descs: *mut hsa_amd_queue_create_desc_t, num_descs: u32) -> hsa_status_t
-        => queues::amd_queue_create(agent, descs, num_descs);
+        // SAFETY: `descs` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { queues::amd_queue_create(agent, descs, num_descs) };
     export core.hsa_queue_destroy_fn: fn hsa_queue_destroy(queue: *mut hsa_queue_t) -> hsa_status_t => queues::queue_destroy(queue);
     export core.hsa_queue_load_read_index_scacquire_fn: fn hsa_queue_load_read_index_scacquire(queue: Q) -> u64 => queues::load_read_index(queue, Ordering::Acquire);
     export core.hsa_queue_load_read_index_relaxed_fn: fn hsa_queue_load_read_index_relaxed(queue: Q) -> u64 => queues::load_read_index(queue, Ordering::Relaxed);
@@ -449,31 +381,39 @@ hsa_api! {
     export core.hsa_queue_add_write_index_relaxed_fn: fn hsa_queue_add_write_index_relaxed(queue: Q, value: u64) -> u64 => queues::add_write_index(queue, value, Ordering::Relaxed);
     export core.hsa_queue_add_write_index_screlease_fn: fn hsa_queue_add_write_index_screlease(queue: Q, value: u64) -> u64 => queues::add_write_index(queue, value, Ordering::Release);
     export amd.hsa_amd_profiling_set_profiler_enabled_fn: fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: c_int) -> hsa_status_t
-        => queues::set_profiler_enabled(queue, enable);
+        => profiling::set_profiler_enabled(queue, enable);
     table_only amd.hsa_amd_queue_intercept_create_fn: fn hsa_amd_queue_intercept_create(agent: hsa_agent_t, size: u32, type_: hsa_queue_type32_t, callback: QueueErrorCallback, data: *mut c_void, private_segment_size: u32, group_segment_size: u32, queue: *mut *mut hsa_queue_t) -> hsa_status_t
-        => intercept_queues::create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue);
+        // SAFETY: `callback`, `data`, `queue` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { intercept_queues::create(agent, size, type_, callback, data, private_segment_size, group_segment_size, queue) };
     table_only amd.hsa_amd_queue_intercept_register_fn: fn hsa_amd_queue_intercept_register(queue: *mut hsa_queue_t, callback: InterceptHandler, user_data: *mut c_void) -> hsa_status_t
-        => intercept_queues::register(queue, callback, user_data);
+        // SAFETY: `queue`, `callback`, `user_data` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { intercept_queues::register(queue, callback, user_data) };
 
     // --- code objects and executables ---
     export core.hsa_code_object_reader_create_from_memory_fn: fn hsa_code_object_reader_create_from_memory(code_object: *const c_void, size: usize, code_object_reader: *mut hsa_code_object_reader_t) -> hsa_status_t
-        => loader_extension::reader_create_from_memory(code_object, size, code_object_reader);
+        // SAFETY: `code_object`, `code_object_reader` as hsa.h requires (the entry's contract).
+        => unsafe { loader_extension::reader_create_from_memory(code_object, size, code_object_reader) };
     export core.hsa_code_object_reader_destroy_fn: fn hsa_code_object_reader_destroy(code_object_reader: hsa_code_object_reader_t) -> hsa_status_t
         => loader_extension::reader_destroy(code_object_reader);
     export core.hsa_executable_create_alt_fn: fn hsa_executable_create_alt(profile: hsa_profile_t, default_float_rounding_mode: hsa_default_float_rounding_mode_t, options: *const c_char, executable: *mut hsa_executable_t) -> hsa_status_t
-        => loader_extension::executable_create_alt(profile, default_float_rounding_mode, options, executable);
+        // SAFETY: `options`, `executable` as hsa.h requires (the entry's contract).
+        => unsafe { loader_extension::executable_create_alt(profile, default_float_rounding_mode, options, executable) };
     export core.hsa_executable_load_agent_code_object_fn: fn hsa_executable_load_agent_code_object(executable: hsa_executable_t, agent: hsa_agent_t, code_object_reader: hsa_code_object_reader_t, options: *const c_char, loaded_code_object: *mut hsa_loaded_code_object_t) -> hsa_status_t
-        => loader_extension::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object);
+        // SAFETY: `options`, `loaded_code_object` as hsa.h requires (the entry's contract).
+        => unsafe { loader_extension::load_agent_code_object(executable, agent, code_object_reader, options, loaded_code_object) };
     export core.hsa_executable_freeze_fn: fn hsa_executable_freeze(executable: hsa_executable_t, options: *const c_char) -> hsa_status_t
         => executables::executable_freeze(executable, options);
     export core.hsa_executable_destroy_fn: fn hsa_executable_destroy(executable: hsa_executable_t) -> hsa_status_t
         => loader_extension::executable_destroy(executable);
     export core.hsa_executable_get_symbol_by_name_fn: fn hsa_executable_get_symbol_by_name(executable: hsa_executable_t, symbol_name: *const c_char, agent: *const hsa_agent_t, symbol: *mut hsa_executable_symbol_t) -> hsa_status_t
-        => executables::get_symbol_by_name(executable, symbol_name, agent, symbol);
+        // SAFETY: `symbol_name`, `agent`, `symbol` as hsa.h requires (the entry's contract).
+        => unsafe { executables::get_symbol_by_name(executable, symbol_name, agent, symbol) };
     export core.hsa_executable_iterate_symbols_fn: fn hsa_executable_iterate_symbols(executable: hsa_executable_t, callback: SymbolCallback, data: *mut c_void) -> hsa_status_t
-        => executables::iterate_symbols(executable, callback, data);
+        // SAFETY: `callback`, `data` as hsa.h requires (the entry's contract).
+        => unsafe { executables::iterate_symbols(executable, callback, data) };
     export core.hsa_executable_symbol_get_info_fn: fn hsa_executable_symbol_get_info(executable_symbol: hsa_executable_symbol_t, attribute: hsa_executable_symbol_info_t, value: *mut c_void) -> hsa_status_t
-        => executables::symbol_get_info(executable_symbol, attribute, value);
+        // SAFETY: `value` as hsa.h requires (the entry's contract).
+        => unsafe { executables::symbol_get_info(executable_symbol, attribute, value) };
 }
 
 #[cfg(test)]
@@ -505,11 +445,11 @@ mod tests {
         );
         assert_eq!(
             word(Table::Core, "hsa_soft_queue_create_fn"),
-            unimplemented_entry as *const () as usize
+            STUB_WORD as *const () as usize
         );
         assert_eq!(
             word(Table::ImageExt, "hsa_ext_image_create_fn"),
-            no_images_entry as *const () as usize
+            NO_IMAGES_WORD as *const () as usize
         );
     }
 
@@ -531,193 +471,4 @@ mod tests {
             }
         }
     }
-}
-
-// --- exported trampolines for the entries we do not implement -------------
-//
-// Every other function ROCr exports is still exported (version ROCR_1) and
-// still calls through the served table, so a tool can implement or wrap it;
-// by default its entry holds a stub. These trampolines are a three-
-// instruction tail jump (arguments untouched) through their slot, resolved
-// by the constructor below (before any caller can run: the runtime's own
-// constructors run before those of the libraries that need it).
-
-/// Resolves every slot (the constructor; also harmless to run again).
-extern "C" fn publish_slots() {
-    resolve(&IMPLEMENTED_SLOTS, IMPLEMENTED);
-    resolve(&JUMP_SLOTS, JUMPS);
-}
-
-#[used]
-#[unsafe(link_section = ".init_array")]
-static PUBLISH_SLOTS: extern "C" fn() = publish_slots;
-
-macro_rules! jump_exports {
-    ($( $table:ident . $field:ident => $name:ident ; )*) => {
-        /// Every jump export: table, entry name, symbol.
-        const JUMPS: &[(Table, &str, &str)] = &[
-            $( (table_of!($table), stringify!($field), stringify!($name)), )*
-        ];
-
-        /// The slot of every jump export, in declaration order.
-        static JUMP_SLOTS: [AtomicPtr<usize>; JUMPS.len()] =
-            [const { unresolved(&STUB_WORD) }; JUMPS.len()];
-
-        $(
-            std::arch::global_asm!(
-                concat!(".globl ", stringify!($name)),
-                concat!(".type ", stringify!($name), ",@function"),
-                concat!(stringify!($name), ":"),
-                "mov rax, qword ptr [rip + {slots}@GOTPCREL]",
-                "mov rax, qword ptr [rax + {at}]",
-                "jmp qword ptr [rax]",
-                concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
-                concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@ROCR_1"),
-                slots = sym JUMP_SLOTS,
-                at = const 8 * index_of(JUMPS, stringify!($name)),
-            );
-        )*
-    };
-}
-
-jump_exports! {
-    core.hsa_system_extension_supported_fn => hsa_system_extension_supported;
-    core.hsa_system_get_extension_table_fn => hsa_system_get_extension_table;
-    core.hsa_soft_queue_create_fn => hsa_soft_queue_create;
-    core.hsa_queue_inactivate_fn => hsa_queue_inactivate;
-    core.hsa_agent_iterate_regions_fn => hsa_agent_iterate_regions;
-    core.hsa_region_get_info_fn => hsa_region_get_info;
-    core.hsa_agent_get_exception_policies_fn => hsa_agent_get_exception_policies;
-    core.hsa_agent_extension_supported_fn => hsa_agent_extension_supported;
-    core.hsa_memory_register_fn => hsa_memory_register;
-    core.hsa_memory_deregister_fn => hsa_memory_deregister;
-    core.hsa_memory_allocate_fn => hsa_memory_allocate;
-    core.hsa_memory_assign_agent_fn => hsa_memory_assign_agent;
-    core.hsa_isa_from_name_fn => hsa_isa_from_name;
-    core.hsa_isa_get_info_fn => hsa_isa_get_info;
-    core.hsa_isa_compatible_fn => hsa_isa_compatible;
-    core.hsa_code_object_serialize_fn => hsa_code_object_serialize;
-    core.hsa_code_object_deserialize_fn => hsa_code_object_deserialize;
-    core.hsa_code_object_destroy_fn => hsa_code_object_destroy;
-    core.hsa_code_object_get_info_fn => hsa_code_object_get_info;
-    core.hsa_code_object_get_symbol_fn => hsa_code_object_get_symbol;
-    core.hsa_code_symbol_get_info_fn => hsa_code_symbol_get_info;
-    core.hsa_code_object_iterate_symbols_fn => hsa_code_object_iterate_symbols;
-    core.hsa_executable_create_fn => hsa_executable_create;
-    core.hsa_executable_load_code_object_fn => hsa_executable_load_code_object;
-    core.hsa_executable_get_info_fn => hsa_executable_get_info;
-    core.hsa_executable_global_variable_define_fn => hsa_executable_global_variable_define;
-    core.hsa_executable_agent_global_variable_define_fn => hsa_executable_agent_global_variable_define;
-    core.hsa_executable_readonly_variable_define_fn => hsa_executable_readonly_variable_define;
-    core.hsa_executable_validate_fn => hsa_executable_validate;
-    core.hsa_executable_get_symbol_fn => hsa_executable_get_symbol;
-    core.hsa_extension_get_name_fn => hsa_extension_get_name;
-    core.hsa_system_major_extension_supported_fn => hsa_system_major_extension_supported;
-    core.hsa_agent_major_extension_supported_fn => hsa_agent_major_extension_supported;
-    core.hsa_cache_get_info_fn => hsa_cache_get_info;
-    core.hsa_agent_iterate_caches_fn => hsa_agent_iterate_caches;
-    core.hsa_signal_group_create_fn => hsa_signal_group_create;
-    core.hsa_signal_group_destroy_fn => hsa_signal_group_destroy;
-    core.hsa_signal_group_wait_any_scacquire_fn => hsa_signal_group_wait_any_scacquire;
-    core.hsa_signal_group_wait_any_relaxed_fn => hsa_signal_group_wait_any_relaxed;
-    core.hsa_isa_get_exception_policies_fn => hsa_isa_get_exception_policies;
-    core.hsa_isa_get_round_method_fn => hsa_isa_get_round_method;
-    core.hsa_wavefront_get_info_fn => hsa_wavefront_get_info;
-    core.hsa_isa_iterate_wavefronts_fn => hsa_isa_iterate_wavefronts;
-    core.hsa_code_object_get_symbol_from_name_fn => hsa_code_object_get_symbol_from_name;
-    core.hsa_code_object_reader_create_from_file_fn => hsa_code_object_reader_create_from_file;
-    core.hsa_executable_load_program_code_object_fn => hsa_executable_load_program_code_object;
-    core.hsa_executable_validate_alt_fn => hsa_executable_validate_alt;
-    core.hsa_executable_iterate_agent_symbols_fn => hsa_executable_iterate_agent_symbols;
-    core.hsa_executable_iterate_program_symbols_fn => hsa_executable_iterate_program_symbols;
-    // Deprecated HSA 1.0 names: same slots as their sc* successors (as ROCr).
-    core.hsa_queue_load_read_index_scacquire_fn => hsa_queue_load_read_index_acquire;
-    core.hsa_queue_load_write_index_scacquire_fn => hsa_queue_load_write_index_acquire;
-    core.hsa_queue_store_write_index_screlease_fn => hsa_queue_store_write_index_release;
-    core.hsa_queue_cas_write_index_scacq_screl_fn => hsa_queue_cas_write_index_acq_rel;
-    core.hsa_queue_cas_write_index_scacquire_fn => hsa_queue_cas_write_index_acquire;
-    core.hsa_queue_cas_write_index_screlease_fn => hsa_queue_cas_write_index_release;
-    core.hsa_queue_add_write_index_scacq_screl_fn => hsa_queue_add_write_index_acq_rel;
-    core.hsa_queue_add_write_index_scacquire_fn => hsa_queue_add_write_index_acquire;
-    core.hsa_queue_add_write_index_screlease_fn => hsa_queue_add_write_index_release;
-    core.hsa_queue_store_read_index_screlease_fn => hsa_queue_store_read_index_release;
-    core.hsa_signal_load_scacquire_fn => hsa_signal_load_acquire;
-    core.hsa_signal_store_screlease_fn => hsa_signal_store_release;
-    core.hsa_signal_wait_scacquire_fn => hsa_signal_wait_acquire;
-    core.hsa_signal_and_scacquire_fn => hsa_signal_and_acquire;
-    core.hsa_signal_and_screlease_fn => hsa_signal_and_release;
-    core.hsa_signal_and_scacq_screl_fn => hsa_signal_and_acq_rel;
-    core.hsa_signal_or_scacquire_fn => hsa_signal_or_acquire;
-    core.hsa_signal_or_screlease_fn => hsa_signal_or_release;
-    core.hsa_signal_or_scacq_screl_fn => hsa_signal_or_acq_rel;
-    core.hsa_signal_xor_scacquire_fn => hsa_signal_xor_acquire;
-    core.hsa_signal_xor_screlease_fn => hsa_signal_xor_release;
-    core.hsa_signal_xor_scacq_screl_fn => hsa_signal_xor_acq_rel;
-    core.hsa_signal_exchange_scacquire_fn => hsa_signal_exchange_acquire;
-    core.hsa_signal_exchange_screlease_fn => hsa_signal_exchange_release;
-    core.hsa_signal_exchange_scacq_screl_fn => hsa_signal_exchange_acq_rel;
-    core.hsa_signal_add_scacquire_fn => hsa_signal_add_acquire;
-    core.hsa_signal_add_screlease_fn => hsa_signal_add_release;
-    core.hsa_signal_add_scacq_screl_fn => hsa_signal_add_acq_rel;
-    core.hsa_signal_subtract_scacquire_fn => hsa_signal_subtract_acquire;
-    core.hsa_signal_subtract_screlease_fn => hsa_signal_subtract_release;
-    core.hsa_signal_subtract_scacq_screl_fn => hsa_signal_subtract_acq_rel;
-    core.hsa_signal_cas_scacquire_fn => hsa_signal_cas_acquire;
-    core.hsa_signal_cas_screlease_fn => hsa_signal_cas_release;
-    core.hsa_signal_cas_scacq_screl_fn => hsa_signal_cas_acq_rel;
-    amd.hsa_amd_coherency_get_type_fn => hsa_amd_coherency_get_type;
-    amd.hsa_amd_coherency_set_type_fn => hsa_amd_coherency_set_type;
-    amd.hsa_amd_profiling_async_copy_enable_fn => hsa_amd_profiling_async_copy_enable;
-    amd.hsa_amd_profiling_get_async_copy_time_fn => hsa_amd_profiling_get_async_copy_time;
-    amd.hsa_amd_profiling_convert_tick_to_system_domain_fn => hsa_amd_profiling_convert_tick_to_system_domain;
-    amd.hsa_amd_async_function_fn => hsa_amd_async_function;
-    amd.hsa_amd_queue_cu_set_mask_fn => hsa_amd_queue_cu_set_mask;
-    amd.hsa_amd_memory_pool_can_migrate_fn => hsa_amd_memory_pool_can_migrate;
-    amd.hsa_amd_memory_migrate_fn => hsa_amd_memory_migrate;
-    amd.hsa_amd_memory_fill_fn => hsa_amd_memory_fill;
-    amd.hsa_amd_interop_map_buffer_fn => hsa_amd_interop_map_buffer;
-    amd.hsa_amd_interop_unmap_buffer_fn => hsa_amd_interop_unmap_buffer;
-    amd.hsa_amd_image_create_fn => hsa_amd_image_create;
-    amd.hsa_amd_pointer_info_set_userdata_fn => hsa_amd_pointer_info_set_userdata;
-    amd.hsa_amd_ipc_signal_create_fn => hsa_amd_ipc_signal_create;
-    amd.hsa_amd_ipc_signal_attach_fn => hsa_amd_ipc_signal_attach;
-    amd.hsa_amd_register_system_event_handler_fn => hsa_amd_register_system_event_handler;
-    amd.hsa_amd_queue_set_priority_fn => hsa_amd_queue_set_priority;
-    amd.hsa_amd_memory_async_copy_rect_fn => hsa_amd_memory_async_copy_rect;
-    amd.hsa_amd_runtime_queue_create_register_fn => hsa_amd_runtime_queue_create_register;
-    amd.hsa_amd_register_deallocation_callback_fn => hsa_amd_register_deallocation_callback;
-    amd.hsa_amd_deregister_deallocation_callback_fn => hsa_amd_deregister_deallocation_callback;
-    amd.hsa_amd_signal_value_pointer_fn => hsa_amd_signal_value_pointer;
-    amd.hsa_amd_svm_attributes_set_fn => hsa_amd_svm_attributes_set;
-    amd.hsa_amd_svm_attributes_get_fn => hsa_amd_svm_attributes_get;
-    amd.hsa_amd_svm_prefetch_async_fn => hsa_amd_svm_prefetch_async;
-    amd.hsa_amd_queue_cu_get_mask_fn => hsa_amd_queue_cu_get_mask;
-    // Added after ROCm 5.2 (HIP 6.4 and 7.2 link against them): served where
-    // the served release has the entry, a stub otherwise.
-    amd.hsa_amd_spm_acquire_fn => hsa_amd_spm_acquire;
-    amd.hsa_amd_spm_release_fn => hsa_amd_spm_release;
-    amd.hsa_amd_spm_set_dest_buffer_fn => hsa_amd_spm_set_dest_buffer;
-    amd.hsa_amd_portable_export_dmabuf_fn => hsa_amd_portable_export_dmabuf;
-    amd.hsa_amd_portable_close_dmabuf_fn => hsa_amd_portable_close_dmabuf;
-    amd.hsa_amd_queue_get_info_fn => hsa_amd_queue_get_info;
-    amd.hsa_amd_signal_wait_all_fn => hsa_amd_signal_wait_all;
-    amd.hsa_amd_portable_export_dmabuf_v2_fn => hsa_amd_portable_export_dmabuf_v2;
-    amd.hsa_amd_ais_file_write_fn => hsa_amd_ais_file_write;
-    amd.hsa_amd_ais_file_read_fn => hsa_amd_ais_file_read;
-    // The image extension (ROCr exports it from the runtime; our agents
-    // have no images).
-    image.hsa_ext_image_get_capability_fn => hsa_ext_image_get_capability;
-    image.hsa_ext_image_data_get_info_fn => hsa_ext_image_data_get_info;
-    image.hsa_ext_image_create_fn => hsa_ext_image_create;
-    image.hsa_ext_image_import_fn => hsa_ext_image_import;
-    image.hsa_ext_image_export_fn => hsa_ext_image_export;
-    image.hsa_ext_image_copy_fn => hsa_ext_image_copy;
-    image.hsa_ext_image_clear_fn => hsa_ext_image_clear;
-    image.hsa_ext_image_destroy_fn => hsa_ext_image_destroy;
-    image.hsa_ext_sampler_create_fn => hsa_ext_sampler_create;
-    image.hsa_ext_sampler_destroy_fn => hsa_ext_sampler_destroy;
-    image.hsa_ext_image_get_capability_with_layout_fn => hsa_ext_image_get_capability_with_layout;
-    image.hsa_ext_image_data_get_info_with_layout_fn => hsa_ext_image_data_get_info_with_layout;
-    image.hsa_ext_image_create_with_layout_fn => hsa_ext_image_create_with_layout;
-    image.hsa_ext_sampler_create_v2_fn => hsa_ext_sampler_create_v2;
 }

@@ -1,0 +1,161 @@
+//! The runtime's ONE async-events thread (ROCr's `Runtime::AsyncEventsLoop`),
+//! started on the first registration: it runs the handlers of
+//! `hsa_amd_signal_async_handler` one at a time, in registration order
+//! among those whose condition holds, each with the value that satisfied
+//! it; a handler returning true stays registered, false removes it; a
+//! handler whose signal is destroyed is dropped uncalled. Intercept queues
+//! register their async doorbell here too (as ROCr's InterceptQueue does),
+//! so overflow retries and deferred doorbells run on this same thread,
+//! serially with the application's handlers. The thread waits as a
+//! permanent `wait_any` waiter on the process-wide condvar of `signals`.
+//!
+//! Owns the registered handlers and the thread; over `signals`.
+
+use crate::signals_and_queues::signals::{self, Signal};
+use hsa::*;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// What runs when an async handler's condition holds.
+pub(crate) enum AsyncCallback {
+    /// `hsa_amd_signal_handler` with its argument.
+    App(unsafe extern "C" fn(i64, *mut c_void) -> bool, usize),
+    /// A runtime-internal handler (intercept queues' async doorbell).
+    Internal(Box<dyn FnMut(i64) -> bool + Send>),
+}
+
+struct AsyncHandler {
+    signal: Arc<Signal>,
+    condition: hsa_signal_condition_t,
+    compare: i64,
+    callback: AsyncCallback,
+}
+
+struct AsyncState {
+    handlers: Vec<AsyncHandler>,
+    started: bool,
+}
+
+static ASYNC: Mutex<AsyncState> = Mutex::new(AsyncState {
+    handlers: Vec::new(),
+    started: false,
+});
+
+fn async_state() -> std::sync::MutexGuard<'static, AsyncState> {
+    ASYNC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a handler on the async thread (started on first use).
+pub(crate) fn register_async(
+    signal: Arc<Signal>,
+    condition: hsa_signal_condition_t,
+    compare: i64,
+    callback: AsyncCallback,
+) -> hsa_status_t {
+    {
+        let mut st = async_state();
+        if !st.started {
+            let spawned = std::thread::Builder::new()
+                .name("hsa-cpu-async".into())
+                .spawn(async_events_loop);
+            if spawned.is_err() {
+                return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+            }
+            st.started = true;
+        }
+        signal.watch_any();
+        st.handlers.push(AsyncHandler {
+            signal,
+            condition,
+            compare,
+            callback,
+        });
+    }
+    signals::wake_any_waiters();
+    HSA_STATUS_SUCCESS
+}
+
+/// Whether the current thread is the runtime's async-events thread.
+pub fn on_async_thread() -> bool {
+    std::thread::current().name() == Some("hsa-cpu-async")
+}
+
+fn async_events_loop() {
+    // A registered handler counts in its signal's `any_watchers` (from
+    // registration until it is removed to run or dropped), so a change of
+    // that signal notifies ANY_CV; a kept handler is counted again before
+    // the next scan, which reads the value the callback may have missed.
+    loop {
+        let ready: Vec<(AsyncHandler, i64)> = {
+            let mut guard = signals::lock_any();
+            loop {
+                let ready = {
+                    let mut st = async_state();
+                    let mut ready = Vec::new();
+                    let mut i = 0;
+                    while i < st.handlers.len() {
+                        let h = &st.handlers[i];
+                        if h.signal.is_destroyed() {
+                            let gone = st.handlers.remove(i);
+                            gone.signal.unwatch_any();
+                            continue;
+                        }
+                        let v = h.signal.value_now();
+                        if signals::condition_holds(h.condition, v, h.compare) {
+                            let due = st.handlers.remove(i);
+                            due.signal.unwatch_any();
+                            ready.push((due, v));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    ready
+                };
+                if !ready.is_empty() {
+                    break ready;
+                }
+                guard = signals::sleep_any(guard);
+            }
+        };
+        // Serially, outside every lock (a handler may register handlers,
+        // store signals, ring doorbells).
+        for (mut h, value) in ready {
+            let keep = match &mut h.callback {
+                // SAFETY: the application's handler with its own argument, as
+                // `async_handler`'s caller vouched for them.
+                AsyncCallback::App(f, arg) => unsafe { f(value, *arg as *mut c_void) },
+                // A panic stops only this handler, never the thread.
+                AsyncCallback::Internal(f) => {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(value)))
+                        .unwrap_or(false)
+                }
+            };
+            if keep {
+                h.signal.watch_any();
+                async_state().handlers.push(h);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `handler`, if any, may be called with a signal value and `arg` on
+/// the async-events thread until it returns false.
+pub(crate) unsafe fn async_handler(
+    signal: hsa_signal_t,
+    condition: hsa_signal_condition_t,
+    value: i64,
+    handler: SignalHandler,
+    arg: *mut c_void,
+) -> hsa_status_t {
+    let Some(f) = handler else {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    };
+    if condition > HSA_SIGNAL_CONDITION_GTE {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let Some(s) = signals::lookup(signal) else {
+        return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    };
+    register_async(s, condition, value, AsyncCallback::App(f, arg as usize))
+}

@@ -3,9 +3,12 @@
 //! under the same target/<profile>/ directory as this test executable.
 #![allow(dead_code)]
 
+pub mod cpu_features;
 pub mod hip_suite;
 pub mod many_queues;
 pub mod module_graph;
+
+pub use cpu_features::cpu_has_protection_keys;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -54,19 +57,6 @@ pub fn app(name: &str) -> PathBuf {
 /// A hipcc-built application of tests/hip/ (its host build beside it).
 pub fn hip_app(name: &str) -> PathBuf {
     built(profile_dir().join("apps").join("hip").join(name))
-}
-
-/// Whether this CPU has protection keys (`pku` and `ospke` in
-/// /proc/cpuinfo), which the CPU runtime needs to make a CPU access to GPU
-/// memory fault as on a discrete GPU.
-pub fn cpu_has_protection_keys() -> bool {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags: Vec<&str> = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .map(|l| l.split_whitespace().collect())
-        .unwrap_or_default();
-    flags.contains(&"pku") && flags.contains(&"ospke")
 }
 
 /// `ditto ARGS` on the CPU runtime.

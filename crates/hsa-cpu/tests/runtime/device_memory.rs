@@ -44,18 +44,6 @@ pub(crate) fn faulting_child(scenario: &str, envs: &[(&str, String)]) -> (Option
     (out.status.code(), text)
 }
 
-/// Whether this CPU has protection keys (`pku` and `ospke` in
-/// /proc/cpuinfo, as the runtime's warning names them).
-pub(crate) fn cpu_has_protection_keys() -> bool {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags: Vec<&str> = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .map(|l| l.split_whitespace().collect())
-        .unwrap_or_default();
-    flags.contains(&"pku") && flags.contains(&"ospke")
-}
-
 /// Whether GPU memory is protected here, so that a CPU access faults. The
 /// model needs protection keys: on a CPU that has them, their absence
 /// fails the test saying why; on a CPU without them (no `pku` flag) the
@@ -65,7 +53,7 @@ pub(crate) fn cpu_has_protection_keys() -> bool {
 pub(crate) fn keys_here() -> bool {
     match device_access::protection() {
         Protection::Keys => true,
-        Protection::Unavailable(why) if !cpu_has_protection_keys() => {
+        Protection::Unavailable(why) if !crate::cpu_features::cpu_has_protection_keys() => {
             assert!(why.contains("pkey_alloc"), "{why}");
             eprintln!(
                 "NOT CHECKED on this machine: its CPU has no protection keys (no `pku` flag), so \

@@ -9,6 +9,8 @@
 mod alloc_count;
 mod c_application;
 mod common;
+#[path = "../../../../tests/common/cpu_features.rs"]
+mod cpu_features;
 mod device_memory;
 mod execution;
 mod exports;

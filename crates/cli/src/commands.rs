@@ -517,6 +517,16 @@ pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
     Ok(Verdict::Valid)
 }
 
+/// `ditto inspect DIR --json --manifest`: the manifest as the reader
+/// completed it, for programs that read the tensor files themselves (the
+/// Python package): no tensor file is read.
+pub fn inspect_manifest(dir: &Path) -> Result<Verdict> {
+    let snapshot = Snapshot::load(dir)?;
+    let v = crate::inspect::render_manifest_json(&snapshot);
+    emit_line(&serde_json::to_string_pretty(&v).expect("JSON values serialize"))?;
+    Ok(Verdict::Valid)
+}
+
 /// `ditto kernels FILE`: lists the kernels of a code object, a HIP program
 /// or a bundle file with the layout a run would capture ([`crate::kernel_list`]).
 /// A file that cannot be read or holds no kernel (none that `kernel` names)

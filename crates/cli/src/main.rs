@@ -251,6 +251,11 @@ enum Command {
         /// One JSON object on stdout
         #[arg(long)]
         json: bool,
+        /// With --json: the manifest as read (completed from the journal): every dispatch with
+        /// its file and arrays (dtype, shape, fingerprint), what was not captured and why, and
+        /// which processes left the snapshot incomplete; reads no tensor file
+        #[arg(long, requires = "json", conflicts_with = "dump")]
+        manifest: bool,
     },
     /// List the kernels of a code object or HIP program with the arguments ditto would capture
     #[command(after_help = KERNELS_EXAMPLE)]
@@ -374,7 +379,14 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             json,
         }),
-        Command::Inspect { dir, dump, json } => commands::inspect(&dir, dump, json),
+        Command::Inspect {
+            dir,
+            manifest: true,
+            ..
+        } => commands::inspect_manifest(&dir),
+        Command::Inspect {
+            dir, dump, json, ..
+        } => commands::inspect(&dir, dump, json),
         Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
         Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),
         Command::Kernels {

@@ -1,13 +1,24 @@
 """Snapshot directories as Python objects: the manifest, each captured
 dispatch, and its arrays as numpy arrays.
 
-Owns reading what `ditto run` / `ditto collect` wrote (manifest.json,
-dispatches.jsonl and one safetensors file per dispatch); it never writes and
-never compares. It reads only regular files of the snapshot directory
-itself, each opened relative to the directory opened once (no symbolic link
-followed, no FIFO waited on, no file name leading elsewhere), and checks
-each tensor's header against the manifest and each buffer's bytes against
-the fingerprint the collector recorded, as the CLI's reader does.
+What a snapshot holds is the Rust reader's word, never a second copy of its
+rules: `Snapshot.load` runs `ditto inspect DIR --json --manifest`, which
+prints the manifest as the CLI's reader completed it from the journal
+(dispatches only dispatches.jsonl has, missing records merged by the
+collector's rules, dispatches a whole-dispatch missing record covers
+removed; crates/snapshot/src/store/reader.rs, journal.rs, missing.rs) and
+which processes left it incomplete. `ditto` is found as every function of
+this package finds it (ditto/_cli.py): $DITTO_BIN, else `ditto` on PATH;
+when neither is there, DittoError says to build it and set DITTO_BIN.
+
+Owns reading the tensor bytes of each dispatch (one safetensors file per
+dispatch); it never writes and never compares. It reads only regular files
+of the snapshot directory itself, each opened relative to the directory
+opened once (no symbolic link followed, no FIFO waited on, no file name
+leading elsewhere; manifest.json and dispatches.jsonl are refused here too
+before `ditto` reads them, with the same words), and checks each tensor's
+header against the manifest and each buffer's bytes against the
+fingerprint the collector recorded, as the CLI's reader does.
 bfloat16 arrays are returned as `ml_dtypes.bfloat16` when ml_dtypes is
 installed, else as their raw bits (`numpy.uint16`), since numpy has no
 bfloat16 of its own.
@@ -27,7 +38,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ._cli import DittoError
+from ._cli import DittoError, run
 
 MANIFEST = "manifest.json"
 JOURNAL = "dispatches.jsonl"
@@ -123,71 +134,15 @@ class _Directory:
             f"file itself there, or {CAPTURE_AGAIN}"
         )
 
-    def read(self, name: str, what: str) -> bytes:
-        """The whole regular file `name` (FileNotFoundError passes through)."""
-        fd, _ = self.open(name, what)
-        with open(fd, "rb", closefd=True) as f:
-            return f.read()
-
-
-def _with_journal(directory: _Directory, manifest: dict) -> dict:
-    """Adds the dispatches only the journal has (the collector writes
-    manifest.json now and then, the journal line by line; a last line cut
-    short by a crash is ignored)."""
-    try:
-        text = directory.read(JOURNAL, JOURNAL)
-    except FileNotFoundError:
-        return manifest
-    end = text.rfind(b"\n")
-    known = {(d["rank"], d["index"]) for d in manifest.get("dispatches", [])}
-    for n, line in enumerate(text[: max(end, 0)].split(b"\n")):
-        if not line.strip():
-            continue
+    def check(self, name: str, what: str) -> bool:
+        """Whether the regular file `name` is there (False when it is not);
+        a name that is there but not a regular file is a DittoError."""
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DittoError(f"{directory.path / JOURNAL}: line {n + 1}: {e}") from None
-        if "missing" in record:
-            _merge_missing(manifest, record["missing"])
-        elif (record["rank"], record["index"]) not in known:
-            _check_file_name(directory.path, record, f"{JOURNAL} line {n + 1}")
-            manifest.setdefault("dispatches", []).append(record)
-            if not manifest.get("kernel"):
-                manifest["kernel"] = record.get("kernel")
-    _drop_covered(manifest)
-    return manifest
-
-
-def _covers(missing: dict, rank: int, index: int) -> bool:
-    """Whether a missing record says the whole dispatch (rank, index) was not captured."""
-    return (
-        missing.get("arg") is None
-        and missing["rank"] == rank
-        and missing["index"] <= index < missing["index"] + missing["count"]
-    )
-
-
-def _merge_missing(manifest: dict, record: dict) -> None:
-    """The collector's rules: a later record for one whole dispatch replaces
-    an earlier one; a whole-dispatch record wins over a stored dispatch."""
-    missing = manifest.setdefault("missing", [])
-    if record in missing:
-        return
-    if record.get("arg") is None and record["count"] == 1:
-        missing[:] = [
-            m
-            for m in missing
-            if not (m.get("arg") is None and m["count"] == 1 and _covers(m, record["rank"], record["index"]))
-        ]
-    missing.append(record)
-    missing.sort(key=lambda m: (m["rank"], m["index"], m.get("arg") is not None, m.get("arg") or 0))
-
-
-def _drop_covered(manifest: dict) -> None:
-    missing = manifest.get("missing", [])
-    manifest["dispatches"] = [
-        d for d in manifest.get("dispatches", []) if not any(_covers(m, d["rank"], d["index"]) for m in missing)
-    ]
+            fd, _ = self.open(name, what)
+        except FileNotFoundError:
+            return False
+        os.close(fd)
+        return True
 
 
 def bfloat16_dtype() -> Optional[np.dtype]:
@@ -475,6 +430,7 @@ class Snapshot:
         manifest: dict,
         keep_alive: object = None,
         *,
+        incomplete: Iterable[str] = (),
         _directory: Optional[_Directory] = None,
     ):
         # Every file is read relative to the directory as opened here.
@@ -482,7 +438,7 @@ class Snapshot:
         self.dir = Path(directory)
         self.manifest = manifest
         for d in manifest.get("dispatches", []):
-            _check_file_name(self.dir, d, MANIFEST)
+            _check_file_name(self.dir, d, f"the manifest ({MANIFEST} with {JOURNAL})")
         kernel = manifest.get("kernel") or {}
         self.kernel: Optional[str] = kernel.get("demangled")
         self.mangled: Optional[str] = kernel.get("mangled")
@@ -492,6 +448,9 @@ class Snapshot:
         # Dispatches (or buffers) matched but not captured: rank, pid, index,
         # count, arg (None: whole dispatches), phase, reason, detail.
         self.missing: List[dict] = manifest.get("missing", [])
+        # One line per process whose dispatches are unaccounted (its
+        # connection ended without saying how many it matched).
+        self.incomplete: List[str] = list(incomplete)
         self.dispatches: List[Dispatch] = [
             Dispatch(
                 rank=int(d["rank"]),
@@ -513,17 +472,22 @@ class Snapshot:
 
     @classmethod
     def load(cls, directory: Union[str, os.PathLike]) -> "Snapshot":
+        """Reads the snapshot in `directory`: its manifest as `ditto inspect
+        --json --manifest` gives it; the arrays when first used."""
         opened = _Directory(directory)
-        path = opened.path / MANIFEST
+        if not opened.check(MANIFEST, MANIFEST):
+            raise DittoError(f"{directory} is not a ditto snapshot directory: it has no {MANIFEST}")
+        opened.check(JOURNAL, JOURNAL)
+        done = run(["inspect", "--json", "--manifest", "--", str(opened.path)])
         try:
-            manifest = json.loads(opened.read(MANIFEST, MANIFEST))
-        except FileNotFoundError:
-            raise DittoError(f"{directory} is not a ditto snapshot directory: it has no {MANIFEST}") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise DittoError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(manifest, dict):
-            raise DittoError(f"{path} is not a ditto manifest: not a JSON object")
-        return cls(directory, _with_journal(opened, manifest), _directory=opened)
+            data = json.loads(done.stdout)
+            manifest, incomplete = data["manifest"], data["incomplete"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise DittoError(
+                f"`ditto inspect {opened.path} --json --manifest` printed no manifest ({e}): is DITTO_BIN "
+                "a ditto as new as this package?"
+            ) from None
+        return cls(directory, manifest, incomplete=incomplete, _directory=opened)
 
     def __len__(self) -> int:
         return len(self.dispatches)

@@ -1,7 +1,8 @@
 """Fixtures: the repository's built `ditto` and test applications.
 
 Build them first (`cargo build --workspace`); DITTO_TEST_PROFILE=release
-picks target/release instead of target/debug.
+picks target/release instead of target/debug, and CARGO_TARGET_DIR, when
+set, is the target directory (as for cargo).
 """
 
 import os
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILE_DIR = REPO / "target" / os.environ.get("DITTO_TEST_PROFILE", "debug")
+TARGET_DIR = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+PROFILE_DIR = TARGET_DIR / os.environ.get("DITTO_TEST_PROFILE", "debug")
 
 
 @pytest.fixture(scope="session", autouse=True)

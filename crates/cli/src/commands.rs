@@ -27,6 +27,8 @@ use crate::stop_signals::{catch_stop_signals, stop_requested};
 use crate::store::Snapshot;
 use crate::units::plural;
 use anyhow::{Context, Result, bail};
+use ditto_kernels::{ArgSizes, KernelQuery};
+use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,14 +83,15 @@ fn run_one(
 }
 
 pub struct RunOptions {
-    pub kernel: String,
+    /// `--kernel` or `--kernel-regex`, parsed.
+    pub kernel: KernelQuery,
     pub arg_types: Option<String>,
-    /// `--dispatch`, already checked: which matched dispatches to capture.
-    pub dispatch: Option<String>,
-    /// `--capture`, already checked: which arguments, before/after.
-    pub capture: Option<String>,
-    /// `--arg-sizes`, already checked: extents of pointer arguments.
-    pub arg_sizes: Option<String>,
+    /// `--dispatch`: which matched dispatches to capture.
+    pub dispatch: Option<DispatchSelection>,
+    /// `--capture`: which arguments, before/after.
+    pub capture: Option<CaptureSet>,
+    /// `--arg-sizes`: extents of pointer arguments.
+    pub arg_sizes: Option<ArgSizes>,
     pub out: PathBuf,
     pub runtime: RuntimeChoice,
     pub command: Vec<String>,
@@ -96,14 +99,11 @@ pub struct RunOptions {
 }
 
 /// An empty `--kernel` matches nothing: refused before anything runs.
-/// `flag` (`--kernel`, `--opt-kernel`) names a kernel: not empty, and a
-/// `re:` pattern (`--kernel-regex`) is a regular expression.
-fn kernel_given(flag: &str, kernel: &str) -> Result<()> {
-    if kernel.trim().is_empty() {
+/// `flag` (`--kernel`, `--opt-kernel`) names a kernel, not spaces (a
+/// pattern was checked when it was parsed).
+fn kernel_given(flag: &str, kernel: &KernelQuery) -> Result<()> {
+    if kernel.is_blank() {
         bail!("{flag} is empty: name the kernel to capture (`ditto kernels FILE` lists them)");
-    }
-    if let Err(e) = ditto_kernels::matching::query_regex(kernel) {
-        bail!("{e}");
     }
     Ok(())
 }
@@ -147,7 +147,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         run_name,
         arg_types: opts.arg_types.clone(),
         dispatch: opts.dispatch.clone(),
-        capture: opts.capture.clone(),
+        capture: opts.capture,
         arg_sizes: opts.arg_sizes.clone(),
         runtime_dir: runtime.library_dir().map(Path::to_path_buf),
         app_stdout_to_stderr: false,
@@ -174,7 +174,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         pending,
         dir: &out,
         show_dir: true,
-        arg_sizes: opts.arg_sizes.as_deref(),
+        arg_sizes: opts.arg_sizes.as_ref(),
     })?;
     log::info(&line);
     Ok(Verdict::Valid)
@@ -185,7 +185,7 @@ pub struct CompareArgs {
     pub optimized: PathBuf,
     /// `--opt-kernel`: compare only the optimized snapshot's dispatches of
     /// this kernel.
-    pub opt_kernel: Option<String>,
+    pub opt_kernel: Option<KernelQuery>,
     pub compare: CompareOptions,
     pub json: bool,
 }
@@ -213,7 +213,7 @@ pub fn compare(args: CompareArgs) -> Result<Verdict> {
         Snapshot::load(&args.optimized).context("reading the optimized snapshot")?;
     if let Some(query) = &args.opt_kernel {
         kernel_given("--opt-kernel", query)?;
-        optimized = crate::compare::only_kernel(&optimized, query)?;
+        optimized = crate::compare::only_kernel(&optimized, &query.to_string())?;
     }
     let r = compare_snapshots(&reference, &optimized, &options)?;
     print_comparison(&r, args.json)
@@ -231,9 +231,10 @@ pub struct Side {
 }
 
 pub struct ValidateOptions {
-    pub kernel: String,
+    /// `--kernel` or `--kernel-regex`, parsed.
+    pub kernel: KernelQuery,
     /// `--opt-kernel`: the optimized builds' kernel, when renamed.
-    pub opt_kernel: Option<String>,
+    pub opt_kernel: Option<KernelQuery>,
     /// The reference to run; `None` with `reference_snapshot`.
     pub reference: Option<Side>,
     /// `--ref-snapshot DIR`: a stored reference instead of a run.
@@ -243,12 +244,12 @@ pub struct ValidateOptions {
     pub optimized: Vec<Side>,
     pub compare: CompareOptions,
     pub arg_types: Option<String>,
-    /// `--dispatch`, already checked; the same selection for every run.
-    pub dispatch: Option<String>,
-    /// `--capture`, already checked; the same for every run.
-    pub capture: Option<String>,
-    /// `--arg-sizes`, already checked; the same for every run.
-    pub arg_sizes: Option<String>,
+    /// `--dispatch`: the same selection for every run.
+    pub dispatch: Option<DispatchSelection>,
+    /// `--capture`: the same for every run.
+    pub capture: Option<CaptureSet>,
+    /// `--arg-sizes`: the same for every run.
+    pub arg_sizes: Option<ArgSizes>,
     pub runtime: RuntimeChoice,
     pub keep: Option<PathBuf>,
     pub timeout: Option<Duration>,
@@ -347,7 +348,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             run_name: run_name.clone(),
             arg_types: opts.arg_types.clone(),
             dispatch: opts.dispatch.clone(),
-            capture: opts.capture.clone(),
+            capture: opts.capture,
             arg_sizes: opts.arg_sizes.clone(),
             runtime_dir: runtime.library_dir().map(Path::to_path_buf),
             app_stdout_to_stderr: opts.json,
@@ -375,7 +376,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             pending,
             dir: &base.join(run_name),
             show_dir: opts.keep.is_some(),
-            arg_sizes: opts.arg_sizes.as_deref(),
+            arg_sizes: opts.arg_sizes.as_ref(),
         })?;
         log::info(&line);
     }
@@ -513,6 +514,16 @@ pub fn inspect(dir: &Path, dump: Option<u32>, json: bool) -> Result<Verdict> {
     } else {
         emit(&crate::inspect::render(&snapshot, dump)?)?;
     }
+    Ok(Verdict::Valid)
+}
+
+/// `ditto inspect DIR --json --manifest`: the manifest as the reader
+/// completed it, for programs that read the tensor files themselves (the
+/// Python package): no tensor file is read.
+pub fn inspect_manifest(dir: &Path) -> Result<Verdict> {
+    let snapshot = Snapshot::load(dir)?;
+    let v = crate::inspect::render_manifest_json(&snapshot);
+    emit_line(&serde_json::to_string_pretty(&v).expect("JSON values serialize"))?;
     Ok(Verdict::Valid)
 }
 

@@ -1,7 +1,10 @@
 //! `ditto inspect DIR`: what a snapshot directory holds — its runs, every
 //! captured dispatch and per array its dtype, shape, min, max, mean and
 //! NaN/inf counts — the dispatches (and buffers) matched but not captured,
-//! with why, and, with `--dump ARG`, the values of one argument.
+//! with why, and, with `--dump ARG`, the values of one argument; with
+//! `--json --manifest`, the manifest as the reader completed it from the
+//! journal, for programs that read the tensor files themselves (the Python
+//! package, which so keeps no second copy of the journal and missing rules).
 //!
 //! Owns the statistics of one array and their text and JSON forms. It never
 //! compares snapshots and never writes files.
@@ -206,6 +209,20 @@ pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, Stor
         "dispatches": dispatches,
         "missing": m.missing,
     }))
+}
+
+/// `--json --manifest`: `{"dir", "manifest": the manifest as read (its
+/// schema is manifest.json's, completed from dispatches.jsonl: dispatches
+/// only the journal has added, missing records merged, dispatches a
+/// whole-dispatch missing record covers removed), "incomplete": [one line
+/// per process whose dispatches are unaccounted]}`. Reads no tensor file.
+pub fn render_manifest_json(snapshot: &Snapshot) -> Value {
+    let m = &snapshot.manifest;
+    json!({
+        "dir": snapshot.dir.display().to_string(),
+        "manifest": m,
+        "incomplete": m.unaccounted(),
+    })
 }
 
 #[cfg(test)]

@@ -41,8 +41,8 @@
 //! `{"valid": false, "error": str}` as for the other commands.
 
 use ditto_kernels::{
-    DeviceCodeObject, KernelNames, KernelSignature, ParamKind, ParamType, device_code_objects,
-    matches, parse_code_object,
+    BundleError, DeviceCodeObject, KernelError, KernelNames, KernelSignature, MetadataError,
+    ParamKind, ParamType, device_code_objects, matches, parse_code_object,
 };
 use serde_json::{Value, json};
 use std::fmt::Write;
@@ -58,8 +58,25 @@ pub struct ListedKernel {
     pub bundle: Option<usize>,
     pub arg_types_applied: bool,
     /// The layout ditto captures, or why it cannot capture this kernel.
-    pub layout: Result<KernelSignature, String>,
+    pub layout: Result<KernelSignature, KernelError>,
     pub warning: Option<String>,
+}
+
+/// Why a file's kernels could not be listed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelListError {
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    #[error(
+        "its {origin} has no AMDGPU metadata note (code object v2 or older?); \
+         ditto reads code object v3 and later"
+    )]
+    NoMetadata { origin: String },
+    #[error("its {origin}: {error}")]
+    Metadata {
+        origin: String,
+        error: MetadataError,
+    },
 }
 
 /// How a listed argument is captured.
@@ -90,20 +107,23 @@ pub fn list(
     bytes: &[u8],
     query: Option<&str>,
     arg_types: Option<&[ParamType]>,
-) -> Result<Vec<ListedKernel>, String> {
-    let objects = device_code_objects(bytes).map_err(|e| e.to_string())?;
+) -> Result<Vec<ListedKernel>, KernelListError> {
+    let objects = device_code_objects(bytes)?;
     let mut listed = Vec::new();
     for object in &objects {
         let kernels = match parse_code_object(object.bytes) {
             Ok(Some(kernels)) => kernels,
             Ok(None) => {
-                return Err(format!(
-                    "its {} has no AMDGPU metadata note (code object v2 or older?); \
-                     ditto reads code object v3 and later",
-                    origin(object)
-                ));
+                return Err(KernelListError::NoMetadata {
+                    origin: origin(object),
+                });
             }
-            Err(e) => return Err(format!("its {}: {e}", origin(object))),
+            Err(error) => {
+                return Err(KernelListError::Metadata {
+                    origin: origin(object),
+                    error,
+                });
+            }
         };
         let target = object.target();
         for kernel in &kernels {
@@ -119,7 +139,7 @@ pub fn list(
                 Some(kernel),
             ) {
                 Ok((sig, warning)) => (Ok(sig), warning),
-                Err(e) => (Err(e.to_string()), None),
+                Err(e) => (Err(e), None),
             };
             listed.push(ListedKernel {
                 names,
@@ -175,7 +195,7 @@ pub fn render_json(file: &str, kernels: &[ListedKernel]) -> Value {
                 "bundle": k.bundle,
                 "arg_types_applied": k.arg_types_applied,
                 "warning": k.warning,
-                "error": k.layout.as_ref().err(),
+                "error": k.layout.as_ref().err().map(ToString::to_string),
                 "args": args,
             })
         })

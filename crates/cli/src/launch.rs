@@ -13,6 +13,8 @@
 //! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
 //! talks to the collector and never reads snapshots.
 
+use ditto_kernels::{ArgSizes, KernelQuery};
+use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -79,21 +81,24 @@ pub fn tool_library() -> Result<PathBuf, LaunchError> {
     Ok(path)
 }
 
-/// What the tool inside the application needs to know.
+/// What the tool inside the application needs to know. The parsed options
+/// cross into the application here, and only here, as their text forms
+/// (which the tool parses back to the same values).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEnvironment {
     pub tool_library: PathBuf,
-    pub kernel: String,
+    /// DITTO_KERNEL: the name, or `re:PATTERN`.
+    pub kernel: KernelQuery,
     pub socket: PathBuf,
     pub run_name: String,
     pub arg_types: Option<String>,
     /// `--dispatch`: which matched dispatches to capture (DITTO_DISPATCH);
     /// `None`: all.
-    pub dispatch: Option<String>,
+    pub dispatch: Option<DispatchSelection>,
     /// `--capture`: which arguments, before/after (DITTO_CAPTURE); `None`: outputs.
-    pub capture: Option<String>,
+    pub capture: Option<CaptureSet>,
     /// `--arg-sizes`: extents of pointer arguments (DITTO_ARG_SIZES).
-    pub arg_sizes: Option<String>,
+    pub arg_sizes: Option<ArgSizes>,
     /// Put first in LD_LIBRARY_PATH (ditto's CPU runtime).
     pub runtime_dir: Option<PathBuf>,
     /// Send the application's stdout to our stderr, so that our stdout
@@ -108,11 +113,16 @@ pub struct ToolEnvironment {
     pub timeout: Option<Duration>,
 }
 
+/// A `--ref-env`/`--opt-env` value that is not `NAME=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not NAME=VALUE")]
+pub struct EnvAssignmentError(pub String);
+
 /// Parses `K=V` as given to `--ref-env`/`--opt-env`.
-pub fn parse_env_assignment(text: &str) -> Result<(String, String), String> {
+pub fn parse_env_assignment(text: &str) -> Result<(String, String), EnvAssignmentError> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() && !k.contains('\0') => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("`{text}` is not NAME=VALUE")),
+        _ => Err(EnvAssignmentError(text.to_string())),
     }
 }
 
@@ -150,7 +160,7 @@ impl ToolEnvironment {
                 "CUDA_INJECTION64_PATH",
                 self.tool_library.clone().into_os_string(),
             ),
-            ("DITTO_KERNEL", self.kernel.clone().into()),
+            ("DITTO_KERNEL", self.kernel.to_string().into()),
             ("DITTO_SOCKET", self.socket.clone().into_os_string()),
             ("DITTO_RUN_NAME", self.run_name.clone().into()),
         ];
@@ -158,13 +168,13 @@ impl ToolEnvironment {
             v.push(("DITTO_ARG_TYPES", t.into()));
         }
         if let Some(d) = &self.dispatch {
-            v.push(("DITTO_DISPATCH", d.into()));
+            v.push(("DITTO_DISPATCH", d.to_string().into()));
         }
         if let Some(c) = &self.capture {
-            v.push(("DITTO_CAPTURE", c.into()));
+            v.push(("DITTO_CAPTURE", c.to_string().into()));
         }
         if let Some(a) = &self.arg_sizes {
-            v.push(("DITTO_ARG_SIZES", a.into()));
+            v.push(("DITTO_ARG_SIZES", a.to_string().into()));
         }
         if let Some(dir) = &self.runtime_dir {
             v.push(("LD_LIBRARY_PATH", prepend(dir, ld_library_path)));
@@ -458,13 +468,13 @@ mod tests {
     fn tool_environment_puts_ours_first_and_keeps_the_rest() {
         let env = ToolEnvironment {
             tool_library: "/t/libditto.so".into(),
-            kernel: "reduce_sum".into(),
+            kernel: KernelQuery::Name("reduce_sum".into()),
             socket: "/s/socket".into(),
             run_name: "ref".into(),
             arg_types: Some("f32*,i32".into()),
-            dispatch: Some("1..3".into()),
-            capture: Some("inputs,outputs".into()),
-            arg_sizes: Some("arg2=arg3".into()),
+            dispatch: Some(DispatchSelection::parse("1..3").unwrap()),
+            capture: Some(CaptureSet::parse("inputs, outputs").unwrap()),
+            arg_sizes: Some(ArgSizes::parse("arg2 = arg3").unwrap()),
             runtime_dir: Some("/t/hsa-cpu".into()),
             app_stdout_to_stderr: false,
             extra_env: vec![],
@@ -492,6 +502,14 @@ mod tests {
         assert_eq!(get("DITTO_DISPATCH").unwrap(), "1..3");
         assert_eq!(get("DITTO_CAPTURE").unwrap(), "inputs,outputs");
         assert_eq!(get("DITTO_ARG_SIZES").unwrap(), "arg2=arg3");
+        // A pattern crosses as its text form, `re:PATTERN`.
+        let by_pattern = ToolEnvironment {
+            kernel: KernelQuery::regex("^reduce_sum_v[0-9]+\\(").unwrap(),
+            ..env.clone()
+        };
+        let vars = by_pattern.variables(None, None, None);
+        let kernel = vars.iter().find(|(n, _)| *n == "DITTO_KERNEL").unwrap();
+        assert_eq!(kernel.1, "re:^reduce_sum_v[0-9]+\\(");
         let system = ToolEnvironment {
             runtime_dir: None,
             arg_types: None,
@@ -518,7 +536,7 @@ mod tests {
     fn harmless_env() -> ToolEnvironment {
         ToolEnvironment {
             tool_library: "libc.so.6".into(),
-            kernel: "k".into(),
+            kernel: KernelQuery::Name("k".into()),
             socket: "/nonexistent".into(),
             run_name: "r".into(),
             arg_types: None,

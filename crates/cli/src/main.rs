@@ -5,6 +5,8 @@ use clap::{Args, Parser, Subcommand};
 use ditto_cli::commands::{self, Side, Verdict};
 use ditto_cli::compare::CompareOptions;
 use ditto_cli::runtime_choice::RuntimeChoice;
+use ditto_kernels::{ArgSizes, ArgSizesError, KernelQuery};
+use ditto_protocol::{CaptureError, CaptureSet, DispatchSelection, SelectionError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -91,35 +93,38 @@ impl Tolerances {
     }
 }
 
-fn parse_env(text: &str) -> Result<(String, String), String> {
+fn parse_env(text: &str) -> Result<(String, String), ditto_cli::launch::EnvAssignmentError> {
     ditto_cli::launch::parse_env_assignment(text)
 }
 
-/// Checks `--dispatch` now; the tool reads the same text from DITTO_DISPATCH.
-fn parse_dispatch(text: &str) -> Result<String, String> {
-    ditto_protocol::DispatchSelection::parse(text).map(|_| text.trim().to_string())
+/// `--dispatch`, parsed once; its text form goes to the tool as DITTO_DISPATCH.
+fn parse_dispatch(text: &str) -> Result<DispatchSelection, SelectionError> {
+    DispatchSelection::parse(text)
 }
 
-/// Checks `--capture` now; the tool reads the same text from DITTO_CAPTURE.
-fn parse_capture(text: &str) -> Result<String, String> {
-    ditto_protocol::CaptureSet::parse(text).map(|_| text.trim().to_string())
+/// `--capture`, parsed once; its text form goes to the tool as DITTO_CAPTURE.
+fn parse_capture(text: &str) -> Result<CaptureSet, CaptureError> {
+    CaptureSet::parse(text)
 }
 
-/// Checks `--arg-sizes` now; the tool reads the same text from DITTO_ARG_SIZES.
-fn parse_arg_sizes(text: &str) -> Result<String, String> {
-    ditto_kernels::ArgSizes::parse(text).map(|_| text.trim().to_string())
+/// `--arg-sizes`, parsed once; its text form goes to the tool as DITTO_ARG_SIZES.
+fn parse_arg_sizes(text: &str) -> Result<ArgSizes, ArgSizesError> {
+    ArgSizes::parse(text)
 }
 
 /// The longest `--timeout`: ten years (a deadline past what a clock can
 /// hold would end the run with an overflow).
 const MAX_TIMEOUT_SECS: f64 = 315_360_000.0;
 
-fn parse_seconds(text: &str) -> Result<Duration, String> {
+/// A `--timeout` that is not a positive number of seconds up to ten years.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("`{0}` is not a positive number of seconds of at most {MAX_TIMEOUT_SECS} (ten years)")]
+struct TimeoutError(String);
+
+fn parse_seconds(text: &str) -> Result<Duration, TimeoutError> {
     match text.parse::<f64>() {
         Ok(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!(
-            "`{text}` is not a positive number of seconds of at most {MAX_TIMEOUT_SECS} (ten years)"
-        )),
+        _ => Err(TimeoutError(text.to_string())),
     }
 }
 
@@ -141,13 +146,13 @@ enum Command {
         arg_types: Option<String>,
         /// Dispatches to capture: all, N, N..M (both included), N.. or a list like 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
-        dispatch: Option<String>,
+        dispatch: Option<DispatchSelection>,
         /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
-        capture: Option<String>,
+        capture: Option<CaptureSet>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
         #[arg(long, value_name = "SIZES", value_parser = parse_arg_sizes)]
-        arg_sizes: Option<String>,
+        arg_sizes: Option<ArgSizes>,
         /// Snapshot directory
         #[arg(long, default_value = "ditto-snapshot")]
         out: PathBuf,
@@ -217,13 +222,13 @@ enum Command {
         arg_types: Option<String>,
         /// Dispatches to capture in every run: all, N, N..M (both included), N.. or 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
-        dispatch: Option<String>,
+        dispatch: Option<DispatchSelection>,
         /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
-        capture: Option<String>,
+        capture: Option<CaptureSet>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
         #[arg(long, value_name = "SIZES", value_parser = parse_arg_sizes)]
-        arg_sizes: Option<String>,
+        arg_sizes: Option<ArgSizes>,
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// Keep the snapshots in DIR/ref and DIR/opt (DIR/opt-N with several --opt)
@@ -246,6 +251,11 @@ enum Command {
         /// One JSON object on stdout
         #[arg(long)]
         json: bool,
+        /// With --json: the manifest as read (completed from the journal): every dispatch with
+        /// its file and arrays (dtype, shape, fingerprint), what was not captured and why, and
+        /// which processes left the snapshot incomplete; reads no tensor file
+        #[arg(long, requires = "json", conflicts_with = "dump")]
+        manifest: bool,
     },
     /// List the kernels of a code object or HIP program with the arguments ditto would capture
     #[command(after_help = KERNELS_EXAMPLE)]
@@ -298,7 +308,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             command,
         } => commands::run(commands::RunOptions {
-            kernel: kernel_query(kernel, kernel_regex),
+            kernel: kernel_query(kernel, kernel_regex)?,
             arg_types,
             dispatch,
             capture,
@@ -317,8 +327,8 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         } => commands::compare(commands::CompareArgs {
             reference,
             optimized,
-            opt_kernel,
             compare: tolerances.options()?,
+            opt_kernel: opt_kernel.as_deref().map(KernelQuery::parse).transpose()?,
             json,
         }),
         Command::Validate {
@@ -342,8 +352,10 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             json,
         } => commands::validate(commands::ValidateOptions {
-            kernel: kernel_query(kernel, kernel_regex),
-            opt_kernel,
+            // Tolerances first, as before the kernel query was parsed here.
+            compare: tolerances.options()?,
+            kernel: kernel_query(kernel, kernel_regex)?,
+            opt_kernel: opt_kernel.as_deref().map(KernelQuery::parse).transpose()?,
             reference: reference.map(|command| Side {
                 command,
                 env: ref_env,
@@ -358,7 +370,6 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
                     cwd: opt_cwd.clone(),
                 })
                 .collect(),
-            compare: tolerances.options()?,
             arg_types,
             dispatch,
             capture,
@@ -368,7 +379,14 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             timeout,
             json,
         }),
-        Command::Inspect { dir, dump, json } => commands::inspect(&dir, dump, json),
+        Command::Inspect {
+            dir,
+            manifest: true,
+            ..
+        } => commands::inspect_manifest(&dir),
+        Command::Inspect {
+            dir, dump, json, ..
+        } => commands::inspect(&dir, dump, json),
         Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
         Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),
         Command::Kernels {
@@ -389,13 +407,18 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
     }
 }
 
-/// `--kernel NAME`, or `--kernel-regex RE` as the query `re:RE` (clap
-/// makes sure exactly one is given).
-fn kernel_query(kernel: Option<String>, regex: Option<String>) -> String {
+/// `--kernel NAME` (which may itself be `re:PATTERN`), or `--kernel-regex
+/// RE` (clap makes sure exactly one is given), parsed once. A pattern that
+/// is not a regular expression is an error reported as every other (on
+/// stderr, and in the `--json` object), before anything runs.
+fn kernel_query(
+    kernel: Option<String>,
+    regex: Option<String>,
+) -> Result<KernelQuery, ditto_kernels::KernelQueryError> {
     match (kernel, regex) {
-        (Some(k), _) => k,
-        (None, Some(re)) => format!("{}{re}", ditto_kernels::matching::REGEX_PREFIX),
-        (None, None) => String::new(),
+        (Some(k), _) => KernelQuery::parse(&k),
+        (None, Some(re)) => KernelQuery::regex(&re),
+        (None, None) => Ok(KernelQuery::Name(String::new())),
     }
 }
 
@@ -448,7 +471,7 @@ mod tests {
             Ok(Duration::from_secs(315_360_000))
         );
         for bad in ["0", "-1", "nan", "inf", "1e19", "1e20", "soon"] {
-            let e = parse_seconds(bad).unwrap_err();
+            let e = parse_seconds(bad).unwrap_err().to_string();
             assert!(
                 e.contains(&format!("`{bad}`")) && e.contains("ten years"),
                 "{e}"

@@ -122,11 +122,23 @@ fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-fn command_line(words: &[String], what: &str) -> Result<String, String> {
+/// Why a call could not get its answer from a `ditto` child (the child's
+/// own errors are in its answer: [`error_of`]).
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{what} is empty: give the program and its arguments, one string each")]
+    EmptyCommand { what: &'static str },
+    #[error("cannot find the ditto executable to run: {0}")]
+    NoExecutable(std::io::Error),
+    #[error("cannot run ditto {args}: {error}")]
+    Run { args: String, error: std::io::Error },
+    #[error("the call was cancelled; its `ditto {command}` was stopped")]
+    Cancelled { command: String },
+}
+
+fn command_line(words: &[String], what: &'static str) -> Result<String, CallError> {
     if words.is_empty() {
-        return Err(format!(
-            "{what} is empty: give the program and its arguments, one string each"
-        ));
+        return Err(CallError::EmptyCommand { what });
     }
     Ok(words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "))
 }
@@ -176,10 +188,9 @@ async fn ditto(
     args: Vec<String>,
     cwd: Option<&str>,
     call: &RequestContext<RoleServer>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, CallError> {
     use std::process::Stdio;
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the ditto executable to run: {e}"))?;
+    let exe = std::env::current_exe().map_err(CallError::NoExecutable)?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(&args)
         .stdin(Stdio::null())
@@ -192,18 +203,17 @@ async fn ditto(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run ditto {}: {e}", args.join(" ")))?;
+    let failed = |error| CallError::Run {
+        args: args.join(" "),
+        error,
+    };
+    let child = cmd.spawn().map_err(failed)?;
     let out = tokio::select! {
-        out = child.wait_with_output() => {
-            out.map_err(|e| format!("cannot run ditto {}: {e}", args.join(" ")))?
-        }
+        out = child.wait_with_output() => out.map_err(failed)?,
         () = call.ct.cancelled() => {
-            return Err(format!(
-                "the call was cancelled; its `ditto {}` was stopped",
-                args.first().map_or("", String::as_str)
-            ));
+            return Err(CallError::Cancelled {
+                command: args.first().cloned().unwrap_or_default(),
+            });
         }
     };
     Ok(Outcome {
@@ -301,7 +311,7 @@ impl DittoServer {
             command_line(&r.optimized, "optimized"),
         ) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => return Ok(failure(e)),
+            (Err(e), _) | (_, Err(e)) => return Ok(failure(e.to_string())),
         };
         let mut args = vec![
             "validate".into(),
@@ -355,7 +365,7 @@ impl DittoServer {
         args.extend(r.command);
         let ran = match ditto(args, r.working_directory.as_deref(), &call).await {
             Ok(o) => o,
-            Err(e) => return Ok(failure(e)),
+            Err(e) => return Ok(failure(e.to_string())),
         };
         if ran.code != 0 {
             return Ok(failure(error_of(&ran)));
@@ -376,7 +386,7 @@ impl DittoServer {
                 Ok(answer(o.json.unwrap_or_default(), summary))
             }
             Ok(o) => Ok(failure(error_of(&o))),
-            Err(e) => Ok(failure(e)),
+            Err(e) => Ok(failure(e.to_string())),
         }
     }
 
@@ -423,13 +433,13 @@ impl DittoServer {
                 answer(v, summary)
             }
             Ok(o) => failure(error_of(&o)),
-            Err(e) => failure(e),
+            Err(e) => failure(e.to_string()),
         })
     }
 }
 
 /// A compare/validate child's answer: exit 0 valid, 1 mismatch, else an error.
-fn comparison(ran: Result<Outcome, String>) -> CallToolResult {
+fn comparison(ran: Result<Outcome, CallError>) -> CallToolResult {
     match ran {
         Ok(o) if (o.code == 0 || o.code == 1) && o.json.is_some() => {
             let v = o.json.unwrap_or_default();
@@ -437,7 +447,7 @@ fn comparison(ran: Result<Outcome, String>) -> CallToolResult {
             answer(v, summary)
         }
         Ok(o) => failure(error_of(&o)),
-        Err(e) => failure(e),
+        Err(e) => failure(e.to_string()),
     }
 }
 

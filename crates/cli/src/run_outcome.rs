@@ -14,6 +14,7 @@ use crate::log;
 use crate::store::{Manifest, Snapshot};
 use crate::units::{human_bytes, plural};
 use anyhow::{Result, bail};
+use ditto_kernels::{ArgSizes, KernelQuery};
 use std::path::Path;
 
 /// "reduce_sum(float const*, float*, int)" or the query when nothing ran.
@@ -123,22 +124,24 @@ fn saved_dispatches(manifest: Option<&Manifest>, dir: &Path, show_dir: bool) -> 
 pub struct RunOutcome<'a> {
     pub label: &'a str,
     pub command: &'a [String],
-    pub kernel_query: &'a str,
+    pub kernel_query: &'a KernelQuery,
     pub exit: AppExit,
     pub captured: Captured,
     /// Connections still open when a timeout stopped the application.
     pub pending: Vec<LiveConnection>,
     pub dir: &'a Path,
     pub show_dir: bool,
-    /// `--arg-sizes`, as given: the arguments it sizes were asked for.
-    pub arg_sizes: Option<&'a str>,
+    /// `--arg-sizes`: the arguments it sizes were asked for.
+    pub arg_sizes: Option<&'a ArgSizes>,
 }
 
 /// Checks what one application run delivered into its directory; returns
 /// the summary line or the error to report.
 pub fn check_run(o: RunOutcome) -> Result<String> {
     let manifest = Snapshot::load(o.dir).ok().map(|s| s.manifest);
-    let kernel = kernel_label(manifest.as_ref(), o.kernel_query);
+    // The query as the user wrote it (and as the snapshot records it).
+    let query = o.kernel_query.to_string();
+    let kernel = kernel_label(manifest.as_ref(), &query);
     let captured = &o.captured;
     let mut what = format!(
         "{} of {kernel} ({}, {})",
@@ -246,7 +249,7 @@ pub fn check_run(o: RunOutcome) -> Result<String> {
             "{label} ({cmd}) dispatched the kernel matching {:?}, but no dispatch of it was \
              captured: {} (listed under \"missing\" in {}; `ditto inspect` shows why; check \
              --dispatch)",
-            o.kernel_query,
+            query,
             reasons.join(", "),
             o.dir.join("manifest.json").display()
         );
@@ -267,14 +270,11 @@ pub fn check_run(o: RunOutcome) -> Result<String> {
         } else {
             ""
         };
-        bail!(
-            "{label} ({cmd}) never dispatched a kernel matching {:?}; {what_ran}{renamed}",
-            o.kernel_query
-        );
+        bail!("{label} ({cmd}) never dispatched a kernel matching {query:?}; {what_ran}{renamed}");
     }
     // A pattern is meant to pick one kernel: more is an error naming each.
     if let Some(m) = manifest.as_ref()
-        && let Ok(Some(re)) = ditto_kernels::matching::query_regex(o.kernel_query)
+        && let KernelQuery::Regex(re) = o.kernel_query
     {
         let pattern = re.as_str();
         let mut matched: Vec<&str> = m
@@ -317,9 +317,8 @@ pub fn check_run(o: RunOutcome) -> Result<String> {
     // An argument the user sized with --arg-sizes was asked for by name:
     // left out of a captured dispatch, the capture did not do what it was
     // asked (an expression that overflows, a size past its allocation).
-    if let (Some(text), Some(m)) = (o.arg_sizes, manifest.as_ref()) {
-        let sized = ditto_kernels::ArgSizes::parse(text)
-            .map_err(|e| anyhow::anyhow!("--arg-sizes: {e}"))?;
+    if let (Some(sized), Some(m)) = (o.arg_sizes, manifest.as_ref()) {
+        let text = sized.to_string();
         let left_out: Vec<&crate::store::missing::MissingRecord> = m
             .missing
             .iter()
@@ -388,7 +387,7 @@ mod tests {
         check_run(RunOutcome {
             label: "the application",
             command: &command,
-            kernel_query: "storm_fill",
+            kernel_query: &KernelQuery::Name("storm_fill".into()),
             exit: AppExit::Code(0),
             captured: tally(std::iter::once(&report)),
             pending: Vec::new(),

@@ -1,5 +1,7 @@
 //! `ditto compare` as a user runs it: exit codes 0/1/2, the torch-shaped
-//! text, the JSON object and the errors for structural differences.
+//! text, the JSON object and the errors for structural differences; and
+//! `ditto inspect --json --manifest`, the manifest the Python package reads
+//! snapshots through, on the same kind of snapshot.
 
 mod support;
 
@@ -292,4 +294,101 @@ fn the_exit_status_is_the_verdict_when_the_reader_of_standard_output_left() {
     assert_eq!(compare_into_a_closed_pipe(&differ), Some(1), "a FAIL is 1");
     let same = dirs(&[&[1.0]], &[&[1.0]]);
     assert_eq!(compare_into_a_closed_pipe(&same), Some(0), "a PASS is 0");
+}
+
+#[test]
+fn inspect_manifest_json_is_the_manifest_completed_from_the_journal_without_tensor_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let mut w = SnapshotWriter::create(&snap, "reduce_sum").unwrap();
+    let rank = w.add_run(&hello("r")).unwrap();
+    for i in 0..3u64 {
+        let output = f32_bytes(&[i as f32; 4]);
+        let captured = [CapturedBuffer {
+            buffer: buffer(1, &[2; 32], &output, 0, output.len() as u64),
+            data: output.clone(),
+        }];
+        w.add_dispatch(rank, 4242, &dispatch(i, vec![]), &captured)
+            .unwrap();
+    }
+    w.set_unaccounted(rank, 3, "the connection closed").unwrap();
+    drop(w);
+    // A collector killed between manifest writes: dispatches 1 and 2 only in
+    // the journal, then a timeout for dispatch 2 and a line cut short.
+    let path = snap.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let first = manifest["dispatches"][0].clone();
+    manifest["dispatches"] = serde_json::json!([first]);
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    let timeout = serde_json::json!({"missing": {"rank": 0, "pid": 4242, "index": 2, "count": 1,
+        "arg": null, "phase": null, "reason": "timeout", "detail": "no Ack"}});
+    let mut journal = std::fs::OpenOptions::new()
+        .append(true)
+        .open(snap.join("dispatches.jsonl"))
+        .unwrap();
+    use std::io::Write;
+    write!(journal, "{timeout}\n{{\"rank\": 0, \"ind").unwrap();
+    drop(journal);
+    // No tensor file is read: the manifest is all that is printed.
+    let tensor_file = first["file"].as_str().unwrap().to_string();
+    std::fs::remove_file(snap.join(&tensor_file)).unwrap();
+
+    let o = ditto(&["inspect", "--json", "--manifest", snap.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["dir"], snap.to_str().unwrap());
+    let m = &v["manifest"];
+    assert_eq!(m["kernel_query"], "reduce_sum");
+    let indices: Vec<u64> = m["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        indices,
+        [0, 1],
+        "dispatch 1 from the journal; 2 lost to its timeout"
+    );
+    let d0 = &m["dispatches"][0];
+    assert_eq!(d0["file"], tensor_file.as_str());
+    assert_eq!(
+        (d0["rank"].as_u64(), d0["pid"].as_u64()),
+        (Some(0), Some(4242))
+    );
+    let b = &d0["buffers"][0];
+    assert_eq!(
+        (b["arg"].as_u64(), b["tensor"].as_str()),
+        (Some(1), Some("arg1"))
+    );
+    assert_eq!(
+        (b["dtype"].as_str(), b["elements"].as_u64()),
+        (Some("float32"), Some(4))
+    );
+    assert_eq!(b["shape"], serde_json::json!([4]));
+    assert!(b["fingerprint"].is_u64(), "{b}");
+    let missing = m["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(
+        (
+            &missing[0]["index"],
+            &missing[0]["reason"],
+            &missing[0]["arg"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!("timeout"),
+            &serde_json::Value::Null
+        )
+    );
+    assert_eq!(
+        v["incomplete"],
+        serde_json::json!([
+            "pid 4242 (rank 0): its dispatches from index 3 on are unaccounted (the connection closed)"
+        ])
+    );
+    // --manifest is a --json form, and lists no values.
+    let o = ditto(&["inspect", "--manifest", snap.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }

@@ -51,7 +51,7 @@ impl DeviceCode {
 /// executable, an object, an offload bundle or a code object). A file
 /// without device code has none.
 pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, String> {
-    let code = ditto_kernels::bundled_device_code(bytes)?;
+    let code = ditto_kernels::bundled_device_code(bytes).map_err(|e| e.to_string())?;
     Ok(DeviceCode {
         kernels: code.kernels.iter().map(|k| KernelNames::new(k)).collect(),
         variables: code.variables,

@@ -13,6 +13,7 @@
 
 use crate::layout::{Param, ParamKind};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// One term of a product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,27 +37,86 @@ pub struct ArgSizes {
 const HINT: &str = "write argN=EXPR, EXPR made of numbers and integer arguments argK with * and +, \
      e.g. arg2=arg3 or arg2=arg3*arg4";
 
-fn parse_arg(text: &str, whole: &str) -> Result<u32, String> {
+/// Why an `--arg-sizes` list does not parse, or does not fit a kernel or a
+/// dispatch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgSizesError {
+    #[error("arg-sizes `{text}`: `{term}` is not an argument (argN, N from 0); {HINT}")]
+    NotAnArgument { text: String, term: String },
+    #[error("arg-sizes `{text}`: `{item}` has no `=`; {HINT}")]
+    NoEquals { text: String, item: String },
+    #[error("arg-sizes `{text}`: `{item}` has an empty term; {HINT}")]
+    EmptyTerm { text: String, item: String },
+    #[error("arg-sizes `{text}`: arg{target} is given twice")]
+    GivenTwice { text: String, target: u32 },
+    #[error("the size of arg{0} overflows")]
+    Overflows(u32),
+    #[error("arg-sizes: arg{0} is not a pointer argument")]
+    NotAPointer(u32),
+    #[error("arg-sizes: the kernel has no argument arg{0}")]
+    NoSuchArgument(u32),
+    #[error("arg-sizes: arg{0} is not an integer scalar argument")]
+    NotAnInteger(u32),
+    #[error("arg-sizes: arg{0} lies outside the kernarg bytes")]
+    OutsideKernarg(u32),
+    #[error("arg-sizes: arg{0} is negative in this dispatch")]
+    Negative(u32),
+}
+
+fn parse_arg(text: &str, whole: &str) -> Result<u32, ArgSizesError> {
     text.trim()
         .strip_prefix("arg")
         .and_then(|n| n.parse::<u32>().ok())
-        .ok_or_else(|| {
-            format!(
-                "arg-sizes `{whole}`: `{}` is not an argument (argN, N from 0); {HINT}",
-                text.trim()
-            )
+        .ok_or_else(|| ArgSizesError::NotAnArgument {
+            text: whole.to_string(),
+            term: text.trim().to_string(),
         })
 }
 
+/// The text form, which [`ArgSizes::parse`] reads back to the same sizes:
+/// `arg2=arg3*arg4+16,arg5=8` (what crosses into the application as
+/// `DITTO_ARG_SIZES`).
+impl fmt::Display for ArgSizes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (target, expr)) in self.sizes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "arg{target}={expr}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SizeExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, product) in self.sum.iter().enumerate() {
+            if i > 0 {
+                f.write_str("+")?;
+            }
+            for (j, term) in product.iter().enumerate() {
+                if j > 0 {
+                    f.write_str("*")?;
+                }
+                match term {
+                    Term::Number(n) => write!(f, "{n}")?,
+                    Term::Arg(k) => write!(f, "arg{k}")?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ArgSizes {
-    pub fn parse(text: &str) -> Result<ArgSizes, String> {
+    pub fn parse(text: &str) -> Result<ArgSizes, ArgSizesError> {
         let mut sizes = BTreeMap::new();
         for item in text.split(',') {
             let Some((target, expr)) = item.split_once('=') else {
-                return Err(format!(
-                    "arg-sizes `{text}`: `{}` has no `=`; {HINT}",
-                    item.trim()
-                ));
+                return Err(ArgSizesError::NoEquals {
+                    text: text.to_string(),
+                    item: item.trim().to_string(),
+                });
             };
             let target = parse_arg(target, text)?;
             let mut sum = Vec::new();
@@ -65,10 +125,10 @@ impl ArgSizes {
                 for term in product.split('*') {
                     let term = term.trim();
                     if term.is_empty() {
-                        return Err(format!(
-                            "arg-sizes `{text}`: `{}` has an empty term; {HINT}",
-                            item.trim()
-                        ));
+                        return Err(ArgSizesError::EmptyTerm {
+                            text: text.to_string(),
+                            item: item.trim().to_string(),
+                        });
                     }
                     terms.push(match term.parse::<u64>() {
                         Ok(n) => Term::Number(n),
@@ -78,7 +138,10 @@ impl ArgSizes {
                 sum.push(terms);
             }
             if sizes.insert(target, SizeExpr { sum }).is_some() {
-                return Err(format!("arg-sizes `{text}`: arg{target} is given twice"));
+                return Err(ArgSizesError::GivenTwice {
+                    text: text.to_string(),
+                    target,
+                });
             }
         }
         Ok(ArgSizes { sizes })
@@ -93,7 +156,7 @@ impl ArgSizes {
         index: u32,
         params: &[Param],
         kernarg: &[u8],
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, ArgSizesError> {
         let Some(expr) = self.sizes.get(&index) else {
             return Ok(None);
         };
@@ -107,25 +170,25 @@ impl ArgSizes {
                 };
                 value = value
                     .checked_mul(factor)
-                    .ok_or_else(|| format!("the size of arg{index} overflows"))?;
+                    .ok_or(ArgSizesError::Overflows(index))?;
             }
             total = total
                 .checked_add(value)
-                .ok_or_else(|| format!("the size of arg{index} overflows"))?;
+                .ok_or(ArgSizesError::Overflows(index))?;
         }
         Ok(Some(total))
     }
 
     /// Checks that every target is a pointer and every term an integer
     /// scalar of this kernel; the error names the first that is not.
-    pub fn check(&self, params: &[Param]) -> Result<(), String> {
+    pub fn check(&self, params: &[Param]) -> Result<(), ArgSizesError> {
         for (&target, expr) in &self.sizes {
             match params.iter().find(|p| p.index == target) {
                 Some(Param {
                     kind: ParamKind::Pointer { .. },
                     ..
                 }) => {}
-                _ => return Err(format!("arg-sizes: arg{target} is not a pointer argument")),
+                _ => return Err(ArgSizesError::NotAPointer(target)),
             }
             for term in expr.sum.iter().flatten() {
                 if let Term::Arg(k) = *term {
@@ -137,24 +200,22 @@ impl ArgSizes {
     }
 }
 
-fn integer_param(params: &[Param], k: u32) -> Result<&Param, String> {
+fn integer_param(params: &[Param], k: u32) -> Result<&Param, ArgSizesError> {
     let p = params
         .iter()
         .find(|p| p.index == k)
-        .ok_or_else(|| format!("arg-sizes: the kernel has no argument arg{k}"))?;
+        .ok_or(ArgSizesError::NoSuchArgument(k))?;
     use ditto_types::DType::{I8, I16, I32, I64, U8, U16, U32, U64};
     match p.kind {
         ParamKind::Scalar {
             dtype: I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64,
         } => Ok(p),
-        _ => Err(format!(
-            "arg-sizes: arg{k} is not an integer scalar argument"
-        )),
+        _ => Err(ArgSizesError::NotAnInteger(k)),
     }
 }
 
 /// The value of integer scalar argument `k` in `kernarg`.
-fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, String> {
+fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, ArgSizesError> {
     let p = integer_param(params, k)?;
     let ParamKind::Scalar { dtype } = p.kind else {
         unreachable!("integer_param returns scalars only")
@@ -163,7 +224,7 @@ fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, String>
     let size = dtype.size();
     let bytes = kernarg
         .get(start..start + size)
-        .ok_or_else(|| format!("arg-sizes: arg{k} lies outside the kernarg bytes"))?;
+        .ok_or(ArgSizesError::OutsideKernarg(k))?;
     let mut wide = [0u8; 8];
     wide[..size].copy_from_slice(bytes);
     let signed = matches!(
@@ -174,7 +235,7 @@ fn scalar_value(params: &[Param], k: u32, kernarg: &[u8]) -> Result<u64, String>
             | ditto_types::DType::I64
     );
     if signed && bytes[size - 1] & 0x80 != 0 {
-        return Err(format!("arg-sizes: arg{k} is negative in this dispatch"));
+        return Err(ArgSizesError::Negative(k));
     }
     Ok(u64::from_le_bytes(wide))
 }
@@ -238,18 +299,23 @@ mod tests {
         let e = ArgSizes::parse("arg2=arg3")
             .unwrap()
             .elements(2, &p, &kernarg(-1, 0))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("arg3 is negative"), "{e}");
         let e = ArgSizes::parse("arg2=arg0").unwrap().check(&p).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("arg0 is not an integer scalar"), "{e}");
         let e = ArgSizes::parse("arg3=4").unwrap().check(&p).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("arg3 is not a pointer"), "{e}");
         let e = ArgSizes::parse("arg2=arg9").unwrap().check(&p).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("no argument arg9"), "{e}");
         let e = ArgSizes::parse("arg2=arg4*arg4")
             .unwrap()
             .elements(2, &p, &kernarg(1, u64::MAX))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("overflows"), "{e}");
     }
 
@@ -262,8 +328,18 @@ mod tests {
             ("arg2=n", "`n` is not an argument"),
             ("arg2=1,arg2=2", "given twice"),
         ] {
-            let e = ArgSizes::parse(text).unwrap_err();
+            let e = ArgSizes::parse(text).unwrap_err().to_string();
             assert!(e.contains(what), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_text_form_reads_back_to_the_same_sizes() {
+        for text in ["arg2=arg3", "arg0 = arg3*arg4, arg1=arg3*4+16", "arg1=7"] {
+            let sizes = ArgSizes::parse(text).unwrap();
+            assert_eq!(ArgSizes::parse(&sizes.to_string()), Ok(sizes.clone()));
+        }
+        let sizes = ArgSizes::parse("arg2=arg3*arg4+16, arg0=8").unwrap();
+        assert_eq!(sizes.to_string(), "arg0=8,arg2=arg3*arg4+16");
     }
 }

@@ -4,7 +4,22 @@
 //! read by `offload_bundle`, kernels by `metadata`, variables by
 //! `variables`.
 
-use crate::{BundleError, code_object_variables, device_code_objects, parse_code_object};
+use crate::{
+    BundleError, MetadataError, VariablesError, code_object_variables, device_code_objects,
+    parse_code_object,
+};
+
+/// Why a file's device code could not be read: its bundle, a code
+/// object's metadata or its symbols, in their own words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BundledCodeError {
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error(transparent)]
+    Variables(#[from] VariablesError),
+}
 
 /// Names found in the code objects, in their order (a name present in
 /// several code objects, one per target, appears once per object).
@@ -23,16 +38,14 @@ pub struct BundledDeviceCode {
 /// The kernels and variables of `bytes` (a host ELF with `.hip_fatbin`, an
 /// offload bundle or a code object). A file without a fatbin carries no
 /// device code: empty, not an error.
-pub fn bundled_device_code(bytes: &[u8]) -> Result<BundledDeviceCode, String> {
+pub fn bundled_device_code(bytes: &[u8]) -> Result<BundledDeviceCode, BundledCodeError> {
     let objects = match device_code_objects(bytes) {
         Err(BundleError::NoFatbin) => return Ok(BundledDeviceCode::default()),
-        other => other.map_err(|e| e.to_string())?,
+        other => other?,
     };
     let mut code = BundledDeviceCode::default();
     for object in objects {
-        let kernels = parse_code_object(object.bytes)
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default();
+        let kernels = parse_code_object(object.bytes)?.unwrap_or_default();
         code.kernels.extend(kernels.into_iter().map(|k| k.name));
         for v in code_object_variables(object.bytes)? {
             if v.writable {

@@ -21,16 +21,16 @@ pub mod offload_bundle;
 pub mod param_type;
 pub mod variables;
 
-pub use arg_sizes::ArgSizes;
-pub use bundled::{BundledDeviceCode, bundled_device_code};
+pub use arg_sizes::{ArgSizes, ArgSizesError};
+pub use bundled::{BundledCodeError, BundledDeviceCode, bundled_device_code};
 pub use dwarf::{DwarfError, DwarfParam, kernel_params};
 pub use layout::{LayoutError, Param, ParamKind, kernarg_size, layout};
-pub use matching::matches;
+pub use matching::{KernelQuery, KernelQueryError, matches};
 pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_object};
 pub use names::{KernelNames, demangle};
 pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects, elf_section};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
-pub use variables::{CodeObjectVariable, code_object_variables};
+pub use variables::{CodeObjectVariable, VariablesError, code_object_variables};
 
 use ditto_types::{DType, KernelName};
 

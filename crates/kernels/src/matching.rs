@@ -4,29 +4,109 @@
 //! (the predecessor tool matched by substring and captured blits). A
 //! pattern is explicit: `re:PATTERN` (`--kernel-regex`) is a regular
 //! expression searched in the demangled signature.
+//!
+//! Owns [`KernelQuery`], the query parsed once, with its text form (the
+//! one place the `re:` prefix means anything), and the matching rules.
 
 use crate::names::KernelNames;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 
-/// The prefix that makes a query a regular expression.
+/// The prefix that makes a query's text a regular expression: the text
+/// form of [`KernelQuery::Regex`] (`DITTO_KERNEL=re:PATTERN`, `--kernel
+/// re:PATTERN`, an MCP client's `kernel`).
 pub const REGEX_PREFIX: &str = "re:";
 
-/// The compiled pattern of a `re:` query, `Ok(None)` for a name; `Err`
-/// says why the pattern is not a regular expression.
-pub fn query_regex(query: &str) -> Result<Option<Arc<regex::Regex>>, String> {
-    let Some(pattern) = query.trim().strip_prefix(REGEX_PREFIX) else {
-        return Ok(None);
-    };
-    // One query per process: the last compiled pattern is kept.
+/// Why a kernel query's pattern is not a regular expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelQueryError {
+    #[error("the kernel regex is empty")]
+    EmptyRegex,
+    #[error("the kernel regex {pattern:?} is not a regular expression: {reason}")]
+    NotARegex { pattern: String, reason: String },
+}
+
+/// A user's kernel query, parsed once: a name matched exactly (see
+/// [`KernelQuery::matches`]) or a regular expression searched in the
+/// demangled signature. Its text form ([`fmt::Display`], read back by
+/// [`KernelQuery::parse`]) is what crosses into the application
+/// (`DITTO_KERNEL`) and what a snapshot records as its query.
+#[derive(Debug, Clone)]
+pub enum KernelQuery {
+    /// A name, as given (compared with its surrounding spaces trimmed).
+    Name(String),
+    /// `--kernel-regex RE` or `re:RE`.
+    Regex(Arc<regex::Regex>),
+}
+
+impl KernelQuery {
+    /// The query of `text`: `re:PATTERN` is a regular expression, anything
+    /// else a name. `Err` says why the pattern is not a regular expression.
+    pub fn parse(text: &str) -> Result<KernelQuery, KernelQueryError> {
+        match text.trim().strip_prefix(REGEX_PREFIX) {
+            Some(pattern) => compiled(pattern).map(KernelQuery::Regex),
+            None => Ok(KernelQuery::Name(text.to_string())),
+        }
+    }
+
+    /// The regular expression `pattern` (`--kernel-regex`), searched in the
+    /// demangled signature; trailing spaces are not part of it.
+    pub fn regex(pattern: &str) -> Result<KernelQuery, KernelQueryError> {
+        compiled(pattern.trim_end()).map(KernelQuery::Regex)
+    }
+
+    /// A name with nothing but spaces: it names no kernel.
+    pub fn is_blank(&self) -> bool {
+        matches!(self, KernelQuery::Name(name) if name.trim().is_empty())
+    }
+
+    /// True when this query names `kernel`: a regex found in its demangled
+    /// signature, or a name that equals the mangled name, the full
+    /// demangled signature (with or without the return type), the name
+    /// with template arguments (`scale_values<float>`), or the bare name
+    /// (`scale_values`, which names every instantiation). Qualified names
+    /// are compared as written: `ns::k` names `ns::k(float*)`, `k` does not.
+    pub fn matches(&self, kernel: &KernelNames) -> bool {
+        match self {
+            KernelQuery::Regex(re) => re.is_match(&kernel.demangled),
+            KernelQuery::Name(name) => name_matches(name.trim(), kernel),
+        }
+    }
+}
+
+/// Two queries are equal when their kinds and texts are.
+impl PartialEq for KernelQuery {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (KernelQuery::Name(a), KernelQuery::Name(b)) => a == b,
+            (KernelQuery::Regex(a), KernelQuery::Regex(b)) => a.as_str() == b.as_str(),
+            _ => false,
+        }
+    }
+}
+
+/// The text form: the name as given, or `re:PATTERN`.
+impl fmt::Display for KernelQuery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelQuery::Name(name) => f.write_str(name),
+            KernelQuery::Regex(re) => write!(f, "{REGEX_PREFIX}{}", re.as_str()),
+        }
+    }
+}
+
+/// `pattern` compiled; the last one compiled is kept, since the tool
+/// matches one query's text against every kernel of every code object.
+fn compiled(pattern: &str) -> Result<Arc<regex::Regex>, KernelQueryError> {
     static LAST: Mutex<Option<(String, Arc<regex::Regex>)>> = Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((p, re)) = last.as_ref()
         && p == pattern
     {
-        return Ok(Some(re.clone()));
+        return Ok(re.clone());
     }
     if pattern.is_empty() {
-        return Err("the kernel regex is empty".into());
+        return Err(KernelQueryError::EmptyRegex);
     }
     let re = regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
@@ -37,10 +117,13 @@ pub fn query_regex(query: &str) -> Result<Option<Arc<regex::Regex>>, String> {
             let text = e.to_string();
             let reason = text.lines().last().unwrap_or_default();
             let reason = reason.trim().trim_start_matches("error: ");
-            format!("the kernel regex {pattern:?} is not a regular expression: {reason}")
+            KernelQueryError::NotARegex {
+                pattern: pattern.to_string(),
+                reason: reason.to_string(),
+            }
         })?;
     *last = Some((pattern.to_string(), re.clone()));
-    Ok(Some(re))
+    Ok(re)
 }
 
 /// Collapses whitespace so that `k<float>(float*,int)` and
@@ -69,20 +152,17 @@ fn normalize(text: &str) -> String {
     out
 }
 
-/// True when `query` names `kernel`: it equals the mangled name, the full
-/// demangled signature (with or without the return type), the name with
-/// template arguments (`scale_values<float>`), or the bare name
-/// (`scale_values`, which names every instantiation). Qualified names are
-/// compared as written: `ns::k` names `ns::k(float*)`, `k` does not.
+/// True when the query whose text is `query` ([`KernelQuery::parse`])
+/// names `kernel`; a pattern that is not a regular expression names none.
+/// For callers that hold the text form (the tool reads `DITTO_KERNEL`).
 pub fn matches(query: &str, kernel: &KernelNames) -> bool {
-    let query = query.trim();
+    KernelQuery::parse(query).is_ok_and(|q| q.matches(kernel))
+}
+
+/// Whether the (trimmed) name `query` names `kernel`; see [`KernelQuery::matches`].
+fn name_matches(query: &str, kernel: &KernelNames) -> bool {
     if query.is_empty() {
         return false;
-    }
-    match query_regex(query) {
-        Ok(Some(re)) => return re.is_match(&kernel.demangled),
-        Err(_) => return false,
-        Ok(None) => {}
     }
     if query == kernel.mangled || query.strip_suffix(".kd") == Some(kernel.mangled.as_str()) {
         return true;
@@ -103,6 +183,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_query_reads_back_from_its_text_form() {
+        let re = KernelQuery::regex("^reduce_sum_v[0-9]+\\( ").unwrap();
+        assert_eq!(re.to_string(), "re:^reduce_sum_v[0-9]+\\(");
+        let again = KernelQuery::parse(&re.to_string()).unwrap();
+        assert_eq!(again.to_string(), re.to_string());
+        assert!(matches!(again, KernelQuery::Regex(_)));
+        let name = KernelQuery::parse("scale_values<float>").unwrap();
+        assert_eq!(name.to_string(), "scale_values<float>");
+        assert!(KernelQuery::parse("  ").unwrap().is_blank());
+        assert_eq!(
+            KernelQuery::regex("  ").unwrap_err(),
+            KernelQueryError::EmptyRegex
+        );
+    }
+
+    #[test]
     fn a_regex_query_searches_the_demangled_signature() {
         let k = KernelNames::new("_Z13reduce_sum_v2PKfPfi");
         assert!(matches("re:reduce_sum", &k), "unanchored, like grep");
@@ -111,12 +207,21 @@ mod tests {
         // A name query stays exact.
         assert!(!matches("reduce_sum", &k));
         assert!(
-            query_regex("re:(")
+            KernelQuery::parse("re:(")
                 .unwrap_err()
+                .to_string()
                 .contains("not a regular expression")
         );
-        assert!(query_regex("re:").unwrap_err().contains("empty"));
-        assert!(query_regex("reduce_sum").unwrap().is_none());
+        assert!(
+            KernelQuery::parse("re:")
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        assert!(matches!(
+            KernelQuery::parse("reduce_sum"),
+            Ok(KernelQuery::Name(_))
+        ));
         assert!(!matches("re:(", &k), "a bad pattern matches nothing");
     }
 

@@ -185,28 +185,52 @@ fn field<'v>(map: &'v Value, key: &str) -> Option<&'v Value> {
         .map(|(_, v)| v)
 }
 
-fn string(map: &Value, key: &str) -> Result<Option<String>, String> {
+/// What is wrong with one kernel's entry of the metadata (said inside a
+/// [`MetadataError::Malformed`] that names the entry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldError {
+    #[error("no `{0}`")]
+    Missing(String),
+    #[error("`{0}` is not a string")]
+    NotAString(String),
+    #[error("`{0}` is not an unsigned integer")]
+    NotUnsigned(String),
+    #[error("`{0}` is not an array")]
+    NotAnArray(&'static str),
+    #[error("`{0}` is not a boolean")]
+    NotABoolean(&'static str),
+    #[error("offset {offset} + size {size} overflows")]
+    Overflows { offset: u64, size: u64 },
+    #[error("kernel `{kernel}` .args[{index}]: {error}")]
+    Arg {
+        kernel: String,
+        index: usize,
+        error: Box<FieldError>,
+    },
+}
+
+fn string(map: &Value, key: &str) -> Result<Option<String>, FieldError> {
     match field(map, key) {
         None => Ok(None),
         Some(v) => v
             .as_str()
             .map(|s| Some(s.to_string()))
-            .ok_or_else(|| format!("`{key}` is not a string")),
+            .ok_or_else(|| FieldError::NotAString(key.to_string())),
     }
 }
 
-fn required_string(map: &Value, key: &str) -> Result<String, String> {
-    string(map, key)?.ok_or_else(|| format!("no `{key}`"))
+fn required_string(map: &Value, key: &str) -> Result<String, FieldError> {
+    string(map, key)?.ok_or_else(|| FieldError::Missing(key.to_string()))
 }
 
-fn required_u64(map: &Value, key: &str) -> Result<u64, String> {
+fn required_u64(map: &Value, key: &str) -> Result<u64, FieldError> {
     field(map, key)
-        .ok_or_else(|| format!("no `{key}`"))?
+        .ok_or_else(|| FieldError::Missing(key.to_string()))?
         .as_u64()
-        .ok_or_else(|| format!("`{key}` is not an unsigned integer"))
+        .ok_or_else(|| FieldError::NotUnsigned(key.to_string()))
 }
 
-fn kernel(k: &Value) -> Result<CodeObjectKernel, String> {
+fn kernel(k: &Value) -> Result<CodeObjectKernel, FieldError> {
     let name = required_string(k, ".name")?;
     let symbol = required_string(k, ".symbol")?;
     let kernarg_segment_size = required_u64(k, ".kernarg_segment_size")?;
@@ -214,10 +238,16 @@ fn kernel(k: &Value) -> Result<CodeObjectKernel, String> {
         None => Vec::new(),
         Some(a) => a
             .as_array()
-            .ok_or("`.args` is not an array")?
+            .ok_or(FieldError::NotAnArray(".args"))?
             .iter()
             .enumerate()
-            .map(|(i, a)| arg(a).map_err(|e| format!("kernel `{name}` .args[{i}]: {e}")))
+            .map(|(i, a)| {
+                arg(a).map_err(|e| FieldError::Arg {
+                    kernel: name.clone(),
+                    index: i,
+                    error: Box::new(e),
+                })
+            })
             .collect::<Result<_, _>>()?,
     };
     Ok(CodeObjectKernel {
@@ -229,16 +259,16 @@ fn kernel(k: &Value) -> Result<CodeObjectKernel, String> {
     })
 }
 
-fn arg(a: &Value) -> Result<MetadataArg, String> {
+fn arg(a: &Value) -> Result<MetadataArg, FieldError> {
     let is_const = match field(a, ".is_const") {
         None => false,
-        Some(v) => v.as_bool().ok_or("`.is_const` is not a boolean")?,
+        Some(v) => v.as_bool().ok_or(FieldError::NotABoolean(".is_const"))?,
     };
     let offset = required_u64(a, ".offset")?;
     let size = required_u64(a, ".size")?;
     offset
         .checked_add(size)
-        .ok_or_else(|| format!("offset {offset} + size {size} overflows"))?;
+        .ok_or(FieldError::Overflows { offset, size })?;
     Ok(MetadataArg {
         offset,
         size,

@@ -20,19 +20,20 @@ pub struct CodeObjectVariable {
     pub writable: bool,
 }
 
+/// Why a code object's symbols could not be read: the ELF reader's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct VariablesError(#[from] object::read::Error);
+
 /// The defined global and weak data symbols of a 64-bit AMDGPU ELF code
 /// object, without the compiler's own (`__hip_cuid_*`, `llvm.*`).
-pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, String> {
-    let header = elf::FileHeader64::<Endianness>::parse(bytes).map_err(|e| e.to_string())?;
-    let endian = header.endian().map_err(|e| e.to_string())?;
-    let sections = header.sections(endian, bytes).map_err(|e| e.to_string())?;
-    let mut table = sections
-        .symbols(endian, bytes, elf::SHT_DYNSYM)
-        .map_err(|e| e.to_string())?;
+pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, VariablesError> {
+    let header = elf::FileHeader64::<Endianness>::parse(bytes)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, bytes)?;
+    let mut table = sections.symbols(endian, bytes, elf::SHT_DYNSYM)?;
     if table.is_empty() {
-        table = sections
-            .symbols(endian, bytes, elf::SHT_SYMTAB)
-            .map_err(|e| e.to_string())?;
+        table = sections.symbols(endian, bytes, elf::SHT_SYMTAB)?;
     }
     let mut found = Vec::new();
     for symbol in table.iter() {
@@ -43,9 +44,7 @@ pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, St
         {
             continue;
         }
-        let name = table
-            .symbol_name(endian, symbol)
-            .map_err(|e| e.to_string())?;
+        let name = table.symbol_name(endian, symbol)?;
         let name = String::from_utf8_lossy(name).into_owned();
         // A kernel descriptor (`<kernel>.kd`) is a data symbol too.
         if name.is_empty()

@@ -41,7 +41,7 @@ pub use messages::{
     ToolMessage, Transport,
 };
 pub use peer::peer_credentials;
-pub use selection::{CaptureSet, DispatchSelection};
+pub use selection::{CaptureError, CaptureSet, DispatchSelection, SelectionError};
 // Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
 // users of the wire types keep one import.
 pub use ditto_types::{ALL_DTYPES, DType, KernelName};

@@ -1,14 +1,42 @@
 //! What the user asked to capture, as both sides spell it: which dispatches
 //! (`--dispatch` / `DITTO_DISPATCH`) and which arguments when
 //! (`--capture` / `DITTO_CAPTURE`). The CLI parses it to reject a bad
-//! flag before anything runs; the tool parses the same text from its
-//! environment. Owns the syntax and the membership test only; it never
-//! reads the environment.
+//! flag before anything runs and carries the parsed value; the tool
+//! parses the text form ([`std::fmt::Display`], written into its
+//! environment by the CLI) back to the same value. Owns the syntax, the
+//! text form and the membership test only; it never reads the environment.
 //!
 //! Syntax (indices are the real dispatch indices, from 0, counted over the
 //! dispatches of the matched kernel in one process):
 //! `all` | `N` | `N..M` (N through M, both included) | `N..` (N and every
 //! later one) | a comma-separated list of those, e.g. `0,3..5,9..`.
+
+use std::fmt;
+
+/// The hint every dispatch-selection error ends with.
+const SELECTION_HINT: &str = "write all, N, N..M (both included), N.. or a list like 0,3..5";
+
+/// Why a `--dispatch` selection does not parse; each says how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    #[error("dispatch selection `{text}`: `{part}` is not a dispatch index; {SELECTION_HINT}")]
+    NotAnIndex { text: String, part: String },
+    #[error("dispatch selection `{text}` has an empty item; {SELECTION_HINT}")]
+    EmptyItem { text: String },
+    #[error("dispatch selection `{text}`: `{part}` ends before it starts; {SELECTION_HINT}")]
+    EndsBeforeStart { text: String, part: String },
+}
+
+/// Why a `--capture` list does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "capture `{text}`: `{word}` is not one of inputs, outputs, written, all; \
+     write e.g. outputs (the default), inputs,outputs, written or all"
+)]
+pub struct CaptureError {
+    pub text: String,
+    pub word: String,
+}
 
 /// A set of dispatch indices. Membership never allocates (the tool tests
 /// it on the application's submitting thread).
@@ -22,24 +50,26 @@ pub enum DispatchSelection {
 
 impl DispatchSelection {
     /// Parses the syntax above; the error says what is wrong and how to write it.
-    pub fn parse(text: &str) -> Result<DispatchSelection, String> {
+    pub fn parse(text: &str) -> Result<DispatchSelection, SelectionError> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("all") {
             return Ok(DispatchSelection::All);
         }
-        let hint = "write all, N, N..M (both included), N.. or a list like 0,3..5";
         let number = |s: &str, part: &str| {
-            s.trim().parse::<u64>().map_err(|_| {
-                format!("dispatch selection `{text}`: `{part}` is not a dispatch index; {hint}")
-            })
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| SelectionError::NotAnIndex {
+                    text: text.to_string(),
+                    part: part.to_string(),
+                })
         };
         let mut ranges = Vec::new();
         for part in text.split(',') {
             let part = part.trim();
             if part.is_empty() {
-                return Err(format!(
-                    "dispatch selection `{text}` has an empty item; {hint}"
-                ));
+                return Err(SelectionError::EmptyItem {
+                    text: text.to_string(),
+                });
             }
             let range = match part.split_once("..") {
                 None => {
@@ -50,9 +80,10 @@ impl DispatchSelection {
                 Some((start, end)) => {
                     let (start, end) = (number(start, part)?, number(end, part)?);
                     if end < start {
-                        return Err(format!(
-                            "dispatch selection `{text}`: `{part}` ends before it starts; {hint}"
-                        ));
+                        return Err(SelectionError::EndsBeforeStart {
+                            text: text.to_string(),
+                            part: part.to_string(),
+                        });
                     }
                     (start, end)
                 }
@@ -70,6 +101,28 @@ impl DispatchSelection {
                 .iter()
                 .any(|&(start, end)| start <= index && index <= end),
         }
+    }
+}
+
+/// The text form, which [`DispatchSelection::parse`] reads back to the
+/// same selection: `all`, or items `N`, `N..M`, `N..` joined by commas.
+impl fmt::Display for DispatchSelection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ranges = match self {
+            DispatchSelection::All => return f.write_str("all"),
+            DispatchSelection::Ranges(ranges) => ranges,
+        };
+        for (i, &(start, end)) in ranges.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match end {
+                u64::MAX => write!(f, "{start}..")?,
+                _ if end == start => write!(f, "{start}")?,
+                _ => write!(f, "{start}..{end}")?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -98,7 +151,7 @@ impl Default for CaptureSet {
 }
 
 impl CaptureSet {
-    pub fn parse(text: &str) -> Result<CaptureSet, String> {
+    pub fn parse(text: &str) -> Result<CaptureSet, CaptureError> {
         let mut set = CaptureSet {
             inputs: false,
             outputs: false,
@@ -112,10 +165,10 @@ impl CaptureSet {
                 "all" => set.all = true,
                 "written" => set.written = true,
                 other => {
-                    return Err(format!(
-                        "capture `{text}`: `{other}` is not one of inputs, outputs, written, all; \
-                         write e.g. outputs (the default), inputs,outputs, written or all"
-                    ));
+                    return Err(CaptureError {
+                        text: text.to_string(),
+                        word: other.to_string(),
+                    });
                 }
             }
         }
@@ -137,6 +190,25 @@ impl CaptureSet {
                 self.all || ((self.outputs || self.written) && !is_const)
             }
         }
+    }
+}
+
+/// The text form, which [`CaptureSet::parse`] reads back to the same set:
+/// the words set, in the order inputs, outputs, written, all.
+impl fmt::Display for CaptureSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let words = [
+            (self.inputs, "inputs"),
+            (self.outputs, "outputs"),
+            (self.written, "written"),
+            (self.all, "all"),
+        ];
+        let set: Vec<&str> = words
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, w)| *w)
+            .collect();
+        f.write_str(&set.join(","))
     }
 }
 
@@ -168,7 +240,9 @@ mod tests {
         assert!(!d.takes_inputs());
         assert!(CaptureSet::parse("inputs").unwrap().takes_inputs());
         assert!(CaptureSet::parse("all").unwrap().takes_inputs());
-        let e = CaptureSet::parse("inputs,everything").unwrap_err();
+        let e = CaptureSet::parse("inputs,everything")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`everything`") && e.contains("inputs,outputs"),
             "{e}"
@@ -202,9 +276,31 @@ mod tests {
             ("-1", "`-1`"),
             ("", "empty item"),
         ] {
-            let e = DispatchSelection::parse(text).unwrap_err();
+            let e = DispatchSelection::parse(text).unwrap_err().to_string();
             assert!(e.contains(item), "{text}: {e}");
             assert!(e.contains("N..M"), "{text}: says how to write it: {e}");
         }
+    }
+
+    #[test]
+    fn the_text_forms_read_back_to_the_same_values() {
+        for text in ["all", "1", "2..4", "5..", "0, 3..4,6,9..", "3..3"] {
+            let s = DispatchSelection::parse(text).unwrap();
+            assert_eq!(DispatchSelection::parse(&s.to_string()), Ok(s.clone()));
+        }
+        assert_eq!(
+            DispatchSelection::parse("0, 3..4,6..6,9..")
+                .unwrap()
+                .to_string(),
+            "0,3..4,6,9.."
+        );
+        for text in ["outputs", "inputs, outputs", "written", "all", "ALL,inputs"] {
+            let c = CaptureSet::parse(text).unwrap();
+            assert_eq!(CaptureSet::parse(&c.to_string()), Ok(c));
+        }
+        assert_eq!(
+            CaptureSet::parse("outputs, inputs").unwrap().to_string(),
+            "inputs,outputs"
+        );
     }
 }

@@ -141,7 +141,7 @@ impl HipBuild {
 /// Kernel names with template arguments (`scale_values<float>`) of every
 /// AMDGPU code object in a hipcc-built executable, sorted, without repeats.
 fn kernel_names(executable: &[u8]) -> Result<BTreeSet<String>, String> {
-    let code = ditto_kernels::bundled_device_code(executable)?;
+    let code = ditto_kernels::bundled_device_code(executable).map_err(|e| e.to_string())?;
     Ok(code
         .kernels
         .iter()

@@ -3,7 +3,7 @@
 //! scripts/ditto-run). Owns their parsing and defaults;
 //! never reads the environment again after start-up.
 
-use crate::log::Level;
+use crate::log::LogLevel;
 use ditto_kernels::{ArgSizes, ParamType, parse_arg_types};
 use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::PathBuf;
@@ -60,7 +60,7 @@ pub struct Options {
     /// process's (real) uid, or `DITTO_COLLECTOR_UID`.
     pub collector_uid: u32,
     /// `DITTO_LOG`.
-    pub log: Level,
+    pub log: LogLevel,
     /// `DITTO_STAGING_MIB`: size of the staging file that small buffers are
     /// copied into so their dispatch is released at once (default 64 MiB);
     /// 0: none, every buffer travels by IPC.
@@ -92,12 +92,12 @@ impl Options {
         let mut problems = Vec::new();
         let mut fatal = None;
         let log = match non_empty("DITTO_LOG") {
-            None => Level::Warn,
-            Some(v) => Level::parse(&v).unwrap_or_else(|| {
+            None => LogLevel::Warn,
+            Some(v) => LogLevel::parse(&v).unwrap_or_else(|| {
                 problems.push(format!(
                     "DITTO_LOG=`{v}` is not one of off|error|warn|info|debug; using warn"
                 ));
-                Level::Warn
+                LogLevel::Warn
             }),
         };
         let timeout = match non_empty("DITTO_TIMEOUT_MS") {
@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(o.socket, None);
         assert_eq!(o.run_name, std::process::id().to_string());
         assert_eq!(o.timeout, Duration::from_secs(30));
-        assert_eq!(o.log, Level::Warn);
+        assert_eq!(o.log, LogLevel::Warn);
         assert_eq!(o.staging_bytes, 64 << 20);
         assert_eq!(o.cuda_driver, "libcuda.so.1");
         assert_eq!((o.cupti_library, o.cuda_home), (None, None));
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(o.arg_types.as_ref().map(|t| t.len()), Some(3));
         assert_eq!(o.run_name, "ref");
         assert_eq!(o.timeout, Duration::from_millis(250));
-        assert_eq!(o.log, Level::Debug);
+        assert_eq!(o.log, LogLevel::Debug);
         assert_eq!(o.rank, None);
         assert_eq!(o.dispatch, DispatchSelection::All);
         assert_eq!(o.capture, CaptureSet::default());
@@ -342,7 +342,7 @@ mod tests {
             ("DITTO_ARG_TYPES", "float*"),
         ]);
         assert_eq!(o.timeout, DEFAULT_TIMEOUT);
-        assert_eq!(o.log, Level::Warn);
+        assert_eq!(o.log, LogLevel::Warn);
         assert_eq!(o.problems.len(), 2);
         assert!(o.fatal.as_deref().unwrap().contains("float*"));
     }

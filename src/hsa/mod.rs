@@ -6,8 +6,8 @@
 //!   list behind one funnel;
 //! - `queues`        — queue lifecycle: intercept queues created, their
 //!   contexts freed when the application destroys them;
-//! - `packet`        — the intercept queue's packet callback: the
-//!   held-barrier rewrite of target dispatches; never waits;
+//! - `packet`        — the intercept queue's packet callback (its
+//!   `rewrite`: the held-barrier rewrite of a target dispatch); never waits;
 //! - `code_objects`  — the code-object tracker: readers, loaded code
 //!   objects, kernel symbols and their metadata → the kernel table;
 //! - `device_copy`   — the tool's reads of GPU memory: through the
@@ -15,9 +15,9 @@
 //! - `worker`        — the held-queue worker: wait, describe, send, release;
 //! - `never_loaded`  — a process whose HSA runtime never started the tool
 //!   says so to the collector at exit;
-//! - `tool`          — the one state object (`TOOL`) and the runtime
-//!   services the worker and the capture core need (signals, IPC export,
-//!   reads).
+//! - `tool`          — the one state object (`TOOL`); its children give the
+//!   runtime services the worker and the capture core need (the held-signal
+//!   pool, the IPC export cache, pointer info, buffer access).
 //!
 //! Every runtime call goes through the ORIGINAL table entries saved at
 //! OnLoad, never through the live table, so the tool never re-enters its

@@ -1,32 +1,19 @@
 //! ditto's own status lines and warnings on stderr, filtered by `DITTO_LOG`
-//! (`off|error|warn|info|debug`, default `info`; the same variable sets the
-//! tool library's filter inside the application, default `warn` there).
-//! Errors that end a command are printed by main whatever the filter says,
-//! except under `off`. Owns the filter only; never decides what to say.
+//! (`off|error|warn|info|debug`, `trace` meaning debug; default `info`; the
+//! same variable sets the tool library's filter inside the application,
+//! default `warn` there). The level is `ditto_types::LogLevel`, the one the
+//! tool library parses the same variable with, so a value means the same
+//! on both sides. Errors that end a command are printed by main whatever
+//! the filter says, except under `off`. Owns the filter only; never decides
+//! what to say.
 
 use std::sync::OnceLock;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    Off,
-    Error,
-    Warn,
-    Info,
-    Debug,
-}
+/// The CLI's modules name the shared level `Level`.
+pub use ditto_types::LogLevel as Level;
 
-impl Level {
-    pub fn parse(text: &str) -> Option<Level> {
-        Some(match text.trim().to_ascii_lowercase().as_str() {
-            "off" => Level::Off,
-            "error" => Level::Error,
-            "warn" | "warning" => Level::Warn,
-            "info" => Level::Info,
-            "debug" => Level::Debug,
-            _ => return None,
-        })
-    }
-}
+/// The CLI's filter when `DITTO_LOG` is unset or does not parse.
+pub const DEFAULT_LEVEL: Level = Level::Info;
 
 static LEVEL: OnceLock<Level> = OnceLock::new();
 
@@ -36,12 +23,12 @@ pub fn level() -> Level {
         std::env::var("DITTO_LOG")
             .ok()
             .and_then(|v| Level::parse(&v))
-            .unwrap_or(Level::Info)
+            .unwrap_or(DEFAULT_LEVEL)
     })
 }
 
 pub fn enabled(at: Level) -> bool {
-    at != Level::Off && at <= level()
+    level().allows(at)
 }
 
 /// "ditto: warning: ..." unless filtered out.
@@ -58,7 +45,7 @@ pub fn info(message: &str) {
     }
 }
 
-/// "ditto: debug: ..." only with DITTO_LOG=debug.
+/// "ditto: debug: ..." only with DITTO_LOG=debug (or trace).
 pub fn debug(message: &str) {
     if enabled(Level::Debug) {
         eprintln!("ditto: debug: {message}");
@@ -75,5 +62,6 @@ mod tests {
         assert_eq!(Level::parse(" debug "), Some(Level::Debug));
         assert_eq!(Level::parse("loud"), None);
         assert!(Level::Error < Level::Warn && Level::Info < Level::Debug);
+        assert_eq!(Level::parse("trace"), Some(Level::Debug), "as in the tool");
     }
 }

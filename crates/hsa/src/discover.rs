@@ -4,7 +4,7 @@
 //! tool (through its original table entries) and the collector (through
 //! the symbols of the runtime it loaded).
 
-use crate::table::{
+use crate::signatures::{
     HsaAgentGetInfoFn, HsaAmdAgentIterateMemoryPoolsFn, HsaAmdMemoryPoolGetInfoFn,
     HsaIterateAgentsFn,
 };

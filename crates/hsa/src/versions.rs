@@ -11,12 +11,11 @@
 //! measured layout has is refused. What a layout is ([`TableLayout`],
 //! [`ReleaseTables`]) is `table_layout`'s, which the generated data uses.
 
+use crate::entry_names::{AMD_EXT_TABLE_ENTRIES, CORE_API_TABLE_ENTRIES};
 use crate::layouts::{
     AMD_EXT_TABLE_LAYOUTS, CORE_API_TABLE_LAYOUTS, IMAGE_EXT_TABLE_LAYOUTS, RELEASE_TABLES,
 };
-use crate::table::{
-    AMD_EXT_TABLE_ENTRIES, AmdExtTable, ApiTableVersion, CORE_API_TABLE_ENTRIES, CoreApiTable,
-};
+use crate::table::{AmdExtTable, ApiTableVersion, CoreApiTable};
 use crate::table_layout::ENTRY_BYTES;
 // What a layout and a release's tables are, named here as where they are read.
 pub use crate::table_layout::{ReleaseTables, TableLayout};

@@ -1,6 +1,7 @@
 //! The vocabulary every part of ditto speaks: what a captured buffer's
 //! elements are ([`DType`]), which kernel a dispatch ran ([`KernelName`]),
-//! and what a caught panic said ([`panic_message`]).
+//! what a caught panic said ([`panic_message`]), and how much ditto logs
+//! ([`LogLevel`], `DITTO_LOG`, one level for the tool library and the CLI).
 //!
 //! A leaf: it depends on nothing of ditto's, so that argument layout
 //! (`ditto-kernels`), the wire format (`ditto-protocol`), the tool library
@@ -11,8 +12,10 @@
 
 pub mod dtype;
 pub mod kernel_name;
+pub mod log_level;
 pub mod panic;
 
 pub use dtype::{ALL_DTYPES, DType};
 pub use kernel_name::KernelName;
+pub use log_level::LogLevel;
 pub use panic::panic_message;

@@ -40,10 +40,16 @@ pub fn quietly(body: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(body));
 }
 
+/// A panic caught by [`caught`]: its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Panicked(pub String);
+
 /// Runs `body`; a panic comes back as its message, for the caller to
 /// account for (a held dispatch released, capture failed open).
-pub fn caught<R>(body: impl FnOnce() -> R) -> Result<R, String> {
-    catch_unwind(AssertUnwindSafe(body)).map_err(|payload| panic_message(payload.as_ref()))
+pub fn caught<R>(body: impl FnOnce() -> R) -> Result<R, Panicked> {
+    catch_unwind(AssertUnwindSafe(body))
+        .map_err(|payload| Panicked(panic_message(payload.as_ref())))
 }
 
 /// True the first time `entry` reports a panic (a panic in the packet
@@ -80,7 +86,7 @@ mod tests {
         assert_eq!(caught(|| 5), Ok(5));
         assert_eq!(
             caught(|| -> u8 { panic!("worker {}", 3) }),
-            Err("worker 3".into())
+            Err(Panicked("worker 3".into()))
         );
         quietly(|| panic!("in a forked child"));
     }

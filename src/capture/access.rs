@@ -3,9 +3,12 @@
 //! [`BufferAccess`] over its runtime (the HSA tool over the original table
 //! entries, the CUDA backend over the driver); the describe step reads
 //! memory only through it. Holding and releasing a dispatch is not here:
-//! each backend owns its hold.
+//! each backend owns its hold. Each backend says why an access failed in
+//! an error type of its own ([`BufferAccess::Error`]); the describe step
+//! shows it to the user as it is.
 
 use super::allocation_map::Allocation;
+use super::shared_memory::CopyError;
 use super::staging::StagingFile;
 use ditto_protocol::Transport;
 use std::os::fd::OwnedFd;
@@ -21,15 +24,21 @@ pub struct StagedCopy {
 }
 
 pub trait BufferAccess {
+    /// Why a buffer could not be exported, copied, staged or
+    /// fingerprinted: the backend's own error, whose text the describe
+    /// step logs and accounts for. A copy of memory the CPU reads itself
+    /// fails with a [`CopyError`], which it must hold.
+    type Error: std::error::Error + From<CopyError>;
+
     /// The allocation containing `address`, if the runtime knows one.
     fn containing_allocation(&self, address: u64) -> Option<Allocation>;
     /// How the collector reaches a whole allocation: an IPC handle of the
     /// runtime's kind (cached per allocation where the backend can);
     /// `Err` when the runtime refuses to export it.
-    fn export(&self, allocation: &Allocation) -> Result<Transport, String>;
+    fn export(&self, allocation: &Allocation) -> Result<Transport, Self::Error>;
     /// The copy transport: `len` bytes at `address` copied into a fresh
     /// memfd, sealed against change, for memory `export` refused.
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String>;
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, Self::Error>;
     /// Copies the `len` bytes at `address` into the staging file: where
     /// they went, `Ok(None)` when the buffer is too large or there is no
     /// room now. By default the CPU reads the memory itself (pwrite):
@@ -39,11 +48,11 @@ pub trait BufferAccess {
         address: u64,
         len: u64,
         staging: &mut StagingFile,
-    ) -> Result<Option<StagedCopy>, String> {
-        stage_in_place(address, len, staging)
+    ) -> Result<Option<StagedCopy>, Self::Error> {
+        Ok(stage_in_place(address, len, staging)?)
     }
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String>;
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, Self::Error>;
 }
 
 /// Stages the `len` bytes at `address`, host memory, where they are (the
@@ -52,7 +61,7 @@ pub fn stage_in_place(
     address: u64,
     len: u64,
     staging: &mut StagingFile,
-) -> Result<Option<StagedCopy>, String> {
+) -> Result<Option<StagedCopy>, CopyError> {
     Ok(staging.stage(address, len)?.map(|at| StagedCopy {
         at,
         fingerprint: None,
@@ -64,7 +73,7 @@ pub fn stage_in_place(
 pub fn stage_host_copy(
     bytes: &[u8],
     staging: &mut StagingFile,
-) -> Result<Option<StagedCopy>, String> {
+) -> Result<Option<StagedCopy>, CopyError> {
     let seen = ditto_protocol::fingerprint(bytes);
     Ok(staging
         .stage(bytes.as_ptr() as u64, bytes.len() as u64)?

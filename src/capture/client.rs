@@ -19,7 +19,6 @@ use ditto_protocol::{
     Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, NeverLoaded,
     PROTOCOL_VERSION, ToolMessage, read_frame, write_frame_with_fds,
 };
-use std::fmt;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -27,60 +26,44 @@ use std::time::Duration;
 
 /// Why talking to the collector failed; every one of them makes the tool
 /// fail open.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    #[error("cannot connect to the collector at {socket}: {error} (is `ditto collect` running?)")]
     Connect {
         socket: String,
         error: std::io::Error,
     },
+    #[error("the collector rejected this process: {0}")]
     Rejected(String),
     /// The listener at the socket runs as another uid than the one trusted.
+    #[error(
+        "the collector at {socket} runs as uid {uid}, not as uid {trusted}: nothing is \
+         sent to it (run ditto as the application's user, or set \
+         DITTO_COLLECTOR_UID={uid} to trust it)"
+    )]
     ForeignCollector {
         socket: String,
         uid: u32,
         trusted: u32,
     },
+    #[error(
+        "no {waiting_for} from the collector within {} ms (DITTO_TIMEOUT_MS)",
+        .timeout.as_millis()
+    )]
     Timeout {
         waiting_for: &'static str,
         timeout: Duration,
     },
+    #[error("protocol error with the collector: {0}")]
     Protocol(String),
 }
 
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Connect { socket, error } => {
-                write!(
-                    f,
-                    "cannot connect to the collector at {socket}: {error} (is `ditto collect` running?)"
-                )
-            }
-            ClientError::Rejected(reason) => {
-                write!(f, "the collector rejected this process: {reason}")
-            }
-            ClientError::ForeignCollector {
-                socket,
-                uid,
-                trusted,
-            } => write!(
-                f,
-                "the collector at {socket} runs as uid {uid}, not as uid {trusted}: nothing is \
-                 sent to it (run ditto as the application's user, or set \
-                 DITTO_COLLECTOR_UID={uid} to trust it)"
-            ),
-            ClientError::Timeout {
-                waiting_for,
-                timeout,
-            } => write!(
-                f,
-                "no {waiting_for} from the collector within {} ms (DITTO_TIMEOUT_MS)",
-                timeout.as_millis()
-            ),
-            ClientError::Protocol(what) => write!(f, "protocol error with the collector: {what}"),
-        }
-    }
-}
+/// The collector's answer to a dispatch it could not take, in its words
+/// (an `Ack` whose result is an error: an attach failure, a fingerprint
+/// mismatch); the connection stays usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CollectorRefusal(pub String);
 
 fn frame_error(e: FrameError, waiting_for: &'static str, timeout: Duration) -> ClientError {
     match e {
@@ -328,7 +311,7 @@ impl CollectorConnection {
         &mut self,
         dispatch: Dispatch,
         copies: Vec<OwnedFd>,
-    ) -> Result<Result<(), String>, ClientError> {
+    ) -> Result<Result<(), CollectorRefusal>, ClientError> {
         let index = dispatch.index;
         if dispatch.needs_ack() {
             self.send_dispatch(dispatch, copies)?;
@@ -400,14 +383,16 @@ impl CollectorConnection {
     }
 
     /// Reads the Ack of dispatch `index`.
-    fn await_ack(&mut self, index: u64) -> Result<Result<(), String>, ClientError> {
+    fn await_ack(&mut self, index: u64) -> Result<Result<(), CollectorRefusal>, ClientError> {
         let reply = self.receive("Ack")?;
         if !matches!(&reply, CollectorMessage::Ack(Ack { index: got, .. }) if *got == index) {
             // A collector that answers out of protocol is told nothing more.
             self.broken = true;
         }
         match reply {
-            CollectorMessage::Ack(Ack { index: got, result }) if got == index => Ok(result),
+            CollectorMessage::Ack(Ack { index: got, result }) if got == index => {
+                Ok(result.map_err(CollectorRefusal))
+            }
             CollectorMessage::Ack(Ack { index: got, .. }) => Err(ClientError::Protocol(format!(
                 "Ack for dispatch {got} while waiting for dispatch {index}"
             ))),

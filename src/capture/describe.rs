@@ -131,7 +131,8 @@ pub fn describe(
                     buffers.push(buffer);
                     copies.extend(copy);
                 }
-                Err(detail) => {
+                Err(not_captured) => {
+                    let detail = not_captured.to_string();
                     log_warn!("{detail}");
                     misses.push((param.index, detail));
                 }
@@ -157,6 +158,54 @@ pub fn describe(
     }
 }
 
+/// Why one argument's buffer was not captured: the miss's detail, each
+/// beginning with the argument's [`Argument::what`]. `E` is the backend's
+/// [`BufferAccess::Error`].
+#[derive(Debug, thiserror::Error)]
+enum NotCaptured<E> {
+    /// `--arg-sizes` could not be evaluated for it (ditto-kernels' words).
+    #[error("{what}: {why}; not captured")]
+    ArgSizes { what: String, why: String },
+    #[error(
+        "{what}: --arg-sizes gives {elements} elements of {dtype}, too many bytes; not captured"
+    )]
+    TooManyBytes {
+        what: String,
+        elements: u64,
+        dtype: &'static str,
+    },
+    #[error(
+        "{what} (0x{address:x}) is in no allocation the runtime knows; not captured \
+         (give its size with --arg-sizes to capture it by copy)"
+    )]
+    NoAllocation { what: String, address: u64 },
+    #[error(
+        "{what}: --arg-sizes gives {elements} elements of {dtype}, but only {rest} bytes \
+         remain in its allocation (0x{base:x}, {size} bytes); not captured"
+    )]
+    PastAllocation {
+        what: String,
+        elements: u64,
+        dtype: &'static str,
+        rest: u64,
+        base: u64,
+        size: u64,
+    },
+    #[error(
+        "{what}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
+         shared-memory copy; not captured"
+    )]
+    TooManyCopies { what: String },
+    /// The backend could not copy, export or fingerprint it.
+    #[error("{what}: {error}; not captured")]
+    Access { what: String, error: E },
+}
+
+/// How a buffer travels: its transport, the shared-memory copy that goes
+/// with it (if any), and the fingerprint of the staged bytes where the
+/// backend took it from its one read of them.
+type Travel = (Transport, Option<OwnedFd>, Option<u64>);
+
 /// One selected, non-null pointer argument of a dispatch.
 struct Argument<'a> {
     facts: &'a DispatchFacts<'a>,
@@ -177,32 +226,41 @@ impl Argument<'_> {
     }
 
     /// `elements` of this argument's type in bytes, if that fits.
-    fn bytes_of(&self, elements: u64) -> Result<u64, String> {
+    fn bytes_of<E>(&self, elements: u64) -> Result<u64, NotCaptured<E>> {
         elements
             .checked_mul(self.dtype.size() as u64)
-            .ok_or_else(|| {
-                format!(
-                    "{}: --arg-sizes gives {elements} elements of {}, too many bytes; not captured",
-                    self.what(),
-                    self.dtype.name()
-                )
+            .ok_or_else(|| NotCaptured::TooManyBytes {
+                what: self.what(),
+                elements,
+                dtype: self.dtype.name(),
             })
+    }
+
+    /// The backend's `error` as the reason this argument is not captured.
+    fn access_failed<E>(&self, error: E) -> NotCaptured<E> {
+        NotCaptured::Access {
+            what: self.what(),
+            error,
+        }
     }
 
     /// The buffer and its shared-memory copy, if it has one; `Err` is why
     /// it is not captured (the caller logs and accounts for it).
-    fn take(
+    fn take<A: BufferAccess>(
         &self,
-        access: &impl BufferAccess,
+        access: &A,
         choice: &ArgumentChoice,
         staging: Option<&mut StagingFile>,
         room_for_copy: bool,
-    ) -> Result<(Buffer, Option<OwnedFd>), String> {
+    ) -> Result<(Buffer, Option<OwnedFd>), NotCaptured<A::Error>> {
         let address = self.address;
         let sized = choice
             .arg_sizes
             .elements(self.param.index, &self.sig.params, self.facts.kernarg)
-            .map_err(|e| format!("{}: {e}; not captured", self.what()));
+            .map_err(|why| NotCaptured::ArgSizes {
+                what: self.what(),
+                why,
+            });
         let (alloc, known) = match (access.containing_allocation(address), &sized) {
             (Some(alloc), _) => (alloc, true),
             (None, Ok(Some(elements))) => {
@@ -219,11 +277,10 @@ impl Argument<'_> {
                 (alloc, false)
             }
             (None, _) => {
-                return Err(format!(
-                    "{} (0x{address:x}) is in no allocation the runtime knows; not captured \
-                     (give its size with --arg-sizes to capture it by copy)",
-                    self.what()
-                ));
+                return Err(NotCaptured::NoAllocation {
+                    what: self.what(),
+                    address,
+                });
             }
         };
         let offset = address - alloc.base;
@@ -235,14 +292,14 @@ impl Argument<'_> {
             Some(elements) => match self.bytes_of(elements)? {
                 bytes if bytes <= rest => bytes,
                 _ => {
-                    return Err(format!(
-                        "{}: --arg-sizes gives {elements} elements of {}, but only {rest} bytes \
-                         remain in its allocation (0x{:x}, {} bytes); not captured",
-                        self.what(),
-                        self.dtype.name(),
-                        alloc.base,
-                        alloc.size
-                    ));
+                    return Err(NotCaptured::PastAllocation {
+                        what: self.what(),
+                        elements,
+                        dtype: self.dtype.name(),
+                        rest,
+                        base: alloc.base,
+                        size: alloc.size,
+                    });
                 }
             },
         };
@@ -252,7 +309,7 @@ impl Argument<'_> {
             Some(fingerprint) => fingerprint,
             None => access
                 .fingerprint(address, extent)
-                .map_err(|e| format!("{}: {e}; not captured", self.what()))?,
+                .map_err(|e| self.access_failed(e))?,
         };
         let buffer = Buffer {
             phase: self.phase,
@@ -277,15 +334,15 @@ impl Argument<'_> {
     /// else IPC when the runtime exports the allocation, else a
     /// shared-memory copy. With it, the fingerprint of the staged bytes
     /// where the backend computed it from its one read of them.
-    fn transport(
+    fn transport<A: BufferAccess>(
         &self,
-        access: &impl BufferAccess,
+        access: &A,
         alloc: &Allocation,
         known: bool,
         extent: u64,
         staging: Option<&mut StagingFile>,
         room_for_copy: bool,
-    ) -> Result<(Transport, Option<OwnedFd>, Option<u64>), String> {
+    ) -> Result<Travel, NotCaptured<A::Error>> {
         let staged = match staging {
             Some(file) => access
                 .stage(self.address, extent, file)
@@ -311,15 +368,11 @@ impl Argument<'_> {
             }
         }
         if !room_for_copy {
-            return Err(format!(
-                "{}: more than {MAX_FDS_PER_FRAME} buffers of one dispatch need a \
-                 shared-memory copy; not captured",
-                self.what()
-            ));
+            return Err(NotCaptured::TooManyCopies { what: self.what() });
         }
         let fd = access
             .copy_to_shared_memory(self.address, extent)
-            .map_err(|e| format!("{}: {e}; not captured", self.what()))?;
+            .map_err(|e| self.access_failed(e))?;
         Ok((Transport::SharedMemory, Some(fd), None))
     }
 }

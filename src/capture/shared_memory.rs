@@ -12,6 +12,39 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+/// Why application memory could not be copied into a file.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("{len} bytes do not fit in memory")]
+    TooLarge { len: u64 },
+    #[error(
+        "{len} bytes at 0x{address:x} are not all readable by the process \
+         (stopped at byte {done}: {source}): check the argument's extent (--arg-sizes)"
+    )]
+    Unreadable {
+        len: usize,
+        address: u64,
+        done: usize,
+        source: io::Error,
+    },
+    #[error("cannot copy {len} bytes into {into}: {source}")]
+    Write {
+        len: usize,
+        into: &'static str,
+        source: io::Error,
+    },
+    #[error("cannot copy {len} bytes into {into}: the write stopped at byte {done}")]
+    Stopped {
+        len: usize,
+        into: &'static str,
+        done: usize,
+    },
+    #[error("memfd_create for a shared-memory copy failed: {0}")]
+    MemfdCreate(io::Error),
+    #[error("cannot seal the shared-memory copy: {0}")]
+    Seal(io::Error),
+}
+
 /// Name of every copy's memfd (`/memfd:ditto-copy` in /proc/<pid>/fd and
 /// /proc/<pid>/maps), so tests can see that nobody keeps one.
 pub const COPY_MEMFD_NAME: &CStr = c"ditto-copy";
@@ -22,15 +55,16 @@ const WRITE_CHUNK: usize = 1 << 30;
 /// A memfd holding the `len` bytes at `address` from its byte 0, sealed
 /// against writing, shrinking and growing (and further sealing), with
 /// close-on-exec.
-pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, String> {
+pub fn copy_to_sealed_memfd(address: u64, len: u64) -> Result<OwnedFd, CopyError> {
     sealed_memfd_filled(|fd| copy_from_address(fd, address, len, 0, "shared memory"))
 }
 
 /// A fresh memfd, filled by `fill` (which writes it through the fd it is
-/// given), then sealed as [`copy_to_sealed_memfd`]'s.
-pub fn sealed_memfd_filled(
-    fill: impl FnOnce(BorrowedFd) -> Result<(), String>,
-) -> Result<OwnedFd, String> {
+/// given), then sealed as [`copy_to_sealed_memfd`]'s. `fill`'s error (a
+/// backend's, which a [`CopyError`] converts into) comes back as it is.
+pub fn sealed_memfd_filled<E: From<CopyError>>(
+    fill: impl FnOnce(BorrowedFd) -> Result<(), E>,
+) -> Result<OwnedFd, E> {
     // SAFETY: a valid C string and flags; the result is checked.
     let raw = unsafe {
         libc::memfd_create(
@@ -39,10 +73,7 @@ pub fn sealed_memfd_filled(
         )
     };
     if raw < 0 {
-        return Err(format!(
-            "memfd_create for a shared-memory copy failed: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(CopyError::MemfdCreate(io::Error::last_os_error()).into());
     }
     // SAFETY: `raw` is a new fd owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -50,10 +81,7 @@ pub fn sealed_memfd_filled(
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
     // SAFETY: fcntl on our own memfd, created with MFD_ALLOW_SEALING and never mapped.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(format!(
-            "cannot seal the shared-memory copy: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(CopyError::Seal(io::Error::last_os_error()).into());
     }
     Ok(fd)
 }
@@ -67,9 +95,9 @@ pub fn copy_from_address(
     address: u64,
     len: u64,
     at: u64,
-    into: &str,
-) -> Result<(), String> {
-    let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
+    into: &'static str,
+) -> Result<(), CopyError> {
+    let len = usize::try_from(len).map_err(|_| CopyError::TooLarge { len })?;
     let mut done = 0usize;
     while done < len {
         let chunk = (len - done).min(WRITE_CHUNK);
@@ -89,17 +117,21 @@ pub fn copy_from_address(
                 continue;
             }
             if e.raw_os_error() == Some(libc::EFAULT) {
-                return Err(format!(
-                    "{len} bytes at 0x{address:x} are not all readable by the process \
-                     (stopped at byte {done}: {e}): check the argument's extent (--arg-sizes)"
-                ));
+                return Err(CopyError::Unreadable {
+                    len,
+                    address,
+                    done,
+                    source: e,
+                });
             }
-            return Err(format!("cannot copy {len} bytes into {into}: {e}"));
+            return Err(CopyError::Write {
+                len,
+                into,
+                source: e,
+            });
         }
         if n == 0 {
-            return Err(format!(
-                "cannot copy {len} bytes into {into}: the write stopped at byte {done}"
-            ));
+            return Err(CopyError::Stopped { len, into, done });
         }
         done += n as usize;
     }
@@ -137,7 +169,7 @@ mod tests {
     #[test]
     fn an_unreadable_range_is_an_error_not_a_fault() {
         // The first page is never mapped.
-        let err = copy_to_sealed_memfd(0x10, 64).unwrap_err();
+        let err = copy_to_sealed_memfd(0x10, 64).unwrap_err().to_string();
         assert!(err.contains("not all readable"), "{err}");
         // A readable page followed by an inaccessible one: the copy stops
         // at the boundary and says so.
@@ -158,7 +190,9 @@ mod tests {
             );
             p
         };
-        let err = copy_to_sealed_memfd(page as u64, 8192).unwrap_err();
+        let err = copy_to_sealed_memfd(page as u64, 8192)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("stopped at byte 4096"), "{err}");
         assert!(copy_to_sealed_memfd(page as u64, 4096).is_ok());
         // SAFETY: the mapping made above, used by nothing else.

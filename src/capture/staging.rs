@@ -13,6 +13,7 @@
 //! caller then sends the buffer another way.
 //! Nothing here talks to the collector.
 
+use super::shared_memory::CopyError;
 use ditto_protocol::STAGING_HEADER_BYTES;
 use std::collections::VecDeque;
 use std::ffi::CStr;
@@ -107,6 +108,17 @@ impl Ring {
     }
 }
 
+/// Why the staging file could not be made (buffers then travel by IPC).
+#[derive(Debug, thiserror::Error)]
+pub enum StagingError {
+    #[error("a staging file of {size} bytes has no room after its header")]
+    TooSmall { size: u64 },
+    #[error("memfd_create for the staging file failed: {0}")]
+    MemfdCreate(io::Error),
+    #[error("cannot size the staging file to {size} bytes: {source}")]
+    Size { size: u64, source: io::Error },
+}
+
 /// The memfd, its ring (over the bytes after the header) and the frames
 /// sent: (number of the Dispatch frame, ring mark after its regions),
 /// oldest first, until the collector has finished them.
@@ -120,24 +132,19 @@ pub struct StagingFile {
 impl StagingFile {
     /// A new memfd of `size` bytes (sparse), close-on-exec; its header
     /// (the collector's progress) reads 0.
-    pub fn create(size: u64) -> Result<StagingFile, String> {
+    pub fn create(size: u64) -> Result<StagingFile, StagingError> {
         if size < 2 * STAGING_HEADER_BYTES {
-            return Err(format!(
-                "a staging file of {size} bytes has no room after its header"
-            ));
+            return Err(StagingError::TooSmall { size });
         }
         // SAFETY: a valid C string and flags; the result is checked.
         let raw = unsafe { libc::memfd_create(STAGING_MEMFD_NAME.as_ptr(), libc::MFD_CLOEXEC) };
         if raw < 0 {
-            return Err(format!(
-                "memfd_create for the staging file failed: {}",
-                io::Error::last_os_error()
-            ));
+            return Err(StagingError::MemfdCreate(io::Error::last_os_error()));
         }
         // SAFETY: `raw` is a new fd owned by nobody else.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
         file.set_len(size)
-            .map_err(|e| format!("cannot size the staging file to {size} bytes: {e}"))?;
+            .map_err(|source| StagingError::Size { size, source })?;
         Ok(StagingFile {
             file,
             ring: Ring::new(size - STAGING_HEADER_BYTES),
@@ -164,7 +171,7 @@ impl StagingFile {
     /// is no room); its offset in the file, or `Ok(None)` when the buffer is
     /// too large to stage or there is still no room. `Err` when the range
     /// is not readable (the region comes back with the next frame's).
-    pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, String> {
+    pub fn stage(&mut self, address: u64, len: u64) -> Result<Option<u64>, CopyError> {
         if !self.takes(len) {
             return Ok(None);
         }
@@ -297,7 +304,7 @@ mod tests {
             None
         );
         // Address 8 is never mapped: EFAULT, not a crash.
-        let e = s.stage(8, 64).unwrap_err();
+        let e = s.stage(8, 64).unwrap_err().to_string();
         assert!(e.contains("Bad address"), "{e}");
     }
 

@@ -8,9 +8,10 @@
 //! from device memory by copying only their windows to the host. Called
 //! only on the launching thread, whose current context is the launch's.
 
-use super::driver::{Driver, HostBuffer};
+use super::driver::{CallFailed, Driver, HostBuffer};
 use crate::capture::access::stage_host_copy;
 use crate::capture::allocation_map::Allocation;
+use crate::capture::shared_memory::CopyError;
 use crate::capture::staging::{MAX_STAGED_BUFFER, StagingFile};
 use crate::capture::{BufferAccess, StagedCopy};
 use crate::log::log_debug;
@@ -33,13 +34,29 @@ const _: () = assert!(IPC_HANDLE_BYTES == ditto_protocol::CUDA_IPC_HANDLE_BYTES)
 /// Largest host staging copy made at once for a shared-memory copy.
 const STAGING_LIMIT: u64 = 16 << 30;
 
+/// Why the CUDA backend could not reach a buffer; the text of each is the
+/// part of a miss's message that says why.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaAccessError {
+    #[error(transparent)]
+    Driver(#[from] CallFailed),
+    #[error(transparent)]
+    Copy(#[from] CopyError),
+    #[error("{len} bytes are too many for a shared-memory copy (at most {STAGING_LIMIT})")]
+    TooLarge { len: u64 },
+    #[error("cannot allocate {len} host bytes for a shared-memory copy")]
+    HostMemory { len: u64 },
+}
+
 impl BufferAccess for CudaDevice<'_> {
+    type Error = CudaAccessError;
+
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
         let (base, size) = self.driver.address_range(address).ok()?;
         Some(Allocation { base, size })
     }
 
-    fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
+    fn export(&self, allocation: &Allocation) -> Result<Transport, CudaAccessError> {
         let mut handle = CuIpcMemHandle {
             reserved: [0; IPC_HANDLE_BYTES],
         };
@@ -64,19 +81,20 @@ impl BufferAccess for CudaDevice<'_> {
         })
     }
 
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, CudaAccessError> {
         if len > STAGING_LIMIT {
-            return Err(format!(
-                "{len} bytes are too many for a shared-memory copy (at most {STAGING_LIMIT})"
-            ));
+            return Err(CudaAccessError::TooLarge { len });
         }
         let mut staging = Vec::new();
         staging
             .try_reserve_exact(len as usize)
-            .map_err(|_| format!("cannot allocate {len} host bytes for a shared-memory copy"))?;
+            .map_err(|_| CudaAccessError::HostMemory { len })?;
         staging.resize(len as usize, 0);
         self.driver.copy_to_host(address, &mut staging)?;
-        crate::capture::shared_memory::copy_to_sealed_memfd(staging.as_ptr() as u64, len)
+        Ok(crate::capture::shared_memory::copy_to_sealed_memfd(
+            staging.as_ptr() as u64,
+            len,
+        )?)
     }
 
     /// One device-to-host copy into the bounce buffer, written into the
@@ -88,7 +106,7 @@ impl BufferAccess for CudaDevice<'_> {
         address: u64,
         len: u64,
         staging: &mut StagingFile,
-    ) -> Result<Option<StagedCopy>, String> {
+    ) -> Result<Option<StagedCopy>, CudaAccessError> {
         if !staging.takes(len) {
             return Ok(None);
         }
@@ -100,10 +118,10 @@ impl BufferAccess for CudaDevice<'_> {
         }
         let bytes = buffer.bytes_mut(len as usize);
         self.driver.copy_to_host(address, bytes)?;
-        stage_host_copy(bytes, staging)
+        Ok(stage_host_copy(bytes, staging)?)
     }
 
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, CudaAccessError> {
         let windows = fingerprint_windows(len);
         let mut bytes = Vec::with_capacity(windows.len());
         for (start, n) in windows {

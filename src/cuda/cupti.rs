@@ -7,6 +7,25 @@ use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
 use cuda_abi::{Library, as_fn, status_name};
 use std::ffi::{c_char, c_int, c_void};
 
+/// Why CUPTI could not be loaded or subscribed to.
+#[derive(Debug, thiserror::Error)]
+pub enum CuptiError {
+    /// No candidate opened with the callback API; `tried` says, per
+    /// candidate, why not.
+    #[error(
+        "CUPTI (libcupti) cannot be loaded ({}); set DITTO_CUPTI_LIBRARY to the libcupti.so of \
+         the CUDA toolkit (e.g. /usr/local/cuda/extras/CUPTI/lib64/libcupti.so)",
+        .tried.join("; ")
+    )]
+    NotLoaded { tried: Vec<String> },
+    #[error("{call} failed: CUPTI error {result} ({name})")]
+    Call {
+        call: String,
+        result: c_int,
+        name: String,
+    },
+}
+
 /// `CUpti_CallbackFunc`.
 pub type CallbackFunc = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
@@ -38,7 +57,7 @@ pub fn candidates(explicit: Option<&str>, cuda_home: Option<&str>) -> Vec<String
 
 impl Cupti {
     /// Loads the first of `candidates` that opens and has the callback API.
-    pub fn load(candidates: &[String]) -> Result<Cupti, String> {
+    pub fn load(candidates: &[String]) -> Result<Cupti, CuptiError> {
         let mut tried = Vec::new();
         for name in candidates {
             let handle = match Library::open(name) {
@@ -65,23 +84,22 @@ impl Cupti {
                 }
             });
         }
-        Err(format!(
-            "CUPTI (libcupti) cannot be loaded ({}); set DITTO_CUPTI_LIBRARY to the libcupti.so of \
-             the CUDA toolkit (e.g. /usr/local/cuda/extras/CUPTI/lib64/libcupti.so)",
-            tried.join("; ")
-        ))
+        Err(CuptiError::NotLoaded { tried })
     }
 
-    fn check(&self, result: c_int, call: &str) -> Result<(), String> {
+    fn check(&self, result: c_int, call: &str) -> Result<(), CuptiError> {
         if result == 0 {
             return Ok(());
         }
-        let name = status_name(self.get_result_string, result);
-        Err(format!("{call} failed: CUPTI error {result} ({name})"))
+        Err(CuptiError::Call {
+            call: call.to_string(),
+            result,
+            name: status_name(self.get_result_string, result),
+        })
     }
 
     /// Subscribes `callback` and enables it for the launch callbacks.
-    pub fn subscribe_launches(&self, callback: CallbackFunc) -> Result<(), String> {
+    pub fn subscribe_launches(&self, callback: CallbackFunc) -> Result<(), CuptiError> {
         let mut subscriber: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer; a plain extern "C" callback; no user data.
         let r = unsafe { (self.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
@@ -121,11 +139,15 @@ mod tests {
     fn a_missing_libcupti_is_an_error_naming_every_try_and_the_variable() {
         let err = Cupti::load(&["/nonexistent/libcupti.so".into()])
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("/nonexistent/libcupti.so"), "{err}");
         assert!(err.contains("DITTO_CUPTI_LIBRARY"), "{err}");
         // A library without the callback API is not taken for CUPTI.
-        let err = Cupti::load(&["libc.so.6".into()]).err().unwrap();
+        let err = Cupti::load(&["libc.so.6".into()])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("no cuptiSubscribe"), "{err}");
     }
 }

@@ -10,9 +10,28 @@ use cuda_abi::{
     CuFuncGetParamInfoFn, CuFunction, CuGetErrorStringFn, CuIpcGetMemHandleFn,
     CuKernelGetParamInfoFn, CuMemAllocHostFn, CuMemGetAddressRangeFn, CuMemcpyDtoHFn,
     CuPointerGetAttributeFn, CuResult, CuStreamIsCapturingFn, CuStreamSynchronizeFn, CuUuid,
-    Library, UUID_BYTES, as_fn,
+    Library, OpenError, UUID_BYTES, as_fn,
 };
 use std::ffi::{c_int, c_void};
+
+pub use cuda_abi::CallFailed;
+
+/// Why the driver could not be loaded or did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("cannot load the CUDA driver {library}: {source}")]
+    Load { library: String, source: OpenError },
+    #[error("the CUDA driver {library} lacks {name}")]
+    MissingSymbol { library: String, name: String },
+    /// A call that did not return CUDA_SUCCESS, with the driver's name of
+    /// its result.
+    #[error(transparent)]
+    Call(#[from] CallFailed),
+    #[error("cuFuncGetParamInfo reports more than 4096 parameters")]
+    TooManyParameters,
+    #[error("the driver lacks cuPointerGetAttribute, cuDeviceGet or cuDeviceGetUuid")]
+    NoOwnerQuery,
+}
 
 /// The driver entry points of the capture path.
 pub struct Driver {
@@ -39,13 +58,18 @@ pub struct Driver {
 
 impl Driver {
     /// Loads the entry points from `library` (normally `libcuda.so.1`).
-    pub fn load(library: &str) -> Result<Driver, String> {
-        let handle = Library::open(library)
-            .map_err(|e| format!("cannot load the CUDA driver {library}: {e}"))?;
+    pub fn load(library: &str) -> Result<Driver, DriverError> {
+        let handle = Library::open(library).map_err(|source| DriverError::Load {
+            library: library.to_string(),
+            source,
+        })?;
         let need = |name: &str| {
             handle
                 .symbol(name)
-                .ok_or_else(|| format!("the CUDA driver {library} lacks {name}"))
+                .ok_or_else(|| DriverError::MissingSymbol {
+                    library: library.to_string(),
+                    name: name.to_string(),
+                })
         };
         // SAFETY: each symbol has the C signature of the driver API it names.
         unsafe {
@@ -70,12 +94,12 @@ impl Driver {
     }
 
     /// `Ok` for CUDA_SUCCESS, else `call` with the driver's error name.
-    pub fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
-        cuda_abi::check(self.get_error_string, result, call).map_err(|e| e.to_string())
+    pub fn check(&self, result: CuResult, call: &str) -> Result<(), CallFailed> {
+        cuda_abi::check(self.get_error_string, result, call)
     }
 
     /// Offsets and sizes of a kernel's parameters, in order.
-    pub fn param_layout(&self, function: usize) -> Result<Vec<(u64, u64)>, String> {
+    pub fn param_layout(&self, function: usize) -> Result<Vec<(u64, u64)>, DriverError> {
         let function = function as CuFunction;
         // The handle as a CUfunction, or as a CUkernel (the runtime's
         // library-managed kernels) when the function query does not know it;
@@ -99,14 +123,14 @@ impl Driver {
             }
             layout.push((offset as u64, size as u64));
             if layout.len() > 4096 {
-                return Err("cuFuncGetParamInfo reports more than 4096 parameters".into());
+                return Err(DriverError::TooManyParameters);
             }
         }
         Ok(layout)
     }
 
     /// Base and size of the allocation containing `address`.
-    pub fn address_range(&self, address: CuDevicePtr) -> Result<(u64, u64), String> {
+    pub fn address_range(&self, address: CuDevicePtr) -> Result<(u64, u64), CallFailed> {
         let (mut base, mut size) = (0u64, 0usize);
         // SAFETY: out-pointers.
         let r = unsafe { (self.mem_get_address_range)(&mut base, &mut size, address) };
@@ -117,15 +141,13 @@ impl Driver {
     /// The UUID of the device that owns the allocation at `address`, or
     /// why it cannot be told. The collector finds the device by it: its
     /// ordinals may differ from this process's (CUDA_VISIBLE_DEVICES).
-    pub fn owner_uuid(&self, address: CuDevicePtr) -> Result<CuUuid, String> {
+    pub fn owner_uuid(&self, address: CuDevicePtr) -> Result<CuUuid, DriverError> {
         let (Some(attribute), Some(device_get), Some(uuid_of)) = (
             self.pointer_get_attribute,
             self.device_get,
             self.device_get_uuid,
         ) else {
-            return Err(
-                "the driver lacks cuPointerGetAttribute, cuDeviceGet or cuDeviceGetUuid".into(),
-            );
+            return Err(DriverError::NoOwnerQuery);
         };
         let mut ordinal: c_int = -1;
         // SAFETY: the attribute is an int written through the out-pointer.
@@ -147,7 +169,7 @@ impl Driver {
     }
 
     /// Copies `dst.len()` bytes at device address `src` to the host.
-    pub fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), String> {
+    pub fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), CallFailed> {
         if dst.is_empty() {
             return Ok(());
         }

@@ -170,7 +170,11 @@ impl CudaTool {
         if let Some(r) = launch_result.filter(|&r| r != 0) {
             let detail = format!(
                 "the launch failed ({})",
-                self.driver.check(r, "the launch").err().unwrap_or_default()
+                self.driver
+                    .check(r, "the launch")
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
             );
             log_warn!(
                 "dispatch {index} of `{}`: {detail}; nothing to capture",

@@ -10,11 +10,11 @@
 //! application no HSA `OnLoad` comes, and in an HSA application no
 //! `InitializeInjection`: each backend starts only through its own entry.
 
-use super::cupti::{Cupti, candidates};
-use super::driver::Driver;
+use super::cupti::{Cupti, CuptiError, candidates};
+use super::driver::{Driver, DriverError};
 use super::hold::CudaTool;
 use super::launch::{API_ENTER, API_EXIT, CallbackData, DOMAIN_DRIVER_API, launch_of};
-use crate::capture::client::CollectorConnection;
+use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::process::hello;
 use crate::guard::{ffi_guard, quietly};
 use crate::lifecycle::{Lifecycle, PROCESS};
@@ -56,9 +56,30 @@ pub extern "C" fn InitializeInjection() -> c_int {
     1
 }
 
+/// Why the CUDA backend did not start capturing (logged, with "nothing
+/// will be captured").
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A DITTO_* variable that makes capture impossible, as options says.
+    #[error("{0}")]
+    Options(String),
+    #[error(
+        "DITTO_KERNEL is set but DITTO_SOCKET is not (run through `ditto run` or scripts/ditto-run)"
+    )]
+    NoSocket,
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error(transparent)]
+    Cupti(#[from] CuptiError),
+    #[error(transparent)]
+    Collector(#[from] ClientError),
+    #[error("the CUDA tool was started twice")]
+    StartedTwice,
+}
+
 /// Start-up proper: whether the tool captures; `Ok(false)` when it stays
 /// passive on purpose.
-pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, String> {
+pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, StartError> {
     for problem in &options.problems {
         log_warn!("{problem}");
     }
@@ -67,13 +88,10 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
         return Ok(false);
     };
     if let Some(fatal) = &options.fatal {
-        return Err(fatal.clone());
+        return Err(StartError::Options(fatal.clone()));
     }
     let Some(socket) = options.socket.clone() else {
-        return Err(
-            "DITTO_KERNEL is set but DITTO_SOCKET is not (run through `ditto run` or scripts/ditto-run)"
-                .into(),
-        );
+        return Err(StartError::NoSocket);
     };
     let driver = Driver::load(&options.cuda_driver)?;
     let cupti = Cupti::load(&candidates(
@@ -87,12 +105,11 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
         options.timeout,
         options.staging_bytes,
         options.collector_uid,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let tool = CudaTool::new(driver, options, lifecycle);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {
-        return Err("the CUDA tool was started twice".into());
+        return Err(StartError::StartedTwice);
     }
     cupti.subscribe_launches(on_callback)?;
     // SAFETY: plain extern "C" functions registered with the C library.
@@ -204,7 +221,7 @@ mod tests {
     fn without_a_kernel_the_tool_stays_passive_and_loads_nothing() {
         // A driver that does not exist is never opened.
         let o = options(&[("DITTO_CUDA_DRIVER", "/nonexistent/libcuda.so.1")]);
-        assert_eq!(start(o, &LIFECYCLE), Ok(false));
+        assert!(matches!(start(o, &LIFECYCLE), Ok(false)));
     }
 
     #[test]
@@ -216,13 +233,15 @@ mod tests {
                 ("DITTO_CUDA_DRIVER", driver),
             ])
         };
-        let err = start(o("/nonexistent/libcuda.so.1"), &LIFECYCLE).unwrap_err();
+        let err = start(o("/nonexistent/libcuda.so.1"), &LIFECYCLE)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("cannot load the CUDA driver /nonexistent/libcuda.so.1"),
             "{err}"
         );
         // libc loads but is no CUDA driver.
-        let err = start(o("libc.so.6"), &LIFECYCLE).unwrap_err();
+        let err = start(o("libc.so.6"), &LIFECYCLE).unwrap_err().to_string();
         assert!(err.contains("lacks cuFuncGetParamInfo"), "{err}");
         let err = start(
             options(&[
@@ -231,7 +250,8 @@ mod tests {
             ]),
             &LIFECYCLE,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("DITTO_SOCKET is not"), "{err}");
         assert!(TOOL.get().is_none(), "nothing was started");
     }

@@ -141,6 +141,19 @@ pub unsafe fn launch_of(cbid: u32, params: *const c_void) -> Option<Launch> {
     Some(launch)
 }
 
+/// Why a launch's arguments could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PackError {
+    #[error("the launch's kernelParams[{0}] is null")]
+    NullParam(usize),
+    #[error("the launch passes neither kernelParams nor extra")]
+    NoArguments,
+    #[error("the launch's extra array has no CU_LAUNCH_PARAM_BUFFER_POINTER")]
+    NoBufferPointer,
+    #[error("the launch's argument buffer has {size} bytes, its parameters need {needed}")]
+    ShortBuffer { size: usize, needed: usize },
+}
+
 /// The launch's arguments packed into one block, each parameter at its
 /// `(offset, size)` from `layout`: read from `kernelParams[i]`, or from the
 /// `extra` array's argument buffer when the launch has no `kernelParams`.
@@ -149,7 +162,7 @@ pub unsafe fn launch_of(cbid: u32, params: *const c_void) -> Option<Launch> {
 /// `launch` comes from [`launch_of`] during the callback: `kernelParams`
 /// holds one valid pointer per parameter of the kernel, each to at least
 /// its size in bytes; `extra` is a `CU_LAUNCH_PARAM_END`-terminated array.
-pub unsafe fn pack_arguments(launch: &Launch, layout: &[(u64, u64)]) -> Result<Vec<u8>, String> {
+pub unsafe fn pack_arguments(launch: &Launch, layout: &[(u64, u64)]) -> Result<Vec<u8>, PackError> {
     let total = layout.iter().map(|(o, s)| o + s).max().unwrap_or(0) as usize;
     if launch.kernel_params != 0 {
         let params = launch.kernel_params as *const *const u8;
@@ -158,7 +171,7 @@ pub unsafe fn pack_arguments(launch: &Launch, layout: &[(u64, u64)]) -> Result<V
             // SAFETY: one pointer per parameter (caller's contract).
             let arg = unsafe { *params.add(i) };
             if arg.is_null() {
-                return Err(format!("the launch's kernelParams[{i}] is null"));
+                return Err(PackError::NullParam(i));
             }
             let (offset, size) = (offset as usize, size as usize);
             // SAFETY: the argument value has `size` bytes (caller's contract).
@@ -171,7 +184,7 @@ pub unsafe fn pack_arguments(launch: &Launch, layout: &[(u64, u64)]) -> Result<V
         return if layout.is_empty() {
             Ok(Vec::new())
         } else {
-            Err("the launch passes neither kernelParams nor extra".into())
+            Err(PackError::NoArguments)
         };
     }
     let extra = launch.extra as *const usize;
@@ -192,10 +205,11 @@ pub unsafe fn pack_arguments(launch: &Launch, layout: &[(u64, u64)]) -> Result<V
         }
     }
     match (buffer, size) {
-        (0, _) => Err("the launch's extra array has no CU_LAUNCH_PARAM_BUFFER_POINTER".into()),
-        (_, Some(n)) if n < total => Err(format!(
-            "the launch's argument buffer has {n} bytes, its parameters need {total}"
-        )),
+        (0, _) => Err(PackError::NoBufferPointer),
+        (_, Some(n)) if n < total => Err(PackError::ShortBuffer {
+            size: n,
+            needed: total,
+        }),
         (p, _) => {
             // SAFETY: the argument buffer holds the parameters (checked size).
             Ok(unsafe { std::slice::from_raw_parts(p as *const u8, total) }.to_vec())
@@ -325,7 +339,9 @@ mod tests {
         let block = unsafe { pack_arguments(&launch, &[(0, 8), (8, 8), (16, 8)]) }.unwrap();
         assert_eq!(block, buffer);
         // SAFETY: as above.
-        let err = unsafe { pack_arguments(&launch, &[(0, 8), (24, 8)]) }.unwrap_err();
+        let err = unsafe { pack_arguments(&launch, &[(0, 8), (24, 8)]) }
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("24 bytes"), "{err}");
     }
 }

@@ -22,6 +22,34 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Why GPU memory could not be copied to the host.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceCopyError {
+    #[error("{total} bytes are more than one device-to-host copy takes ({BOUNCE_BYTES})")]
+    TooLarge { total: u64 },
+    #[error("the runtime has no {0}")]
+    MissingEntry(&'static str),
+    #[error("hsa_amd_agents_allow_access for the tool's host buffer failed (status 0x{status:x})")]
+    AllowAccess { status: hsa_status_t },
+    #[error(
+        "hsa_amd_memory_async_copy of {len} bytes at 0x{address:x} to the host failed \
+         (status 0x{status:x})"
+    )]
+    Copy {
+        len: u64,
+        address: u64,
+        status: hsa_status_t,
+    },
+    #[error("a device-to-host copy of 0x{src:x} did not finish in {seconds} s")]
+    Unfinished { src: u64, seconds: u64 },
+    #[error("cannot allocate the tool's {BOUNCE_BYTES}-byte host buffer (status 0x{status:x})")]
+    BounceAllocation { status: hsa_status_t },
+    #[error("cannot create the tool's copy signal (status 0x{status:x})")]
+    CopySignal { status: hsa_status_t },
+    #[error("the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into")]
+    NoHostPool,
+}
+
 /// Where a buffer lives, for the tool's reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
@@ -115,12 +143,10 @@ impl DeviceCopier {
         owner: hsa_agent_t,
         windows: &[(u64, u64)],
         use_bytes: impl FnOnce(&[u8]) -> R,
-    ) -> Result<R, String> {
+    ) -> Result<R, DeviceCopyError> {
         let total: u64 = windows.iter().map(|(_, n)| n).sum();
         if total > BOUNCE_BYTES as u64 {
-            return Err(format!(
-                "{total} bytes are more than one device-to-host copy takes ({BOUNCE_BYTES})"
-            ));
+            return Err(DeviceCopyError::TooLarge { total });
         }
         let mut guard = self.bounce.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
@@ -132,10 +158,7 @@ impl DeviceCopier {
                 // SAFETY: original allow_access of our own buffer for one agent.
                 let st = unsafe { allow(1, &owner, std::ptr::null(), bounce.ptr as *const c_void) };
                 if st != HSA_STATUS_SUCCESS {
-                    return Err(format!(
-                        "hsa_amd_agents_allow_access for the tool's host buffer failed \
-                         (status 0x{st:x})"
-                    ));
+                    return Err(DeviceCopyError::AllowAccess { status: st });
                 }
             }
             bounce.allowed.push(owner.handle);
@@ -156,15 +179,16 @@ impl DeviceCopier {
     }
 
     /// Copies `len` bytes of `owner`'s memory at `src` to the host a bounce
-    /// buffer at a time, handing each chunk and its offset to `each`.
-    pub fn copy_in_chunks(
+    /// buffer at a time, handing each chunk and its offset to `each`;
+    /// `each`'s error comes back as it is.
+    pub fn copy_in_chunks<E: From<DeviceCopyError>>(
         &self,
         rt: CopyEntries<'_>,
         src: u64,
         owner: hsa_agent_t,
         len: u64,
-        mut each: impl FnMut(u64, &[u8]) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut each: impl FnMut(u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut at = 0u64;
         while at < len {
             let n = (len - at).min(BOUNCE_BYTES as u64);
@@ -176,15 +200,15 @@ impl DeviceCopier {
 }
 
 /// A table entry the copies need, or an error naming it.
-fn required<T>(entry: Option<T>, name: &str) -> Result<T, String> {
-    entry.ok_or_else(|| format!("the runtime has no {name}"))
+fn required<T>(entry: Option<T>, name: &'static str) -> Result<T, DeviceCopyError> {
+    entry.ok_or(DeviceCopyError::MissingEntry(name))
 }
 
 enum CopyFailure {
     /// No copy is in flight.
-    Refused(String),
+    Refused(DeviceCopyError),
     /// A copy may still be in flight.
-    Unfinished(String),
+    Unfinished(DeviceCopyError),
 }
 
 fn copy_windows(
@@ -244,11 +268,11 @@ fn copy_windows(
             // The copies not issued will not count down: do it for them.
             // SAFETY: original subtract on our own signal.
             unsafe { subtract(bounce.signal, (issued.len() - i) as hsa_signal_value_t) };
-            failed = Some(format!(
-                "hsa_amd_memory_async_copy of {len} bytes at 0x{:x} to the host failed \
-                 (status 0x{st:x})",
-                src + offset
-            ));
+            failed = Some(DeviceCopyError::Copy {
+                len: *len,
+                address: src + offset,
+                status: st,
+            });
             break;
         }
         at += *len as usize;
@@ -269,10 +293,10 @@ fn copy_windows(
             break;
         }
         if started.elapsed() > COPY_TIMEOUT {
-            return Err(CopyFailure::Unfinished(format!(
-                "a device-to-host copy of 0x{src:x} did not finish in {} s",
-                COPY_TIMEOUT.as_secs()
-            )));
+            return Err(CopyFailure::Unfinished(DeviceCopyError::Unfinished {
+                src,
+                seconds: COPY_TIMEOUT.as_secs(),
+            }));
         }
     }
     match failed {
@@ -283,7 +307,7 @@ fn copy_windows(
 
 /// The CPU agent's fine-grained system pool, a buffer of [`BOUNCE_BYTES`]
 /// from it and a completion signal.
-fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
+fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, DeviceCopyError> {
     let (cpu, pool) = host_pool(rt)?;
     let allocate = required(
         rt.amd.hsa_amd_memory_pool_allocate_fn,
@@ -295,9 +319,7 @@ fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
     // a captured allocation) with a valid out-pointer.
     let st = unsafe { allocate(pool, BOUNCE_BYTES, 0, &mut ptr) };
     if st != HSA_STATUS_SUCCESS || ptr.is_null() {
-        return Err(format!(
-            "cannot allocate the tool's {BOUNCE_BYTES}-byte host buffer (status 0x{st:x})"
-        ));
+        return Err(DeviceCopyError::BounceAllocation { status: st });
     }
     let mut signal = hsa_signal_t::default();
     // SAFETY: original signal create with no consumers and a valid out-pointer.
@@ -307,9 +329,7 @@ fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
             // SAFETY: the buffer allocated above, used by nobody.
             unsafe { free(ptr) };
         }
-        return Err(format!(
-            "cannot create the tool's copy signal (status 0x{st:x})"
-        ));
+        return Err(DeviceCopyError::CopySignal { status: st });
     }
     Ok(Bounce {
         ptr: ptr.cast(),
@@ -320,7 +340,7 @@ fn make_bounce(rt: CopyEntries<'_>) -> Result<Bounce, String> {
 }
 
 /// The CPU agent and its fine-grained, runtime-allocatable global pool.
-fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t), String> {
+fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t), DeviceCopyError> {
     let iterate_agents = required(rt.core.hsa_iterate_agents_fn, "hsa_iterate_agents")?;
     let iterate_pools = required(
         rt.amd.hsa_amd_agent_iterate_memory_pools_fn,
@@ -348,8 +368,5 @@ fn host_pool(rt: CopyEntries<'_>) -> Result<(hsa_agent_t, hsa_amd_memory_pool_t)
             return Ok((agent, pool));
         }
     }
-    Err(
-        "the runtime has no CPU agent with a fine-grained system pool to copy GPU memory into"
-            .into(),
-    )
+    Err(DeviceCopyError::NoHostPool)
 }

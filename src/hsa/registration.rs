@@ -13,7 +13,7 @@ use crate::guard::{caught, ffi_guard, quietly};
 use crate::lifecycle::{Lifecycle, PROCESS};
 use crate::log::{self, log_error, log_info, log_warn};
 use crate::options::Options;
-use hsa::versions::{LiveTable, Table};
+use hsa::versions::{LiveTable, Table, UnknownTableVersion};
 use hsa::*;
 use std::ffi::{c_char, c_void};
 
@@ -253,7 +253,7 @@ extern "C" fn forked_child() {
 unsafe fn live_tables(
     core: *mut CoreApiTable,
     amd: *mut AmdExtTable,
-) -> Result<LiveTables, String> {
+) -> Result<LiveTables, UnknownTableVersion> {
     // SAFETY: the caller's contract.
     unsafe {
         Ok(LiveTables {
@@ -340,7 +340,9 @@ mod tests {
             amd.version.major_id = major_id;
             amd.version.minor_id = minor_id;
             // SAFETY: as above (the version is only read).
-            let e = unsafe { live_tables(&mut core, &mut amd) }.unwrap_err();
+            let e = unsafe { live_tables(&mut core, &mut amd) }
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains(&format!(
                     "AMD extension table is version {major_id}/{minor_id}"

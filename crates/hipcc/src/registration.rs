@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use ditto_kernels::KernelNames;
+use ditto_kernels::{BundledCodeError, KernelNames};
 
 /// A kernel the host build cannot name, and why.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,9 +49,9 @@ impl DeviceCode {
 
 /// The kernels and variables of every AMDGPU code object in `bytes` (an
 /// executable, an object, an offload bundle or a code object). A file
-/// without device code has none.
-pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, String> {
-    let code = ditto_kernels::bundled_device_code(bytes).map_err(|e| e.to_string())?;
+/// without device code has none; `Err` is `ditto-kernels`' reason.
+pub fn device_code_in(bytes: &[u8]) -> Result<DeviceCode, BundledCodeError> {
+    let code = ditto_kernels::bundled_device_code(bytes)?;
     Ok(DeviceCode {
         kernels: code.kernels.iter().map(|k| KernelNames::new(k)).collect(),
         variables: code.variables,

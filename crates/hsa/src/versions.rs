@@ -84,24 +84,39 @@ impl Table {
     }
 }
 
+/// A table whose version no measured layout has: it names the version and
+/// the versions known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the runtime's {table} table is version {}/{} (major_id/minor_id, step {}), which no \
+     ROCm release ditto knows has; known: {}",
+    .version.major_id,
+    .version.minor_id,
+    .version.step_id,
+    .known.join("; ")
+)]
+pub struct UnknownTableVersion {
+    /// The table's name ([`Table::name`]).
+    pub table: &'static str,
+    pub version: ApiTableVersion,
+    /// Every measured layout of that table, described.
+    pub known: Vec<String>,
+}
+
 /// The layout of a `table` of `version`; `Err` names the version and the
 /// versions known.
-pub fn layout_of(table: Table, version: ApiTableVersion) -> Result<&'static TableLayout, String> {
+pub fn layout_of(
+    table: Table,
+    version: ApiTableVersion,
+) -> Result<&'static TableLayout, UnknownTableVersion> {
     table
         .layouts()
         .iter()
         .find(|l| l.fits(version))
-        .ok_or_else(|| {
-            let known: Vec<String> = table.layouts().iter().map(TableLayout::describe).collect();
-            format!(
-                "the runtime's {} table is version {}/{} (major_id/minor_id, step {}), which no \
-                 ROCm release ditto knows has; known: {}",
-                table.name(),
-                version.major_id,
-                version.minor_id,
-                version.step_id,
-                known.join("; ")
-            )
+        .ok_or_else(|| UnknownTableVersion {
+            table: table.name(),
+            version,
+            known: table.layouts().iter().map(TableLayout::describe).collect(),
         })
 }
 
@@ -119,7 +134,7 @@ impl LiveTable {
     /// # Safety
     /// `base` points at a table of `table`'s kind, valid for its
     /// `minor_id` bytes.
-    pub unsafe fn new(table: Table, base: *mut u8) -> Result<LiveTable, String> {
+    pub unsafe fn new(table: Table, base: *mut u8) -> Result<LiveTable, UnknownTableVersion> {
         // SAFETY: every table begins with its version header.
         let version = unsafe { *(base as *const ApiTableVersion) };
         Ok(LiveTable {
@@ -269,7 +284,7 @@ mod tests {
         assert_eq!(pick(2, 640), Ok("6.0.0"));
         // A size no 5.x release had, a smaller 6.x table, a newer major.
         for (major, minor) in [(1, 432), (2, 544), (3, 640)] {
-            let e = pick(major, minor).unwrap_err();
+            let e = pick(major, minor).unwrap_err().to_string();
             assert!(e.contains(&format!("version {major}/{minor}")), "{e}");
             assert!(e.contains("1/400 (5.2.3, 5.3.0, 5.4.3)"), "{e}");
         }

@@ -455,6 +455,8 @@ fn conformance_check_covers_everything_crates_hsa_defines() {
                 // data (tests/layouts_data.rs), and the entries read by name
                 // beyond the canonical struct.
                 "TableLayout" | "ReleaseTables" | "AmdExtAdditions" => continue,
+                // ditto's own error for a table version no layout has.
+                "UnknownTableVersion" => continue,
                 "CoreApiTable" | "AmdExtTable" => {
                     let list = if name == "CoreApiTable" {
                         CORE_API_TABLE_ENTRIES

@@ -5,15 +5,33 @@
 //! (`device_copy`); host memory in place.
 
 use super::HsaTool;
+use super::ipc_cache::IpcExportError;
 use crate::capture::BufferAccess;
 use crate::capture::access::{StagedCopy, stage_host_copy, stage_in_place};
 use crate::capture::allocation_map::Allocation;
+use crate::capture::shared_memory::CopyError;
 use crate::capture::staging::StagingFile;
-use crate::hsa::device_copy::{BOUNCE_BYTES, CopyEntries, Placement};
+use crate::hsa::device_copy::{BOUNCE_BYTES, CopyEntries, DeviceCopyError, Placement};
 use ditto_protocol::Transport;
 use std::os::fd::OwnedFd;
 
+/// Why the HSA tool could not reach a buffer; the text of each is the
+/// part of a miss's message that says why.
+#[derive(Debug, thiserror::Error)]
+pub enum HsaAccessError {
+    #[error(transparent)]
+    Export(#[from] IpcExportError),
+    #[error(transparent)]
+    DeviceCopy(#[from] DeviceCopyError),
+    #[error(transparent)]
+    Copy(#[from] CopyError),
+    #[error("null address")]
+    NullAddress,
+}
+
 impl BufferAccess for HsaTool {
+    type Error = HsaAccessError;
+
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
         self.allocations
             .find(address)
@@ -22,8 +40,8 @@ impl BufferAccess for HsaTool {
 
     /// IPC export, cached where the tool sees the allocation's free
     /// ([`HsaTool::export_ipc`]).
-    fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
-        self.export_ipc(allocation)
+    fn export(&self, allocation: &Allocation) -> Result<Transport, HsaAccessError> {
+        Ok(self.export_ipc(allocation)?)
     }
 
     /// The copy transport, for memory the runtime would not export: GPU
@@ -32,9 +50,11 @@ impl BufferAccess for HsaTool {
     /// NOTE(real GPU): locked host memory is read through its agent
     /// address, which on ROCr may differ from its host address
     /// (pointer_info's hostBaseAddress); the CPU runtime's are the same.
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, HsaAccessError> {
         match self.placement(address) {
-            Placement::Host => crate::capture::shared_memory::copy_to_sealed_memfd(address, len),
+            Placement::Host => Ok(crate::capture::shared_memory::copy_to_sealed_memfd(
+                address, len,
+            )?),
             Placement::Device { owner } => {
                 crate::capture::shared_memory::sealed_memfd_filled(|fd| {
                     self.copier.copy_in_chunks(
@@ -50,6 +70,7 @@ impl BufferAccess for HsaTool {
                                 at,
                                 "shared memory",
                             )
+                            .map_err(HsaAccessError::from)
                         },
                     )
                 })
@@ -64,30 +85,35 @@ impl BufferAccess for HsaTool {
         address: u64,
         len: u64,
         staging: &mut StagingFile,
-    ) -> Result<Option<StagedCopy>, String> {
+    ) -> Result<Option<StagedCopy>, HsaAccessError> {
         let owner = match self.placement(address) {
             Placement::Device { owner } => owner,
-            Placement::Host => return stage_in_place(address, len, staging),
+            Placement::Host => return Ok(stage_in_place(address, len, staging)?),
         };
         if !staging.takes(len) || len > BOUNCE_BYTES as u64 {
             return Ok(None);
         }
-        self.copier
+        Ok(self
+            .copier
             .with_copy(self.copy_entries(), address, owner, &[(0, len)], |bytes| {
                 stage_host_copy(bytes, staging)
-            })?
+            })??)
     }
 
     /// Of GPU memory, the fingerprint's windows are copied to the host.
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, HsaAccessError> {
         if address == 0 {
-            return Err("null address".into());
+            return Err(HsaAccessError::NullAddress);
         }
         match self.placement(address) {
             Placement::Device { owner } => {
                 let windows = ditto_protocol::fingerprint_windows(len);
-                self.copier
-                    .with_copy(self.copy_entries(), address, owner, &windows, |bytes| {
+                Ok(self.copier.with_copy(
+                    self.copy_entries(),
+                    address,
+                    owner,
+                    &windows,
+                    |bytes| {
                         let mut at = 0usize;
                         let slices = windows.iter().map(|(_, n)| {
                             let w = &bytes[at..at + *n as usize];
@@ -95,7 +121,8 @@ impl BufferAccess for HsaTool {
                             w
                         });
                         ditto_protocol::fingerprint_of_windows(len, slices)
-                    })
+                    },
+                )?)
             }
             Placement::Host => {
                 // SAFETY: [address, address+len) lies inside a live

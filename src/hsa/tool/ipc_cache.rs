@@ -14,6 +14,15 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+/// Why the runtime did not export an allocation.
+#[derive(Debug, thiserror::Error)]
+pub enum IpcExportError {
+    #[error("the runtime has no hsa_amd_ipc_memory_create")]
+    NoIpcCreate,
+    #[error("hsa_amd_ipc_memory_create failed with status 0x{status:x}")]
+    Create { status: hsa_status_t },
+}
+
 type Handles = AddressMap<(u64, hsa_amd_ipc_memory_t, Option<u32>)>;
 
 /// The handles exported so far, by allocation base.
@@ -60,7 +69,7 @@ impl HsaTool {
     /// Handles are cached only for allocations in the allocation map, whose
     /// free ditto sees; one found through `pointer_info` is exported afresh
     /// every time, as its free (and a reuse of its address) goes unseen.
-    pub(super) fn export_ipc(&self, allocation: &Allocation) -> Result<Transport, String> {
+    pub(super) fn export_ipc(&self, allocation: &Allocation) -> Result<Transport, IpcExportError> {
         let mut cache = self.ipc_handles.lock();
         let (handle, owner_node) = match cache.get(&allocation.base) {
             Some((size, h, node)) if *size == allocation.size => (*h, *node),
@@ -68,7 +77,7 @@ impl HsaTool {
                 let create = self
                     .amd
                     .hsa_amd_ipc_memory_create_fn
-                    .ok_or("the runtime has no hsa_amd_ipc_memory_create")?;
+                    .ok_or(IpcExportError::NoIpcCreate)?;
                 let mut h = hsa_amd_ipc_memory_t::default();
                 // The length the runtime itself records for the allocation:
                 // ROCr 5.2 compares with the size rounded to the granule,
@@ -85,9 +94,7 @@ impl HsaTool {
                 // as the runtime records them).
                 let st = unsafe { create(allocation.base as *mut c_void, len as usize, &mut h) };
                 if st != HSA_STATUS_SUCCESS {
-                    return Err(format!(
-                        "hsa_amd_ipc_memory_create failed with status 0x{st:x}"
-                    ));
+                    return Err(IpcExportError::Create { status: st });
                 }
                 let node = info.as_ref().and_then(|i| self.owner_node(i));
                 // Before the check: see IpcHandleCache::forget.

@@ -22,6 +22,9 @@ mod pointer_info;
 #[cfg(test)]
 mod tests;
 
+pub use buffer_access::HsaAccessError;
+pub use ipc_cache::IpcExportError;
+
 use super::code_objects::CodeObjects;
 use super::device_copy::DeviceCopier;
 use super::worker::{HeldSignals, WorkerMessage};

@@ -77,25 +77,38 @@ impl HeldSignals for FakeDevice {
     }
 }
 
+/// Why the fake refuses: a runtime's words, or a copy that failed.
+#[derive(Debug, thiserror::Error)]
+enum FakeError {
+    #[error("{0}")]
+    Refused(&'static str),
+    #[error(transparent)]
+    Copy(#[from] crate::capture::shared_memory::CopyError),
+}
+
 impl BufferAccess for FakeDevice {
+    type Error = FakeError;
+
     fn containing_allocation(&self, address: u64) -> Option<Allocation> {
         self.allocations.find(address)
     }
-    fn export(&self, allocation: &Allocation) -> Result<Transport, String> {
+    fn export(&self, allocation: &Allocation) -> Result<Transport, FakeError> {
         assert!(!self.panic_on_export, "export exploded");
         if self.export_refused.contains(&allocation.base) {
-            return Err("status 0x1001 (invalid argument)".into());
+            return Err(FakeError::Refused("status 0x1001 (invalid argument)"));
         }
         Ok(Transport::Ipc {
             handle: allocation.base.to_le_bytes().repeat(4),
             owner_node: None,
         })
     }
-    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, String> {
+    fn copy_to_shared_memory(&self, address: u64, len: u64) -> Result<OwnedFd, FakeError> {
         self.log(format!("copy {len}"));
-        crate::capture::shared_memory::copy_to_sealed_memfd(address, len)
+        Ok(crate::capture::shared_memory::copy_to_sealed_memfd(
+            address, len,
+        )?)
     }
-    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, String> {
+    fn fingerprint(&self, address: u64, len: u64) -> Result<u64, FakeError> {
         // SAFETY: tests only pass ranges of live Vecs they own.
         let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len as usize) };
         Ok(ditto_protocol::fingerprint(bytes))

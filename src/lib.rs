@@ -17,9 +17,10 @@
 //!     its transports.
 //! - `hsa/`      — the HSA backend: `registration` (OnLoad/OnUnload),
 //!   `wraps` (the table wraps, one declaration list), `queues` (queue
-//!   lifecycle), `packet` (the held-barrier rewrite), `code_objects` (the
-//!   code-object tracker), `worker` (the held-queue worker), `tool` (its
-//!   state and runtime services).
+//!   lifecycle), `packet` (the packet callback and its held-barrier
+//!   rewrite), `code_objects` (the code-object tracker), `worker` (the
+//!   held-queue worker), `tool` (its state; under it the runtime services:
+//!   held signals, the IPC export cache, pointer info, buffer access).
 //! - `cuda/`     — the CUDA backend: `injection` (InitializeInjection and the
 //!   CUPTI callback entry), `cupti`, `driver`, `launch` (callback layouts),
 //!   `hold` (a target launch held in its call), `access` (buffers through
@@ -29,7 +30,8 @@
 //!   shutdown, fork), shared by both backends.
 //! - `guard`     — every catch_unwind: no panic crosses into the application.
 //! - `options`   — DITTO_* variables, read once.
-//! - `log`       — `ditto: ` lines on stderr, filtered by DITTO_LOG.
+//! - `log`       — `ditto: ` lines on stderr, filtered by DITTO_LOG (the
+//!   level is `ditto_types::LogLevel`, shared with the CLI).
 
 pub mod capture;
 pub mod cuda;

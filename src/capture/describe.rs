@@ -11,7 +11,7 @@ use super::allocation_map::Allocation;
 use super::kernel_table::KernelInfo;
 use super::staging::StagingFile;
 use crate::log::{log_debug, log_info, log_warn};
-use ditto_kernels::{ArgSizes, KernelSignature, Param, ParamKind};
+use ditto_kernels::{ArgSizes, ArgSizesError, KernelSignature, Param, ParamKind};
 use ditto_protocol::{Buffer, CaptureSet, DType, Dispatch, MAX_FDS_PER_FRAME, Phase, Transport};
 use std::os::fd::OwnedFd;
 
@@ -165,7 +165,7 @@ pub fn describe(
 enum NotCaptured<E> {
     /// `--arg-sizes` could not be evaluated for it (ditto-kernels' words).
     #[error("{what}: {why}; not captured")]
-    ArgSizes { what: String, why: String },
+    ArgSizes { what: String, why: ArgSizesError },
     #[error(
         "{what}: --arg-sizes gives {elements} elements of {dtype}, too many bytes; not captured"
     )]

@@ -22,8 +22,8 @@
 use super::memory_budget::Reservation;
 use super::{BufferSource, Mapping, Shared, limits};
 use crate::store::{
-    CapturedBuffer, Filled, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
-    zeroed_buffer,
+    CapturedBuffer, Filled, Refusal, SnapshotWriter, StoreError, TensorOut, TensorSource,
+    TensorToStore, zeroed_buffer,
 };
 use ditto_protocol::{
     Buffer, Dispatch, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
@@ -141,7 +141,7 @@ impl<'a> Attachment<'a> {
         let parallel = self.source.copies_long_runs();
         if parallel {
             let mut seen = 0;
-            let mut copy = |dst: &mut [u8]| {
+            let mut copy = |dst: &mut [u8]| -> Result<(), Refusal> {
                 self.copy(offset, dst)?;
                 seen = fingerprint(dst);
                 Ok(())
@@ -152,7 +152,7 @@ impl<'a> Attachment<'a> {
                     self.say_time(extent, started, "copied into the file's mapping");
                     return Ok(seen);
                 }
-                Ok(Filled::Refused(reason)) => return Err(reason),
+                Ok(Filled::Refused(reason)) => return Err(reason.to_string()),
                 Ok(Filled::NotMapped) => {}
                 Err(e) => return Err(cannot_write(e)),
             }
@@ -820,7 +820,11 @@ pub(super) fn capture_dispatch(
         .iter()
         .zip(&data)
         .filter(|(_, data)| data.is_none())
-        .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, origin, d, b, out))
+        .map(|(b, _)| {
+            move |out: &mut dyn TensorOut| {
+                stream_buffer(shared, origin, d, b, out).map_err(Refusal::from)
+            }
+        })
         .collect();
     let mut fills = fills.iter_mut();
     let mut tensors: Vec<TensorToStore> = before.iter().map(CapturedBuffer::to_store).collect();
@@ -836,7 +840,7 @@ pub(super) fn capture_dispatch(
     // attached and written meanwhile.
     SnapshotWriter::add_dispatch_shared(origin.writer, origin.rank, origin.pid, d, &mut tensors)
         .map_err(|e| match e {
-            StoreError::Refused(reason) => reason,
+            StoreError::Refused(reason) => reason.to_string(),
             e => format!(
                 "dispatch {} of {}: cannot store the snapshot: {e}",
                 d.index,

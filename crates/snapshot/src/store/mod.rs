@@ -13,6 +13,8 @@
 //! - [`atomic`]: files replaced through a temporary name, and a killed writer's leftovers;
 //! - [`room`]: room kept for the last manifest, given back when the disk fills;
 //! - [`writer`]: the snapshot writer (tensor file, journal line, manifest);
+//! - [`dispatch_file`]: one dispatch's tensor file put in place without the
+//!   writer's lock, and its manifest record;
 //! - [`reader`]: a snapshot opened for reading;
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;
 //! - [`output_dir`]: what a directory offered for a snapshot holds (checked first);
@@ -23,6 +25,7 @@
 
 mod atomic;
 pub mod dir_handle;
+mod dispatch_file;
 mod error;
 #[cfg(test)]
 mod fixtures;
@@ -39,12 +42,13 @@ mod writer;
 pub mod writer_lock;
 
 pub use atomic::write_atomically;
+pub use dispatch_file::{CapturedBuffer, TensorToStore};
 pub use error::StoreError;
 pub use manifest::{
     BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
     SNAPSHOT_FORMAT, TransportKind, dispatch_file_name, safetensors_dtype, tensor_name,
 };
-pub use placement::{Filled, TensorOut, share_cuts};
+pub use placement::{Filled, Refusal, TensorOut, share_cuts};
 pub use reader::{Array, Snapshot};
 pub use tensor_file::{TensorBytes, TensorSource, zeroed_buffer};
-pub use writer::{CapturedBuffer, MANIFEST_INTERVAL, SnapshotWriter, TensorToStore};
+pub use writer::{MANIFEST_INTERVAL, SnapshotWriter};

@@ -24,7 +24,7 @@ pub struct Manifest {
     pub kernel: Option<KernelName>,
     pub dispatches: Vec<DispatchRecord>,
     pub dispatched_kernels: Vec<DispatchedKernel>,
-    /// Matched dispatches (or buffers) not captured, with why ([`missing`]);
+    /// Matched dispatches (or buffers) not captured, with why ([`super::missing`]);
     /// absent in older manifests.
     #[serde(default)]
     pub missing: Vec<MissingRecord>,

@@ -48,7 +48,7 @@ pub enum Filled {
 }
 
 /// Where a tensor file's bytes go: a writer that may put a long run of
-/// bytes by other means than `write` (a [`File`] does, [`place`]).
+/// bytes by other means than `write` (a [`File`] does, `place`).
 pub trait TensorOut: Write {
     /// Writes all of `bytes`, as `write_all` does, at the current position.
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {

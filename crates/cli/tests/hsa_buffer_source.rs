@@ -18,7 +18,7 @@ mod support;
 use ditto_cli::collector::hsa::HsaBufferSource;
 use ditto_cli::collector::hsa_runtime::HsaRuntime;
 use ditto_cli::collector::{
-    BufferSource, Collector, CollectorConfig, Mapping, SnapshotLayout, SocketPlace,
+    BufferSource, Collector, CollectorConfig, Mapping, SnapshotLayout, SocketPlace, SourceError,
 };
 use ditto_cli::store::Snapshot;
 use ditto_protocol::{Buffer, DType, Transport, fingerprint};
@@ -237,13 +237,13 @@ impl BufferSource for Spy {
         handle: &[u8],
         alloc_size: u64,
         owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
+    ) -> Result<Mapping, SourceError> {
         let m = self.inner.attach(handle, alloc_size, owner_node)?;
         self.mappings_while_attached
             .store(pool_mappings(), Ordering::SeqCst);
         Ok(m)
     }
-    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         self.copies.fetch_add(1, Ordering::SeqCst);
         self.largest_copy.fetch_max(dst.len(), Ordering::SeqCst);
         self.inner.copy(mapping, offset, dst)
@@ -251,7 +251,7 @@ impl BufferSource for Spy {
     fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
         self.inner.host_bytes(mapping, offset, len)
     }
-    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+    fn detach(&self, mapping: Mapping) -> Result<(), SourceError> {
         self.inner.detach(mapping)
     }
 }
@@ -485,7 +485,10 @@ fn a_copy_beyond_the_mapping_is_refused_not_read() {
     let mapping = source.attach(&alloc.handle, 4096, None).unwrap();
     let mut dst = vec![0u8; 16];
     for offset in [4096 - 8, 4096, u64::MAX - 4] {
-        let err = source.copy(&mapping, offset, &mut dst).unwrap_err();
+        let err = source
+            .copy(&mapping, offset, &mut dst)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("outside the 4096-byte mapping"), "{err}");
     }
     source.copy(&mapping, 4096 - 16, &mut dst).unwrap();

@@ -15,6 +15,10 @@ fn modules_use_each_other_in_one_direction_only() {
     for (from, to) in [
         ("store::missing", "store::manifest"),
         ("store::writer", "store::dir_handle"),
+        ("store::writer", "store::dispatch_file"),
+        ("store::dispatch_file", "store::tensor_file"),
+        ("store::tensor_file::reading", "store::error"),
+        ("store::tensor_file::writing", "store::placement"),
         ("compare::scan", "compare::closeness"),
         ("diagnose", "store"),
     ] {

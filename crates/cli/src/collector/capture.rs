@@ -9,8 +9,9 @@
 //! the file is written (attach → write → DETACH → verify; a mismatch
 //! leaves no file), [`stream_buffer`], without the run's writer lock
 //! ([`SnapshotWriter::add_dispatch_shared`]: the large buffers of the
-//! run's connections are copied at the same time). Owns the RAII
-//! attachment guard and the live attachment count; never returns (or
+//! run's connections are copied at the same time). Owns the order of
+//! those steps (the attachment guard is `attachment`'s, the copies' files
+//! `copy_files`'s, the errors' words `capture_error`'s); never returns (or
 //! stores) bytes whose fingerprint differs from the tool's, and never
 //! leaves a mapping or an fd behind on any path: every fd of a dispatch is
 //! closed when [`capture_dispatch`] returns, before the ack. Nothing is
@@ -19,21 +20,19 @@
 //! there for room, or is refused; the inputs of a dispatch keep their
 //! reservation while they wait for its outputs.
 
+use super::attachment::{Attachment, AttachmentError, AttachmentLog, PARALLEL_CHUNK, STREAM_CHUNK};
+use super::capture_error::{BufferFailure, CaptureError, DispatchFailure, NoMemory, kernel_of};
+use super::copy_files::{CopyFiles, StagingFile, read_copy};
 use super::memory_budget::Reservation;
-use super::{BufferSource, Mapping, Shared, limits};
+use super::{BufferSource, Shared};
 use crate::store::{
-    CapturedBuffer, Filled, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
+    CapturedBuffer, Refusal, SnapshotWriter, StoreError, TensorOut, TensorSource, TensorToStore,
     zeroed_buffer,
 };
-use ditto_protocol::{
-    Buffer, Dispatch, Transport, fingerprint, fingerprint_of_windows, fingerprint_windows,
-};
+use ditto_protocol::{Buffer, Dispatch, Transport, fingerprint};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 /// The connection a dispatch came on, as capturing it needs it: where it is
 /// stored and who sent it.
@@ -45,297 +44,11 @@ pub(super) struct Origin<'a> {
     pub(super) pid: u32,
 }
 
-/// What the debug log says of one attachment: "attach at T µs: ..." when
-/// it is mapped and "detach at T µs: ..." when it is unmapped, T counted
-/// from the collector's start (a monotonic clock), so the attachments of
-/// different connections can be set side by side.
-struct AttachmentLog {
-    started: Instant,
-    /// "connection 3 (pid 1234), dispatch 0, argument 1"
-    what: String,
-}
-
-impl AttachmentLog {
-    /// `None` unless the log shows debug lines (nothing is formatted then).
-    fn new(started: Instant, origin: &Origin, d: &Dispatch, b: &Buffer) -> Option<AttachmentLog> {
-        crate::log::enabled(crate::log::Level::Debug).then(|| AttachmentLog {
-            started,
-            what: format!(
-                "connection {} (pid {}, rank {}), dispatch {}, argument {}",
-                origin.connection, origin.pid, origin.rank, d.index, b.arg_index
-            ),
-        })
-    }
-
-    fn say(&self, event: &str, detail: &str) {
-        crate::log::debug(&format!(
-            "{event} at {} µs: {}{detail}",
-            self.started.elapsed().as_micros(),
-            self.what
-        ));
-    }
-}
-
-/// An attachment that is detached exactly once: explicitly through
-/// [`Attachment::detach`] (to see its error) or on drop (every other path).
-struct Attachment<'a> {
-    source: &'a dyn BufferSource,
-    live: &'a AtomicUsize,
-    mapping: Option<Mapping>,
-    log: Option<AttachmentLog>,
-}
-
-impl<'a> Attachment<'a> {
-    fn attach(
-        source: &'a dyn BufferSource,
-        live: &'a AtomicUsize,
-        handle: &[u8],
-        size: u64,
-        owner_node: Option<u32>,
-        log: Option<AttachmentLog>,
-    ) -> Result<Self, String> {
-        let mapping = source.attach(handle, size, owner_node)?;
-        live.fetch_add(1, Ordering::SeqCst);
-        if let Some(log) = &log {
-            let on = mapping
-                .gpu
-                .map_or(String::new(), |g| format!(", on {}", source.gpu_name(g)));
-            log.say("attach", &format!(", {size} bytes mapped{on}"));
-        }
-        Ok(Attachment {
-            source,
-            live,
-            mapping: Some(mapping),
-            log,
-        })
-    }
-
-    fn copy(&self, offset: u64, dst: &mut [u8]) -> Result<(), String> {
-        let mapping = self.mapping.as_ref().expect("attached until detach");
-        self.source.copy(mapping, offset, dst)
-    }
-
-    /// Writes `extent` bytes at `offset` of the mapping to `out` and
-    /// returns the fingerprint of the bytes written. Host memory
-    /// ([`BufferSource::host_bytes`]) is fingerprinted first and written in
-    /// place, and only when it has the fingerprint `expected` (otherwise
-    /// nothing is written); other memory is copied [`STREAM_CHUNK`] bytes
-    /// at a time into a buffer and written from it, fingerprinting what
-    /// is written.
-    fn write_extent(
-        &self,
-        offset: u64,
-        extent: u64,
-        expected: u64,
-        out: &mut dyn TensorOut,
-    ) -> Result<u64, String> {
-        let mapping = self.mapping.as_ref().expect("attached until detach");
-        let cannot_write = |e: std::io::Error| format!("cannot write it into the snapshot: {e}");
-        if let Some(bytes) = self.source.host_bytes(mapping, offset, extent) {
-            let seen = fingerprint(bytes);
-            if seen == expected {
-                out.put(bytes).map_err(cannot_write)?;
-            }
-            return Ok(seen);
-        }
-        let parallel = self.source.copies_long_runs();
-        if parallel {
-            let mut seen = 0;
-            let mut copy = |dst: &mut [u8]| {
-                self.copy(offset, dst)?;
-                seen = fingerprint(dst);
-                Ok(())
-            };
-            let started = Instant::now();
-            match out.fill_run(extent as usize, &mut copy) {
-                Ok(Filled::Done) => {
-                    self.say_time(extent, started, "copied into the file's mapping");
-                    return Ok(seen);
-                }
-                Ok(Filled::Refused(reason)) => return Err(reason),
-                Ok(Filled::NotMapped) => {}
-                Err(e) => return Err(cannot_write(e)),
-            }
-        }
-        // A source that copies in parallel gets longer chunks.
-        let most = if parallel {
-            PARALLEL_CHUNK
-        } else {
-            STREAM_CHUNK
-        };
-        let chunk_len = extent.min(most as u64) as usize;
-        let mut chunk = zeroed_buffer(chunk_len)
-            .ok_or_else(|| format!("cannot allocate {chunk_len} bytes to copy it through"))?;
-        let started = Instant::now();
-        let mut copying = std::time::Duration::ZERO;
-        let windows = fingerprint_windows(extent);
-        let mut window_bytes: Vec<Vec<u8>> = windows
-            .iter()
-            .map(|&(_, len)| Vec::with_capacity(len as usize))
-            .collect();
-        let mut at = 0u64;
-        while at < extent {
-            let n = (extent - at).min(chunk_len as u64);
-            let part = &mut chunk[..n as usize];
-            let copy_started = Instant::now();
-            self.copy(offset + at, part)?;
-            copying += copy_started.elapsed();
-            for (&(start, len), bytes) in windows.iter().zip(&mut window_bytes) {
-                let (from, to) = (start.max(at), (start + len).min(at + n));
-                if from < to {
-                    bytes.extend_from_slice(&part[(from - at) as usize..(to - at) as usize]);
-                }
-            }
-            out.write_all(part).map_err(cannot_write)?;
-            at += n;
-        }
-        self.say_time(
-            extent,
-            started,
-            &format!(
-                "copied a chunk at a time ({} ms copying, the rest writing)",
-                copying.as_millis()
-            ),
-        );
-        Ok(fingerprint_of_windows(
-            extent,
-            window_bytes.iter().map(|b| &b[..]),
-        ))
-    }
-
-    /// The debug line of a long run stored from a mapping that is not
-    /// host memory: how long it took, and how.
-    fn say_time(&self, extent: u64, started: Instant, how: &str) {
-        if let Some(log) = &self.log {
-            let ms = started.elapsed().as_secs_f64() * 1e3;
-            log.say(
-                "stored",
-                &format!(
-                    ": {extent} bytes in {ms:.1} ms ({:.2} GB/s), {how}",
-                    extent as f64 / (ms * 1e6)
-                ),
-            );
-        }
-    }
-
-    fn detach(mut self) -> Result<(), String> {
-        self.release()
-    }
-
-    fn release(&mut self) -> Result<(), String> {
-        match self.mapping.take() {
-            Some(m) => {
-                let r = self.source.detach(m);
-                self.live.fetch_sub(1, Ordering::SeqCst);
-                if let Some(log) = &self.log {
-                    log.say("detach", "");
-                }
-                r
-            }
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Attachment<'_> {
-    fn drop(&mut self) {
-        let _ = self.release();
-    }
-}
-
-/// The tool's staging file of one connection ([`Transport::Staged`]
-/// buffers lie in it), kept open until the connection ends.
-pub(super) struct StagingFile {
-    file: std::fs::File,
-    size: u64,
-}
-
-impl StagingFile {
-    /// The file that came with a `Staging { size }` message: exactly one
-    /// fd, holding at least `size` bytes, and the first such message.
-    pub(super) fn from_message(
-        size: u64,
-        mut fds: Vec<OwnedFd>,
-        already: bool,
-    ) -> Result<StagingFile, String> {
-        if already {
-            return Err("a second staging file on one connection; ignored".into());
-        }
-        if fds.len() != 1 {
-            return Err(format!(
-                "a staging file announced with {} file descriptors instead of 1; \
-                 its staged buffers cannot be read",
-                fds.len()
-            ));
-        }
-        let file = std::fs::File::from(fds.pop().expect("one fd"));
-        let len = file
-            .metadata()
-            .map_err(|e| format!("cannot stat the staging file: {e}"))?
-            .len();
-        if len < size {
-            return Err(format!(
-                "the staging file holds {len} bytes, fewer than the {size} announced"
-            ));
-        }
-        Ok(StagingFile { file, size })
-    }
-
-    /// Tells the tool that `finished` Dispatch frames of the connection are
-    /// finished (the file's header, [`ditto_protocol::STAGING_HEADER_BYTES`]).
-    pub(super) fn record_progress(&self, finished: u64) -> Result<(), String> {
-        self.file
-            .write_all_at(&finished.to_le_bytes(), 0)
-            .map_err(|e| format!("cannot record progress in the staging file: {e}"))
-    }
-
-    /// Reads `dst.len()` bytes at `at`, which must lie after the header,
-    /// inside the file.
-    fn read(&self, at: u64, dst: &mut [u8]) -> Result<(), String> {
-        if at < ditto_protocol::STAGING_HEADER_BYTES
-            || at
-                .checked_add(dst.len() as u64)
-                .is_none_or(|end| end > self.size)
-        {
-            return Err(format!(
-                "{} bytes at {at} lie outside the staged part of the {}-byte staging file",
-                dst.len(),
-                self.size
-            ));
-        }
-        self.file
-            .read_exact_at(dst, at)
-            .map_err(|e| format!("cannot read the staging file: {e}"))
-    }
-}
-
-/// Where the copies the tool made of a dispatch's buffers lie: the fds
-/// that came with its message (one per shared-memory buffer, in buffer
-/// order) and the connection's staging file (staged buffers).
-pub(super) struct CopyFiles<'a> {
-    pub(super) copies: Vec<OwnedFd>,
-    pub(super) staging: Option<&'a StagingFile>,
-}
-
 pub(super) struct Stored {
     /// 1 when the dispatch was written, 0 for inputs kept until its After part.
     pub(super) dispatches: u64,
     pub(super) arrays: u64,
     pub(super) bytes: u64,
-}
-
-/// The dispatch's kernel as messages name it ([`limits::short`]).
-pub(super) fn kernel_of(d: &Dispatch) -> String {
-    limits::short(&d.kernel.demangled)
-}
-
-fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
-    format!(
-        "dispatch {} of {}, argument {}",
-        d.index,
-        kernel_of(d),
-        b.arg_index
-    )
 }
 
 /// IPC extents of at least this many bytes are streamed from the
@@ -344,38 +57,33 @@ fn describe_buffer(d: &Dispatch, b: &Buffer) -> String {
 /// (no system call more for the many small dispatches).
 pub(super) const STREAM_FROM_BYTES: u64 = 1 << 20;
 
-/// Bytes per copy where a mapping is not host memory.
-const STREAM_CHUNK: usize = 8 << 20;
-
-/// Bytes per copy from a source that copies long runs in parallel
-/// ([`BufferSource::copies_long_runs`]) into a file that cannot be filled
-/// in place.
-const PARALLEL_CHUNK: usize = 64 << 20;
-
 /// Refuses an extent that is not whole elements or lies outside its
 /// allocation (before anything is attached).
-fn check_extent(d: &Dispatch, b: &Buffer) -> Result<(), String> {
-    let what = || describe_buffer(d, b);
+fn check_extent(d: &Dispatch, b: &Buffer) -> Result<(), CaptureError> {
     let size = b.dtype.size() as u64;
     if !b.extent.is_multiple_of(size) {
-        return Err(format!(
-            "{}: extent {} bytes is not a whole number of {} elements",
-            what(),
-            b.extent,
-            b.dtype.name()
+        return Err(CaptureError::buffer(
+            d,
+            b,
+            BufferFailure::NotWholeElements {
+                extent: b.extent,
+                dtype: b.dtype.name(),
+            },
         ));
     }
     if b.offset
         .checked_add(b.extent)
         .is_none_or(|end| end > b.alloc_size)
     {
-        return Err(format!(
-            "{}: {} bytes at offset {} exceed the {}-byte allocation at 0x{:x}",
-            what(),
-            b.extent,
-            b.offset,
-            b.alloc_size,
-            b.alloc_base
+        return Err(CaptureError::buffer(
+            d,
+            b,
+            BufferFailure::OutsideAllocation {
+                extent: b.extent,
+                offset: b.offset,
+                size: b.alloc_size,
+                base: b.alloc_base,
+            },
         ));
     }
     Ok(())
@@ -389,55 +97,61 @@ fn with_attachment<T>(
     origin: &Origin,
     d: &Dispatch,
     b: &Buffer,
-    f: impl FnOnce(&Attachment) -> Result<T, String>,
-) -> Result<T, String> {
-    let what = || describe_buffer(d, b);
+    f: impl FnOnce(&Attachment) -> Result<T, AttachmentError>,
+) -> Result<T, CaptureError> {
+    let failed = |failure| CaptureError::buffer(d, b, failure);
     let cuda;
-    let (source, handle, owner_node, opening): (&dyn BufferSource, &[u8], Option<u32>, &str) =
-        match &b.transport {
-            Transport::Ipc { handle, owner_node } => (
-                &*shared.source,
-                handle,
-                *owner_node,
-                "cannot map the allocation",
-            ),
-            Transport::CudaIpc {
-                handle,
-                device_uuid,
-            } => {
-                cuda = super::cuda::cuda_source(device_uuid.as_ref())
-                    .map_err(|e| format!("{}: {e}", what()))?;
-                (&cuda, handle, None, "cannot open the CUDA IPC handle")
-            }
-            Transport::SharedMemory | Transport::Staged { .. } => {
-                return Err(format!(
-                    "{}: a copy (shared memory or staged) has no IPC handle to attach",
-                    what()
-                ));
-            }
-        };
-    let log = AttachmentLog::new(shared.started, origin, d, b);
+    let (source, handle, owner_node, opening): (
+        &dyn BufferSource,
+        &[u8],
+        Option<u32>,
+        &'static str,
+    ) = match &b.transport {
+        Transport::Ipc { handle, owner_node } => (
+            &*shared.source,
+            handle,
+            *owner_node,
+            "cannot map the allocation",
+        ),
+        Transport::CudaIpc {
+            handle,
+            device_uuid,
+        } => {
+            cuda = super::cuda::cuda_source(device_uuid.as_ref())
+                .map_err(|e| failed(BufferFailure::NoCudaImporter(e)))?;
+            (&cuda, handle, None, "cannot open the CUDA IPC handle")
+        }
+        Transport::SharedMemory | Transport::Staged { .. } => {
+            return Err(failed(BufferFailure::NoHandle));
+        }
+    };
+    let log = AttachmentLog::new(shared.started, || {
+        format!(
+            "connection {} (pid {}, rank {}), dispatch {}, argument {}",
+            origin.connection, origin.pid, origin.rank, d.index, b.arg_index
+        )
+    });
     let attachment =
         Attachment::attach(source, &shared.live, handle, b.alloc_size, owner_node, log).map_err(
-            |e| {
-                format!(
-                    "{}: {opening} of pid {} (0x{:x}, {} bytes): {e}",
-                    what(),
-                    b.owner_pid,
-                    b.alloc_base,
-                    b.alloc_size
-                )
+            |error| {
+                failed(BufferFailure::Attach {
+                    opening,
+                    pid: b.owner_pid,
+                    base: b.alloc_base,
+                    size: b.alloc_size,
+                    error,
+                })
             },
         )?;
-    let result = f(&attachment).map_err(|e| format!("{}: {e}", what()))?;
+    let result = f(&attachment).map_err(|e| failed(BufferFailure::Copy(e)))?;
     attachment
         .detach()
-        .map_err(|e| format!("{}: {e}", what()))?;
+        .map_err(|e| failed(BufferFailure::Detach(e)))?;
     Ok(result)
 }
 
 /// The error for bytes whose fingerprint is not the tool's.
-fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> String {
+fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> CaptureError {
     let through = match b.transport {
         Transport::Ipc { .. } | Transport::CudaIpc { .. } => {
             "the mapping does not show what the application holds"
@@ -445,11 +159,14 @@ fn mismatch(d: &Dispatch, b: &Buffer, seen: u64) -> String {
         Transport::SharedMemory => "the shared-memory copy differs from what the tool read",
         Transport::Staged { .. } => "the staged copy differs from what the tool read",
     };
-    format!(
-        "{}: fingerprint mismatch (tool read {:016x}, collector read {seen:016x}): {through}; \
-         data discarded",
-        describe_buffer(d, b),
-        b.fingerprint
+    CaptureError::buffer(
+        d,
+        b,
+        BufferFailure::Mismatch {
+            tool: b.fingerprint,
+            seen,
+            through,
+        },
     )
 }
 
@@ -462,52 +179,34 @@ fn capture_buffer(
     b: &Buffer,
     copy: Option<OwnedFd>,
     staging: Option<&StagingFile>,
-) -> Result<Vec<u8>, String> {
-    let what = || describe_buffer(d, b);
+) -> Result<Vec<u8>, CaptureError> {
+    let failed = |failure| CaptureError::buffer(d, b, failure);
     check_extent(d, b)?;
     // The extent comes from the tool: an allocation failure must be an error
     // ack, not an abort of the collector (and of every other connection).
     let mut data = match usize::try_from(b.extent).ok().and_then(zeroed_buffer) {
         Some(data) => data,
-        None => {
-            return Err(format!(
-                "{}: cannot allocate {} bytes for the copy: capture a smaller buffer \
-                 (or free memory on the collector's machine)",
-                what(),
-                b.extent
-            ));
-        }
+        None => return Err(failed(BufferFailure::NoCopyMemory(b.extent))),
     };
     match (&b.transport, copy) {
         (Transport::Ipc { .. } | Transport::CudaIpc { .. }, _) => {
             with_attachment(shared, origin, d, b, |attachment| {
-                attachment.copy(b.offset, &mut data)
+                Ok(attachment.copy(b.offset, &mut data)?)
             })?
         }
-        (Transport::SharedMemory, Some(fd)) => read_copy(fd, &mut data).map_err(|e| {
-            format!(
-                "{}: cannot read its shared-memory copy ({} bytes of pid {}): {e}",
-                what(),
-                b.extent,
-                b.owner_pid
-            )
+        (Transport::SharedMemory, Some(fd)) => read_copy(fd, &mut data).map_err(|error| {
+            failed(BufferFailure::SharedCopy {
+                extent: b.extent,
+                pid: b.owner_pid,
+                error,
+            })
         })?,
-        (Transport::SharedMemory, None) => {
-            return Err(format!(
-                "{}: no file descriptor came with its shared-memory copy",
-                what()
-            ));
-        }
+        (Transport::SharedMemory, None) => return Err(failed(BufferFailure::NoSharedCopy)),
         (Transport::Staged { at }, _) => match staging {
             Some(file) => file
                 .read(*at, &mut data)
-                .map_err(|e| format!("{}: {e}", what()))?,
-            None => {
-                return Err(format!(
-                    "{}: staged, but this connection has no staging file",
-                    what()
-                ));
-            }
+                .map_err(|e| failed(BufferFailure::Staged(e)))?,
+            None => return Err(failed(BufferFailure::NoStagingFile)),
         },
     }
     let seen = fingerprint(&data);
@@ -527,7 +226,7 @@ fn stream_buffer(
     d: &Dispatch,
     b: &Buffer,
     out: &mut dyn TensorOut,
-) -> Result<(), String> {
+) -> Result<(), CaptureError> {
     let seen = with_attachment(shared, origin, d, b, |attachment| {
         attachment.write_extent(b.offset, b.extent, b.fingerprint, out)
     })?;
@@ -544,23 +243,6 @@ fn streamed(b: &Buffer) -> bool {
         b.transport,
         Transport::Ipc { .. } | Transport::CudaIpc { .. }
     ) && b.extent >= STREAM_FROM_BYTES
-}
-
-/// Reads `dst.len()` bytes from byte 0 of a shared-memory copy with pread
-/// (nothing is mapped), then closes it.
-fn read_copy(fd: OwnedFd, dst: &mut [u8]) -> Result<(), String> {
-    let file = std::fs::File::from(fd);
-    let size = file
-        .metadata()
-        .map_err(|e| format!("cannot stat it: {e}"))?
-        .len();
-    if size < dst.len() as u64 {
-        return Err(format!(
-            "the file holds {size} bytes, fewer than the extent"
-        ));
-    }
-    file.read_exact_at(dst, 0)
-        .map_err(|e| format!("cannot read it: {e}"))
 }
 
 /// Most dispatches whose inputs may wait in memory for their outputs, per
@@ -625,7 +307,7 @@ fn reserve_memory(
     d: &Dispatch,
     inputs_part: bool,
     before: u64,
-) -> Result<Reservation, String> {
+) -> Result<Reservation, CaptureError> {
     let held: Vec<(&Buffer, u64)> = d
         .buffers
         .iter()
@@ -656,30 +338,29 @@ fn reserve_memory(
             } else {
                 "its copies"
             };
-            format!(
-                "dispatch {} of {}, {}: cannot allocate {bytes} bytes ({}) for {purpose}: {}; \
-                 nothing stored",
-                d.index,
-                kernel_of(d),
-                arguments(&buffers),
-                crate::units::human_bytes(bytes),
-                refusal.why()
-            )
+            CaptureError::NoMemory(Box::new(NoMemory {
+                index: d.index,
+                kernel: kernel_of(d),
+                arguments: arguments(&buffers),
+                bytes,
+                purpose,
+                refusal,
+            }))
         })
 }
 
 /// Every (argument, phase) of a dispatch at most once: two tensors of one
 /// name make a safetensors file no reader accepts.
-fn check_arguments_once(d: &Dispatch) -> Result<(), String> {
+fn check_arguments_once(d: &Dispatch) -> Result<(), CaptureError> {
     let mut seen = std::collections::HashSet::new();
     for b in &d.buffers {
         if !seen.insert((b.arg_index, b.phase)) {
-            return Err(format!(
-                "dispatch {} of {}: argument {} ({:?}) is sent twice; nothing stored",
-                d.index,
-                kernel_of(d),
-                b.arg_index,
-                b.phase
+            return Err(CaptureError::dispatch(
+                d,
+                DispatchFailure::ArgumentTwice {
+                    arg: b.arg_index,
+                    phase: b.phase,
+                },
             ));
         }
     }
@@ -688,13 +369,12 @@ fn check_arguments_once(d: &Dispatch) -> Result<(), String> {
 
 /// Whether the inputs part `d` may wait for its outputs (its bytes are the
 /// memory budget's to bound).
-fn check_inputs_room(d: &Dispatch, inputs: &HashMap<u64, WaitingInputs>) -> Result<(), String> {
+fn check_inputs_room(
+    d: &Dispatch,
+    inputs: &HashMap<u64, WaitingInputs>,
+) -> Result<(), CaptureError> {
     if inputs.contains_key(&d.index) {
-        return Err(format!(
-            "dispatch {} of {}: its inputs are sent twice; nothing stored",
-            d.index,
-            kernel_of(d)
-        ));
+        return Err(CaptureError::dispatch(d, DispatchFailure::InputsTwice));
     }
     let waiting: u64 = inputs
         .values()
@@ -702,12 +382,13 @@ fn check_inputs_room(d: &Dispatch, inputs: &HashMap<u64, WaitingInputs>) -> Resu
         .map(|c| c.data.len() as u64)
         .sum();
     if inputs.len() >= MAX_WAITING_INPUTS {
-        return Err(format!(
-            "dispatch {} of {}: the inputs of {} dispatch(es) ({waiting} bytes) already wait for \
-             their outputs, at most {MAX_WAITING_INPUTS}; nothing stored",
-            d.index,
-            kernel_of(d),
-            inputs.len()
+        return Err(CaptureError::dispatch(
+            d,
+            DispatchFailure::TooManyWaiting {
+                dispatches: inputs.len(),
+                waiting,
+                most: MAX_WAITING_INPUTS,
+            },
         ));
     }
     Ok(())
@@ -733,7 +414,7 @@ pub(super) fn capture_dispatch(
     d: &Dispatch,
     files: CopyFiles<'_>,
     inputs: &mut HashMap<u64, WaitingInputs>,
-) -> Result<Stored, String> {
+) -> Result<Stored, CaptureError> {
     let CopyFiles { copies, staging } = files;
     check_arguments_once(d)?;
     let expected = d
@@ -742,12 +423,12 @@ pub(super) fn capture_dispatch(
         .filter(|b| matches!(b.transport, Transport::SharedMemory))
         .count();
     if copies.len() != expected {
-        return Err(format!(
-            "dispatch {} of {}: {expected} buffer(s) travel as shared-memory copies but {} file \
-             descriptor(s) came with the message; nothing stored",
-            d.index,
-            kernel_of(d),
-            copies.len()
+        return Err(CaptureError::dispatch(
+            d,
+            DispatchFailure::CopyCount {
+                expected,
+                came: copies.len(),
+            },
         ));
     }
     let mut copies = copies.into_iter();
@@ -820,7 +501,11 @@ pub(super) fn capture_dispatch(
         .iter()
         .zip(&data)
         .filter(|(_, data)| data.is_none())
-        .map(|(b, _)| move |out: &mut dyn TensorOut| stream_buffer(shared, origin, d, b, out))
+        .map(|(b, _)| {
+            move |out: &mut dyn TensorOut| {
+                stream_buffer(shared, origin, d, b, out).map_err(Refusal::from)
+            }
+        })
         .collect();
     let mut fills = fills.iter_mut();
     let mut tensors: Vec<TensorToStore> = before.iter().map(CapturedBuffer::to_store).collect();
@@ -836,12 +521,12 @@ pub(super) fn capture_dispatch(
     // attached and written meanwhile.
     SnapshotWriter::add_dispatch_shared(origin.writer, origin.rank, origin.pid, d, &mut tensors)
         .map_err(|e| match e {
-            StoreError::Refused(reason) => reason,
-            e => format!(
-                "dispatch {} of {}: cannot store the snapshot: {e}",
-                d.index,
-                kernel_of(d)
-            ),
+            // A streamed buffer's own error, given back typed.
+            StoreError::Refused(refusal) => match refusal.downcast::<CaptureError>() {
+                Ok(e) => *e,
+                Err(other) => CaptureError::Refused(other),
+            },
+            e => CaptureError::dispatch(d, DispatchFailure::Store(e)),
         })?;
     drop(memory);
     Ok(Stored {

@@ -1,152 +1,50 @@
 //! One connection, one application process: the protocol state machine
-//! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye), patient reads with a
-//! per-message deadline (and a Hello deadline from connecting), and the
-//! connection's report. Never acks a dispatch before its capture (and
-//! every detach) is finished; a panic while serving becomes an error ack or
-//! a failed connection, never a missing report. A message whose strings
-//! exceed the [`limits`] is refused with the reason, a large frame waits
-//! for room in the memory budget before it is read, and the report counts
-//! each missing dispatch once, as the manifest does.
+//! (Hello → Welcome/Reject; Dispatch → Ack; Goodbye) and the connection's
+//! report. Never acks a dispatch before its capture (and every detach) is
+//! finished; a panic while serving becomes an error ack or a failed
+//! connection, never a missing report. A message whose strings exceed the
+//! [`limits`] is refused with the reason. Its frames are read by
+//! [`super::frame_reader`] (patient reads with a per-message deadline, and
+//! a Hello deadline from connecting; a large frame waits for room in the
+//! memory budget before it is read); what it captured, missed and lost is
+//! counted by [`super::miss_accounting`], each missing dispatch once, as
+//! the manifest does. Here the capture's error becomes the reason text the
+//! Ack, the manifest and the report carry.
 
-use super::capture::{CopyFiles, Origin, StagingFile, capture_dispatch, kernel_of};
-use super::memory_budget::Reservation;
-use super::{
-    ConnectionEnd, ConnectionReport, LiveConnection, POLL_INTERVAL, Shared, SnapshotLayout,
-    check_peer, check_run_name, limits, peer_uid,
+use super::Shared;
+use super::admission::{BadRunName, check_peer, check_run_name, peer_uid};
+use super::capture::{Origin, capture_dispatch};
+use super::capture_error::{CaptureError, DispatchFailure};
+use super::config::{POLL_INTERVAL, SnapshotLayout};
+use super::copy_files::{CopyFiles, StagingFile};
+use super::frame_reader::FrameReader;
+use super::limits;
+use super::miss_accounting::{
+    Accounting, account_for_the_end, failed_capture_records, record_missing,
 };
-use crate::store::SnapshotWriter;
+use super::report::{ConnectionEnd, ConnectionReport, LiveConnection};
 use crate::store::missing::MissingRecord;
-use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
+use crate::store::{SnapshotWriter, StoreError};
 use ditto_protocol::{
-    Ack, Api, CollectorMessage, FrameError, Hello, IndexRuns, MAX_FRAME_BYTES, MissReason,
-    PROTOCOL_VERSION, Phase, ToolMessage, decode_frame, hello_version, write_frame,
+    Ack, Api, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, decode_frame,
+    hello_version, write_frame,
 };
 use ditto_types::panic_message;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::net::UnixStream;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-const SHUTDOWN_MESSAGE: &str = "collector shutting down";
-
-/// Frames up to this size are read without a reservation in the memory
-/// budget (a Dispatch of a few buffers is a few hundred bytes).
-const SMALL_FRAME_BYTES: u64 = 4 << 10;
-/// Bytes of memory a decoded message may take per byte of its frame (an
-/// empty string is one byte on the wire, 24 in memory).
-const DECODED_BYTES_PER_FRAME_BYTE: u64 = 24;
-
-/// Reads from a socket whose read timeout is [`POLL_INTERVAL`]: waits
-/// indefinitely for a message to start (the application may compute for
-/// hours), but a started message must finish before `deadline`. Keeps the
-/// file descriptors that arrive with a message (the copy transport) in
-/// `fds`, until taken or the next message starts (then closed).
-struct FrameReader<'a> {
-    stream: &'a UnixStream,
-    shared: &'a Shared,
-    deadline: Option<Instant>,
-    /// While the Hello is awaited: the time it was given from connecting.
-    hello_within: Option<Duration>,
-    started: bool,
-    fds: ReceivedFds,
-}
-
-impl FrameReader<'_> {
-    fn next_frame(&mut self, deadline: Option<Instant>) {
-        self.deadline = deadline;
-        self.hello_within = None;
-        self.started = false;
-        self.fds.clear();
-    }
-
-    /// Reads one frame's body, as [`ditto_protocol::read_frame_body`]
-    /// does; a frame larger than [`SMALL_FRAME_BYTES`] first reserves
-    /// what it and its decoded message may take in the memory budget
-    /// (waiting for room), held until the returned reservation is dropped.
-    fn read_body(&mut self) -> Result<(Vec<u8>, Option<Reservation>), FrameError> {
-        let mut len = [0u8; 4];
-        match self.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
-            Err(e) => return Err(e.into()),
-        }
-        let len = u32::from_le_bytes(len);
-        if len > MAX_FRAME_BYTES {
-            return Err(FrameError::TooLarge(len));
-        }
-        let memory = if u64::from(len) > SMALL_FRAME_BYTES {
-            let bytes = u64::from(len) * (1 + DECODED_BYTES_PER_FRAME_BYTE);
-            let shared = self.shared;
-            let reserved = shared
-                .memory
-                .reserve(bytes, shared.config.memory_wait, &shared.shutdown)
-                .map_err(|refusal| {
-                    io::Error::other(format!(
-                        "cannot allocate {bytes} bytes ({}) to read and decode a message of {len} \
-                         bytes: {}",
-                        crate::units::human_bytes(bytes),
-                        refusal.why()
-                    ))
-                })?;
-            Some(reserved)
-        } else {
-            None
-        };
-        let mut body = vec![0u8; len as usize];
-        self.read_exact(&mut body)?;
-        Ok((body, memory))
-    }
-
-    /// The next message and the reservation its frame holds.
-    fn read_message(&mut self) -> Result<(ToolMessage, Option<Reservation>), FrameError> {
-        let (body, memory) = self.read_body()?;
-        Ok((decode_frame(&body)?, memory))
-    }
-}
-
-impl Read for FrameReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match recv_with_fds(self.stream, buf, &mut self.fds) {
-                Ok(n) => {
-                    if n > 0 && !self.started {
-                        self.started = true;
-                        self.deadline
-                            .get_or_insert(Instant::now() + self.shared.config.frame_timeout);
-                    }
-                    return Ok(n);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if self.shared.shutdown.load(Ordering::SeqCst) {
-                        return Err(io::Error::other(SHUTDOWN_MESSAGE));
-                    }
-                    if self.deadline.is_some_and(|d| Instant::now() > d) {
-                        let reason = match self.hello_within {
-                            Some(within) => format!(
-                                "no Hello within {within:?} of connecting (a tool sends it at \
-                                 once)"
-                            ),
-                            None => format!(
-                                "no complete message within {:?} (the tool stalled mid-message)",
-                                self.shared.config.frame_timeout
-                            ),
-                        };
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, reason));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
+/// Why a run's snapshot directory cannot be had: the Hello is rejected
+/// with this reason.
+#[derive(Debug, thiserror::Error)]
+enum NoSnapshot {
+    #[error(transparent)]
+    RunName(#[from] BadRunName),
+    #[error("cannot create the snapshot directory: {0}")]
+    Create(StoreError),
 }
 
 struct ActiveGuard<'a>(&'a AtomicUsize);
@@ -251,7 +149,7 @@ fn run_connection(
     match peer_uid(stream) {
         Ok(uid) => {
             if let Err(reason) = check_peer(uid, shared.config.allowed_uid) {
-                return reject(stream, reason);
+                return reject(stream, reason.to_string());
             }
         }
         Err(e) => {
@@ -261,17 +159,8 @@ fn run_connection(
             );
         }
     }
-    let mut reader = FrameReader {
-        stream,
-        shared,
-        deadline: None,
-        hello_within: None,
-        started: false,
-        fds: ReceivedFds::default(),
-    };
     let hello_within = shared.config.hello_timeout.min(shared.config.frame_timeout);
-    reader.next_frame(Some(Instant::now() + hello_within));
-    reader.hello_within = Some(hello_within);
+    let mut reader = FrameReader::awaiting_hello(stream, shared, hello_within);
     let other_version = |version: u32| {
         format!(
             "the tool speaks protocol version {version} but this collector speaks version \
@@ -310,7 +199,7 @@ fn run_connection(
     }
     let (dir, writer) = match snapshot_for(shared, &hello) {
         Ok(x) => x,
-        Err(reason) => return reject(stream, reason),
+        Err(reason) => return reject(stream, reason.to_string()),
     };
     report.snapshot_dir = Some(dir.clone());
     let rank = match writer
@@ -437,18 +326,13 @@ fn serve_dispatches(
                 let copies = reader
                     .fds
                     .take()
-                    .map_err(|e| {
-                        format!("dispatch {index} of {}: {e}; nothing stored", kernel_of(&d))
-                    })
+                    .map_err(|e| CaptureError::dispatch(&d, DispatchFailure::Fds(e)))
                     .and_then(|copies| {
                         // Names past the limits are not kept anywhere.
                         limits::check_dispatch(&d)
                             .map(|()| copies)
                             .map_err(|reason| {
-                                format!(
-                                    "dispatch {index} of {}: refused: {reason}; nothing stored",
-                                    kernel_of(&d)
-                                )
+                                CaptureError::dispatch(&d, DispatchFailure::Limits(reason))
                             })
                     });
                 // A panic while capturing (the attachment guard detaches and
@@ -467,12 +351,14 @@ fn serve_dispatches(
                     )
                 }))
                 .unwrap_or_else(|p| {
-                    Err(format!(
-                        "dispatch {index} of {}: internal error in the collector ({}); nothing stored",
-                        kernel_of(&d),
-                        panic_message(&*p)
+                    Err(CaptureError::dispatch(
+                        &d,
+                        DispatchFailure::Panicked(panic_message(&*p)),
                     ))
                 });
+                // What the Ack, the manifest and the report say of a
+                // dispatch not captured.
+                let result = result.map_err(|e| e.to_string());
                 match &result {
                     Ok(stored) => {
                         report.dispatches_captured += stored.dispatches;
@@ -609,85 +495,6 @@ fn serve_dispatches(
     }
 }
 
-/// What a connection's frames accounted for, to find at its end the
-/// matched dispatches neither captured nor reported missing.
-#[derive(Default)]
-struct Accounting {
-    /// Dispatches captured (their After part received) or reported
-    /// missing whole.
-    accounted: IndexRuns,
-    /// One past the highest dispatch index any frame named.
-    seen_end: u64,
-    /// The Goodbye's count of matched dispatches.
-    matched: Option<u64>,
-}
-
-impl Accounting {
-    fn seen(&mut self, index: u64, count: u64) {
-        self.seen_end = self.seen_end.max(index.saturating_add(count));
-    }
-}
-
-/// At the end of a served connection, records as `lost` every matched
-/// dispatch that was neither captured nor reported missing: of the
-/// Goodbye's `matched` when it came, else of those below the highest
-/// index seen; a connection that ended without Goodbye also leaves its
-/// later dispatches unknown, which its run record says.
-fn account_for_the_end(
-    origin: &Origin,
-    report: &mut ConnectionReport,
-    accounting: &Accounting,
-    end: &ConnectionEnd,
-) {
-    let (total, detail) = match end {
-        ConnectionEnd::Goodbye => (
-            accounting.matched.unwrap_or(0),
-            format!(
-                "the process said it dispatched {} matching dispatch(es), but this one was \
-                 neither captured nor reported missing (its report was lost on the way)",
-                accounting.matched.unwrap_or(0)
-            ),
-        ),
-        ConnectionEnd::Dropped { reason, .. } => (
-            accounting.seen_end,
-            format!("neither captured nor reported missing before the connection ended: {reason}"),
-        ),
-        ConnectionEnd::Stopped => (
-            accounting.seen_end,
-            "neither captured nor reported missing before the collector stopped".to_string(),
-        ),
-        ConnectionEnd::Rejected(_) | ConnectionEnd::NeverLoaded(_) => return,
-    };
-    for (start, end) in accounting.accounted.gaps(total) {
-        let record = MissingRecord {
-            rank: origin.rank,
-            pid: origin.pid,
-            index: start,
-            count: end - start,
-            arg: None,
-            phase: None,
-            reason: MissReason::Lost,
-            detail: detail.clone(),
-        };
-        record_missing(origin.writer, report, record);
-    }
-    let unknown_after = match end {
-        ConnectionEnd::Goodbye => return,
-        ConnectionEnd::Dropped { reason, .. } => reason.clone(),
-        _ => "the collector stopped before the process said Goodbye".to_string(),
-    };
-    let recorded = origin
-        .writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .set_unaccounted(origin.rank, accounting.seen_end, &unknown_after);
-    if let Err(e) = recorded {
-        report
-            .errors
-            .push(format!("cannot record that the run is incomplete: {e}"));
-    }
-}
-
 fn message_kind(m: &ToolMessage) -> &'static str {
     match m {
         ToolMessage::Hello(_) => "Hello",
@@ -696,101 +503,6 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Missed(_) => "Missed",
         ToolMessage::Staging { .. } => "Staging",
         ToolMessage::NeverLoaded(_) => "NeverLoaded",
-    }
-}
-
-/// What the manifest records for a dispatch the collector could not
-/// capture: the whole dispatch (`error`), or for its inputs (a message of
-/// `Before` buffers only, whose `After` part may still be captured) each
-/// input buffer.
-fn failed_capture_records(
-    rank: u32,
-    pid: u32,
-    d: &ditto_protocol::Dispatch,
-    error: &str,
-) -> Vec<MissingRecord> {
-    let record = |arg: Option<u32>, phase| MissingRecord {
-        rank,
-        pid,
-        index: d.index,
-        count: 1,
-        arg,
-        phase,
-        reason: MissReason::Error,
-        detail: error.to_string(),
-    };
-    let inputs_only = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
-    if inputs_only {
-        d.buffers
-            .iter()
-            .map(|b| record(Some(b.arg_index), Some(Phase::Before)))
-            .collect()
-    } else {
-        vec![record(None, None)]
-    }
-}
-
-/// Stores a missing record and counts it in the connection's report as
-/// the manifest counts it ([`crate::store::missing::merge`]): a record the
-/// manifest already holds adds nothing, and a later record of one whole
-/// dispatch takes the place of an earlier one (the tool's `timeout` after
-/// the collector's own `error` for a copy read too late): one dispatch is
-/// counted once, under its last reason.
-fn record_missing(writer: &Mutex<SnapshotWriter>, report: &mut ConnectionReport, r: MissingRecord) {
-    let what = format!("dispatch {} ({})", r.indices(), r.reason.name());
-    let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-    let known = &w.manifest().missing;
-    let repeated = known.contains(&r);
-    let replaced: Vec<MissReason> = if !repeated && r.arg.is_none() && r.count == 1 {
-        known
-            .iter()
-            .filter(|m| m.arg.is_none() && m.count == 1 && m.covers(r.rank, r.index))
-            .map(|m| m.reason)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if !repeated {
-        if r.arg.is_some() {
-            report.buffers_missing += 1;
-        } else {
-            for reason in replaced {
-                if let Some((_, n)) = report.missing.iter_mut().find(|(x, _)| *x == reason) {
-                    *n = n.saturating_sub(1);
-                }
-            }
-            match report
-                .missing
-                .iter_mut()
-                .find(|(reason, _)| *reason == r.reason)
-            {
-                Some((_, n)) => *n += r.count,
-                None => report.missing.push((r.reason, r.count)),
-            }
-            report.missing.retain(|&(_, n)| n > 0);
-        }
-    }
-    let added = w.add_missing(r);
-    drop(w);
-    match added {
-        // A stored dispatch the record covers (released uncaptured after
-        // a timeout) is no longer in the snapshot: no longer counted.
-        Ok(dropped) => {
-            for d in dropped {
-                report.dispatches_captured = report.dispatches_captured.saturating_sub(1);
-                report.arrays_captured = report
-                    .arrays_captured
-                    .saturating_sub(d.buffers.len() as u64);
-                let bytes = d
-                    .buffers
-                    .iter()
-                    .fold(0u64, |n, b| n.saturating_add(b.extent));
-                report.bytes_captured = report.bytes_captured.saturating_sub(bytes);
-            }
-        }
-        Err(e) => report
-            .errors
-            .push(format!("cannot record the missing {what}: {e}")),
     }
 }
 
@@ -840,7 +552,7 @@ fn release_idle_writers(shared: &Shared) {
 fn snapshot_for(
     shared: &Shared,
     hello: &Hello,
-) -> Result<(PathBuf, Arc<Mutex<SnapshotWriter>>), String> {
+) -> Result<(PathBuf, Arc<Mutex<SnapshotWriter>>), NoSnapshot> {
     let dir = match &shared.config.layout {
         SnapshotLayout::Single(dir) => dir.clone(),
         SnapshotLayout::PerRun(base) => {
@@ -852,8 +564,7 @@ fn snapshot_for(
     if let Some(w) = map.get(&dir) {
         return Ok((dir, w.clone()));
     }
-    let writer = SnapshotWriter::create(&dir, &hello.kernel_query)
-        .map_err(|e| format!("cannot create the snapshot directory: {e}"))?;
+    let writer = SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
     let w = Arc::new(Mutex::new(writer));
     map.insert(dir.clone(), w.clone());
     Ok((dir, w))

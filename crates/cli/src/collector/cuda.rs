@@ -25,9 +25,9 @@
 //! `DITTO_CUDA_DRIVER` names another driver library (tests point it at a
 //! missing file to see the error).
 
-use super::cuda_copy::CopyEngine;
-use super::cuda_driver::{Driver, uuid_text};
-use super::{BufferSource, Mapping};
+use super::cuda_copy::{CopyEngine, CopyError};
+use super::cuda_driver::{Driver, DriverError, uuid_text};
+use super::{BufferSource, Mapping, SourceError};
 use cuda_abi::{CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, CuDevicePtr, CuIpcMemHandle};
 use ditto_protocol::{CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES};
 use std::sync::OnceLock;
@@ -40,7 +40,40 @@ pub struct CudaBufferSource {
     owner: Option<[u8; CUDA_UUID_BYTES]>,
 }
 
-static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
+/// Why the CUDA importer could not attach, copy or detach.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CudaSourceError {
+    /// The driver could not be loaded, or a call failed.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("a CUDA IPC handle has {CUDA_IPC_HANDLE_BYTES} bytes, this one {0}")]
+    HandleSize(usize),
+    /// Opened on device 0 because the owner is not seen here, and failed.
+    #[error("{error} ({why})")]
+    OnDevice0 {
+        error: DriverError,
+        why: DeviceNotSeen,
+    },
+    #[error("{len} bytes at offset {offset} exceed the {size}-byte allocation")]
+    OutsideAllocation { len: usize, offset: u64, size: u64 },
+    #[error(transparent)]
+    Copy(#[from] CopyError),
+}
+
+/// The device that owns a buffer is not among the collector's.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "the buffer's device {uuid} is not among the collector's {count} CUDA device(s), so it was \
+     opened on device 0: start the collector where it sees every device of the application \
+     (without a narrower CUDA_VISIBLE_DEVICES)"
+)]
+pub struct DeviceNotSeen {
+    /// As nvidia-smi writes it.
+    pub uuid: String,
+    pub count: usize,
+}
+
+static DRIVER: OnceLock<Result<Driver, DriverError>> = OnceLock::new();
 static ENGINE: OnceLock<CopyEngine> = OnceLock::new();
 
 /// Runs at least this long go through [`CopyEngine`].
@@ -49,14 +82,16 @@ const ENGINE_FROM_BYTES: usize = 8 << 20;
 /// The importer of buffers owned by the device `owner` (a UUID from the
 /// tool), loading the driver the first time (its error is kept and
 /// returned to every later caller).
-pub fn cuda_source(owner: Option<&[u8; CUDA_UUID_BYTES]>) -> Result<CudaBufferSource, String> {
+pub fn cuda_source(
+    owner: Option<&[u8; CUDA_UUID_BYTES]>,
+) -> Result<CudaBufferSource, CudaSourceError> {
     match DRIVER.get_or_init(Driver::load) {
         Ok(driver) => Ok(CudaBufferSource {
             driver,
             engine: ENGINE.get_or_init(CopyEngine::new),
             owner: owner.copied(),
         }),
-        Err(e) => Err(e.clone()),
+        Err(e) => Err(e.clone().into()),
     }
 }
 
@@ -69,7 +104,7 @@ fn chunked_copy_asked() -> bool {
 impl CudaBufferSource {
     /// The ordinal of the owning device here, or device 0 (with why, for
     /// an error) where there is no owner or this process does not see it.
-    fn device(&self) -> (usize, Option<String>) {
+    fn device(&self) -> (usize, Option<DeviceNotSeen>) {
         let Some(owner) = &self.owner else {
             return (0, None);
         };
@@ -77,13 +112,10 @@ impl CudaBufferSource {
             Some(ordinal) => (ordinal, None),
             None => (
                 0,
-                Some(format!(
-                    "the buffer's device {} is not among the collector's {} CUDA device(s), \
-                     so it was opened on device 0: start the collector where it sees every \
-                     device of the application (without a narrower CUDA_VISIBLE_DEVICES)",
-                    uuid_text(owner),
-                    self.driver.device_count()
-                )),
+                Some(DeviceNotSeen {
+                    uuid: uuid_text(owner),
+                    count: self.driver.device_count(),
+                }),
             ),
         }
     }
@@ -97,17 +129,17 @@ impl BufferSource for CudaBufferSource {
         handle: &[u8],
         alloc_size: u64,
         _owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
-        let bytes: [u8; CUDA_IPC_HANDLE_BYTES] = handle.try_into().map_err(|_| {
-            format!(
-                "a CUDA IPC handle has {CUDA_IPC_HANDLE_BYTES} bytes, this one {}",
-                handle.len()
-            )
-        })?;
+    ) -> Result<Mapping, SourceError> {
+        let bytes: [u8; CUDA_IPC_HANDLE_BYTES] = handle
+            .try_into()
+            .map_err(|_| CudaSourceError::HandleSize(handle.len()))?;
         let (device, elsewhere) = self.device();
-        let with_why = |e: String| match &elsewhere {
-            Some(why) => format!("{e} ({why})"),
-            None => e,
+        let with_why = |error: DriverError| match &elsewhere {
+            Some(why) => CudaSourceError::OnDevice0 {
+                error,
+                why: why.clone(),
+            },
+            None => CudaSourceError::Driver(error),
         };
         self.driver.make_current(device).map_err(with_why)?;
         let mut dptr: CuDevicePtr = 0;
@@ -129,16 +161,17 @@ impl BufferSource for CudaBufferSource {
         })
     }
 
-    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         if offset
             .checked_add(dst.len() as u64)
             .is_none_or(|end| end > mapping.len)
         {
-            return Err(format!(
-                "{} bytes at offset {offset} exceed the {}-byte allocation",
-                dst.len(),
-                mapping.len
-            ));
+            return Err(CudaSourceError::OutsideAllocation {
+                len: dst.len(),
+                offset,
+                size: mapping.len,
+            }
+            .into());
         }
         if dst.is_empty() {
             return Ok(());
@@ -147,22 +180,34 @@ impl BufferSource for CudaBufferSource {
         let src = mapping.address as u64 + offset;
         let device = mapping.gpu.unwrap_or(0) as usize;
         if dst.len() >= ENGINE_FROM_BYTES && !chunked_copy_asked() {
-            return self.engine.copy(self.driver, device, src, dst);
+            return Ok(self
+                .engine
+                .copy(self.driver, device, src, dst)
+                .map_err(CudaSourceError::from)?);
         }
-        self.driver.make_current(device)?;
-        self.driver.copy_to_host(src, dst)
+        self.driver
+            .make_current(device)
+            .map_err(CudaSourceError::from)?;
+        Ok(self
+            .driver
+            .copy_to_host(src, dst)
+            .map_err(CudaSourceError::from)?)
     }
 
     fn copies_long_runs(&self) -> bool {
         !chunked_copy_asked()
     }
 
-    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+    fn detach(&self, mapping: Mapping) -> Result<(), SourceError> {
         self.driver
-            .make_current(mapping.gpu.unwrap_or(0) as usize)?;
+            .make_current(mapping.gpu.unwrap_or(0) as usize)
+            .map_err(CudaSourceError::from)?;
         // SAFETY: an address returned by cuIpcOpenMemHandle, closed once.
         let r = unsafe { (self.driver.cu_ipc_close)(mapping.address as u64) };
-        self.driver.check(r, "cuIpcCloseMemHandle")
+        Ok(self
+            .driver
+            .check(r, "cuIpcCloseMemHandle")
+            .map_err(CudaSourceError::from)?)
     }
 
     fn gpu_name(&self, gpu: u32) -> String {
@@ -182,10 +227,13 @@ mod tests {
         // a value, never a crash, and an error must say what to do.
         match super::cuda_source(None) {
             Ok(_) => {}
-            Err(e) => assert!(
-                e.contains("cannot be loaded") || e.contains("failed"),
-                "unexpected error text: {e}"
-            ),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("cannot be loaded") || e.contains("failed"),
+                    "unexpected error text: {e}"
+                )
+            }
         }
     }
 }

@@ -17,7 +17,7 @@
 //!
 //! Owns no attachment: the caller's mapping stays open across the call.
 
-use super::cuda_driver::Driver;
+use super::cuda_driver::{Driver, DriverError};
 use crate::store::share_cuts;
 use cuda_abi::{CU_STREAM_NON_BLOCKING, CuDevicePtr, CuStream};
 use std::ffi::c_void;
@@ -33,6 +33,15 @@ const MAX_THREADS: usize = 16;
 
 /// Each thread copies at least this many bytes.
 const MIN_SHARE: usize = 16 << 20;
+
+/// Why a run was not copied.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CopyError {
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("a copy thread panicked")]
+    ThreadPanicked,
+}
 
 /// One thread's means on one device: two streams (of that device's
 /// primary context), a page-locked chunk buffer for each.
@@ -109,7 +118,7 @@ impl CopyEngine {
         device: usize,
         src: CuDevicePtr,
         dst: &mut [u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), CopyError> {
         let debug = crate::log::enabled(crate::log::Level::Debug);
         let started = Instant::now();
         let faults_before = if debug { minor_faults() } else { 0 };
@@ -124,19 +133,19 @@ impl CopyEngine {
             shares.push((src + w[0] as u64, share));
         }
         let pipelined = AtomicU64::new(0);
-        let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let results: Vec<Result<(), CopyError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = shares
                 .into_iter()
                 .map(|(from, share)| {
                     let (spent, pipelined) = (&spent, &pipelined);
-                    scope.spawn(move || -> Result<(), String> {
+                    scope.spawn(move || -> Result<(), CopyError> {
                         driver.make_current(device)?;
                         match self.take_lane(driver, device) {
                             Some(lane) => {
                                 pipelined.fetch_add(1, Ordering::Relaxed);
                                 let r = copy_share(driver, &lane, from, share, spent);
                                 self.put_back(lane);
-                                r
+                                Ok(r?)
                             }
                             None => {
                                 let t = Instant::now();
@@ -144,7 +153,7 @@ impl CopyEngine {
                                 spent
                                     .waiting_ns
                                     .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                                r
+                                Ok(r?)
                             }
                         }
                     })
@@ -152,10 +161,7 @@ impl CopyEngine {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a copy thread panicked".into()))
-                })
+                .map(|h| h.join().unwrap_or(Err(CopyError::ThreadPanicked)))
                 .collect()
         });
         if debug {
@@ -216,14 +222,14 @@ fn copy_share(
     src: CuDevicePtr,
     dst: &mut [u8],
     spent: &Spent,
-) -> Result<(), String> {
+) -> Result<(), DriverError> {
     let async_copy = driver.cu_memcpy_dtoh_async.expect("checked by make_lane");
     let sync = driver.cu_stream_synchronize.expect("checked by make_lane");
     let chunks: Vec<(usize, usize)> = (0..dst.len())
         .step_by(CHUNK)
         .map(|at| (at, CHUNK.min(dst.len() - at)))
         .collect();
-    let issue = |k: usize| -> Result<(), String> {
+    let issue = |k: usize| -> Result<(), DriverError> {
         let (at, len) = chunks[k];
         // SAFETY: the lane's buffer holds CHUNK bytes; the device range
         // lies inside the caller's mapping; the stream is the lane's.
@@ -237,7 +243,7 @@ fn copy_share(
         };
         driver.check(r, "cuMemcpyDtoHAsync")
     };
-    let wait = |k: usize| -> Result<(), String> {
+    let wait = |k: usize| -> Result<(), DriverError> {
         // SAFETY: the lane's own stream.
         let r = unsafe { sync(lane.streams[k % 2]) };
         driver.check(r, "cuStreamSynchronize")

@@ -8,6 +8,7 @@
 //! dlclosed. The driver's types and signatures, and dlopen, are
 //! `cuda_abi`'s (shared with the tool library).
 
+use cuda_abi::CallFailed;
 use cuda_abi::{
     CuContext, CuCtxSetCurrentFn, CuDevice, CuDeviceGetCountFn, CuDeviceGetFn, CuDeviceGetUuidFn,
     CuDevicePrimaryCtxRetainFn, CuDevicePtr, CuGetErrorStringFn, CuInitFn, CuIpcCloseMemHandleFn,
@@ -16,6 +17,26 @@ use cuda_abi::{
 };
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
+
+/// Why the driver could not be loaded or used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DriverError {
+    #[error("bad library name {0}")]
+    BadName(String),
+    #[error(
+        "a CUDA buffer arrived but the CUDA driver {name} cannot be loaded ({text}): run the \
+         collector on the machine of the CUDA application"
+    )]
+    Unloadable { name: String, text: String },
+    #[error("the CUDA driver {name} lacks {symbol}")]
+    MissingSymbol { name: String, symbol: String },
+    #[error(transparent)]
+    Call(#[from] CallFailed),
+    #[error("the CUDA driver sees no device")]
+    NoDevice,
+    #[error("CUDA device {ordinal} does not exist here ({count} device(s))")]
+    NoSuchDevice { ordinal: usize, count: usize },
+}
 
 pub(super) struct Driver {
     cu_ctx_set_current: CuCtxSetCurrentFn,
@@ -40,7 +61,7 @@ struct Device {
     /// `None` where the driver cannot tell (no cuDeviceGetUuid).
     uuid: Option<CuUuid>,
     /// Its primary context, retained on first use (or why not).
-    context: OnceLock<Result<usize, String>>,
+    context: OnceLock<Result<usize, DriverError>>,
 }
 
 // SAFETY: function pointers and the primary context handle, which the
@@ -54,19 +75,20 @@ fn library_name() -> String {
 }
 
 impl Driver {
-    pub(super) fn load() -> Result<Driver, String> {
+    pub(super) fn load() -> Result<Driver, DriverError> {
         let name = library_name();
         let library = Library::open(&name).map_err(|e| match e {
-            OpenError::BadName(_) => format!("bad library name {name}"),
-            OpenError::Loader(text) => format!(
-                "a CUDA buffer arrived but the CUDA driver {name} cannot be loaded ({text}): \
-                 run the collector on the machine of the CUDA application"
-            ),
+            OpenError::BadName(_) => DriverError::BadName(name.clone()),
+            OpenError::Loader(text) => DriverError::Unloadable {
+                name: name.clone(),
+                text,
+            },
         })?;
-        let sym = |s: &str| -> Result<*mut c_void, String> {
-            library
-                .symbol(s)
-                .ok_or_else(|| format!("the CUDA driver {name} lacks {s}"))
+        let sym = |s: &str| -> Result<*mut c_void, DriverError> {
+            library.symbol(s).ok_or_else(|| DriverError::MissingSymbol {
+                name: name.clone(),
+                symbol: s.to_string(),
+            })
         };
         // SAFETY: each symbol has the C signature of the driver API named.
         unsafe {
@@ -90,8 +112,8 @@ impl Driver {
         }
     }
 
-    pub(super) fn check(&self, result: CuResult, call: &str) -> Result<(), String> {
-        cuda_abi::check(self.cu_get_error_string, result, call).map_err(|e| e.to_string())
+    pub(super) fn check(&self, result: CuResult, call: &str) -> Result<(), DriverError> {
+        Ok(cuda_abi::check(self.cu_get_error_string, result, call)?)
     }
 
     /// The ordinal of the device whose UUID is `uuid`, if this process
@@ -109,12 +131,10 @@ impl Driver {
 
     /// Makes device `ordinal`'s primary context current on this thread,
     /// retaining it the first time.
-    pub(super) fn make_current(&self, ordinal: usize) -> Result<(), String> {
-        let device = self.devices.get(ordinal).ok_or_else(|| {
-            format!(
-                "CUDA device {ordinal} does not exist here ({} device(s))",
-                self.devices.len()
-            )
+    pub(super) fn make_current(&self, ordinal: usize) -> Result<(), DriverError> {
+        let device = self.devices.get(ordinal).ok_or(DriverError::NoSuchDevice {
+            ordinal,
+            count: self.devices.len(),
         })?;
         let context = device.context.get_or_init(|| {
             let mut ctx: CuContext = std::ptr::null_mut();
@@ -131,7 +151,7 @@ impl Driver {
 
     /// Copies `dst.len()` bytes at device address `src` with one
     /// cuMemcpyDtoH; the context must be current.
-    pub(super) fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), String> {
+    pub(super) fn copy_to_host(&self, src: CuDevicePtr, dst: &mut [u8]) -> Result<(), DriverError> {
         // SAFETY: dst is a writable host buffer of dst.len() bytes; the
         // driver checks the device range.
         let r = unsafe { (self.cu_memcpy_dtoh)(dst.as_mut_ptr() as *mut c_void, src, dst.len()) };
@@ -147,8 +167,8 @@ impl Driver {
 /// `sym` returns addresses of the driver's functions of those names.
 unsafe fn list_devices(
     driver: &Driver,
-    sym: &dyn Fn(&str) -> Result<*mut c_void, String>,
-) -> Result<Vec<Device>, String> {
+    sym: &dyn Fn(&str) -> Result<*mut c_void, DriverError>,
+) -> Result<Vec<Device>, DriverError> {
     // SAFETY: the caller vouches for the symbols; their C signatures are
     // the driver API's.
     unsafe {
@@ -163,7 +183,7 @@ unsafe fn list_devices(
             driver.check(count(&mut n), "cuDeviceGetCount")?;
         }
         if n < 1 {
-            return Err("the CUDA driver sees no device".into());
+            return Err(DriverError::NoDevice);
         }
         (0..n)
             .map(|ordinal| {

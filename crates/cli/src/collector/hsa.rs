@@ -8,20 +8,45 @@
 //! `detach` call.
 
 use super::hsa_runtime::{HsaRuntime, LoadError};
-use super::{BufferSource, Mapping};
+use super::{BufferSource, Mapping, SourceError};
 use hsa::{HSA_STATUS_SUCCESS, hsa_agent_t, hsa_amd_ipc_memory_t};
 use std::ffi::c_void;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Why the HSA source could not attach, copy or detach; the runtime's
+/// words for a failed call (its status described).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HsaSourceError {
+    #[error("IPC handle has {len} bytes; hsa_amd_ipc_memory_t has {expected}")]
+    HandleSize { len: usize, expected: usize },
+    #[error("hsa_amd_ipc_memory_attach failed: {0}")]
+    Attach(String),
+    #[error("hsa_amd_ipc_memory_attach returned success and a null address")]
+    NullAttachment,
+    #[error("{len} bytes at offset {offset} lie outside the {mapped}-byte mapping")]
+    OutsideMapping {
+        len: usize,
+        offset: u64,
+        mapped: u64,
+    },
+    #[error("hsa_memory_copy from the mapped buffer failed: {0}")]
+    Copy(String),
+    #[error("hsa_amd_ipc_memory_detach failed: {0}")]
+    Detach(String),
+    /// The runtime could not be loaded (kept, and given to every buffer).
+    #[error("the collector needs the HSA runtime to map the buffer: {0}")]
+    NoRuntime(Arc<LoadError>),
+}
 
 /// Parses the 32 bytes of an `hsa_amd_ipc_memory_t` (native byte order, as
 /// the tool copied them out of its own struct).
-pub fn ipc_handle_from_bytes(bytes: &[u8]) -> Result<hsa_amd_ipc_memory_t, String> {
+pub fn ipc_handle_from_bytes(bytes: &[u8]) -> Result<hsa_amd_ipc_memory_t, HsaSourceError> {
     if bytes.len() != std::mem::size_of::<hsa_amd_ipc_memory_t>() {
-        return Err(format!(
-            "IPC handle has {} bytes; hsa_amd_ipc_memory_t has {}",
-            bytes.len(),
-            std::mem::size_of::<hsa_amd_ipc_memory_t>()
-        ));
+        return Err(HsaSourceError::HandleSize {
+            len: bytes.len(),
+            expected: std::mem::size_of::<hsa_amd_ipc_memory_t>(),
+        });
     }
     let mut h = hsa_amd_ipc_memory_t::default();
     for (word, chunk) in h.handle.iter_mut().zip(bytes.chunks_exact(4)) {
@@ -37,13 +62,13 @@ pub fn ipc_handle_from_bytes(bytes: &[u8]) -> Result<hsa_amd_ipc_memory_t, Strin
 /// in place ([`BufferSource::host_bytes`]).
 #[derive(Debug)]
 pub struct HsaBufferSource {
-    runtime: std::sync::Arc<HsaRuntime>,
+    runtime: Arc<HsaRuntime>,
     host_mapped: bool,
 }
 
 impl HsaBufferSource {
     /// A source that copies every byte out with hsa_memory_copy.
-    pub fn new(runtime: std::sync::Arc<HsaRuntime>) -> Self {
+    pub fn new(runtime: Arc<HsaRuntime>) -> Self {
         HsaBufferSource {
             runtime,
             host_mapped: false,
@@ -68,7 +93,7 @@ impl BufferSource for HsaBufferSource {
         handle: &[u8],
         alloc_size: u64,
         owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
+    ) -> Result<Mapping, SourceError> {
         let h = ipc_handle_from_bytes(handle)?;
         let rt = &self.runtime;
         let chosen = rt.gpu_agent_of_node(owner_node);
@@ -86,13 +111,10 @@ impl BufferSource for HsaBufferSource {
             )
         };
         if st != HSA_STATUS_SUCCESS {
-            return Err(format!(
-                "hsa_amd_ipc_memory_attach failed: {}",
-                rt.describe(st)
-            ));
+            return Err(HsaSourceError::Attach(rt.describe(st)).into());
         }
         if mapped.is_null() {
-            return Err("hsa_amd_ipc_memory_attach returned success and a null address".into());
+            return Err(HsaSourceError::NullAttachment.into());
         }
         Ok(Mapping {
             address: mapped as usize,
@@ -101,16 +123,17 @@ impl BufferSource for HsaBufferSource {
         })
     }
 
-    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         if offset
             .checked_add(dst.len() as u64)
             .is_none_or(|end| end > mapping.len)
         {
-            return Err(format!(
-                "{} bytes at offset {offset} lie outside the {}-byte mapping",
-                dst.len(),
-                mapping.len
-            ));
+            return Err(HsaSourceError::OutsideMapping {
+                len: dst.len(),
+                offset,
+                mapped: mapping.len,
+            }
+            .into());
         }
         if dst.is_empty() {
             return Ok(());
@@ -121,10 +144,7 @@ impl BufferSource for HsaBufferSource {
         // mapping is live until detach; dst is a writable host buffer.
         let st = unsafe { (rt.memory_copy)(dst.as_mut_ptr().cast(), src, dst.len()) };
         if st != HSA_STATUS_SUCCESS {
-            return Err(format!(
-                "hsa_memory_copy from the mapped buffer failed: {}",
-                rt.describe(st)
-            ));
+            return Err(HsaSourceError::Copy(rt.describe(st)).into());
         }
         Ok(())
     }
@@ -145,15 +165,12 @@ impl BufferSource for HsaBufferSource {
         })
     }
 
-    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+    fn detach(&self, mapping: Mapping) -> Result<(), SourceError> {
         let rt = &self.runtime;
         // SAFETY: mapping.address came from a successful attach and is detached once.
         let st = unsafe { (rt.detach)(mapping.address as *mut c_void) };
         if st != HSA_STATUS_SUCCESS {
-            return Err(format!(
-                "hsa_amd_ipc_memory_detach failed: {}",
-                rt.describe(st)
-            ));
+            return Err(HsaSourceError::Detach(rt.describe(st)).into());
         }
         Ok(())
     }
@@ -166,7 +183,7 @@ impl BufferSource for HsaBufferSource {
 pub struct LazyHsaSource {
     library: PathBuf,
     host_mapped: bool,
-    source: std::sync::OnceLock<Result<HsaBufferSource, String>>,
+    source: std::sync::OnceLock<Result<HsaBufferSource, HsaSourceError>>,
 }
 
 impl LazyHsaSource {
@@ -195,15 +212,14 @@ impl LazyHsaSource {
         // The CPU runtime's attachments are host mappings, readable in place
         // only where its GPU memory is host-accessible (large BAR).
         let in_place = self.host_mapped && runtime.cpu_reads_gpu_memory();
-        Ok(HsaBufferSource::new(std::sync::Arc::new(runtime)).reading_in_place(in_place))
+        Ok(HsaBufferSource::new(Arc::new(runtime)).reading_in_place(in_place))
     }
 
-    fn loaded(&self) -> Result<&HsaBufferSource, String> {
+    fn loaded(&self) -> Result<&HsaBufferSource, HsaSourceError> {
         self.source
             .get_or_init(|| {
-                self.load().map_err(|e| {
-                    format!("the collector needs the HSA runtime to map the buffer: {e}")
-                })
+                self.load()
+                    .map_err(|e| HsaSourceError::NoRuntime(Arc::new(e)))
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -216,16 +232,16 @@ impl BufferSource for LazyHsaSource {
         handle: &[u8],
         alloc_size: u64,
         owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
+    ) -> Result<Mapping, SourceError> {
         self.loaded()?.attach(handle, alloc_size, owner_node)
     }
-    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         self.loaded()?.copy(mapping, offset, dst)
     }
     fn host_bytes<'m>(&self, mapping: &'m Mapping, offset: u64, len: u64) -> Option<&'m [u8]> {
         self.loaded().ok()?.host_bytes(mapping, offset, len)
     }
-    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+    fn detach(&self, mapping: Mapping) -> Result<(), SourceError> {
         self.loaded()?.detach(mapping)
     }
 }
@@ -244,6 +260,7 @@ mod tests {
         assert!(
             ipc_handle_from_bytes(&bytes[..31])
                 .unwrap_err()
+                .to_string()
                 .contains("31 bytes")
         );
     }

@@ -4,9 +4,10 @@
 //! dispatches), so each is bounded: a name or other string at most
 //! [`MAX_NAME_BYTES`], a command-line argument at most what Linux allows
 //! one, IPC handles, buffers per dispatch and kernels per Goodbye far
-//! above what a real one holds. Owns the limits, the checks (a reason
-//! that names the field, its size and the limit; never the text itself)
-//! and [`short`], the form in which a tool's name appears in messages.
+//! above what a real one holds. Owns the limits, the checks (a
+//! [`LimitError`] that names the field, its size and the limit; never the
+//! text itself) and [`short`], the form in which a tool's name appears in
+//! messages.
 
 use ditto_protocol::{Dispatch, Goodbye, Hello, Missed, NeverLoaded};
 
@@ -38,32 +39,53 @@ pub fn short(text: &str) -> String {
     format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
-fn string(what: &str, text: &str, limit: usize) -> Result<(), String> {
+/// A string or a list of a message past its limit: which, how large, and
+/// the limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("its {what} is {len} bytes long, more than the {limit} allowed")]
+    TooLong {
+        what: String,
+        len: usize,
+        limit: usize,
+    },
+    #[error("it holds {n} {what}, more than the {limit} allowed")]
+    TooMany {
+        what: &'static str,
+        n: usize,
+        limit: usize,
+    },
+    #[error(
+        "argument {arg}'s IPC handle is {len} bytes long, more than the {MAX_HANDLE_BYTES} allowed"
+    )]
+    HandleTooLong { arg: u32, len: usize },
+}
+
+fn string(what: &str, text: &str, limit: usize) -> Result<(), LimitError> {
     if text.len() > limit {
-        return Err(format!(
-            "its {what} is {} bytes long, more than the {limit} allowed",
-            text.len()
-        ));
+        return Err(LimitError::TooLong {
+            what: what.to_string(),
+            len: text.len(),
+            limit,
+        });
     }
     Ok(())
 }
 
-fn count(what: &str, n: usize, limit: usize) -> Result<(), String> {
+fn count(what: &'static str, n: usize, limit: usize) -> Result<(), LimitError> {
     if n > limit {
-        return Err(format!(
-            "it holds {n} {what}, more than the {limit} allowed"
-        ));
+        return Err(LimitError::TooMany { what, n, limit });
     }
     Ok(())
 }
 
-fn kernel(what: &str, k: &ditto_protocol::KernelName) -> Result<(), String> {
+fn kernel(what: &str, k: &ditto_protocol::KernelName) -> Result<(), LimitError> {
     string(&format!("{what} (mangled)"), &k.mangled, MAX_NAME_BYTES)?;
     string(&format!("{what} (demangled)"), &k.demangled, MAX_NAME_BYTES)
 }
 
 /// Checks a Hello: "its kernel query is N bytes long, more than ...".
-pub fn check_hello(h: &Hello) -> Result<(), String> {
+pub fn check_hello(h: &Hello) -> Result<(), LimitError> {
     string("run name", &h.run, MAX_NAME_BYTES)?;
     string("kernel query", &h.kernel_query, MAX_NAME_BYTES)?;
     string("working directory", &h.working_directory, MAX_NAME_BYTES)?;
@@ -79,7 +101,7 @@ pub fn check_hello(h: &Hello) -> Result<(), String> {
 }
 
 /// Checks a Dispatch: its kernel's names, and its buffers' names and handles.
-pub fn check_dispatch(d: &Dispatch) -> Result<(), String> {
+pub fn check_dispatch(d: &Dispatch) -> Result<(), LimitError> {
     kernel("kernel name", &d.kernel)?;
     count("buffers", d.buffers.len(), MAX_BUFFERS)?;
     for b in &d.buffers {
@@ -96,18 +118,17 @@ pub fn check_dispatch(d: &Dispatch) -> Result<(), String> {
             _ => 0,
         };
         if handle > MAX_HANDLE_BYTES {
-            return Err(format!(
-                "argument {}'s IPC handle is {handle} bytes long, more than the \
-                 {MAX_HANDLE_BYTES} allowed",
-                b.arg_index
-            ));
+            return Err(LimitError::HandleTooLong {
+                arg: b.arg_index,
+                len: handle,
+            });
         }
     }
     Ok(())
 }
 
 /// Checks a Goodbye's list of dispatched kernels.
-pub fn check_goodbye(g: &Goodbye) -> Result<(), String> {
+pub fn check_goodbye(g: &Goodbye) -> Result<(), LimitError> {
     count("kernels", g.dispatched.len(), MAX_KERNELS)?;
     for (k, _) in &g.dispatched {
         kernel("kernel name", k)?;
@@ -115,11 +136,11 @@ pub fn check_goodbye(g: &Goodbye) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check_missed(m: &Missed) -> Result<(), String> {
+pub fn check_missed(m: &Missed) -> Result<(), LimitError> {
     string("detail", &m.detail, MAX_NAME_BYTES)
 }
 
-pub fn check_never_loaded(n: &NeverLoaded) -> Result<(), String> {
+pub fn check_never_loaded(n: &NeverLoaded) -> Result<(), LimitError> {
     string("runtime path", &n.runtime, MAX_NAME_BYTES)?;
     string("reason", &n.reason, MAX_NAME_BYTES)
 }
@@ -151,6 +172,7 @@ mod tests {
         };
         assert_eq!(check_hello(&h), Ok(()));
         h.command_line.push("b".repeat(MAX_ARGUMENT_BYTES + 1));
+        let check_hello = |h: &Hello| check_hello(h).map_err(|e| e.to_string());
         assert_eq!(
             check_hello(&h),
             Err(

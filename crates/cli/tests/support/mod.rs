@@ -3,7 +3,7 @@
 //! client speaking the protocol over the collector's real Unix socket.
 #![allow(dead_code)]
 
-use ditto_cli::collector::{BufferSource, Mapping};
+use ditto_cli::collector::{BufferSource, Mapping, SourceError};
 use ditto_protocol::{
     Ack, Buffer, CollectorMessage, DType, Dispatch, Goodbye, Hello, KernelName, PROTOCOL_VERSION,
     ToolMessage, Transport, fingerprint, read_frame, write_frame,
@@ -58,19 +58,19 @@ impl BufferSource for FakeSource {
         handle: &[u8],
         alloc_size: u64,
         _owner_node: Option<u32>,
-    ) -> Result<Mapping, String> {
+    ) -> Result<Mapping, SourceError> {
         let mut bytes = self
             .allocations
             .lock()
             .unwrap()
             .get(handle)
             .cloned()
-            .ok_or_else(|| "no such IPC handle".to_string())?;
+            .ok_or_else(|| SourceError::other("no such IPC handle"))?;
         if bytes.len() as u64 != alloc_size {
-            return Err(format!(
+            return Err(SourceError::other(format!(
                 "size {alloc_size} differs from the allocation's {}",
                 bytes.len()
-            ));
+            )));
         }
         if self.stale.lock().unwrap().iter().any(|h| h == handle) {
             bytes.iter_mut().for_each(|b| *b = b.wrapping_add(1));
@@ -88,9 +88,9 @@ impl BufferSource for FakeSource {
         })
     }
 
-    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), String> {
+    fn copy(&self, mapping: &Mapping, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         if mapping.address & 1 == 1 {
-            return Err("simulated copy failure".into());
+            return Err(SourceError::other("simulated copy failure"));
         }
         if mapping.address & 2 == 2 {
             panic!("simulated bug in the buffer source");
@@ -100,17 +100,17 @@ impl BufferSource for FakeSource {
         let mapped = self.mapped.lock().unwrap();
         let bytes = mapped
             .get(&mapping.address)
-            .ok_or("copy from a detached mapping")?;
+            .ok_or_else(|| SourceError::other("copy from a detached mapping"))?;
         dst.copy_from_slice(&bytes[offset as usize..offset as usize + dst.len()]);
         Ok(())
     }
 
-    fn detach(&self, mapping: Mapping) -> Result<(), String> {
+    fn detach(&self, mapping: Mapping) -> Result<(), SourceError> {
         self.mapped
             .lock()
             .unwrap()
             .remove(&mapping.address)
-            .ok_or("double detach")?;
+            .ok_or_else(|| SourceError::other("double detach"))?;
         self.live.fetch_sub(1, Ordering::SeqCst);
         self.detaches.fetch_add(1, Ordering::SeqCst);
         Ok(())

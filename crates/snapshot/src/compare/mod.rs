@@ -50,7 +50,7 @@ pub struct ArrayComparison {
     /// Before or after the kernel ran.
     pub phase: Phase,
     pub stats: ArrayStats,
-    /// Set when compared by what the kernels wrote ([`written`]).
+    /// Set when compared by what the kernels wrote (`written`).
     pub written: Option<WrittenSet>,
 }
 

@@ -26,7 +26,7 @@ pub const MAX_RUNS: usize = 8;
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct OneSided {
     pub count: u64,
-    /// The first [`MAX_RUNS`] runs, as inclusive `[first, last]` indices.
+    /// The first `MAX_RUNS` runs, as inclusive `[first, last]` indices.
     pub runs: Vec<[u64; 2]>,
     /// Whether every such element lies past the last one the other side wrote.
     pub past_the_other: bool,

@@ -118,7 +118,7 @@ impl DirHandle {
     }
 
     /// Closes the directory until its next use (which opens it again, see
-    /// [`Self::fd`]).
+    /// `Self::fd`).
     pub fn close(&self) {
         *self.fd.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }

@@ -39,9 +39,10 @@ pub enum StoreError {
     Displaced { path: PathBuf, what: String },
     #[error("{0}")]
     Invalid(String),
-    /// A streamed tensor's source refused (its message): nothing was stored.
+    /// A streamed tensor's source refused (its own error, or a length
+    /// other than its tensor's): nothing was stored.
     #[error("{0}")]
-    Refused(String),
+    Refused(super::placement::Refusal),
 }
 
 pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {

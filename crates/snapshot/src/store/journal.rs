@@ -13,7 +13,7 @@
 use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
 use super::manifest::DispatchRecord;
-use super::missing::MissingRecord;
+use super::missing::{BadMissingRecord, MissingRecord};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -94,18 +94,24 @@ pub enum Entry {
     Missing(MissingRecord),
 }
 
-fn parse_line(line: &[u8]) -> Result<Entry, String> {
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+/// Why a journal line cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum BadLine {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Missing(#[from] BadMissingRecord),
+}
+
+fn parse_line(line: &[u8]) -> Result<Entry, BadLine> {
+    let value: serde_json::Value = serde_json::from_slice(line)?;
     match value.get("missing") {
         Some(missing) => {
-            let record: MissingRecord =
-                serde_json::from_value(missing.clone()).map_err(|e| e.to_string())?;
+            let record: MissingRecord = serde_json::from_value(missing.clone())?;
             record.check()?;
             Ok(Entry::Missing(record))
         }
-        None => Ok(Entry::Dispatch(
-            serde_json::from_value(value).map_err(|e| e.to_string())?,
-        )),
+        None => Ok(Entry::Dispatch(serde_json::from_value(value)?)),
     }
 }
 

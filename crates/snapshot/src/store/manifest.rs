@@ -24,7 +24,7 @@ pub struct Manifest {
     pub kernel: Option<KernelName>,
     pub dispatches: Vec<DispatchRecord>,
     pub dispatched_kernels: Vec<DispatchedKernel>,
-    /// Matched dispatches (or buffers) not captured, with why ([`missing`]);
+    /// Matched dispatches (or buffers) not captured, with why ([`super::missing`]);
     /// absent in older manifests.
     #[serde(default)]
     pub missing: Vec<MissingRecord>,
@@ -234,28 +234,40 @@ impl MissingRecord {
     /// Why the record cannot be right, if it cannot: it covers no
     /// dispatch, runs past the largest index, or is a buffer's record for
     /// more than one dispatch.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadMissingRecord> {
         if self.count == 0 {
-            return Err(format!(
-                "a missing record of dispatch {} covers no dispatch (count 0)",
-                self.index
-            ));
+            return Err(BadMissingRecord::NoDispatch { index: self.index });
         }
         if self.index.checked_add(self.count).is_none() {
-            return Err(format!(
-                "a missing record from dispatch {} of {} dispatches runs past the largest index",
-                self.index, self.count
-            ));
+            return Err(BadMissingRecord::PastLargestIndex {
+                index: self.index,
+                count: self.count,
+            });
         }
         if self.arg.is_some() && self.count != 1 {
-            return Err(format!(
-                "a missing record of one argument covers {} dispatches from {} (a buffer's record \
-                 is for one dispatch)",
-                self.count, self.index
-            ));
+            return Err(BadMissingRecord::ArgumentOfSeveral {
+                index: self.index,
+                count: self.count,
+            });
         }
         Ok(())
     }
+}
+
+/// Why a missing record cannot be right ([`MissingRecord::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMissingRecord {
+    #[error("a missing record of dispatch {index} covers no dispatch (count 0)")]
+    NoDispatch { index: u64 },
+    #[error(
+        "a missing record from dispatch {index} of {count} dispatches runs past the largest index"
+    )]
+    PastLargestIndex { index: u64, count: u64 },
+    #[error(
+        "a missing record of one argument covers {count} dispatches from {index} (a buffer's \
+         record is for one dispatch)"
+    )]
+    ArgumentOfSeveral { index: u64, count: u64 },
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //!   (the tool's `timeout` after the collector's own `error` for the late
 //!   copy says why better).
 
-pub use super::manifest::MissingRecord;
+pub use super::manifest::{BadMissingRecord, MissingRecord};
 use super::manifest::{DispatchRecord, Manifest};
 use ditto_protocol::MissReason;
 

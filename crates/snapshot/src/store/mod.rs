@@ -7,22 +7,25 @@
 //! journal `DIR/dispatches.jsonl` ([`journal`]).
 //!
 //! This file is the module map and its re-exports only:
-//! - [`manifest`]: the schema of `manifest.json` and the names of files and tensors;
+//! - `manifest`: the schema of `manifest.json` and the names of files and tensors;
 //! - [`dir_handle`]: the directory opened once, every file made, replaced,
 //!   read and removed through it (no link followed, no FIFO waited on);
-//! - [`atomic`]: files replaced through a temporary name, and a killed writer's leftovers;
-//! - [`room`]: room kept for the last manifest, given back when the disk fills;
-//! - [`writer`]: the snapshot writer (tensor file, journal line, manifest);
-//! - [`reader`]: a snapshot opened for reading;
+//! - `atomic`: files replaced through a temporary name, and a killed writer's leftovers;
+//! - `room`: room kept for the last manifest, given back when the disk fills;
+//! - `writer`: the snapshot writer (tensor file, journal line, manifest);
+//! - `dispatch_file`: one dispatch's tensor file put in place without the
+//!   writer's lock, and its manifest record;
+//! - `reader`: a snapshot opened for reading;
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;
 //! - [`output_dir`]: what a directory offered for a snapshot holds (checked first);
 //! - [`writer_lock`]: one writer per snapshot directory;
-//! - [`tensor_file`], [`placement`], [`spare_files`]: one tensor file's bytes,
+//! - `tensor_file`, `placement`, `spare_files`: one tensor file's bytes,
 //!   how a large run gets into it, and files made ahead;
-//! - [`error`]: why something could not be written or read.
+//! - `error`: why something could not be written or read.
 
 mod atomic;
 pub mod dir_handle;
+mod dispatch_file;
 mod error;
 #[cfg(test)]
 mod fixtures;
@@ -39,12 +42,13 @@ mod writer;
 pub mod writer_lock;
 
 pub use atomic::write_atomically;
+pub use dispatch_file::{CapturedBuffer, TensorToStore};
 pub use error::StoreError;
 pub use manifest::{
     BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
     SNAPSHOT_FORMAT, TransportKind, dispatch_file_name, safetensors_dtype, tensor_name,
 };
-pub use placement::{Filled, TensorOut, share_cuts};
+pub use placement::{Filled, Refusal, TensorOut, share_cuts};
 pub use reader::{Array, Snapshot};
 pub use tensor_file::{TensorBytes, TensorSource, zeroed_buffer};
-pub use writer::{CapturedBuffer, MANIFEST_INTERVAL, SnapshotWriter, TensorToStore};
+pub use writer::{MANIFEST_INTERVAL, SnapshotWriter};

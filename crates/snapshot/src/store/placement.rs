@@ -31,19 +31,24 @@ const MIN_SHARE: usize = 16 << 20;
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Why a source refused to give a run's bytes: its own error, kept whole
+/// (the collector's capture error, a fingerprint mismatch or a failed
+/// copy); nothing of the run is kept.
+pub type Refusal = Box<dyn std::error::Error + Send + Sync>;
+
 /// What [`TensorOut::fill_run`] did.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Filled {
     /// The run was filled and the position moved past it.
     Done,
     /// The output cannot be filled in place: nothing happened, write it.
     NotMapped,
-    /// The fill refused (its reason); the position is unchanged.
-    Refused(String),
+    /// The fill refused (its error); the position is unchanged.
+    Refused(Refusal),
 }
 
 /// Where a tensor file's bytes go: a writer that may put a long run of
-/// bytes by other means than `write` (a [`File`] does, [`place`]).
+/// bytes by other means than `write` (a [`File`] does, `place`).
 pub trait TensorOut: Write {
     /// Writes all of `bytes`, as `write_all` does, at the current position.
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -58,7 +63,7 @@ pub trait TensorOut: Write {
     fn fill_run(
         &mut self,
         len: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Refusal>,
     ) -> std::io::Result<Filled> {
         let _ = (len, fill);
         Ok(Filled::NotMapped)
@@ -78,7 +83,7 @@ impl TensorOut for File {
     fn fill_run(
         &mut self,
         len: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+        fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Refusal>,
     ) -> std::io::Result<Filled> {
         fill_mapped(self, len, fill)
     }
@@ -137,7 +142,7 @@ fn place(file: &mut File, bytes: &[u8], threads: usize) -> std::io::Result<bool>
 fn fill_mapped(
     file: &mut File,
     len: usize,
-    fill: &mut dyn FnMut(&mut [u8]) -> Result<(), String>,
+    fill: &mut dyn FnMut(&mut [u8]) -> Result<(), Refusal>,
 ) -> std::io::Result<Filled> {
     if len == 0 {
         return Ok(match fill(&mut []) {
@@ -427,13 +432,16 @@ mod tests {
                 dst.copy_from_slice(&run);
                 Ok(())
             };
-            assert_eq!(file.fill_run(run.len(), &mut fill).unwrap(), Filled::Done);
+            assert!(matches!(
+                file.fill_run(run.len(), &mut fill).unwrap(),
+                Filled::Done
+            ));
             assert_eq!(file.stream_position().unwrap(), 4 + run.len() as u64);
-            let mut refuse = |_: &mut [u8]| Err("fingerprint mismatch".to_string());
-            assert_eq!(
+            let mut refuse = |_: &mut [u8]| Err(Refusal::from("fingerprint mismatch"));
+            assert!(matches!(
                 file.fill_run(100, &mut refuse).unwrap(),
-                Filled::Refused("fingerprint mismatch".into())
-            );
+                Filled::Refused(reason) if reason.to_string() == "fingerprint mismatch"
+            ));
             assert_eq!(file.stream_position().unwrap(), 4 + run.len() as u64);
             let mut back = Vec::new();
             file.seek(SeekFrom::Start(0)).unwrap();

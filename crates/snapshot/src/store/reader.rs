@@ -95,7 +95,10 @@ impl Snapshot {
             });
         }
         if let Some(reason) = manifest.missing.iter().find_map(|m| m.check().err()) {
-            return Err(StoreError::BadManifest { path, reason });
+            return Err(StoreError::BadManifest {
+                path,
+                reason: reason.to_string(),
+            });
         }
         // Dispatches stored after the manifest's last write (a collector
         // that was killed, or is still writing).

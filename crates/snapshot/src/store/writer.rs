@@ -10,28 +10,26 @@
 //! what only the journal holds.
 //!
 //! Owns the order of those steps and the writer's record of what is
-//! stored; never talks to a socket or an HSA runtime, and never judges
+//! stored (one dispatch's file is written by [`super::dispatch_file`],
+//! without the writer's lock); never talks to a socket or an HSA runtime, and never judges
 //! values.
 
 use super::atomic::{TEMPORARY_PREFIX, remove_leftovers, write_replacing_with};
 use super::dir_handle::DirHandle;
+use super::dispatch_file::{CapturedBuffer, DispatchSlot, TensorToStore, WrittenDispatch};
 use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
-    BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
-    SNAPSHOT_FORMAT, TransportKind, Unaccounted, connection_order, dispatch_file_name,
-    safetensors_dtype, tensor_name,
+    DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord, SNAPSHOT_FORMAT,
+    Unaccounted, connection_order, dispatch_file_name,
 };
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
-use super::placement;
 use super::room::{self, Room};
-use super::spare_files::{self, SpareFiles};
-use super::tensor_file::{self, TensorSource};
+use super::spare_files::SpareFiles;
 use super::writer_lock;
-use ditto_protocol::{Buffer, Dispatch, Goodbye, Hello, Transport};
+use ditto_protocol::{Dispatch, Goodbye, Hello};
 use std::collections::HashSet;
-use std::fs::File;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -46,63 +44,6 @@ pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(1);
 /// time goes to it, however long the capture), and never more often than
 /// [`MANIFEST_INTERVAL`].
 const MANIFEST_TIME_FACTOR: u32 = 20;
-
-/// One captured argument: what the tool said about it and the bytes read.
-#[derive(Debug, Clone)]
-pub struct CapturedBuffer {
-    pub buffer: Buffer,
-    pub data: Vec<u8>,
-}
-
-impl CapturedBuffer {
-    /// This buffer to store, from its bytes in memory.
-    pub fn to_store(&self) -> TensorToStore<'_> {
-        TensorToStore {
-            buffer: &self.buffer,
-            source: TensorSource::Bytes(&self.data),
-        }
-    }
-}
-
-/// One argument to store: what the tool said about it and where its
-/// bytes come from (in memory, or streamed into the file as it is written).
-pub struct TensorToStore<'a> {
-    pub buffer: &'a Buffer,
-    pub source: TensorSource<'a>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The manifest record of buffer `b`, stored as `elements` elements.
-fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
-    BufferRecord {
-        arg: b.arg_index,
-        name: b.name.clone(),
-        shape: vec![elements],
-        tensor: tensor_name(b.arg_index, b.phase),
-        phase: b.phase,
-        dtype: b.dtype.name().to_string(),
-        elements,
-        owner_pid: b.owner_pid,
-        alloc_base: b.alloc_base,
-        alloc_size: b.alloc_size,
-        offset: b.offset,
-        extent: b.extent,
-        fingerprint: b.fingerprint,
-        transport: match b.transport {
-            Transport::Ipc { .. } => TransportKind::Ipc,
-            Transport::SharedMemory => TransportKind::SharedMemory,
-            Transport::CudaIpc { .. } => TransportKind::CudaIpc,
-            Transport::Staged { .. } => TransportKind::Staged,
-        },
-        handle: match &b.transport {
-            Transport::Ipc { handle, .. } | Transport::CudaIpc { handle, .. } => Some(hex(handle)),
-            Transport::SharedMemory | Transport::Staged { .. } => None,
-        },
-    }
-}
 
 /// Writes one snapshot directory as dispatches arrive. Shared by every
 /// connection of one run behind a mutex, which
@@ -719,123 +660,6 @@ impl Drop for Reservation<'_> {
                 .unwrap_or_else(|e| e.into_inner())
                 .abandon(rank, index);
         }
-    }
-}
-
-/// The tensor file of one reserved dispatch, written without the writer:
-/// its name and path, and the unnamed file made ahead to write it in
-/// (`None`: through a named temporary file).
-struct DispatchSlot {
-    rank: u32,
-    dir: Arc<DirHandle>,
-    file: String,
-    /// `file` under the directory's path, for messages.
-    path: PathBuf,
-    spare: Option<File>,
-}
-
-/// A dispatch whose tensor file is in place, waiting to be recorded.
-struct WrittenDispatch {
-    record: DispatchRecord,
-    path: PathBuf,
-    /// Linking the unnamed file failed here: use none from now on.
-    spares_failed: bool,
-}
-
-impl DispatchSlot {
-    /// Writes the dispatch's tensor file and gives its manifest record.
-    fn write(
-        mut self,
-        pid: u32,
-        dispatch: &Dispatch,
-        tensors: &mut [TensorToStore],
-    ) -> Result<WrittenDispatch, StoreError> {
-        let mut records = Vec::with_capacity(tensors.len());
-        let mut parts = Vec::with_capacity(tensors.len());
-        for t in tensors.iter_mut() {
-            let b = t.buffer;
-            let size = b.dtype.size();
-            let len = match &t.source {
-                TensorSource::Bytes(data) => data.len() as u64,
-                TensorSource::Streamed(_) => b.extent,
-            };
-            if len != b.extent || len % size as u64 != 0 {
-                return Err(StoreError::Invalid(format!(
-                    "dispatch {}, argument {}: {len} bytes captured for an extent of {} bytes of {}",
-                    dispatch.index,
-                    b.arg_index,
-                    b.extent,
-                    b.dtype.name()
-                )));
-            }
-            let len = usize::try_from(len).map_err(|_| {
-                StoreError::Invalid(format!(
-                    "dispatch {}, argument {}: {len} bytes do not fit in this machine's memory \
-                     addresses",
-                    dispatch.index, b.arg_index
-                ))
-            })?;
-            let elements = len / size;
-            let source = std::mem::replace(&mut t.source, TensorSource::Bytes(&[]));
-            parts.push(tensor_file::TensorPart {
-                name: tensor_name(b.arg_index, b.phase),
-                dtype: safetensors_dtype(b.dtype),
-                len,
-                source,
-            });
-            records.push(buffer_record(b, elements as u64));
-        }
-        let layout = tensor_file::encode(&parts).map_err(|reason| StoreError::BadTensorFile {
-            path: self.path.clone(),
-            reason,
-        })?;
-        let spares_failed = self.write_file(&layout, &mut parts)?;
-        Ok(WrittenDispatch {
-            record: DispatchRecord {
-                rank: self.rank,
-                index: dispatch.index,
-                pid,
-                kernel: Some(dispatch.kernel.clone()),
-                grid: dispatch.grid,
-                block: dispatch.block,
-                duration_ns: dispatch.duration_ns,
-                file: self.file,
-                buffers: records,
-            },
-            path: self.path,
-            spares_failed,
-        })
-    }
-
-    /// Puts the whole tensor file in place (not synced): the spare unnamed
-    /// file written then linked into place, else a named temporary file
-    /// renamed into place (also when linking fails here; returns whether
-    /// it did). Small files go out in one write, large ones part by part
-    /// (no copy). A refused or failed write leaves nothing: the unnamed
-    /// file is never linked, the temporary file is removed.
-    fn write_file(
-        &mut self,
-        layout: &tensor_file::Layout,
-        parts: &mut [tensor_file::TensorPart],
-    ) -> Result<bool, StoreError> {
-        let path = &self.path;
-        let failed = |e: tensor_file::WriteError| match e {
-            tensor_file::WriteError::Io(source) => StoreError::Io {
-                path: path.to_path_buf(),
-                error: source,
-            },
-            tensor_file::WriteError::Refused(reason) => StoreError::Refused(reason),
-        };
-        if let Some(file) = &mut self.spare {
-            tensor_file::write_file(file, layout, parts).map_err(failed)?;
-            if spare_files::link_into_place(&self.dir, file, &self.file).is_ok() {
-                return Ok(false);
-            }
-        }
-        write_replacing_with(&self.dir, &self.file, false, |w| {
-            tensor_file::write_file(&mut placement::Plain(w), layout, parts).map_err(failed)
-        })?;
-        Ok(self.spare.is_some())
     }
 }
 

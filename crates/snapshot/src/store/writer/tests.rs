@@ -5,6 +5,7 @@
 use super::super::fixtures::{captured, dispatch, file_names as names, hello};
 use super::super::{Array, Snapshot};
 use super::*;
+use crate::store::{TensorSource, TransportKind};
 use ditto_protocol::{DType, Hello};
 
 #[test]
@@ -190,10 +191,10 @@ fn launcher_ranks_are_kept_and_unranked_processes_take_the_lowest_free_rank() {
 fn streaming<'a>(
     bytes: &'a [u8],
     mut meanwhile: impl FnMut() + 'a,
-) -> impl FnMut(&mut dyn super::super::TensorOut) -> Result<(), String> + 'a {
+) -> impl FnMut(&mut dyn super::super::TensorOut) -> Result<(), super::super::Refusal> + 'a {
     move |out| {
         meanwhile();
-        out.write_all(bytes).map_err(|e| e.to_string())
+        out.write_all(bytes).map_err(super::super::Refusal::from)
     }
 }
 
@@ -259,7 +260,9 @@ fn a_refused_stream_into_a_shared_writer_stores_nothing_and_gives_its_dispatch_b
     let dir = tempfile::tempdir().unwrap();
     let writer = Mutex::new(SnapshotWriter::create(dir.path(), "k").unwrap());
     let large = captured(0, DType::U8, vec![7; 4096]);
-    let mut refuse = |_: &mut dyn super::super::TensorOut| Err("fingerprint mismatch".to_string());
+    let mut refuse = |_: &mut dyn super::super::TensorOut| {
+        Err(super::super::Refusal::from("fingerprint mismatch"))
+    };
     let mut tensors = [TensorToStore {
         buffer: &large.buffer,
         source: TensorSource::Streamed(&mut refuse),
@@ -267,7 +270,7 @@ fn a_refused_stream_into_a_shared_writer_stores_nothing_and_gives_its_dispatch_b
     let err = SnapshotWriter::add_dispatch_shared(&writer, 0, 77, &dispatch(3), &mut tensors)
         .unwrap_err();
     assert!(
-        matches!(err, StoreError::Refused(ref r) if r == "fingerprint mismatch"),
+        matches!(err, StoreError::Refused(ref r) if r.to_string() == "fingerprint mismatch"),
         "{err}"
     );
     // The room kept for the manifest is there while the writer is.

@@ -61,7 +61,8 @@ fn start_collector(
         .context("the collector needs the HSA runtime to map the application's buffers")?;
     if let Some(text) = runtime_choice::cpu_notice(choice, runtime) {
         let once = std::sync::Once::new();
-        config.on_hsa_connection = Some(Arc::new(move || once.call_once(|| eprintln!("{text}"))));
+        config.on_hsa_connection =
+            Some(Arc::new(move || once.call_once(|| crate::log::info(text))));
     }
     Ok(Collector::start(Arc::new(source), config, place)?)
 }

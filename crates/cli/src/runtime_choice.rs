@@ -73,8 +73,8 @@ pub fn cpu_runtime_dir() -> Result<PathBuf, ResolveError> {
 }
 
 /// What `auto` says when it picked the CPU runtime, once an HSA
-/// application connects ([`cpu_notice`]).
-const CPU_NOTICE: &str = "ditto: no AMD GPU found (/dev/kfd is absent): the HSA application \
+/// application connects ([`cpu_notice`]), as an info line of the log.
+const CPU_NOTICE: &str = "no AMD GPU found (/dev/kfd is absent): the HSA application \
                           runs on ditto's CPU HSA runtime (--hsa-runtime cpu)";
 
 /// The line to say when an HSA application connects: where `auto` picked

@@ -362,7 +362,7 @@ fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
                     }
                     Err(e) => {
                         shared.active.fetch_sub(1, Ordering::SeqCst);
-                        eprintln!("ditto: warning: cannot start a connection thread: {e}");
+                        crate::log::warn(&format!("cannot start a connection thread: {e}"));
                     }
                 }
                 continue;
@@ -370,7 +370,7 @@ fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                eprintln!("ditto: warning: accept on the collector socket failed: {e}");
+                crate::log::warn(&format!("accept on the collector socket failed: {e}"));
                 std::thread::sleep(POLL_INTERVAL);
             }
         }

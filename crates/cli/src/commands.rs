@@ -162,10 +162,8 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
             "a process still holds a connection {SETTLE_GRACE:?} after the application exited; stopping"
         ));
     }
-    let (reports, uncommitted) = collector.stop_and_commit();
-    if !uncommitted.is_empty() {
-        bail!("{}", uncommitted.join("; "));
-    }
+    let (reports, committed) = collector.stop_and_commit();
+    committed?;
     let line = check_run(RunOutcome {
         label: "the application",
         command: &opts.command,
@@ -381,10 +379,8 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         })?;
         log::info(&line);
     }
-    let (_, uncommitted) = collector.stop_and_commit();
-    if !uncommitted.is_empty() {
-        bail!("{}", uncommitted.join("; "));
-    }
+    let (_, committed) = collector.stop_and_commit();
+    committed?;
     let reference = match stored_reference {
         Some(s) => s,
         None => Snapshot::load(&base.join("ref"))?,
@@ -458,11 +454,9 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     while !stop_requested() {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (reports, uncommitted) = collector.stop_and_commit();
+    let (reports, committed) = collector.stop_and_commit();
     let failed: Vec<&ConnectionReport> = reports.iter().filter(|r| r.failed()).collect();
-    if !uncommitted.is_empty() {
-        bail!("{}", uncommitted.join("; "));
-    }
+    committed?;
     log::info(&format!(
         "collector stopped after {}",
         plural(reports.len() as u64, "connection", "connections")

@@ -13,6 +13,7 @@ use super::connection;
 use super::memory_budget;
 use super::report::{ConnectionEnd, ConnectionReport, LiveConnection};
 use super::{BufferSource, Shared};
+use crate::store::StoreError;
 use ditto_protocol::CollectorMessage;
 use std::collections::HashMap;
 use std::io;
@@ -43,6 +44,13 @@ pub enum CollectorError {
     #[error("cannot listen on {path}: {error}")]
     Listen { path: PathBuf, error: io::Error },
 }
+
+/// Why snapshots of a run are not committed (their directory moved or
+/// replaced mid-run, their last manifest not written): each one's error,
+/// said on one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct Uncommitted(pub Vec<StoreError>);
 
 /// A listening socket at `path`. A socket named by the user (`shared`:
 /// others wait for its file to appear, then connect) appears only once it
@@ -208,8 +216,8 @@ impl Collector {
     /// [`Self::stop`], then the end of every snapshot written: its whole
     /// manifest, where its directory is still the one at its path. Returns
     /// the reports and why a snapshot is not committed (its directory moved
-    /// or replaced mid-run, its last manifest not written), one line each.
-    pub fn stop_and_commit(mut self) -> (Vec<ConnectionReport>, Vec<String>) {
+    /// or replaced mid-run, its last manifest not written).
+    pub fn stop_and_commit(mut self) -> (Vec<ConnectionReport>, Result<(), Uncommitted>) {
         self.shutdown_and_join();
         let writers: Vec<_> = self
             .shared
@@ -221,15 +229,14 @@ impl Collector {
             .collect();
         let errors = writers
             .iter()
-            .filter_map(|w| {
-                w.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .commit()
-                    .err()
-                    .map(|e| e.to_string())
-            })
-            .collect();
-        (self.reports(), errors)
+            .filter_map(|w| w.lock().unwrap_or_else(|e| e.into_inner()).commit().err())
+            .collect::<Vec<_>>();
+        let committed = if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Uncommitted(errors))
+        };
+        (self.reports(), committed)
     }
 
     /// Asks the collector to stop from elsewhere (e.g. a signal watcher).

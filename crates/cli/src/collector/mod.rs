@@ -71,7 +71,7 @@ pub use cuda::{CudaSourceError, DeviceNotSeen};
 pub use cuda_copy::CopyError;
 pub use cuda_driver::DriverError;
 pub use hsa::HsaSourceError;
-pub use listener::{Collector, CollectorError};
+pub use listener::{Collector, CollectorError, Uncommitted};
 pub use report::{ConnectionEnd, ConnectionReport, LiveConnection};
 
 /// An attached (mapped) allocation in the collector's address space.

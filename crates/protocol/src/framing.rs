@@ -85,9 +85,10 @@ pub fn hello_version(body: &[u8]) -> Option<u32> {
     (variant == 0).then_some(version)
 }
 
-/// Reads the body of one frame written by [`write_frame`], as
-/// [`read_frame`] does, without decoding it.
-pub fn read_frame_body<R: Read>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+/// Reads the length that starts a frame written by [`write_frame`]: a clean
+/// end of stream before it is [`FrameError::Closed`], a length over
+/// [`MAX_FRAME_BYTES`] is [`FrameError::TooLarge`]; the body is not read.
+pub fn read_frame_len<R: Read>(r: &mut R) -> Result<u32, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -98,6 +99,13 @@ pub fn read_frame_body<R: Read>(r: &mut R) -> Result<Vec<u8>, FrameError> {
     if len > MAX_FRAME_BYTES {
         return Err(FrameError::TooLarge(len));
     }
+    Ok(len)
+}
+
+/// Reads the body of one frame written by [`write_frame`], as
+/// [`read_frame`] does, without decoding it.
+pub fn read_frame_body<R: Read>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+    let len = read_frame_len(r)?;
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
     Ok(body)

@@ -32,7 +32,7 @@ pub use fingerprint::{
 };
 pub use framing::{
     FrameError, MAX_FDS_PER_FRAME, MAX_FRAME_BYTES, decode_frame, hello_version, read_frame,
-    read_frame_body, write_frame,
+    read_frame_body, read_frame_len, write_frame,
 };
 pub use index_runs::IndexRuns;
 pub use messages::{

@@ -106,14 +106,7 @@ pub(super) fn serve_connection(shared: &Shared, stream: UnixStream) {
     let _ = stream.shutdown(std::net::Shutdown::Both);
     drop(live);
     release_idle_writers(shared);
-    if let Some(observer) = &shared.config.on_connection_end {
-        observer(&report);
-    }
-    shared
-        .reports
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(report);
+    shared.record_report(report);
 }
 
 fn send(stream: &UnixStream, msg: &CollectorMessage) -> Result<(), FrameError> {

@@ -10,7 +10,7 @@
 use super::Shared;
 use super::memory_budget::Reservation;
 use ditto_protocol::fd_passing::{ReceivedFds, recv_with_fds};
-use ditto_protocol::{FrameError, MAX_FRAME_BYTES, ToolMessage, decode_frame};
+use ditto_protocol::{FrameError, ToolMessage, decode_frame, read_frame_len};
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
@@ -76,16 +76,7 @@ impl<'a> FrameReader<'a> {
     /// what it and its decoded message may take in the memory budget
     /// (waiting for room), held until the returned reservation is dropped.
     pub(super) fn read_body(&mut self) -> Result<(Vec<u8>, Option<Reservation>), FrameError> {
-        let mut len = [0u8; 4];
-        match self.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
-            Err(e) => return Err(e.into()),
-        }
-        let len = u32::from_le_bytes(len);
-        if len > MAX_FRAME_BYTES {
-            return Err(FrameError::TooLarge(len));
-        }
+        let len = read_frame_len(self)?;
         let memory = if u64::from(len) > SMALL_FRAME_BYTES {
             let bytes = u64::from(len) * (1 + DECODED_BYTES_PER_FRAME_BYTE);
             let shared = self.shared;

@@ -305,14 +305,7 @@ impl Refused {
             .push_back((stream, Instant::now() + Self::LINGER));
         let mut report = ConnectionReport::new();
         report.end = ConnectionEnd::Rejected(reason);
-        if let Some(observer) = &shared.config.on_connection_end {
-            observer(&report);
-        }
-        shared
-            .reports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(report);
+        shared.record_report(report);
     }
 
     /// Closes those whose time is up.

@@ -167,3 +167,17 @@ struct Shared {
     reports: Mutex<Vec<ConnectionReport>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
+
+impl Shared {
+    /// Keeps the report of a connection that ended (or was refused), after
+    /// telling the observer of connection ends, if there is one.
+    fn record_report(&self, report: ConnectionReport) {
+        if let Some(observer) = &self.config.on_connection_end {
+            observer(&report);
+        }
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(report);
+    }
+}

@@ -3,7 +3,9 @@
 //! mapping, shareable handles (fds) for other processes. Owns the registry
 //! of all three.
 //!
-//! A reservation is an anonymous PROT_NONE mapping (MAP_NORESERVE). A
+//! A reservation is an anonymous PROT_NONE mapping (MAP_NORESERVE), at the
+//! requested address exactly when nothing is mapped there, else where the
+//! kernel puts it, with SUCCESS either way, as ROCr does. A
 //! handle is a memfd named "hsa-cpu-vmem" of its size plus one header page
 //! (the pool it was created in, so that an importer knows it). Mapping
 //! replaces the handle's pages of the reservation with the memfd, still
@@ -132,36 +134,51 @@ pub(crate) fn described(ptr: usize) -> Option<Described> {
     })
 }
 
-/// # Safety
-/// `va` is null or valid for writes of one pointer.
-pub(crate) unsafe fn address_reserve_align(
-    va: *mut *mut c_void,
-    size: usize,
-    address: u64,
-    alignment: u64,
-    _flags: u64,
-) -> hsa_status_t {
-    let alignment = if alignment == 0 {
-        PAGE
-    } else {
-        alignment as usize
-    };
-    if va.is_null()
-        || size == 0
-        || !size.is_multiple_of(PAGE)
-        || !alignment.is_power_of_two()
-        || alignment < PAGE
-    {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+/// A range of `size` bytes at exactly `address`, if nothing of the process
+/// is mapped there: ROCr's first try (the thunk's MAP_FIXED_NOREPLACE
+/// PROT_NONE mapping; alignment does not apply to it). `None` when the
+/// range is taken, `address` is not page-aligned, or the kernel placed the
+/// mapping elsewhere (a kernel without MAP_FIXED_NOREPLACE takes it as a
+/// hint).
+fn reserve_exactly_at(address: usize, size: usize) -> Option<usize> {
+    if address == 0 || !address.is_multiple_of(PAGE) {
+        return None;
     }
-    let extra = alignment - PAGE;
-    let Some(span) = size.checked_add(extra) else {
-        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    };
-    // SAFETY: a fresh anonymous mapping; the hint is only a hint.
+    // SAFETY: a fresh anonymous mapping that replaces nothing
+    // (MAP_FIXED_NOREPLACE fails with EEXIST over an existing mapping).
     let p = unsafe {
         libc::mmap(
             address as *mut c_void,
+            size,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_NORESERVE
+                | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    if p as usize != address {
+        // SAFETY: our own fresh mapping, placed elsewhere.
+        unsafe { libc::munmap(p, size) };
+        return None;
+    }
+    Some(address)
+}
+
+/// A range of `size` bytes at an address of the kernel's choosing, aligned
+/// to `alignment`: ROCr's second try, when the requested address is not
+/// free.
+fn reserve_anywhere(size: usize, alignment: usize) -> Option<usize> {
+    let span = size.checked_add(alignment - PAGE)?;
+    // SAFETY: a fresh anonymous mapping at an address the kernel picks.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
             span,
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
@@ -170,7 +187,7 @@ pub(crate) unsafe fn address_reserve_align(
         )
     };
     if p == libc::MAP_FAILED {
-        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        return None;
     }
     let start = (p as usize).next_multiple_of(alignment);
     // SAFETY: giving back the parts of our own mapping outside the range.
@@ -183,8 +200,45 @@ pub(crate) unsafe fn address_reserve_align(
             libc::munmap((start + size) as *mut c_void, end - start - size);
         }
     }
+    Some(start)
+}
+
+/// `hsa_amd_vmem_address_reserve(_align)` as ROCr 6.x and 7.x do it
+/// (`Runtime::VMemoryAddressReserve`): the requested address exactly when
+/// nothing is mapped there, else a range elsewhere, and SUCCESS either way
+/// (the caller compares `*va` with what it asked for). Size 0 is
+/// INVALID_ARGUMENT; a size that is not a page multiple, or an alignment
+/// that is not a power of two of at least a page, is OUT_OF_RESOURCES
+/// (ROCr's thunk refuses both tries). `flags` are ignored (6.4 has none;
+/// 7.x's NO_REGISTER only changes what the driver is told).
+///
+/// # Safety
+/// `va` is null or valid for writes of one pointer.
+pub(crate) unsafe fn address_reserve_align(
+    va: *mut *mut c_void,
+    size: usize,
+    address: u64,
+    alignment: u64,
+    _flags: u64,
+) -> hsa_status_t {
+    if va.is_null() || size == 0 {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    let alignment = if alignment == 0 {
+        PAGE
+    } else {
+        alignment as usize
+    };
+    if !size.is_multiple_of(PAGE) || !alignment.is_power_of_two() || alignment < PAGE {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
+    let Some(start) =
+        reserve_exactly_at(address as usize, size).or_else(|| reserve_anywhere(size, alignment))
+    else {
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    };
     state().reserved.insert(start, size);
-    // SAFETY: va is a non-null out pointer.
+    // SAFETY: va is a non-null out pointer (the caller's contract).
     unsafe { va.write(start as *mut c_void) };
     HSA_STATUS_SUCCESS
 }

@@ -3,7 +3,10 @@
 //! runtime's kernels and copies and never by a CPU thread (the GPU memory
 //! key); pointer info describes mapped and reserved addresses as ROCr
 //! does; a mapping keeps its handle alive; shareable handles carry the
-//! memory into another process.
+//! memory into another process. A reservation lands at the requested
+//! address when it is free, elsewhere (with SUCCESS) when it is not, and
+//! refuses bad sizes with ROCr's codes: what replay's restore at the
+//! original addresses meets on ROCr.
 
 use crate::common::*;
 use crate::device_memory::{FAULT_EXIT_BASE, SEGV_PKUERR, exit_on_fault, faulting_child};
@@ -19,6 +22,23 @@ fn reserve(size: usize, alignment: u64) -> *mut u8 {
     let st = unsafe { rt::hsa_amd_vmem_address_reserve_align(&mut va, size, 0, alignment, 0) };
     assert_eq!(st, HSA_STATUS_SUCCESS, "reserve");
     va as *mut u8
+}
+
+/// `hsa_amd_vmem_address_reserve_align` at `address`: its status and the
+/// address it gave.
+fn reserve_at(size: usize, address: usize, alignment: u64) -> (hsa_status_t, usize) {
+    let mut va = std::ptr::null_mut();
+    // SAFETY: a valid out pointer.
+    let st = unsafe {
+        rt::hsa_amd_vmem_address_reserve_align(&mut va, size, address as u64, alignment, 0)
+    };
+    (st, va as usize)
+}
+
+fn free_reservation(va: usize, size: usize) {
+    // SAFETY: plain arguments: a reservation of ours.
+    let st = unsafe { rt::hsa_amd_vmem_address_free(va as *mut c_void, size) };
+    assert_eq!(st, HSA_STATUS_SUCCESS, "address free");
 }
 
 fn create(size: usize) -> hsa_amd_vmem_alloc_handle_t {
@@ -288,4 +308,88 @@ fn child_scenario_import() {
         unsafe { rt::hsa_amd_vmem_import_shareable_handle(other.as_raw_fd(), &mut refused) },
         HSA_STATUS_ERROR_INVALID_ARGUMENT
     );
+}
+
+#[test]
+fn a_reservation_at_a_free_address_is_placed_exactly_there_whatever_the_alignment() {
+    init();
+    // A free range: reserved, then given back.
+    let (st, free) = reserve_at(4 * MIB, 0, 2 * MIB as u64);
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    free_reservation(free, 4 * MIB);
+    // Page-aligned but not 2 MiB-aligned: ROCr's exact try ignores the
+    // alignment (the thunk's fixed mapping) and gives the address asked.
+    let wanted = free + 64 * 1024;
+    let (st, va) = reserve_at(MIB, wanted, 2 * MIB as u64);
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_eq!(va, wanted, "the requested address, exactly");
+    free_reservation(va, MIB);
+}
+
+#[test]
+fn a_reservation_at_a_taken_address_succeeds_elsewhere_as_rocr_does() {
+    init();
+    // SAFETY: a fresh anonymous page of this test's own.
+    let taken = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(taken, libc::MAP_FAILED);
+    let taken = taken as usize;
+    let (st, va) = reserve_at(64 * 1024, taken, 0);
+    assert_eq!(
+        st, HSA_STATUS_SUCCESS,
+        "ROCr says SUCCESS at another address"
+    );
+    assert_ne!(va, taken);
+    assert!(
+        va + 64 * 1024 <= taken || va >= taken + 4096,
+        "the range given ({va:#x}) overlaps the page that was there ({taken:#x})"
+    );
+    // A second reservation at the first one's address goes elsewhere too.
+    let (st, again) = reserve_at(64 * 1024, va, 0);
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_ne!(again, va);
+    free_reservation(again, 64 * 1024);
+    free_reservation(va, 64 * 1024);
+    // SAFETY: the page mapped above.
+    unsafe { libc::munmap(taken as *mut c_void, 4096) };
+}
+
+#[test]
+fn a_reservation_refuses_bad_sizes_and_alignments_with_rocrs_codes() {
+    init();
+    assert_eq!(
+        reserve_at(0, 0, 0).0,
+        HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        "size 0"
+    );
+    // ROCr's thunk refuses both its tries: OUT_OF_RESOURCES, not
+    // INVALID_ARGUMENT.
+    assert_eq!(
+        reserve_at(4097, 0, 0).0,
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+        "size not a page multiple"
+    );
+    assert_eq!(
+        reserve_at(MIB, 0, 3 * 4096).0,
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+        "alignment not a power of two"
+    );
+    assert_eq!(
+        reserve_at(MIB, 0, 2048).0,
+        HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+        "alignment under a page"
+    );
+    // An address that is not page-aligned is no exact try: elsewhere.
+    let (st, va) = reserve_at(MIB, 0x7000_0000_0123, 0);
+    assert_eq!(st, HSA_STATUS_SUCCESS);
+    assert_eq!(va % 4096, 0);
+    free_reservation(va, MIB);
 }

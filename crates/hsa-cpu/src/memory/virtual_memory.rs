@@ -406,23 +406,26 @@ pub(crate) fn unmap(va: *mut c_void, size: usize) -> hsa_status_t {
     HSA_STATUS_SUCCESS
 }
 
+/// `hsa_amd_vmem_set_access` as ROCr does it: the range lies inside one
+/// reservation (INVALID_ARGUMENT otherwise) and is covered exactly by a
+/// contiguous run of mappings starting at `va` (INVALID_ALLOCATION
+/// otherwise), each of which gets the agents' permissions; no descriptor
+/// (`count` 0 or a null list) is INVALID_ARGUMENT; agents not named keep
+/// what they had.
+///
 /// # Safety
-/// `desc` is null or holds `count` descriptors.
+/// `desc` is null or valid for reads of `count` descriptors.
 pub(crate) unsafe fn set_access(
     va: *mut c_void,
     size: usize,
     desc: *const hsa_amd_memory_access_desc_t,
     count: usize,
 ) -> hsa_status_t {
-    if count > 0 && desc.is_null() {
+    if count == 0 || desc.is_null() {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
-    let list: &[hsa_amd_memory_access_desc_t] = if count == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller passes `count` descriptors.
-        unsafe { std::slice::from_raw_parts(desc, count) }
-    };
+    // SAFETY: the caller passes `count` descriptors.
+    let list = unsafe { std::slice::from_raw_parts(desc, count) };
     if list.iter().any(|d| !agents::is_agent(d.agent_handle)) {
         return HSA_STATUS_ERROR_INVALID_AGENT;
     }
@@ -434,14 +437,51 @@ pub(crate) unsafe fn set_access(
     }
     let start = va as usize;
     let mut st = state();
+    let Some(end) = start.checked_add(size).filter(|_| size > 0) else {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    };
+    match st.reservation_at(start) {
+        Some((base, reserved)) if end <= base + reserved => {}
+        _ => return HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    }
+    // The mappings that cover [start, end), each starting where the one
+    // before it ends.
+    let mut run = Vec::new();
+    let mut at = start;
+    while at < end {
+        let Some(m) = st.mapped.get(&at) else {
+            return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+        };
+        run.push((at, m.size));
+        at += m.size;
+    }
+    if at != end {
+        return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+    }
+    for (mapping, mapping_size) in run {
+        if !grant_mapping(&mut st, mapping, mapping_size, list) {
+            return HSA_STATUS_ERROR;
+        }
+    }
+    HSA_STATUS_SUCCESS
+}
+
+/// Gives one mapping (at `start`, of `size` bytes) the permissions of
+/// `list` and protects its pages accordingly; false when the protection
+/// could not be changed.
+fn grant_mapping(
+    st: &mut State,
+    start: usize,
+    size: usize,
+    list: &[hsa_amd_memory_access_desc_t],
+) -> bool {
     let Some(pool) = st
         .mapped
         .get(&start)
-        .filter(|m| m.size == size)
         .and_then(|m| st.handles.get(&m.handle))
         .map(|h| h.pool)
     else {
-        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+        return false;
     };
     let m = st.mapped.get_mut(&start).expect("looked up above");
     for d in list {
@@ -457,8 +497,8 @@ pub(crate) unsafe fn set_access(
     } else {
         libc::PROT_NONE
     };
-    // SAFETY: our own mapping.
-    let mut ok = unsafe { libc::mprotect(va, size, prot) } == 0;
+    // SAFETY: our own mapping, [start, start + size).
+    let mut ok = unsafe { libc::mprotect(start as *mut c_void, size, prot) } == 0;
     if ok
         && open
         && let Some(owner) = agents::gpu_memory_index(pool)
@@ -474,11 +514,7 @@ pub(crate) unsafe fn set_access(
         ok = unsafe { device_access::protect(start, size, agents::reach_of(owner, granted)) }
             .is_ok();
     }
-    if ok {
-        HSA_STATUS_SUCCESS
-    } else {
-        HSA_STATUS_ERROR
-    }
+    ok
 }
 
 /// # Safety

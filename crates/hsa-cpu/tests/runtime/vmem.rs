@@ -393,3 +393,51 @@ fn a_reservation_refuses_bad_sizes_and_alignments_with_rocrs_codes() {
     assert_eq!(va % 4096, 0);
     free_reservation(va, MIB);
 }
+
+#[test]
+fn one_set_access_covers_a_contiguous_run_of_mappings_as_rocr_does() {
+    init();
+    let va = reserve(6 * MIB, 2 * MIB as u64);
+    let (first, second) = (create(2 * MIB), create(2 * MIB));
+    let after = unsafe { va.add(2 * MIB) };
+    assert_eq!(map(va, 2 * MIB, first), HSA_STATUS_SUCCESS);
+    assert_eq!(map(after, 2 * MIB, second), HSA_STATUS_SUCCESS);
+    // Both mappings in one call.
+    assert_eq!(
+        grant(va, 4 * MIB, gpu(), HSA_ACCESS_PERMISSION_RW),
+        HSA_STATUS_SUCCESS
+    );
+    assert_eq!(access_of(va, gpu()), HSA_ACCESS_PERMISSION_RW);
+    assert_eq!(access_of(after, gpu()), HSA_ACCESS_PERMISSION_RW);
+    // A run with a hole (the last 2 MiB are reserved, not mapped).
+    assert_eq!(
+        grant(va, 6 * MIB, gpu(), HSA_ACCESS_PERMISSION_RW),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    );
+    // A range that starts inside a mapping.
+    assert_eq!(
+        grant(unsafe { va.add(MIB) }, MIB, gpu(), HSA_ACCESS_PERMISSION_RW),
+        HSA_STATUS_ERROR_INVALID_ALLOCATION
+    );
+    // Past the reservation's end.
+    assert_eq!(
+        grant(va, 8 * MIB, gpu(), HSA_ACCESS_PERMISSION_RW),
+        HSA_STATUS_ERROR_INVALID_ARGUMENT
+    );
+    // No descriptor at all.
+    let desc = hsa_amd_memory_access_desc_t {
+        permissions: HSA_ACCESS_PERMISSION_RW,
+        agent_handle: gpu(),
+    };
+    // SAFETY: a valid descriptor, counted as none.
+    let none = unsafe { rt::hsa_amd_vmem_set_access(va as *mut c_void, 4 * MIB, &desc, 0) };
+    assert_eq!(none, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    // SAFETY: plain arguments: our mappings, handles and reservation.
+    unsafe {
+        assert_eq!(rt::hsa_amd_vmem_unmap(va as *mut c_void, 2 * MIB), 0);
+        assert_eq!(rt::hsa_amd_vmem_unmap(after as *mut c_void, 2 * MIB), 0);
+        assert_eq!(rt::hsa_amd_vmem_handle_release(first), 0);
+        assert_eq!(rt::hsa_amd_vmem_handle_release(second), 0);
+    }
+    free_reservation(va as usize, 6 * MIB);
+}

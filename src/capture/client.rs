@@ -304,9 +304,9 @@ impl CollectorConnection {
     /// collector answered but could not take it (it says why; the
     /// connection stays usable). Otherwise the caller has released it
     /// already: the frame may wait in the outbox while the collector
-    /// catches up (it is written once [`OUTBOX_BATCH`] bytes wait, or by
+    /// catches up (it is written once `OUTBOX_BATCH` bytes wait, or by
     /// [`CollectorConnection::flush`]), and `Ok(Ok(()))` means queued; blocks only when
-    /// [`MAX_UNFINISHED`] frames are unfinished.
+    /// `MAX_UNFINISHED` frames are unfinished.
     pub fn dispatch(
         &mut self,
         dispatch: Dispatch,

@@ -45,8 +45,8 @@ pub enum CopyError {
     Seal(io::Error),
 }
 
-/// Name of every copy's memfd (`/memfd:ditto-copy` in /proc/<pid>/fd and
-/// /proc/<pid>/maps), so tests can see that nobody keeps one.
+/// Name of every copy's memfd (`/memfd:ditto-copy` in `/proc/<pid>/fd` and
+/// `/proc/<pid>/maps`), so tests can see that nobody keeps one.
 pub const COPY_MEMFD_NAME: &CStr = c"ditto-copy";
 
 /// Largest single write (Linux writes at most ~2 GiB per call anyway).

@@ -22,7 +22,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 
-/// Name of the staging memfd (`/memfd:ditto-staging` in /proc/<pid>/fd).
+/// Name of the staging memfd (`/memfd:ditto-staging` in `/proc/<pid>/fd`).
 pub const STAGING_MEMFD_NAME: &CStr = c"ditto-staging";
 
 /// Largest buffer that is staged; larger ones travel by IPC (the collector

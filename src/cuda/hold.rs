@@ -15,7 +15,7 @@
 //! are never synchronised (that would invalidate the capture): not captured,
 //! said once.
 //!
-//! The same describe step as HSA ([`crate::capture::describe`]) through
+//! The same describe step as HSA ([`crate::capture::describe`](mod@crate::capture::describe)) through
 //! [`CudaDevice`] (`access`), the same accounting ([`Ledger`]: at exit
 //! every matched dispatch never reported is sent as missed, with why),
 //! capture's state in the process's [`Lifecycle`].

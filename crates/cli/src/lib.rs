@@ -28,7 +28,7 @@ pub use ditto_snapshot::{compare, diagnose, store};
 use std::path::PathBuf;
 
 /// Directory of the running executable: where `libditto.so` and
-/// `hsa-cpu/` are found next to `ditto` (target/<profile>/).
+/// `hsa-cpu/` are found next to `ditto` (`target/<profile>/`).
 pub fn executable_dir() -> std::io::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     exe.parent()

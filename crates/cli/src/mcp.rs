@@ -56,6 +56,9 @@ pub struct CaptureOptions {
     pub timeout_secs: Option<f64>,
 }
 
+// The field docs are the tools' schema descriptions, served to agents as
+// written (`name<templates>` is text there, not an HTML tag).
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ValidateRequest {
     /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly), or `re:PATTERN` searched in the demangled signature
@@ -76,6 +79,9 @@ pub struct ValidateRequest {
     pub capture: CaptureOptions,
 }
 
+// The field docs are the tools' schema descriptions, served to agents as
+// written (`name<templates>` is text there, not an HTML tag).
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CaptureRequest {
     /// Kernel: bare name, name<templates>, full signature or mangled name (matched exactly), or `re:PATTERN` searched in the demangled signature

@@ -82,7 +82,7 @@ pub struct hsa_amd_queue_create_desc_t {
     pub priority: u32,
     pub callback: Option<unsafe extern "C" fn(hsa_status_t, *mut hsa_queue_t, *mut c_void)>,
     pub callback_data: *mut c_void,
-    /// [out] the created queue; NULL when this descriptor failed.
+    /// \[out\] the created queue; NULL when this descriptor failed.
     pub queue: *mut hsa_queue_t,
     pub engine: hsa_amd_queue_engine_params_t,
     pub traffic_class: u32,

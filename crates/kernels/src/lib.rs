@@ -4,7 +4,7 @@
 //!
 //! Owns: demangling ([`names`]), exact query matching ([`matching`]),
 //! parameter types from C++ spellings or `--arg-types` ([`param_type`]) and
-//! natural-alignment layout ([`layout`]), extents from `--arg-sizes`
+//! natural-alignment layout ([`layout`](mod@layout)), extents from `--arg-sizes`
 //! ([`arg_sizes`]), AMDGPU code-object metadata ([`metadata`]) and the
 //! merge of metadata offsets with demangled types (here), and where a file's
 //! device code objects are ([`offload_bundle`]). Pure functions over

@@ -2,12 +2,12 @@
 //!
 //! build.rs compiles every application of tests/apps/ (two g++ passes each:
 //! a CPU code object, then a host executable embedding it) into
-//! target/<profile>/apps/. This crate only names and locates them; it never
+//! `target/<profile>/apps/`. This crate only names and locates them; it never
 //! builds or runs anything itself.
 
 use std::path::PathBuf;
 
-/// Every application built into target/<profile>/apps/.
+/// Every application built into `target/<profile>/apps/`.
 pub const APPS: &[&str] = &[
     "reduce_sum_baseline",
     "reduce_sum_optimized",
@@ -22,7 +22,7 @@ pub const APPS: &[&str] = &[
 /// Code objects of test-only kernel files (no executable), next to the apps.
 pub const KERNEL_FILES: &[&str] = &["kernel_checks"];
 
-/// target/<profile>/apps, as build.rs computed it.
+/// `target/<profile>/apps`, as build.rs computed it.
 pub fn apps_dir() -> PathBuf {
     PathBuf::from(env!("DITTO_TEST_APPS_DIR"))
 }

@@ -39,7 +39,7 @@ impl BufferAccess for HsaTool {
     }
 
     /// IPC export, cached where the tool sees the allocation's free
-    /// ([`HsaTool::export_ipc`]).
+    /// (`HsaTool::export_ipc`).
     fn export(&self, allocation: &Allocation) -> Result<Transport, HsaAccessError> {
         Ok(self.export_ipc(allocation)?)
     }

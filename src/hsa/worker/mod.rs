@@ -27,7 +27,7 @@
 //! fails open, and the worker goes on releasing whatever comes next, so no
 //! held barrier is ever left behind.
 //!
-//! Accounting ([`accounting`]): every matched dispatch ends up reported to
+//! Accounting ([`crate::capture::accounting`]): every matched dispatch ends up reported to
 //! the collector, as a Dispatch or as a Missed with its reason. A timed-out
 //! Ack leaves the connection's frames intact, so the Missed of that dispatch
 //! (and, at shutdown, of every later one, with the Goodbye) is still sent;

@@ -275,7 +275,15 @@ pub(crate) unsafe fn handle_create(
     if agents::is_group_pool(pool) {
         return HSA_STATUS_ERROR_INVALID_ALLOCATION;
     }
+    if memory_type != MEMORY_TYPE_NONE && memory_type != MEMORY_TYPE_PINNED {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
     if size == 0 || !size.is_multiple_of(agents::ALLOC_GRANULE) {
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    // ROCr's driver makes handles of a GPU's own memory only: a system
+    // (CPU) pool is INVALID_ARGUMENT (ROCr 6.4 and 7.x alike).
+    if !agents::is_gpu_memory(pool) {
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     }
     let Some(fd) = new_memfd(size, pool) else {

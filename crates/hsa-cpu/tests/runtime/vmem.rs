@@ -441,3 +441,31 @@ fn one_set_access_covers_a_contiguous_run_of_mappings_as_rocr_does() {
     }
     free_reservation(va as usize, 6 * MIB);
 }
+
+#[test]
+fn a_handle_is_made_of_a_gpus_memory_only_as_rocr_does() {
+    init();
+    let mut h = hsa_amd_vmem_alloc_handle_t::default();
+    for system in pools(cpu()) {
+        // SAFETY: a valid out pointer.
+        let st =
+            unsafe { rt::hsa_amd_vmem_handle_create(system, 2 * MIB, MEMORY_TYPE_NONE, 0, &mut h) };
+        assert_eq!(st, HSA_STATUS_ERROR_INVALID_ARGUMENT, "a system pool");
+    }
+    // SAFETY: a valid out pointer.
+    let st = unsafe { rt::hsa_amd_vmem_handle_create(gpu_pool(), 2 * MIB, 2, 0, &mut h) };
+    assert_eq!(
+        st, HSA_STATUS_ERROR_INVALID_ARGUMENT,
+        "a memory type ROCr does not know"
+    );
+    // SAFETY: a valid out pointer.
+    let st = unsafe {
+        rt::hsa_amd_vmem_handle_create(gpu_pool(), 2 * MIB, MEMORY_TYPE_PINNED, 0, &mut h)
+    };
+    assert_eq!(st, HSA_STATUS_SUCCESS, "a GPU pool, pinned");
+    // SAFETY: the handle made above.
+    assert_eq!(
+        unsafe { rt::hsa_amd_vmem_handle_release(h) },
+        HSA_STATUS_SUCCESS
+    );
+}

@@ -3,25 +3,23 @@
 //! (`capture`) uses neither backend, and neither backend uses the other.
 //! A failure names the circle or the use.
 
-use crate::common::module_graph::{find_circle, module_graph};
+use crate::common::module_graph::{assert_no_circle, assert_uses_seen, module_graph};
 use std::path::Path;
 
 #[test]
 fn the_core_uses_no_backend_and_no_module_is_in_a_circle() {
     let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The reading sees the uses it must see, through `crate::` and `super::`.
-    for (from, to) in [
-        ("hsa::queues", "hsa::packet"),
-        ("hsa::wraps", "hsa::tool"),
-        ("capture::describe", "capture::access"),
-        ("cuda::hold", "capture::describe"),
-        ("hsa::worker", "capture::accounting"),
-    ] {
-        assert!(
-            graph[from].contains(to),
-            "{from} -> {to} not seen: {graph:#?}"
-        );
-    }
+    assert_uses_seen(
+        &graph,
+        &[
+            ("hsa::queues", "hsa::packet"),
+            ("hsa::wraps", "hsa::tool"),
+            ("capture::describe", "capture::access"),
+            ("cuda::hold", "capture::describe"),
+            ("hsa::worker", "capture::accounting"),
+        ],
+    );
     let folder = |m: &str| m.split("::").next().unwrap_or_default().to_string();
     for (module, used) in &graph {
         for target in used {
@@ -34,10 +32,5 @@ fn the_core_uses_no_backend_and_no_module_is_in_a_circle() {
             assert!(!forbidden, "{module} uses {target}");
         }
     }
-    if let Some(circle) = find_circle(&graph) {
-        panic!(
-            "modules use each other in a circle: {}",
-            circle.join(" -> ")
-        );
-    }
+    assert_no_circle(&graph);
 }

@@ -274,3 +274,24 @@ pub fn find_circle(graph: &Graph) -> Option<Vec<String>> {
         .keys()
         .find_map(|m| visit(m, graph, &mut marks, &mut Vec::new()))
 }
+
+/// Fails naming each expected use (`from` uses `to`) that the reading of
+/// `graph` does not see: a check that the reading works at all.
+pub fn assert_uses_seen(graph: &Graph, expected: &[(&str, &str)]) {
+    for (from, to) in expected {
+        assert!(
+            graph[*from].contains(*to),
+            "{from} -> {to} not seen: {graph:#?}"
+        );
+    }
+}
+
+/// Fails naming the circle, if the modules of `graph` use each other in one.
+pub fn assert_no_circle(graph: &Graph) {
+    if let Some(circle) = find_circle(graph) {
+        panic!(
+            "modules use each other in a circle: {}",
+            circle.join(" -> ")
+        );
+    }
+}

@@ -7,39 +7,34 @@
 #[path = "../../../tests/common/module_graph.rs"]
 mod module_graph;
 
-use module_graph::{Graph, code_only, find_circle, module_graph, paths_after};
+use module_graph::{
+    Graph, assert_no_circle, assert_uses_seen, code_only, find_circle, module_graph, paths_after,
+};
 use std::path::Path;
 
 #[test]
 fn modules_use_each_other_in_one_direction_only() {
     let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The reading sees the uses it must see (so no circle is missed).
-    for (from, to) in [
-        ("api", "runtime"),
-        (
-            "signals_and_queues::packet_processor",
-            "execution::dispatch",
-        ),
-        ("memory::ipc", "memory::allocations"),
-        ("memory::allocations", "memory::pool_memfd"),
-        ("api", "api::slots"),
-        ("api::unimplemented_exports", "api::slots"),
-        (
-            "signals_and_queues::async_events",
-            "signals_and_queues::signals",
-        ),
-    ] {
-        assert!(
-            graph[from].contains(to),
-            "{from} -> {to} not seen: {graph:?}"
-        );
-    }
-    if let Some(circle) = find_circle(&graph) {
-        panic!(
-            "modules import each other in a circle: {}",
-            circle.join(" -> ")
-        );
-    }
+    assert_uses_seen(
+        &graph,
+        &[
+            ("api", "runtime"),
+            (
+                "signals_and_queues::packet_processor",
+                "execution::dispatch",
+            ),
+            ("memory::ipc", "memory::allocations"),
+            ("memory::allocations", "memory::pool_memfd"),
+            ("api", "api::slots"),
+            ("api::unimplemented_exports", "api::slots"),
+            (
+                "signals_and_queues::async_events",
+                "signals_and_queues::signals",
+            ),
+        ],
+    );
+    assert_no_circle(&graph);
 }
 
 #[test]

@@ -6,26 +6,24 @@
 #[path = "../../../tests/common/module_graph.rs"]
 mod module_graph;
 
-use module_graph::{find_circle, module_graph};
+use module_graph::{assert_no_circle, assert_uses_seen, module_graph};
 use std::path::Path;
 
 #[test]
 fn modules_use_each_other_in_one_direction_only() {
     let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The reading sees the uses it must see.
-    for (from, to) in [
-        ("layouts", "table_layout"),
-        ("versions", "layouts"),
-        ("versions", "table_layout"),
-        ("table", "signatures"),
-        ("signatures", "types"),
-        ("versions", "entry_names"),
-    ] {
-        assert!(
-            graph[from].contains(to),
-            "{from} -> {to} not seen: {graph:#?}"
-        );
-    }
+    assert_uses_seen(
+        &graph,
+        &[
+            ("layouts", "table_layout"),
+            ("versions", "layouts"),
+            ("versions", "table_layout"),
+            ("table", "signatures"),
+            ("signatures", "types"),
+            ("versions", "entry_names"),
+        ],
+    );
     // The layout types are a leaf below the data and its reader.
     for from in [
         "table_layout",
@@ -41,10 +39,5 @@ fn modules_use_each_other_in_one_direction_only() {
             );
         }
     }
-    if let Some(circle) = find_circle(&graph) {
-        panic!(
-            "modules use each other in a circle: {}",
-            circle.join(" -> ")
-        );
-    }
+    assert_no_circle(&graph);
 }

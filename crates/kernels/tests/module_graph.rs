@@ -6,28 +6,21 @@
 #[path = "../../../tests/common/module_graph.rs"]
 mod module_graph;
 
-use module_graph::{find_circle, module_graph};
+use module_graph::{assert_no_circle, assert_uses_seen, module_graph};
 use std::path::Path;
 
 #[test]
 fn modules_use_each_other_in_one_direction_only() {
     let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The reading sees the uses it must see.
-    for (from, to) in [
-        ("names", "param_type"),
-        ("layout", "param_type"),
-        ("matching", "names"),
-        ("metadata", "dwarf"),
-    ] {
-        assert!(
-            graph[from].contains(to),
-            "{from} -> {to} not seen: {graph:#?}"
-        );
-    }
-    if let Some(circle) = find_circle(&graph) {
-        panic!(
-            "modules use each other in a circle: {}",
-            circle.join(" -> ")
-        );
-    }
+    assert_uses_seen(
+        &graph,
+        &[
+            ("names", "param_type"),
+            ("layout", "param_type"),
+            ("matching", "names"),
+            ("metadata", "dwarf"),
+        ],
+    );
+    assert_no_circle(&graph);
 }

@@ -5,32 +5,25 @@
 #[path = "../../../tests/common/module_graph.rs"]
 mod module_graph;
 
-use module_graph::{find_circle, module_graph};
+use module_graph::{assert_no_circle, assert_uses_seen, module_graph};
 use std::path::Path;
 
 #[test]
 fn modules_use_each_other_in_one_direction_only() {
     let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     // The reading sees the uses it must see.
-    for (from, to) in [
-        ("store::missing", "store::manifest"),
-        ("store::writer", "store::dir_handle"),
-        ("store::writer", "store::dispatch_file"),
-        ("store::dispatch_file", "store::tensor_file"),
-        ("store::tensor_file::reading", "store::error"),
-        ("store::tensor_file::writing", "store::placement"),
-        ("compare::scan", "compare::closeness"),
-        ("diagnose", "store"),
-    ] {
-        assert!(
-            graph[from].contains(to),
-            "{from} -> {to} not seen: {graph:#?}"
-        );
-    }
-    if let Some(circle) = find_circle(&graph) {
-        panic!(
-            "modules use each other in a circle: {}",
-            circle.join(" -> ")
-        );
-    }
+    assert_uses_seen(
+        &graph,
+        &[
+            ("store::missing", "store::manifest"),
+            ("store::writer", "store::dir_handle"),
+            ("store::writer", "store::dispatch_file"),
+            ("store::dispatch_file", "store::tensor_file"),
+            ("store::tensor_file::reading", "store::error"),
+            ("store::tensor_file::writing", "store::placement"),
+            ("compare::scan", "compare::closeness"),
+            ("diagnose", "store"),
+        ],
+    );
+    assert_no_circle(&graph);
 }

@@ -53,6 +53,11 @@ pub trait BufferAccess {
     }
     /// Fingerprint of `len` bytes at `address`, read by the tool itself.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, Self::Error>;
+    /// Every live allocation the backend tracks (`--capture replay-all`);
+    /// by default none.
+    fn tracked_allocations(&self) -> Vec<Allocation> {
+        Vec::new()
+    }
 }
 
 /// Stages the `len` bytes at `address`, host memory, where they are (the

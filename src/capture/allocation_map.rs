@@ -151,6 +151,17 @@ impl AllocationMap {
         a.contains(address).then_some(a)
     }
 
+    /// Every live allocation, by base address.
+    pub fn all(&self) -> Vec<Allocation> {
+        let mut inner = self.lock();
+        inner.update_index();
+        inner
+            .index
+            .iter()
+            .map(|(&base, &size)| Allocation { base, size })
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.lock().live
     }

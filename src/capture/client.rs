@@ -13,10 +13,12 @@
 //! file's progress counter. Used only by the worker thread (it blocks),
 //! never by a hook.
 
+use crate::capture::replay::CodeObjectCopy;
+use crate::capture::shared_memory::copy_to_sealed_memfd;
 use crate::capture::staging::StagingFile;
 use crate::log::log_info;
 use ditto_protocol::{
-    Ack, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, NeverLoaded,
+    Ack, CodeObject, CollectorMessage, Dispatch, FrameError, Goodbye, Hello, Missed, NeverLoaded,
     PROTOCOL_VERSION, ToolMessage, read_frame, write_frame_with_fds,
 };
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -105,6 +107,8 @@ pub struct CollectorConnection {
     staging: Option<StagingFile>,
     /// Dispatch frames sent (or queued in the outbox) so far.
     dispatches_sent: u64,
+    /// Digests of the code objects sent ([`Self::code_object`]).
+    code_objects_sent: std::collections::HashSet<String>,
     /// Whole frames (without fds) of released dispatches not yet taken by
     /// the socket, from byte `outbox_sent` on: the worker goes on while the
     /// collector catches up. Sent before anything else is sent or awaited.
@@ -153,6 +157,7 @@ impl CollectorConnection {
             broken: false,
             staging: None,
             dispatches_sent: 0,
+            code_objects_sent: Default::default(),
             outbox: Vec::new(),
             outbox_sent: 0,
         };
@@ -196,6 +201,25 @@ impl CollectorConnection {
     /// message of the connection).
     pub fn never_loaded(&mut self, report: &NeverLoaded) -> Result<(), ClientError> {
         self.send(&ToolMessage::NeverLoaded(report.clone()), "NeverLoaded")
+    }
+
+    /// Sends a code object a replay capture refers to, once per
+    /// connection: its bytes in a sealed memfd attached to the frame.
+    /// Already sent: nothing to do.
+    pub fn code_object(&mut self, code: &CodeObjectCopy) -> Result<(), ClientError> {
+        if self.code_objects_sent.contains(&code.digest) {
+            return Ok(());
+        }
+        let bytes = &code.bytes;
+        let fd = copy_to_sealed_memfd(bytes.as_ptr() as u64, bytes.len() as u64)
+            .map_err(|e| ClientError::Protocol(format!("cannot copy a code object: {e}")))?;
+        let message = ToolMessage::CodeObject(CodeObject {
+            digest: code.digest.clone(),
+            size: bytes.len() as u64,
+        });
+        self.send_with_fds(&message, &[fd.as_fd()], "CodeObject")?;
+        self.code_objects_sent.insert(code.digest.clone());
+        Ok(())
     }
 
     fn send(&mut self, msg: &ToolMessage, what: &'static str) -> Result<(), ClientError> {

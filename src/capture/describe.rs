@@ -146,9 +146,10 @@ pub fn describe(
         block: facts.block,
         duration_ns: match phase {
             Phase::Before => None,
-            Phase::After => facts.duration_ns,
+            Phase::After | Phase::Replay => facts.duration_ns,
         },
         buffers,
+        launch: None,
     };
     Snapshot {
         dispatch,
@@ -204,7 +205,7 @@ enum NotCaptured<E> {
 /// How a buffer travels: its transport, the shared-memory copy that goes
 /// with it (if any), and the fingerprint of the staged bytes where the
 /// backend took it from its one read of them.
-type Travel = (Transport, Option<OwnedFd>, Option<u64>);
+pub(super) type Travel = (Transport, Option<OwnedFd>, Option<u64>);
 
 /// One selected, non-null pointer argument of a dispatch.
 struct Argument<'a> {
@@ -329,11 +330,7 @@ impl Argument<'_> {
         Ok((buffer, copy))
     }
 
-    /// How the `extent` bytes travel: staged when small and there is room
-    /// (the dispatch is then released without waiting for the collector),
-    /// else IPC when the runtime exports the allocation, else a
-    /// shared-memory copy. With it, the fingerprint of the staged bytes
-    /// where the backend computed it from its one read of them.
+    /// How the `extent` bytes travel ([`travel`]).
     fn transport<A: BufferAccess>(
         &self,
         access: &A,
@@ -343,36 +340,80 @@ impl Argument<'_> {
         staging: Option<&mut StagingFile>,
         room_for_copy: bool,
     ) -> Result<Travel, NotCaptured<A::Error>> {
-        let staged = match staging {
-            Some(file) => access
-                .stage(self.address, extent, file)
-                .unwrap_or_else(|e| {
-                    log_debug!("{}: {e}; sent another way", self.what());
-                    None
-                }),
-            None => None,
+        let route = Route {
+            address: self.address,
+            alloc,
+            known,
+            extent,
         };
-        if let Some(StagedCopy { at, fingerprint }) = staged {
-            return Ok((Transport::Staged { at }, None, fingerprint));
-        }
-        if known {
-            match access.export(alloc) {
-                Ok(transport) => return Ok((transport, None, None)),
-                Err(e) => log_info!(
-                    "{}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
-                     its {extent} bytes are copied into shared memory",
-                    self.what(),
-                    alloc.base,
-                    alloc.size
-                ),
-            }
-        }
-        if !room_for_copy {
-            return Err(NotCaptured::TooManyCopies { what: self.what() });
-        }
-        let fd = access
-            .copy_to_shared_memory(self.address, extent)
-            .map_err(|e| self.access_failed(e))?;
-        Ok((Transport::SharedMemory, Some(fd), None))
+        travel(access, &route, &self.what(), staging, room_for_copy).map_err(|e| match e {
+            TravelError::TooManyCopies => NotCaptured::TooManyCopies { what: self.what() },
+            TravelError::Access(e) => self.access_failed(e),
+        })
     }
+}
+
+/// The bytes to send: `extent` bytes at `address`, inside `alloc`
+/// (`known`: an allocation the runtime knows, which it may export).
+pub(super) struct Route<'a> {
+    pub address: u64,
+    pub alloc: &'a Allocation,
+    pub known: bool,
+    pub extent: u64,
+}
+
+/// Why bytes could not travel.
+pub(super) enum TravelError<E> {
+    /// The frame has no room for another shared-memory copy.
+    TooManyCopies,
+    /// The backend could not copy them.
+    Access(E),
+}
+
+/// How a route's bytes travel: staged when small and there is room (the
+/// dispatch is then released without waiting for the collector), else IPC
+/// when the runtime exports the allocation, else a shared-memory copy.
+/// With it, the fingerprint of the staged bytes where the backend computed
+/// it from its one read of them. `what` begins the log lines.
+pub(super) fn travel<A: BufferAccess>(
+    access: &A,
+    route: &Route<'_>,
+    what: &str,
+    staging: Option<&mut StagingFile>,
+    room_for_copy: bool,
+) -> Result<Travel, TravelError<A::Error>> {
+    let Route {
+        address,
+        alloc,
+        known,
+        extent,
+    } = *route;
+    let staged = match staging {
+        Some(file) => access.stage(address, extent, file).unwrap_or_else(|e| {
+            log_debug!("{what}: {e}; sent another way");
+            None
+        }),
+        None => None,
+    };
+    if let Some(StagedCopy { at, fingerprint }) = staged {
+        return Ok((Transport::Staged { at }, None, fingerprint));
+    }
+    if known {
+        match access.export(alloc) {
+            Ok(transport) => return Ok((transport, None, None)),
+            Err(e) => log_info!(
+                "{what}: the runtime does not export allocation 0x{:x}+{} over IPC ({e}); \
+                 its {extent} bytes are copied into shared memory",
+                alloc.base,
+                alloc.size
+            ),
+        }
+    }
+    if !room_for_copy {
+        return Err(TravelError::TooManyCopies);
+    }
+    let fd = access
+        .copy_to_shared_memory(address, extent)
+        .map_err(TravelError::Access)?;
+    Ok((Transport::SharedMemory, Some(fd), None))
 }

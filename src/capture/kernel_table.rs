@@ -18,6 +18,7 @@
 //! that snapshot's generation is the table's current one.
 
 use crate::capture::address_hash::AddressMap;
+use crate::capture::replay::KernelCode;
 use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{CaptureSet, Goodbye, KernelName};
@@ -34,6 +35,9 @@ pub struct KernelInfo {
     pub is_target: bool,
     /// Argument layout, present only for a target that can be captured.
     pub signature: Option<KernelSignature>,
+    /// Its code object and module variables, kept for a replay capture
+    /// of a target (`--capture replay`); `None` otherwise.
+    pub code: Option<Arc<KernelCode>>,
     dispatches: AtomicU64,
     /// What its dispatches showed of their outputs ([`KernelInfo::wants_before_images`]).
     outputs: std::sync::atomic::AtomicU8,
@@ -104,6 +108,7 @@ impl KernelInfo {
             kernarg_size,
             is_target,
             signature,
+            code: None,
             dispatches: AtomicU64::new(0),
             outputs: std::sync::atomic::AtomicU8::new(OUTPUTS_UNKNOWN),
         };

@@ -10,6 +10,7 @@
 //! no other part of the backend.
 
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
+use crate::capture::replay::{CodeObjectCopy, KernelCode, ModuleVariable};
 use crate::guard::ffi_guard;
 use crate::log::{log_info, log_warn};
 use crate::options::Options;
@@ -31,6 +32,8 @@ pub struct CodeObjects {
     symbol_get_info: Option<HsaExecutableSymbolGetInfoFn>,
     /// `DITTO_KERNEL` and `DITTO_ARG_TYPES`.
     query: Option<String>,
+    /// A replay capture: targets keep their code object and variables.
+    replays: bool,
     arg_types: Option<Vec<ParamType>>,
     /// Where the kernels of frozen executables go.
     kernels: Arc<KernelTable>,
@@ -46,6 +49,7 @@ impl CodeObjects {
             iterate_symbols: core.hsa_executable_iterate_symbols_fn,
             symbol_get_info: core.hsa_executable_symbol_get_info_fn,
             query: options.kernel.clone(),
+            replays: options.capture.replays(),
             arg_types: options.arg_types.clone(),
             kernels,
         }
@@ -80,23 +84,69 @@ impl CodeObjects {
     /// metadata (the CPU runtime's host ELFs) contribute nothing; one whose
     /// metadata is malformed is logged and skipped.
     pub fn take_kernel_metadata(&self, executable: u64) -> HashMap<String, CodeObjectKernel> {
-        let code_objects = lock(&self.loaded).remove(&executable).unwrap_or_default();
-        let mut kernels = HashMap::new();
-        for bytes in code_objects {
-            match parse_code_object(&bytes) {
-                Ok(Some(found)) => {
-                    kernels.extend(found.into_iter().map(|k| (k.symbol.clone(), k)));
-                }
-                Ok(None) => {}
-                Err(e) => log_info!(
-                    "a code object ({} bytes) has no readable kernel metadata: {e}; \
-                     its kernels are laid out from their names",
-                    bytes.len()
-                ),
-            }
-        }
-        kernels
+        let code_objects = self.take_loaded(executable);
+        kernel_metadata(&code_objects)
+            .into_iter()
+            .map(|(symbol, (kernel, _))| (symbol, kernel))
+            .collect()
     }
+
+    /// The code objects loaded into `executable`, in load order; the
+    /// executable's copies are dropped.
+    fn take_loaded(&self, executable: u64) -> Vec<Arc<[u8]>> {
+        lock(&self.loaded).remove(&executable).unwrap_or_default()
+    }
+}
+
+/// The kernels described by the metadata of `code_objects`, by
+/// kernel-descriptor symbol, each with the position of the code object
+/// that describes it.
+fn kernel_metadata(code_objects: &[Arc<[u8]>]) -> HashMap<String, (CodeObjectKernel, usize)> {
+    let mut kernels = HashMap::new();
+    for (at, bytes) in code_objects.iter().enumerate() {
+        match parse_code_object(bytes) {
+            Ok(Some(found)) => {
+                kernels.extend(found.into_iter().map(|k| (k.symbol.clone(), (k, at))));
+            }
+            Ok(None) => {}
+            Err(e) => log_info!(
+                "a code object ({} bytes) has no readable kernel metadata: {e}; \
+                 its kernels are laid out from their names",
+                bytes.len()
+            ),
+        }
+    }
+    kernels
+}
+
+/// The code object of the kernel `symbol` among an executable's
+/// `code_objects`: the one whose metadata describes it (`at`), else the
+/// only one; or why there is none.
+fn code_object_of(
+    symbol: &str,
+    at: Option<usize>,
+    code_objects: &[Arc<[u8]>],
+    copies: &mut HashMap<usize, Arc<CodeObjectCopy>>,
+) -> Result<Arc<CodeObjectCopy>, String> {
+    let at = match (at, code_objects.len()) {
+        (Some(at), _) => at,
+        (None, 1) => 0,
+        (None, 0) => {
+            return Err(format!(
+                "the code object of `{symbol}` was not loaded from memory \
+                 (a code-object reader from a file), and the tool copies only those"
+            ));
+        }
+        (None, n) => {
+            return Err(format!(
+                "the executable of `{symbol}` holds {n} code objects and none describes it"
+            ));
+        }
+    };
+    Ok(copies
+        .entry(at)
+        .or_insert_with(|| Arc::new(CodeObjectCopy::new(code_objects[at].clone())))
+        .clone())
 }
 
 /// The hooks of the table wraps, after the original entry succeeded.
@@ -163,10 +213,32 @@ impl CodeObjects {
             );
             return;
         }
-        let metadata = self.take_kernel_metadata(executable.handle);
+        let code_objects = self.take_loaded(executable.handle);
+        let metadata = kernel_metadata(&code_objects);
+        let variables = match self.replays {
+            true => self.variables_of(&symbols),
+            false => Vec::new(),
+        };
+        let mut copies = HashMap::new();
         let loaded: Vec<_> = symbols
             .into_iter()
-            .filter_map(|symbol| self.kernel_of(symbol, &metadata))
+            .filter_map(|symbol| {
+                let (object, mut kernel) = self.kernel_of(symbol, &metadata)?;
+                if self.replays && kernel.is_target {
+                    let symbol = self.symbol_name(symbol).unwrap_or_default();
+                    let at = metadata.get(&symbol).map(|(_, at)| *at);
+                    let code_object = code_object_of(&symbol, at, &code_objects, &mut copies);
+                    if let Err(why) = &code_object {
+                        log_warn!("`{}` cannot be replayed: {why}", kernel.name.demangled);
+                    }
+                    kernel.code = Some(Arc::new(KernelCode {
+                        symbol,
+                        code_object,
+                        variables: variables.clone(),
+                    }));
+                }
+                Some((object, kernel))
+            })
             .collect();
         self.kernels.insert_all(loaded);
     }
@@ -180,7 +252,7 @@ impl CodeObjects {
     fn kernel_of(
         &self,
         symbol: hsa_executable_symbol_t,
-        metadata: &HashMap<String, CodeObjectKernel>,
+        metadata: &HashMap<String, (CodeObjectKernel, usize)>,
     ) -> Option<(u64, KernelInfo)> {
         let kind: u32 = self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE)?;
         if kind != HSA_SYMBOL_KIND_KERNEL {
@@ -198,7 +270,7 @@ impl CodeObjects {
             kernarg_size,
             self.query.as_deref(),
             self.arg_types.as_deref(),
-            metadata.get(&name),
+            metadata.get(&name).map(|(kernel, _)| kernel),
         );
         if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
             log_warn!("{warning}");
@@ -214,6 +286,29 @@ impl CodeObjects {
             );
         }
         Some((kernel_object, kernel))
+    }
+
+    /// The module-scope variables among an executable's symbols: name,
+    /// address and size as the runtime placed them.
+    fn variables_of(&self, symbols: &[hsa_executable_symbol_t]) -> Vec<ModuleVariable> {
+        symbols
+            .iter()
+            .filter_map(|&symbol| {
+                let kind: u32 = self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE)?;
+                if kind != HSA_SYMBOL_KIND_VARIABLE {
+                    return None;
+                }
+                let address: u64 =
+                    self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS)?;
+                let size: u32 =
+                    self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE)?;
+                Some(ModuleVariable {
+                    name: self.symbol_name(symbol)?,
+                    address,
+                    size: u64::from(size),
+                })
+            })
+            .collect()
     }
 
     /// Reads one fixed-size symbol attribute.

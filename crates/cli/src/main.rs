@@ -147,7 +147,7 @@ enum Command {
         /// Dispatches to capture: all, N, N..M (both included), N.. or a list like 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
         dispatch: Option<DispatchSelection>,
-        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
+        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote), all, or replay (the outputs plus what `ditto replay` needs: code object, kernel arguments, and the memory the arguments reach, before the kernel; replay-all: every live allocation)
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
         capture: Option<CaptureSet>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
@@ -223,7 +223,7 @@ enum Command {
         /// Dispatches to capture in every run: all, N, N..M (both included), N.. or 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
         dispatch: Option<DispatchSelection>,
-        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote) or all
+        /// Arguments to capture: outputs (default), inputs,outputs, written (outputs before and after: compared by what the kernels wrote), all, or replay (the outputs plus what `ditto replay` needs: code object, kernel arguments, and the memory the arguments reach, before the kernel; replay-all: every live allocation)
         #[arg(long, value_name = "WHAT", value_parser = parse_capture)]
         capture: Option<CaptureSet>,
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`

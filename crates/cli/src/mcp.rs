@@ -44,7 +44,7 @@ pub struct Tolerances {
 pub struct CaptureOptions {
     /// Dispatches to capture: all (default), N, N..M, N.. or a list like 0,3..5
     pub dispatch: Option<String>,
-    /// outputs (default), inputs,outputs, written (outputs before and after, compared by what the kernels wrote) or all
+    /// outputs (default), inputs,outputs, written (outputs before and after, compared by what the kernels wrote), all, or replay / replay-all (also what `ditto replay` needs to run the dispatch again)
     pub capture: Option<String>,
     /// Element types of an extern "C" kernel, e.g. `const f32*,f32*,i32`
     pub arg_types: Option<String>,

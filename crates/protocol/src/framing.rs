@@ -252,16 +252,17 @@ mod tests {
         let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
         // Pinned: a tool and a collector built from different commits of
         // one PROTOCOL_VERSION must understand each other, so moving or
-        // refactoring message types must not change a byte.
+        // refactoring message types must not change a byte. (Version 12
+        // added the last byte: `launch`, None.)
         assert_eq!(
             hex,
             concat!(
-                "b300000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
+                "b400000001031e5f5a31327363616c655f76616c7565734966457650545f5331",
                 "5f53305f6934766f6964207363616c655f76616c7565733c666c6f61743e2866",
                 "6c6f61742a2c20666c6f61742a2c20666c6f61742c20696e7429800801018002",
                 "010101dc0b02010001066f757470757402002007070707070707070707070707",
                 "07070707070707070707070707070707070707010292218080808080e01f8020",
-                "008020b42402010008019221808080a805640a5af8ac01",
+                "008020b42402010008019221808080a805640a5af8ac0100",
             )
         );
     }

@@ -36,12 +36,12 @@ pub use framing::{
 };
 pub use index_runs::IndexRuns;
 pub use messages::{
-    Ack, Api, Buffer, CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES, CollectorMessage, Dispatch, Goodbye,
-    Hello, MissReason, Missed, NeverLoaded, PROTOCOL_VERSION, Phase, STAGING_HEADER_BYTES,
-    ToolMessage, Transport,
+    Ack, Api, Buffer, CUDA_IPC_HANDLE_BYTES, CUDA_UUID_BYTES, CodeObject, CollectorMessage,
+    Dispatch, Goodbye, Hello, Launch, MissReason, Missed, NeverLoaded, PROTOCOL_VERSION, Phase,
+    STAGING_HEADER_BYTES, ToolMessage, Transport,
 };
 pub use peer::peer_credentials;
-pub use selection::{CaptureError, CaptureSet, DispatchSelection, SelectionError};
+pub use selection::{CaptureError, CaptureSet, DispatchSelection, Replay, SelectionError};
 // Moved to the leaf crate shared with `ditto-kernels`; re-exported so that
 // users of the wire types keep one import.
 pub use ditto_types::{ALL_DTYPES, DType, KernelName};

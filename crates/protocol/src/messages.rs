@@ -54,7 +54,9 @@ pub const STAGING_HEADER_BYTES: u64 = 64;
 ///    the collector attaches on it).
 /// 11: `Transport::CudaIpc.device_uuid` (the CUDA device that owns the
 ///    allocation, so the collector opens and copies it there).
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: replay captures: `Phase::Replay`, `Dispatch.launch` and
+///    `ToolMessage::CodeObject`.
+pub const PROTOCOL_VERSION: u32 = 12;
 /// Size of a CUDA device's UUID (`CUuuid`).
 pub const CUDA_UUID_BYTES: usize = 16;
 /// Size of a CUDA IPC memory handle (`CUipcMemHandle`).
@@ -90,6 +92,20 @@ pub enum ToolMessage {
     /// of it can be captured, and the user needs to know why. The
     /// connection ends after it.
     NeverLoaded(NeverLoaded),
+    /// A code object a replay capture refers to ([`Launch::code_object`]),
+    /// sent once per connection before the first Dispatch that names it:
+    /// its bytes travel in a sealed memfd of `size` bytes attached to the
+    /// frame (SCM_RIGHTS). No answer; the collector stores it under its
+    /// digest and checks the digest.
+    CodeObject(CodeObject),
+}
+
+/// A code object as the runtime loaded it, named by the SHA-256 of its bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CodeObject {
+    /// Lowercase hex SHA-256 of the bytes.
+    pub digest: String,
+    pub size: u64,
 }
 
 /// Why a process's HSA runtime did not start the tool, as far as the
@@ -155,13 +171,48 @@ pub struct Dispatch {
     /// when the runtime reported no times.
     pub duration_ns: Option<u64>,
     pub buffers: Vec<Buffer>,
+    /// What a replay needs beyond memory (`--capture replay`); only on the
+    /// inputs part of a dispatch, whose buffers are then the memory the
+    /// kernel could reach ([`Phase::Replay`]) and the inputs asked for.
+    pub launch: Option<Launch>,
+}
+
+/// A dispatch as the runtime received it, for running it again: the
+/// kernel, its argument bytes and its launch beyond grid and block.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Launch {
+    /// The kernel-argument segment as dispatched, hidden arguments
+    /// included (the kernel's KERNARG_SEGMENT_SIZE bytes).
+    pub kernarg: Vec<u8>,
+    /// The packet's group segment size (static and dynamic) and private
+    /// segment size, in bytes.
+    pub group_segment_size: u32,
+    pub private_segment_size: u32,
+    /// The kernel's symbol in its code object (`<mangled>.kd` on HSA).
+    pub symbol: String,
+    /// Digest of the code object that holds the kernel, sent earlier on
+    /// the connection ([`ToolMessage::CodeObject`]); `None`: the tool kept
+    /// no copy of it (`code_object_missing` says why).
+    pub code_object: Option<String>,
+    pub code_object_missing: Option<String>,
+    /// The ISA of the agent the dispatch ran on, as the runtime names it
+    /// (`amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`).
+    pub isa: Option<String>,
+    /// The module-scope variables among the dispatch's [`Phase::Replay`]
+    /// buffers: (the buffer's image number, the variable's symbol name).
+    pub variables: Vec<(u32, String)>,
+    /// Every live allocation the tool tracked was taken (`replay-all`),
+    /// not only those an argument reaches.
+    pub all_allocations: bool,
 }
 
 impl Dispatch {
     /// Whether this is the inputs part of a dispatch (`--capture inputs`:
-    /// every buffer [`Phase::Before`]), whose After part is still to come.
+    /// every buffer taken before the kernel; a replay capture's part with
+    /// its launch), whose After part is still to come.
     pub fn is_inputs_part(&self) -> bool {
-        !self.buffers.is_empty() && self.buffers.iter().all(|b| b.phase == Phase::Before)
+        self.launch.is_some()
+            || (!self.buffers.is_empty() && self.buffers.iter().all(|b| b.phase.before_kernel()))
     }
 
     /// Whether the collector answers this dispatch with an Ack, which the
@@ -187,6 +238,19 @@ pub enum Phase {
     /// Taken after the kernel completed, before anything later ran.
     #[default]
     After,
+    /// A whole allocation (or a module variable) as it was before the
+    /// kernel started, for `ditto replay` (`--capture replay`). Its
+    /// buffer's `arg_index` numbers the image within the dispatch (from 0),
+    /// since an allocation may be reached by several arguments or by none;
+    /// `offset` is 0 and `extent` the allocation's size.
+    Replay,
+}
+
+impl Phase {
+    /// Whether the buffer was taken before the kernel ran.
+    pub fn before_kernel(self) -> bool {
+        matches!(self, Phase::Before | Phase::Replay)
+    }
 }
 
 /// How the collector gets a buffer's bytes.
@@ -365,6 +429,7 @@ pub(crate) mod tests {
                     fingerprint: 0x5678,
                 },
             ],
+            launch: None,
         }
     }
 

@@ -30,8 +30,8 @@ pub enum SelectionError {
 /// Why a `--capture` list does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "capture `{text}`: `{word}` is not one of inputs, outputs, written, all; \
-     write e.g. outputs (the default), inputs,outputs, written or all"
+    "capture `{text}`: `{word}` is not one of inputs, outputs, written, all, replay, replay-all; \
+     write e.g. outputs (the default), inputs,outputs, written, all or replay"
 )]
 pub struct CaptureError {
     pub text: String,
@@ -130,13 +130,32 @@ impl fmt::Display for DispatchSelection {
 /// pointers, after the kernel ran), `inputs` (const pointers, before it
 /// ran: after all earlier work in the queue completed), `written` (the
 /// outputs, both before and after: compared by what the kernels wrote)
-/// and `all` (every pointer, both before and after).
+/// and `all` (every pointer, both before and after); `replay` (the
+/// outputs, plus what `ditto replay` needs to run the dispatch again: the
+/// whole allocation each pointer argument reaches and the code object's
+/// module variables, before the kernel; the kernel-argument bytes, the
+/// launch and the code object) and `replay-all` (the same with every live
+/// allocation the tool tracks, for kernels that follow pointers stored in
+/// memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureSet {
     pub inputs: bool,
     pub outputs: bool,
     pub written: bool,
     pub all: bool,
+    pub replay: Replay,
+}
+
+/// How much of the memory before the kernel a replay capture takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Replay {
+    /// No replay capture.
+    #[default]
+    Off,
+    /// The allocations the pointer arguments reach (`replay`).
+    Arguments,
+    /// Every live allocation the tool tracks (`replay-all`).
+    AllAllocations,
 }
 
 impl Default for CaptureSet {
@@ -146,6 +165,18 @@ impl Default for CaptureSet {
             outputs: true,
             written: false,
             all: false,
+            replay: Replay::Off,
+        }
+    }
+}
+
+impl Replay {
+    /// The wider of the two.
+    fn max_with(self, other: Replay) -> Replay {
+        match (self, other) {
+            (Replay::AllAllocations, _) | (_, Replay::AllAllocations) => Replay::AllAllocations,
+            (Replay::Arguments, _) | (_, Replay::Arguments) => Replay::Arguments,
+            _ => Replay::Off,
         }
     }
 }
@@ -157,6 +188,7 @@ impl CaptureSet {
             outputs: false,
             written: false,
             all: false,
+            replay: Replay::Off,
         };
         for part in text.split(',') {
             match part.trim().to_ascii_lowercase().as_str() {
@@ -164,6 +196,15 @@ impl CaptureSet {
                 "outputs" => set.outputs = true,
                 "all" => set.all = true,
                 "written" => set.written = true,
+                // A replay also checks the outputs the application produced.
+                "replay" => {
+                    set.outputs = true;
+                    set.replay = set.replay.max_with(Replay::Arguments);
+                }
+                "replay-all" => {
+                    set.outputs = true;
+                    set.replay = Replay::AllAllocations;
+                }
                 other => {
                     return Err(CaptureError {
                         text: text.to_string(),
@@ -177,10 +218,16 @@ impl CaptureSet {
 
     /// Whether a snapshot is taken before the kernel runs.
     pub fn takes_inputs(&self) -> bool {
-        self.inputs || self.written || self.all
+        self.inputs || self.written || self.all || self.replays()
     }
 
-    /// Whether a pointer argument (const or not) is captured in `phase`.
+    /// Whether the dispatch is captured so that `ditto replay` can run it.
+    pub fn replays(&self) -> bool {
+        self.replay != Replay::Off
+    }
+
+    /// Whether a pointer argument (const or not) is captured in `phase`
+    /// (a replay capture's images are taken apart from the arguments).
     pub fn captures(&self, phase: crate::messages::Phase, is_const: bool) -> bool {
         match phase {
             crate::messages::Phase::Before => {
@@ -189,12 +236,14 @@ impl CaptureSet {
             crate::messages::Phase::After => {
                 self.all || ((self.outputs || self.written) && !is_const)
             }
+            // Replay images are whole allocations, not arguments.
+            crate::messages::Phase::Replay => false,
         }
     }
 }
 
 /// The text form, which [`CaptureSet::parse`] reads back to the same set:
-/// the words set, in the order inputs, outputs, written, all.
+/// the words set, in the order inputs, outputs, written, all, replay.
 impl fmt::Display for CaptureSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let words = [
@@ -202,6 +251,8 @@ impl fmt::Display for CaptureSet {
             (self.outputs, "outputs"),
             (self.written, "written"),
             (self.all, "all"),
+            (self.replay == Replay::Arguments, "replay"),
+            (self.replay == Replay::AllAllocations, "replay-all"),
         ];
         let set: Vec<&str> = words
             .iter()
@@ -235,9 +286,23 @@ mod tests {
         assert_eq!(table("all"), [true, true, true, true]);
         assert_eq!(table("written"), [false, true, false, true]);
         assert!(CaptureSet::parse("written").unwrap().takes_inputs());
+        // A replay capture takes the outputs too, and memory before the kernel.
+        let r = CaptureSet::parse("replay").unwrap();
+        assert_eq!(
+            (r.outputs, r.replay, r.takes_inputs()),
+            (true, Replay::Arguments, true)
+        );
+        assert_eq!(table("replay"), [false, false, false, true]);
+        let all = CaptureSet::parse("replay,replay-all").unwrap();
+        assert_eq!(all.replay, Replay::AllAllocations);
+        for text in ["replay", "replay-all", "inputs,replay", "all,replay-all"] {
+            let set = CaptureSet::parse(text).unwrap();
+            assert_eq!(CaptureSet::parse(&set.to_string()).unwrap(), set, "{text}");
+        }
         let d = CaptureSet::default();
         assert_eq!(d, CaptureSet::parse("outputs").unwrap());
         assert!(!d.takes_inputs());
+        assert!(!d.replays());
         assert!(CaptureSet::parse("inputs").unwrap().takes_inputs());
         assert!(CaptureSet::parse("all").unwrap().takes_inputs());
         let e = CaptureSet::parse("inputs,everything")

@@ -22,6 +22,7 @@
 
 use super::{QueueContext, Writer};
 use crate::capture::kernel_table::KernelInfo;
+use crate::capture::replay::Segments;
 use crate::hsa::worker::{HeldSignals, Job, PreHold, WorkerMessage};
 use hsa::*;
 use std::ffi::c_void;
@@ -159,6 +160,10 @@ pub(super) unsafe fn hold_dispatch(
             original.workgroup_size_z as u32,
         ],
         kernarg,
+        segments: Segments {
+            group: original.group_segment_size,
+            private: original.private_segment_size,
+        },
         held,
         queue: ctx.queue,
         agent: ctx.agent,

@@ -100,6 +100,11 @@ impl BufferAccess for HsaTool {
             })??)
     }
 
+    /// The allocations seen through the pool allocators' wraps.
+    fn tracked_allocations(&self) -> Vec<Allocation> {
+        self.allocations.all()
+    }
+
     /// Of GPU memory, the fingerprint's windows are copied to the host.
     fn fingerprint(&self, address: u64, len: u64) -> Result<u64, HsaAccessError> {
         if address == 0 {

@@ -39,12 +39,13 @@ mod tests;
 use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::kernel_table::KernelInfo;
+use crate::capture::replay::{ReplayPart, Segments, describe_replay};
 use crate::capture::{ArgumentChoice, BufferAccess, DispatchFacts, Snapshot, describe};
 use crate::guard::caught;
 use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender};
-use ditto_protocol::{DispatchSelection, Goodbye, Hello, MissReason, Phase};
+use ditto_protocol::{DispatchSelection, Goodbye, Hello, MissReason, Phase, Replay};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -85,6 +86,8 @@ pub struct Job {
     pub block: [u32; 3],
     /// Kernarg bytes copied at submission.
     pub kernarg: Vec<u8>,
+    /// The packet's group and private segment sizes.
+    pub segments: Segments,
     pub held: HeldBarrier,
     /// Identity of the queue the dispatch went to.
     pub queue: u64,
@@ -430,25 +433,55 @@ fn take_inputs<D: HeldSignals + BufferAccess>(
     };
     let mut released = false;
     if lifecycle.is_capturing() && connection.is_some() {
+        let facts = job.facts(None);
         let staging = connection.as_mut().and_then(|c| c.staging());
         let Snapshot {
-            dispatch: before,
-            copies,
+            dispatch: mut before,
+            mut copies,
             misses,
             ..
-        } = describe(
-            device,
-            &job.facts(None),
-            Phase::Before,
-            &config.choice,
-            staging,
-        );
+        } = describe(device, &facts, Phase::Before, &config.choice, staging);
         for (arg, detail) in misses {
             ledger.missed_buffer(job.index, arg, Phase::Before, detail);
         }
+        let capture = &config.choice.capture;
+        if capture.replays() {
+            let staging = connection.as_mut().and_then(|c| c.staging());
+            let ReplayPart {
+                buffers,
+                copies: image_copies,
+                launch,
+                misses,
+            } = describe_replay(
+                device,
+                &facts,
+                job.kernel.code.as_deref(),
+                job.segments,
+                capture.replay == Replay::AllAllocations,
+                staging,
+                copies.len(),
+            );
+            for (arg, detail) in misses {
+                ledger.missed_buffer(job.index, arg, Phase::Replay, detail);
+            }
+            before.buffers.extend(buffers);
+            copies.extend(image_copies);
+            before.launch = Some(launch);
+            // The code object goes first, once per connection.
+            let code = job
+                .kernel
+                .code
+                .as_ref()
+                .and_then(|c| c.code_object.as_ref().ok());
+            if let (Some(conn), Some(code)) = (connection.as_mut(), code)
+                && let Err(e) = conn.code_object(code)
+            {
+                fail_on(connection, ledger, lifecycle, job.index, e, RELEASED);
+            }
+        }
         send_queued(connection, ledger, lifecycle);
         if let Some(conn) = connection.as_mut().filter(|_| lifecycle.is_capturing())
-            && !before.buffers.is_empty()
+            && (!before.buffers.is_empty() || before.launch.is_some())
         {
             if !before.needs_ack() {
                 release();

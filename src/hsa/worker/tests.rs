@@ -131,6 +131,7 @@ fn job(index: u64, queue: u64, input: &[f32], output: &[f32]) -> Job {
         grid: [64, 1, 1],
         block: [32, 1, 1],
         kernarg,
+        segments: Default::default(),
         held: HeldBarrier {
             done: 100 + index * 2,
             hold: 101 + index * 2,

@@ -255,6 +255,8 @@ pub(super) const MAX_WAITING_INPUTS: usize = 16;
 /// bytes' reservation in the memory budget (given back when they go).
 pub(super) struct WaitingInputs {
     buffers: Vec<CapturedBuffer>,
+    /// A replay capture's launch, stored with the dispatch.
+    launch: Option<ditto_protocol::Launch>,
     _memory: Reservation,
 }
 
@@ -482,6 +484,7 @@ pub(super) fn capture_dispatch(
             d.index,
             WaitingInputs {
                 buffers: captured,
+                launch: d.launch.clone(),
                 _memory: memory,
             },
         );
@@ -492,9 +495,9 @@ pub(super) fn capture_dispatch(
         });
     }
     // Its inputs, and their reservation, go when this returns.
-    let before = inputs
+    let (before, launch) = inputs
         .remove(&d.index)
-        .map(|w| w.buffers)
+        .map(|w| (w.buffers, w.launch))
         .unwrap_or_default();
     let mut fills: Vec<_> = d
         .buffers
@@ -519,15 +522,33 @@ pub(super) fn capture_dispatch(
     // The run's writer is locked only to reserve the file and to record
     // the dispatch: the large buffers of other connections of this run are
     // attached and written meanwhile.
-    SnapshotWriter::add_dispatch_shared(origin.writer, origin.rank, origin.pid, d, &mut tensors)
-        .map_err(|e| match e {
-            // A streamed buffer's own error, given back typed.
-            StoreError::Refused(refusal) => match refusal.downcast::<CaptureError>() {
-                Ok(e) => *e,
-                Err(other) => CaptureError::Refused(other),
-            },
-            e => CaptureError::dispatch(d, DispatchFailure::Store(e)),
-        })?;
+    // The record carries the launch that came with the inputs.
+    let with_launch;
+    let stored = match launch {
+        Some(launch) => {
+            with_launch = Dispatch {
+                launch: Some(launch),
+                ..d.clone()
+            };
+            &with_launch
+        }
+        None => d,
+    };
+    SnapshotWriter::add_dispatch_shared(
+        origin.writer,
+        origin.rank,
+        origin.pid,
+        stored,
+        &mut tensors,
+    )
+    .map_err(|e| match e {
+        // A streamed buffer's own error, given back typed.
+        StoreError::Refused(refusal) => match refusal.downcast::<CaptureError>() {
+            Ok(e) => *e,
+            Err(other) => CaptureError::Refused(other),
+        },
+        e => CaptureError::dispatch(d, DispatchFailure::Store(e)),
+    })?;
     drop(memory);
     Ok(Stored {
         dispatches: 1,

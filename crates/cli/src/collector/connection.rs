@@ -455,6 +455,14 @@ fn serve_dispatches(
                 }
                 record_missing(writer, report, record);
             }
+            ToolMessage::CodeObject(c) => {
+                let fds = reader.fds.take().unwrap_or_default();
+                if let Err(e) = super::code_objects::store_code_object(writer, &c, fds) {
+                    report.errors.push(format!(
+                        "{e}; the dispatches that name it cannot be replayed"
+                    ));
+                }
+            }
             ToolMessage::Staging { size } => {
                 let fds = reader.fds.take().unwrap_or_default();
                 match StagingFile::from_message(size, fds, staging.is_some()) {
@@ -496,6 +504,7 @@ fn message_kind(m: &ToolMessage) -> &'static str {
         ToolMessage::Missed(_) => "Missed",
         ToolMessage::Staging { .. } => "Staging",
         ToolMessage::NeverLoaded(_) => "NeverLoaded",
+        ToolMessage::CodeObject(_) => "CodeObject",
     }
 }
 

@@ -10,7 +10,7 @@ use super::capture::Origin;
 use super::report::{ConnectionEnd, ConnectionReport};
 use crate::store::SnapshotWriter;
 use crate::store::missing::MissingRecord;
-use ditto_protocol::{IndexRuns, MissReason, Phase};
+use ditto_protocol::{IndexRuns, MissReason};
 use std::sync::Mutex;
 
 /// What a connection's frames accounted for, to find at its end the
@@ -113,11 +113,10 @@ pub(super) fn failed_capture_records(
         reason: MissReason::Error,
         detail: error.to_string(),
     };
-    let inputs_only = !d.buffers.is_empty() && d.buffers.iter().all(|b| b.phase == Phase::Before);
-    if inputs_only {
+    if d.is_inputs_part() {
         d.buffers
             .iter()
-            .map(|b| record(Some(b.arg_index), Some(Phase::Before)))
+            .map(|b| record(Some(b.arg_index), Some(b.phase)))
             .collect()
     } else {
         vec![record(None, None)]

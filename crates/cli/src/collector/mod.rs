@@ -29,7 +29,8 @@
 //! - `capture`: one dispatch's buffers read, verified and stored, through
 //!   `attachment` (attach/copy/detach of one IPC allocation) and
 //!   `copy_files` (the shared-memory and staged copies); `capture_error`:
-//!   why a dispatch was not captured;
+//!   why a dispatch was not captured; `code_objects`: the code objects a
+//!   replay capture sends, checked and stored;
 //! - the two buffer sources, each loading its runtime when its first
 //!   buffer arrives: `hsa` (the HSA IPC importer) over `hsa_runtime`, and
 //!   `cuda` (the CUDA IPC importer) over `cuda_driver` and `cuda_copy`;
@@ -47,6 +48,7 @@ mod admission;
 mod attachment;
 mod capture;
 mod capture_error;
+mod code_objects;
 mod config;
 mod connection;
 mod copy_files;

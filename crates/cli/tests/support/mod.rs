@@ -178,6 +178,7 @@ pub fn dispatch(index: u64, buffers: Vec<Buffer>) -> Dispatch {
         block: [16, 1, 1],
         duration_ns: None,
         buffers,
+        launch: None,
     }
 }
 

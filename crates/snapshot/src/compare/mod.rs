@@ -171,8 +171,22 @@ pub fn compare_snapshots(
             });
         }
     }
-    let mut ref_d: Vec<&DispatchRecord> = reference.manifest.dispatches.iter().collect();
-    let mut opt_d: Vec<&DispatchRecord> = optimized.manifest.dispatches.iter().collect();
+    // A replay capture's images are what `ditto replay` restores, not
+    // results: a reference captured for replay compares with any run.
+    let ref_results: Vec<DispatchRecord> = reference
+        .manifest
+        .dispatches
+        .iter()
+        .map(results_only)
+        .collect();
+    let opt_results: Vec<DispatchRecord> = optimized
+        .manifest
+        .dispatches
+        .iter()
+        .map(results_only)
+        .collect();
+    let mut ref_d: Vec<&DispatchRecord> = ref_results.iter().collect();
+    let mut opt_d: Vec<&DispatchRecord> = opt_results.iter().collect();
     ref_d.sort_by_key(|d| (d.rank, d.index));
     opt_d.sort_by_key(|d| (d.rank, d.index));
     let kernel = reference
@@ -439,6 +453,20 @@ fn phase_name(phase: Phase) -> &'static str {
     match phase {
         Phase::Before => "before the kernel",
         Phase::After => "after the kernel",
+        Phase::Replay => "for replay, before the kernel",
+    }
+}
+
+/// `d` without the images a replay capture took ([`Phase::Replay`]).
+pub fn results_only(d: &DispatchRecord) -> DispatchRecord {
+    DispatchRecord {
+        buffers: d
+            .buffers
+            .iter()
+            .filter(|b| b.phase != Phase::Replay)
+            .cloned()
+            .collect(),
+        ..d.clone()
     }
 }
 

@@ -393,6 +393,7 @@ fn snapshot_without_buffers(dir: &std::path::Path) -> Snapshot {
         block: [1, 1, 1],
         duration_ns: None,
         buffers: vec![],
+        launch: None,
     };
     w.add_dispatch(0, 1, &d, &[]).unwrap();
     Snapshot::load(dir).unwrap()
@@ -415,6 +416,7 @@ fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
                 block: [1, 1, 1],
                 duration_ns: None,
                 buffers: vec![],
+                launch: None,
             };
             let b = ditto_protocol::Buffer {
                 phase: ditto_protocol::Phase::After,
@@ -471,6 +473,7 @@ fn snapshot_with(dir: &std::path::Path, buffers: &[(u32, Phase, f32)]) -> Snapsh
         block: [1, 1, 1],
         duration_ns: None,
         buffers: vec![],
+        launch: None,
     };
     let captured: Vec<CapturedBuffer> = buffers
         .iter()

@@ -11,12 +11,13 @@ use crate::store::atomic::write_replacing_with;
 use crate::store::dir_handle::DirHandle;
 use crate::store::error::StoreError;
 use crate::store::manifest::{
-    BufferRecord, DispatchRecord, TransportKind, safetensors_dtype, tensor_name,
+    BufferRecord, DispatchRecord, LaunchRecord, TransportKind, VariableRecord,
+    code_object_file_name, safetensors_dtype, tensor_name,
 };
 use crate::store::placement;
 use crate::store::spare_files;
 use crate::store::tensor_file::{self, TensorSource};
-use ditto_protocol::{Buffer, Dispatch, Transport};
+use ditto_protocol::{Buffer, Dispatch, Launch, Transport};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -75,6 +76,28 @@ fn buffer_record(b: &Buffer, elements: u64) -> BufferRecord {
             Transport::Ipc { handle, .. } | Transport::CudaIpc { handle, .. } => Some(hex(handle)),
             Transport::SharedMemory | Transport::Staged { .. } => None,
         },
+    }
+}
+
+/// The manifest record of a replay capture's launch.
+fn launch_record(l: &Launch) -> LaunchRecord {
+    LaunchRecord {
+        kernarg: hex(&l.kernarg),
+        group_segment_size: l.group_segment_size,
+        private_segment_size: l.private_segment_size,
+        symbol: l.symbol.clone(),
+        code_object: l.code_object.as_deref().map(code_object_file_name),
+        code_object_missing: l.code_object_missing.clone(),
+        isa: l.isa.clone(),
+        variables: l
+            .variables
+            .iter()
+            .map(|(image, name)| VariableRecord {
+                image: *image,
+                name: name.clone(),
+            })
+            .collect(),
+        all_allocations: l.all_allocations,
     }
 }
 
@@ -157,6 +180,7 @@ impl DispatchSlot {
                 duration_ns: dispatch.duration_ns,
                 file: self.file,
                 buffers: records,
+                launch: dispatch.launch.as_ref().map(|l| Box::new(launch_record(l))),
             },
             path: self.path,
             spares_failed,

@@ -51,6 +51,7 @@ pub fn dispatch(index: u64) -> Dispatch {
         block: [4, 1, 1],
         duration_ns: None,
         buffers: vec![],
+        launch: None,
     }
 }
 

@@ -96,6 +96,74 @@ pub struct DispatchRecord {
     /// File name inside the snapshot directory.
     pub file: String,
     pub buffers: Vec<BufferRecord>,
+    /// What `ditto replay` needs beyond the buffers (`--capture replay`);
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Box<LaunchRecord>>,
+}
+
+/// A replayable dispatch's launch ([`ditto_protocol::Launch`]): its
+/// memory before the kernel is in the `replay` buffers (tensors
+/// `memory<N>`), its code object in the file `code_object` names.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LaunchRecord {
+    /// The kernel-argument segment as dispatched, lowercase hex.
+    pub kernarg: String,
+    pub group_segment_size: u32,
+    pub private_segment_size: u32,
+    /// The kernel's symbol in its code object (`<mangled>.kd` on HSA).
+    pub symbol: String,
+    /// File name of the code object inside the snapshot directory
+    /// ([`code_object_file_name`]); null when the tool had no copy.
+    pub code_object: Option<String>,
+    /// Why there is no code object, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_object_missing: Option<String>,
+    /// The agent's ISA as the runtime named it.
+    pub isa: Option<String>,
+    /// Module-scope variables among the replay buffers.
+    pub variables: Vec<VariableRecord>,
+    /// Every live allocation was taken (`replay-all`).
+    pub all_allocations: bool,
+}
+
+/// A module-scope variable's image: the replay buffer `memory<image>`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct VariableRecord {
+    pub image: u32,
+    pub name: String,
+}
+
+impl LaunchRecord {
+    /// The kernel-argument bytes.
+    pub fn kernarg_bytes(&self) -> Result<Vec<u8>, StoreError> {
+        let text = self.kernarg.as_bytes();
+        if !text.len().is_multiple_of(2) {
+            return Err(StoreError::Invalid(format!(
+                "launch of `{}`: kernarg has an odd number of hex digits",
+                self.symbol
+            )));
+        }
+        text.chunks(2)
+            .map(|pair| {
+                std::str::from_utf8(pair)
+                    .ok()
+                    .and_then(|p| u8::from_str_radix(p, 16).ok())
+                    .ok_or_else(|| {
+                        StoreError::Invalid(format!(
+                            "launch of `{}`: kernarg is not hex",
+                            self.symbol
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+/// `code-object-<digest>.co`: a code object a replay capture refers to,
+/// stored once per snapshot under the SHA-256 of its bytes.
+pub fn code_object_file_name(digest: &str) -> String {
+    format!("code-object-{digest}.co")
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -104,10 +172,13 @@ pub struct BufferRecord {
     /// The parameter's name when known (null: demangled names carry none).
     #[serde(default)]
     pub name: Option<String>,
-    /// Tensor name inside `file` (`arg<N>`, `arg<N>.before` for inputs).
+    /// Tensor name inside `file` (`arg<N>`, `arg<N>.before` for inputs,
+    /// `memory<N>` for a replay capture's images).
     pub tensor: String,
-    /// `before` (taken before the kernel ran) or `after`; absent in older
-    /// manifests, which hold only `after`.
+    /// `before` (taken before the kernel ran), `after`, or `replay` (a
+    /// whole allocation or module variable before the kernel, for replay:
+    /// `arg` is then the image's number); absent in older manifests, which
+    /// hold only `after`.
     #[serde(default)]
     pub phase: Phase,
     /// [`DType::name`].
@@ -186,12 +257,14 @@ pub fn dispatch_file_name(rank: u32, index: u64) -> String {
 }
 
 /// `arg<N>` for a buffer taken after the kernel ran, `arg<N>.before` for
-/// one taken before it (`--capture inputs`).
+/// one taken before it (`--capture inputs`), `memory<N>` for a replay
+/// capture's image number N.
 pub fn tensor_name(arg: u32, phase: Phase) -> String {
-    if phase == Phase::Before {
-        return format!("arg{arg}.before");
+    match phase {
+        Phase::Before => format!("arg{arg}.before"),
+        Phase::After => format!("arg{arg}"),
+        Phase::Replay => format!("memory{arg}"),
     }
-    format!("arg{arg}")
 }
 
 /// One record of "missing": a run of dispatches (or one buffer) not

@@ -3,8 +3,9 @@
 //! by `compare`, `inspect` and `validate`.
 //!
 //! Layout: `DIR/manifest.json`, `DIR/dispatch-<rank>-<index:05>.safetensors`
-//! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), and the
-//! journal `DIR/dispatches.jsonl` ([`journal`]).
+//! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), the
+//! journal `DIR/dispatches.jsonl` ([`journal`]) and, for a replay capture,
+//! `DIR/code-object-<sha256>.co`.
 //!
 //! This file is the module map and its re-exports only:
 //! - `manifest`: the schema of `manifest.json` and the names of files and tensors;
@@ -45,8 +46,9 @@ pub use atomic::write_atomically;
 pub use dispatch_file::{CapturedBuffer, TensorToStore};
 pub use error::StoreError;
 pub use manifest::{
-    BufferRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
-    SNAPSHOT_FORMAT, TransportKind, dispatch_file_name, safetensors_dtype, tensor_name,
+    BufferRecord, DispatchRecord, DispatchedKernel, LaunchRecord, MANIFEST_FILE, Manifest,
+    RunRecord, SNAPSHOT_FORMAT, TransportKind, VariableRecord, code_object_file_name,
+    dispatch_file_name, safetensors_dtype, tensor_name,
 };
 pub use placement::{Filled, Refusal, TensorOut, share_cuts};
 pub use reader::{Array, Snapshot};

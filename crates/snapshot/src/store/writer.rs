@@ -15,13 +15,13 @@
 //! values.
 
 use super::atomic::{TEMPORARY_PREFIX, remove_leftovers, write_replacing_with};
-use super::dir_handle::DirHandle;
+use super::dir_handle::{self, DirHandle};
 use super::dispatch_file::{CapturedBuffer, DispatchSlot, TensorToStore, WrittenDispatch};
 use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
     DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord, SNAPSHOT_FORMAT,
-    Unaccounted, connection_order, dispatch_file_name,
+    Unaccounted, code_object_file_name, connection_order, dispatch_file_name,
 };
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
@@ -131,6 +131,7 @@ impl SnapshotWriter {
             for name in handle.names().map_err(io_err(dir))? {
                 let name = name.to_string_lossy();
                 if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
+                    || (name.starts_with("code-object-") && name.ends_with(".co"))
                     || name == journal::JOURNAL_FILE
                     || name.starts_with(TEMPORARY_PREFIX)
                 {
@@ -291,6 +292,33 @@ impl SnapshotWriter {
     /// Why dispatches are no longer stored, once the file system filled.
     pub fn full(&self) -> Option<&str> {
         self.full.as_deref()
+    }
+
+    /// Stores a code object a replay capture refers to as
+    /// `code-object-<digest>.co` ([`code_object_file_name`]), read from
+    /// `bytes`, unless the snapshot has it already (one file per digest,
+    /// whatever the number of processes that loaded it). The caller checked
+    /// that `digest` is the bytes' SHA-256.
+    pub fn add_code_object(
+        &self,
+        digest: &str,
+        bytes: &mut dyn std::io::Read,
+    ) -> Result<PathBuf, StoreError> {
+        let name = code_object_file_name(digest);
+        let path = self.dir.shown(&name);
+        if !dir_handle::is_plain_name(&name) {
+            return Err(StoreError::Invalid(format!(
+                "code object digest {digest:?} is not a plain file name"
+            )));
+        }
+        if self.dir.contains(&name).map_err(io_err(&path))? {
+            return Ok(path);
+        }
+        write_replacing_with(&self.dir, &name, false, |w| {
+            std::io::copy(bytes, w).map_err(io_err(&path))?;
+            Ok(())
+        })?;
+        Ok(path)
     }
 
     /// Writes the dispatch's tensor file, then the manifest naming it.

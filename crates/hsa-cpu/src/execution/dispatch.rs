@@ -14,6 +14,11 @@
 //! KERNEL_OBJECT up in `executables`' registry of live kernel descriptors),
 //! so it never jumps to an address that is not the entry of a live kernel,
 //! and never uses `executables` or `queues` itself.
+//! Every entry call runs marked with its queue's id
+//! (`kernel_faults::RunningKernel`): an entry whose code faults never
+//! returns, so neither does `run`, as a faulting dispatch never completes
+//! on a GPU. Blit kernels (the runtime's own code) run unmarked: a fault
+//! there acts as before.
 
 use crate::agents;
 use crate::code_objects::blit_kernels::Blit;

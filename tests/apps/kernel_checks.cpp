@@ -149,3 +149,16 @@ __global__ void dynamic_shared_identity(int* violations, int rounds) {
   }
 }
 DITTO_KERNEL(dynamic_shared_identity)
+
+// Faulting kernels (crates/hsa-cpu/tests/runtime/faults.rs compiles this
+// file): a read of whatever `p` points at (an unmapped page: a GPU's memory
+// access fault), and a trap (ud2: a GPU's illegal instruction) before a
+// store that never happens.
+__global__ void read_from(const float* p, float* out) { out[threadIdx.x] = p[threadIdx.x]; }
+DITTO_KERNEL(read_from)
+
+__global__ void trap_now(int* never_written) {
+  __builtin_trap();
+  *never_written = 1;
+}
+DITTO_KERNEL(trap_now)

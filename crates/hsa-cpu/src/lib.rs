@@ -35,7 +35,11 @@
 //!   (the AMD loader extension: what was loaded where)
 //! - `execution/`   `dispatch` (running one kernel-dispatch packet on the
 //!   host), `group_workers` (the work-group threads shared by all queues,
-//!   DITTO_HSA_CPU_THREADS)
+//!   DITTO_HSA_CPU_THREADS), `kernel_faults` (the fault signal handlers: a
+//!   kernel's SIGSEGV/SIGBUS/SIGILL/SIGFPE as a GPU's exception, every
+//!   other fault to the action installed before)
+//! - `system_events` hsa_amd_register_system_event_handler, and a GPU
+//!   memory fault's report: to those handlers, or ROCr's message and abort
 //! - `signals_and_queues/` `signals` (signal table, values, blocking waits),
 //!   `async_events` (the runtime's async-events thread), `aql_rings` (one
 //!   ring of AQL packets), `packet_processor` (each hardware queue's
@@ -47,14 +51,15 @@
 //! fails on a circle): `api` over everything it routes to;
 //! `loader_extension` over `executables` over `amdgpu` over
 //! `host_kernels`; the packet processor (`packet_processor`) over the registry of
-//! live kernels (`executables`) and kernel execution (`dispatch`);
+//! live kernels (`executables`) and kernel execution (`dispatch`), and
+//! over `kernel_faults` and `system_events` (it reports kernel faults);
 //! `intercept_queues` over `queues` and `async_events`; `ipc` over
 //! `allocations` over `pool_memfd`. In `api/`, `mod.rs` over its three
 //! modules; none of them uses `api` itself. `agent_info` over `agents`
 //! (and `device_access`, for what the CPU may reach). A lower
 //! module that needs something of a higher one is handed it (a parameter,
 //! a trait object), never imports it. `trace`, `agents`, `loading`,
-//! `group_workers`, `blit_kernels`, `served_abi`, `api_tables`,
+//! `group_workers`, `kernel_faults`, `blit_kernels`, `served_abi`, `api_tables`,
 //! `device_access` and `cpu` use no other module but `api_tables` (which
 //! reads `served_abi`) and `device_access` (which `agents` reads).
 //!
@@ -79,6 +84,7 @@ pub mod execution;
 pub mod memory;
 pub mod runtime;
 pub mod signals_and_queues;
+pub mod system_events;
 pub mod tools;
 
 pub use api::*;

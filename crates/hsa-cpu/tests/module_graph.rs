@@ -25,6 +25,13 @@ fn modules_use_each_other_in_one_direction_only() {
                 "execution::dispatch",
             ),
             ("memory::ipc", "memory::allocations"),
+            ("execution::dispatch", "execution::kernel_faults"),
+            (
+                "signals_and_queues::packet_processor",
+                "execution::kernel_faults",
+            ),
+            ("signals_and_queues::packet_processor", "system_events"),
+            ("system_events", "agents"),
             ("memory::allocations", "memory::pool_memfd"),
             ("api", "api::slots"),
             ("api::unimplemented_exports", "api::slots"),

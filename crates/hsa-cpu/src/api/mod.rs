@@ -39,7 +39,7 @@ use crate::signals_and_queues::signals::{Order, Rmw};
 use crate::signals_and_queues::{async_events, intercept_queues, profiling, queues, signals};
 use crate::tools::api_tables::{Implementation, ServedTables};
 use crate::tools::served_abi;
-use crate::{agent_info, agents, runtime};
+use crate::{agent_info, agents, runtime, system_events};
 use hsa::versions::Table;
 use hsa::*;
 use std::ffi::{c_char, c_int, c_void};
@@ -352,6 +352,9 @@ hsa_api! {
     export amd.hsa_amd_signal_async_handler_fn: fn hsa_amd_signal_async_handler(signal: Sig, cond: hsa_signal_condition_t, value: Val, handler: SignalHandler, arg: *mut c_void) -> hsa_status_t
         // SAFETY: `handler`, `arg` as hsa_ext_amd.h requires (the entry's contract).
         => unsafe { async_events::async_handler(signal, cond, value, handler, arg) };
+    export amd.hsa_amd_register_system_event_handler_fn: fn hsa_amd_register_system_event_handler(callback: hsa_amd_system_event_callback_t, data: *mut c_void) -> hsa_status_t
+        // SAFETY: `callback`, `data` as hsa_ext_amd.h requires (the entry's contract).
+        => unsafe { system_events::register_handler(callback, data) };
     export amd.hsa_amd_profiling_get_dispatch_time_fn: fn hsa_amd_profiling_get_dispatch_time(agent: hsa_agent_t, signal: Sig, time: *mut hsa_amd_profiling_dispatch_time_t) -> hsa_status_t
         // SAFETY: `time` as hsa_ext_amd.h requires (the entry's contract).
         => unsafe { profiling::get_dispatch_time(agent, signal, time) };

@@ -140,7 +140,6 @@ jump_exports! {
     amd.hsa_amd_pointer_info_set_userdata_fn => hsa_amd_pointer_info_set_userdata;
     amd.hsa_amd_ipc_signal_create_fn => hsa_amd_ipc_signal_create;
     amd.hsa_amd_ipc_signal_attach_fn => hsa_amd_ipc_signal_attach;
-    amd.hsa_amd_register_system_event_handler_fn => hsa_amd_register_system_event_handler;
     amd.hsa_amd_queue_set_priority_fn => hsa_amd_queue_set_priority;
     amd.hsa_amd_memory_async_copy_rect_fn => hsa_amd_memory_async_copy_rect;
     amd.hsa_amd_runtime_queue_create_register_fn => hsa_amd_runtime_queue_create_register;

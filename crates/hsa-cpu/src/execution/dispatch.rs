@@ -14,11 +14,17 @@
 //! KERNEL_OBJECT up in `executables`' registry of live kernel descriptors),
 //! so it never jumps to an address that is not the entry of a live kernel,
 //! and never uses `executables` or `queues` itself.
+//! Every entry call runs marked with its queue's id
+//! (`kernel_faults::RunningKernel`): an entry whose code faults never
+//! returns, so neither does `run`, as a faulting dispatch never completes
+//! on a GPU. Blit kernels (the runtime's own code) run unmarked: a fault
+//! there acts as before.
 
 use crate::agents;
 use crate::code_objects::blit_kernels::Blit;
 use crate::code_objects::cpu::{CpuDispatch, KernelEntry, Library};
 use crate::execution::group_workers;
+use crate::execution::kernel_faults::RunningKernel;
 use crate::memory::device_access::DeviceAccess;
 use hsa::*;
 use std::ffi::c_void;
@@ -100,6 +106,9 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 /// chunks on the pool. The status is
 /// reported to the queue's error callback when it is not SUCCESS (the
 /// packet still completes); it is returned only after every chunk returned.
+/// Every entry call runs marked as a kernel of queue `queue`
+/// (`kernel_faults`): a fault of its code parks its thread, and this never
+/// returns, as a faulting dispatch never completes on a GPU.
 ///
 /// # Safety
 /// `d` is a kernel-dispatch packet as the application published it: its
@@ -110,6 +119,7 @@ pub(crate) unsafe fn run(
     kernel: Arc<KernelRecord>,
     cooperative: bool,
     gpu: usize,
+    queue: u64,
 ) -> hsa_status_t {
     let entry = match &kernel.run {
         KernelRun::Entry { entry, .. } => *entry,
@@ -149,10 +159,11 @@ pub(crate) unsafe fn run(
     let rc = if cooperative {
         // SAFETY: the packet's arguments as our own contract says; `kernel`
         // keeps the code object loaded for the call.
-        unsafe { run_cooperative(entry, args, groups, gpu) }
+        unsafe { run_cooperative(entry, args, groups, gpu, queue) }
     } else if groups <= 1 || threads == 1 {
         // Inline: no hand-off for the tiny dispatches that dominate counts.
         let _engine = DeviceAccess::for_gpu(gpu);
+        let _running = RunningKernel::enter(queue);
         // SAFETY: entry belongs to a loaded code object kept alive by
         // `kernel` (an Arc on its library) for the duration of the call.
         unsafe { entry(&args) }
@@ -174,9 +185,11 @@ pub(crate) unsafe fn run(
                 ..shared.args
             };
             let engine = DeviceAccess::for_gpu(gpu);
+            let running = RunningKernel::enter(queue);
             // SAFETY: as above; `shared` keeps the code object loaded, and
             // the ranges of the chunks are disjoint and inside the grid.
             let rc = unsafe { entry(&chunk_args) };
+            drop(running);
             drop(engine);
             if rc != 0 {
                 let _ = error.compare_exchange(0, rc, Ordering::Relaxed, Ordering::Relaxed);
@@ -305,7 +318,13 @@ impl StartGate {
 /// `args` is a dispatch whose kernarg segment and the memory it points at
 /// `entry` may use, as `run`'s packet; `entry` stays loaded until this
 /// returns.
-unsafe fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64, gpu: usize) -> i32 {
+unsafe fn run_cooperative(
+    entry: KernelEntry,
+    args: CpuDispatch,
+    groups: u64,
+    gpu: usize,
+    queue: u64,
+) -> i32 {
     if groups > MAX_COOPERATIVE_GROUPS {
         eprintln!(
             "hsa-cpu: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \
@@ -345,10 +364,12 @@ unsafe fn run_cooperative(entry: KernelEntry, args: CpuDispatch, groups: u64, gp
                         ..shared.args
                     };
                     let engine = DeviceAccess::for_gpu(gpu);
+                    let running = RunningKernel::enter(queue);
                     // SAFETY: the caller's kernel record keeps the code
                     // object loaded until this scope has joined every
                     // thread; the group is inside the grid.
                     let rc = unsafe { entry(&group_args) };
+                    drop(running);
                     drop(engine);
                     barrier.leave();
                     if rc != 0 {

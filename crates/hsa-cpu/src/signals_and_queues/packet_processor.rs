@@ -13,17 +13,63 @@
 //! processor sleeps whenever it waits (doorbell, barrier dependencies): no
 //! periodic wake-up; a queue destroy sets the stop flag and wakes whatever
 //! it sleeps on.
+//!
+//! A kernel that faults (`kernel_faults`) never returns, so its queue's
+//! thread stops at that packet for good: the queue is suspended, its
+//! dispatch never completes and no later packet is taken. The fault is
+//! reported once per queue, on the runtime's faults thread, as ROCr's
+//! `AqlQueue::ExceptionHandler` and `Runtime::VMFaultHandler` do: a page
+//! fault to the system event handlers (`system_events`: with none that
+//! returns SUCCESS, ROCr's message and abort), never to the queue's
+//! callback; an illegal instruction to the queue's error callback as
+//! HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION, an arithmetic exception as
+//! HSA_STATUS_ERROR_EXCEPTION (no callback: nothing is called, nothing
+//! aborts). Destroying a faulted queue does not wait for its thread.
 
 use crate::agents;
 use crate::code_objects::executables;
 use crate::execution::dispatch;
+use crate::execution::kernel_faults::{self, FaultKind, KernelFault};
 use crate::memory::visibility;
 use crate::signals_and_queues::aql_rings::Ring;
 use crate::signals_and_queues::signals::{self, Order, Rmw, Signal};
+use crate::system_events;
 use hsa::*;
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+/// Every live hardware queue by its id, for the reports of its kernels'
+/// faults (the id is what `dispatch` marks kernel threads with).
+static BY_ID: LazyLock<Mutex<HashMap<u64, Weak<HwQueue>>>> = LazyLock::new(Default::default);
+
+fn by_id() -> std::sync::MutexGuard<'static, HashMap<u64, Weak<HwQueue>>> {
+    BY_ID.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reports a fault of a kernel of queue `fault.queue` (on the faults
+/// thread), once per queue; see the module header.
+fn report_kernel_fault(fault: KernelFault) {
+    let queue = by_id().get(&fault.queue).and_then(Weak::upgrade);
+    let Some(q) = queue else {
+        eprintln!(
+            "hsa-cpu: a kernel of queue {} faulted after the queue was destroyed: {fault:?}",
+            fault.queue
+        );
+        return;
+    };
+    if q.faulted.swap(true, Ordering::SeqCst) {
+        return; // the queue is suspended already: its first fault was reported
+    }
+    match fault.kind() {
+        FaultKind::Memory => {
+            system_events::memory_fault(q.gpu, fault.address, fault.memory_reason())
+        }
+        FaultKind::IllegalInstruction => q.report(HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION),
+        FaultKind::Arithmetic => q.report(HSA_STATUS_ERROR_EXCEPTION),
+    }
+}
 
 /// `HSA_AMD_PACKET_TYPE_BARRIER_VALUE`: the vendor format byte of AMD's
 /// barrier-value packet (hsa_ext_amd.h).
@@ -40,6 +86,8 @@ pub struct HwQueue {
     /// The queue reported to the error callback (the proxy for intercept queues).
     public_queue: std::sync::atomic::AtomicPtr<hsa_queue_t>,
     stop: AtomicBool,
+    /// A kernel of this queue faulted: its thread never returns.
+    faulted: AtomicBool,
     /// The barrier dependency the processor sleeps on (woken by shut_down).
     waiting_on: Mutex<Option<Arc<Signal>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -64,9 +112,12 @@ impl HwQueue {
             error_callback: callback,
             error_data: data as usize,
             stop: AtomicBool::new(false),
+            faulted: AtomicBool::new(false),
             waiting_on: Mutex::new(None),
             thread: Mutex::new(None),
         });
+        kernel_faults::set_reporter(report_kernel_fault);
+        by_id().insert(q.ring.id(), Arc::downgrade(&q));
         let worker = q.clone();
         let handle = std::thread::Builder::new()
             .name(format!("hsa-cpu-queue-{}", q.ring.id()))
@@ -107,13 +158,22 @@ impl HwQueue {
             s.poke();
         }
         signals::wake_any_waiters();
+        by_id().remove(&self.ring.id());
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         // Destroyed from its own error callback: the thread exits by itself.
-        if let Some(h) = handle
-            && h.thread().id() != std::thread::current().id()
-        {
-            let _ = h.join();
+        let Some(h) = handle else { return };
+        if h.thread().id() == std::thread::current().id() {
+            return;
         }
+        // A faulted kernel never returns: its thread is left parked. Until
+        // a fault is reported (it may be on its way) the thread is polled.
+        while !h.is_finished() {
+            if self.faulted.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let _ = h.join();
     }
 
     /// Blocks until `signal` satisfies the condition, is destroyed (a
@@ -206,7 +266,9 @@ impl HwQueue {
                             // SAFETY: the application published the packet
                             // (hsa.h): its kernarg holds the kernel's
                             // arguments and what they point at.
-                            unsafe { dispatch::run(&d, kernel, ring.cooperative(), self.gpu) }
+                            unsafe {
+                                dispatch::run(&d, kernel, ring.cooperative(), self.gpu, ring.id())
+                            }
                         }
                         None => HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
                     };

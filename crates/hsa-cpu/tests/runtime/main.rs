@@ -14,6 +14,7 @@ mod cpu_features;
 mod device_memory;
 mod execution;
 mod exports;
+mod faults;
 mod gpus;
 mod intercept;
 mod ipc;

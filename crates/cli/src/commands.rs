@@ -204,6 +204,31 @@ fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Result<
     })
 }
 
+/// `ditto replay SNAPSHOT`: the comparison's report, then what the replay
+/// measured (stderr; with `--json`, a "replay" member of the object).
+pub fn replay(opts: &crate::replay::ReplayOptions) -> Result<Verdict> {
+    let outcome = crate::replay::replay(opts)?;
+    let s = &outcome.summary;
+    if opts.json {
+        let mut value = report::render_json(&outcome.report);
+        value["replay"] = serde_json::to_value(s).expect("a summary serializes");
+        emit_line(&serde_json::to_string_pretty(&value).expect("JSON values serialize"))?;
+    } else {
+        emit(&report::render_human(
+            &outcome.report,
+            report::stdout_wants_color(),
+        ))?;
+    }
+    for line in crate::replay::summary_lines(s) {
+        log::info(&line);
+    }
+    Ok(if outcome.report.valid() {
+        Verdict::Valid
+    } else {
+        Verdict::Mismatch
+    })
+}
+
 /// `ditto compare REF_DIR OPT_DIR`.
 pub fn compare(args: CompareArgs) -> Result<Verdict> {
     let options = args.compare;

@@ -14,6 +14,7 @@ pub mod log;
 pub mod mcp;
 pub mod program_file;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod run_outcome;
 pub mod runtime_choice;

@@ -35,6 +35,12 @@ const INSPECT_EXAMPLE: &str = "\
 Example:
   ditto inspect snap --dump 1";
 
+const REPLAY_EXAMPLE: &str = "\
+Example:
+  ditto run --kernel reduce_sum --capture replay --out ref -- ./reduce_sum_baseline
+  ditto replay ref                                  (the captured kernel: PASS)
+  ditto replay ref --from ./reduce_sum_optimized --iterations 20";
+
 const KERNELS_EXAMPLE: &str = "\
 Example:
   ditto kernels ./scale_values
@@ -282,6 +288,54 @@ enum Command {
     /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, kernels)
     #[command(after_help = MCP_EXAMPLE)]
     Mcp,
+    /// Run captured dispatches again on their own (captured with --capture replay) and compare their outputs with the application's
+    #[command(after_help = REPLAY_EXAMPLE)]
+    Replay {
+        /// A snapshot captured with `--capture replay`
+        snapshot: PathBuf,
+        /// Dispatches to replay: all, N, N..M (both included), N.. or a list like 0,3..5
+        #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
+        dispatch: Option<DispatchSelection>,
+        /// A code object holding the replacement kernel (same name and argument layout)
+        #[arg(long, value_name = "FILE", conflicts_with = "from")]
+        kernel_object: Option<PathBuf>,
+        /// Take the kernel of the same name from this program's embedded device code (not run)
+        #[arg(long, value_name = "PROGRAM")]
+        from: Option<PathBuf>,
+        /// Times to run each dispatch (memory restored before each); the report gives the median
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100000))]
+        iterations: u32,
+        #[command(flatten)]
+        tolerances: Tolerances,
+        #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
+        hsa_runtime: RuntimeChoice,
+        /// Longest wait for one dispatch to complete, in seconds (a hang is reported, not waited out)
+        #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
+        timeout: Duration,
+        /// One JSON object on stdout (compare's schema, plus "replay")
+        #[arg(long)]
+        json: bool,
+    },
+    /// The replay process of one dispatch (started by `ditto replay`)
+    #[command(hide = true)]
+    ReplayDispatch {
+        #[arg(long)]
+        snapshot: PathBuf,
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        index: u64,
+        #[arg(long)]
+        work: PathBuf,
+        #[arg(long)]
+        runtime_library: PathBuf,
+        #[arg(long)]
+        kernel_object: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        iterations: u32,
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
+    },
     /// Serve a socket for scripts/ditto-run until SIGINT/SIGTERM; each run goes to OUT/<run>/
     #[command(after_help = COLLECT_EXAMPLE)]
     Collect {
@@ -388,6 +442,47 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             dir, dump, json, ..
         } => commands::inspect(&dir, dump, json),
         Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
+        Command::Replay {
+            snapshot,
+            dispatch,
+            kernel_object,
+            from,
+            iterations,
+            tolerances,
+            hsa_runtime,
+            timeout,
+            json,
+        } => commands::replay(&ditto_cli::replay::ReplayOptions {
+            snapshot,
+            dispatch,
+            kernel_object,
+            from,
+            iterations,
+            compare: tolerances.options()?,
+            runtime: hsa_runtime,
+            timeout,
+            json,
+        }),
+        Command::ReplayDispatch {
+            snapshot,
+            rank,
+            index,
+            work,
+            runtime_library,
+            kernel_object,
+            iterations,
+            timeout_ms,
+        } => ditto_cli::replay::child::replay_dispatch(&ditto_cli::replay::child::ChildArgs {
+            snapshot,
+            rank,
+            index,
+            work,
+            runtime: runtime_library,
+            kernel_object,
+            iterations,
+            timeout: Duration::from_millis(timeout_ms),
+        })
+        .map(|()| Verdict::Valid),
         Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),
         Command::Kernels {
             file,
@@ -438,7 +533,8 @@ fn main() -> ExitCode {
         Command::Compare { json, .. }
         | Command::Validate { json, .. }
         | Command::Inspect { json, .. }
-        | Command::Kernels { json, .. } => *json,
+        | Command::Kernels { json, .. }
+        | Command::Replay { json, .. } => *json,
         _ => false,
     };
     match dispatch(cli.command) {

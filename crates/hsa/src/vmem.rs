@@ -61,6 +61,29 @@ pub type HsaAmdVmemMapFn = unsafe extern "C" fn(
     flags: u64,
 ) -> hsa_status_t;
 pub type HsaAmdVmemUnmapFn = unsafe extern "C" fn(va: *mut c_void, size: usize) -> hsa_status_t;
+/// `hsa_amd_vmem_address_reserve`: `address` is the requested start
+/// (SUCCESS elsewhere when it is taken: compare `*va`).
+pub type HsaAmdVmemAddressReserveFn = unsafe extern "C" fn(
+    va: *mut *mut c_void,
+    size: usize,
+    address: u64,
+    flags: u64,
+) -> hsa_status_t;
+pub type HsaAmdVmemAddressFreeFn =
+    unsafe extern "C" fn(va: *mut c_void, size: usize) -> hsa_status_t;
+pub type HsaAmdVmemHandleCreateFn = unsafe extern "C" fn(
+    pool: crate::types::hsa_amd_memory_pool_t,
+    size: usize,
+    memory_type: hsa_amd_memory_type_t,
+    flags: u64,
+    memory_handle: *mut hsa_amd_vmem_alloc_handle_t,
+) -> hsa_status_t;
+pub type HsaAmdVmemSetAccessFn = unsafe extern "C" fn(
+    va: *mut c_void,
+    size: usize,
+    desc: *const hsa_amd_memory_access_desc_t,
+    desc_cnt: usize,
+) -> hsa_status_t;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,439 @@
+//! `ditto replay SNAPSHOT`: captured dispatches run again on their own,
+//! with the kernel the application ran or a replacement, their outputs
+//! compared with the outputs the application produced, through the same
+//! comparison, report, `--json` and exit codes as `ditto compare`.
+//!
+//! Each dispatch runs in a replay process of its own (`child`): a kernel
+//! that faults or hangs ends that process, never `ditto`. With a
+//! replacement the original kernel is replayed too, so that the report
+//! can say when the original does not reproduce its own outputs (the
+//! kernel is not deterministic, or reads state outside captured memory)
+//! and give the speedup from the two medians.
+//!
+//! Modules: `plan` (a replay capture read and checked), `runtime` (the
+//! HSA entries a replay calls), `child` (the replay process),
+//! `replacement` (where a replacement kernel comes from, and its argument
+//! layout checked against the captured one's).
+
+pub mod child;
+pub mod plan;
+pub mod replacement;
+pub mod runtime;
+
+use crate::compare::{CompareOptions, compare_snapshots};
+use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
+use crate::store::{CapturedBuffer, DispatchRecord, Snapshot, SnapshotWriter};
+use anyhow::{Context, Result, bail};
+use child::{ChildResult, read_result};
+use ditto_protocol::{Buffer, Dispatch, DispatchSelection, Hello, Phase, Transport};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// `ditto replay`'s options.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub snapshot: PathBuf,
+    pub dispatch: Option<DispatchSelection>,
+    /// `--kernel-object FILE`: a code object holding the replacement.
+    pub kernel_object: Option<PathBuf>,
+    /// `--from PROGRAM`: the kernel of the same name from another
+    /// program's embedded device code.
+    pub from: Option<PathBuf>,
+    pub iterations: u32,
+    pub compare: CompareOptions,
+    pub runtime: RuntimeChoice,
+    /// Longest wait for one dispatch.
+    pub timeout: Duration,
+    pub json: bool,
+}
+
+/// What a replay of all selected dispatches found.
+pub struct ReplayOutcome {
+    pub report: crate::compare::ComparisonReport,
+    pub summary: ReplaySummary,
+}
+
+/// Times and notes of a replay, beside the comparison.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReplaySummary {
+    pub iterations: u32,
+    /// The replayed kernel's times, every iteration of every dispatch.
+    pub times_ns: Vec<u64>,
+    pub median_ns: Option<u64>,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    /// With a replacement: the original kernel replayed, its median.
+    pub original_median_ns: Option<u64>,
+    /// original_median / median.
+    pub speedup: Option<f64>,
+    /// The replacement's code object (none: the captured kernel).
+    pub kernel_object: Option<String>,
+    /// Whether the original kernel replayed reproduced the captured
+    /// outputs (checked with a replacement; null otherwise).
+    pub original_reproduced: Option<bool>,
+    /// Ranges not placed at their original address: (original, placed, size).
+    pub relocated: Vec<(u64, u64, u64)>,
+    pub variables_missing: Vec<String>,
+}
+
+/// Runs `ditto replay` and returns the comparison with its summary.
+pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
+    let snapshot = Snapshot::load(&opts.snapshot)
+        .with_context(|| format!("reading the snapshot {}", opts.snapshot.display()))?;
+    let replayable = plan::replayable(&snapshot);
+    if replayable.is_empty() {
+        return Err(plan::PlanError::NoReplayData {
+            dir: snapshot.dir.clone(),
+        }
+        .into());
+    }
+    let chosen: Vec<(u32, u64)> = replayable
+        .iter()
+        .filter(|d| opts.dispatch.as_ref().is_none_or(|s| s.selects(d.index)))
+        .map(|d| (d.rank, d.index))
+        .collect();
+    if chosen.is_empty() {
+        let indices: Vec<String> = replayable.iter().map(|d| d.index.to_string()).collect();
+        bail!(
+            "--dispatch selects none of the replayable dispatches of {} (they are {})",
+            snapshot.dir.display(),
+            indices.join(", ")
+        );
+    }
+    let runtime = runtime_choice::resolve(opts.runtime)?;
+    let work = tempfile::Builder::new()
+        .prefix("ditto-replay-")
+        .tempdir()
+        .context("making the replay's work directory")?;
+    let first = plan::plan(&snapshot, chosen[0].0, chosen[0].1)?;
+    let replacement = replacement::choose(opts, &snapshot, &first, work.path())?;
+    let original_host_build = host_build_of_run(&snapshot, chosen[0].0);
+    let mut summary = ReplaySummary {
+        iterations: opts.iterations.max(1),
+        kernel_object: replacement
+            .as_ref()
+            .map(|r| r.code_object.display().to_string()),
+        ..Default::default()
+    };
+    // With a replacement, the original first: does it reproduce its outputs?
+    let mut original_times = Vec::new();
+    if replacement.is_some() {
+        let dir = work.path().join("original");
+        std::fs::create_dir(&dir)?;
+        let results = run_children(
+            opts,
+            &snapshot,
+            &chosen,
+            &runtime,
+            None,
+            original_host_build.as_deref(),
+            &dir,
+        )?;
+        let replayed = replay_snapshot(&snapshot, &chosen, &results, &dir)?;
+        let reference = reference_view(&snapshot, &chosen);
+        let check = compare_snapshots(&reference, &replayed, &opts.compare)?;
+        summary.original_reproduced = Some(check.valid());
+        original_times = results.iter().flat_map(|(_, r)| times(r)).collect();
+    }
+    let dir = work.path().join("replay");
+    std::fs::create_dir(&dir)?;
+    let host_build = match &replacement {
+        Some(r) => r.host_build.clone(),
+        None => original_host_build,
+    };
+    let results = run_children(
+        opts,
+        &snapshot,
+        &chosen,
+        &runtime,
+        replacement.as_ref().map(|r| r.code_object.as_path()),
+        host_build.as_deref(),
+        &dir,
+    )?;
+    for (_, r) in &results {
+        summary.relocated.extend(r.relocated.iter().copied());
+        summary
+            .variables_missing
+            .extend(r.variables_missing.iter().cloned());
+    }
+    summary.times_ns = results.iter().flat_map(|(_, r)| times(r)).collect();
+    (summary.median_ns, summary.min_ns, summary.max_ns) = spread(&summary.times_ns);
+    if replacement.is_some() {
+        summary.original_median_ns = spread(&original_times).0;
+        if let (Some(o), Some(n)) = (summary.original_median_ns, summary.median_ns)
+            && n > 0
+        {
+            summary.speedup = Some(o as f64 / n as f64);
+        }
+    }
+    let replayed = replay_snapshot(&snapshot, &chosen, &results, &dir)?;
+    let reference = reference_view(&snapshot, &chosen);
+    let report = compare_snapshots(&reference, &replayed, &opts.compare)?;
+    Ok(ReplayOutcome { report, summary })
+}
+
+fn times(r: &ChildResult) -> Vec<u64> {
+    r.times_ns.iter().flatten().copied().collect()
+}
+
+/// Median, least and most of `times`.
+fn spread(times: &[u64]) -> (Option<u64>, Option<u64>, Option<u64>) {
+    if times.is_empty() {
+        return (None, None, None);
+    }
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    (
+        Some(sorted[sorted.len() / 2]),
+        sorted.first().copied(),
+        sorted.last().copied(),
+    )
+}
+
+/// The host build of the run of `rank` on ditto's CPU runtime: the
+/// kernels' host implementation beside its executable (`<exe>.host.so`).
+fn host_build_of_run(snapshot: &Snapshot, rank: u32) -> Option<PathBuf> {
+    let run = snapshot.manifest.runs.iter().find(|r| r.rank == rank)?;
+    let exe = Path::new(run.command_line.first()?);
+    let exe = if exe.is_absolute() {
+        exe.to_path_buf()
+    } else {
+        Path::new(&run.working_directory).join(exe)
+    };
+    let mut name = exe.into_os_string();
+    name.push(".host.so");
+    let path = PathBuf::from(name);
+    path.exists().then_some(path)
+}
+
+/// Runs one replay process per chosen dispatch, in order.
+fn run_children(
+    opts: &ReplayOptions,
+    snapshot: &Snapshot,
+    chosen: &[(u32, u64)],
+    runtime: &ResolvedRuntime,
+    kernel_object: Option<&Path>,
+    host_build: Option<&Path>,
+    work: &Path,
+) -> Result<Vec<((u32, u64), ChildResult)>> {
+    let exe = std::env::current_exe().context("finding the ditto executable")?;
+    let mut results = Vec::new();
+    for &(rank, index) in chosen {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("replay-dispatch")
+            .arg("--snapshot")
+            .arg(&snapshot.dir)
+            .arg("--rank")
+            .arg(rank.to_string())
+            .arg("--index")
+            .arg(index.to_string())
+            .arg("--work")
+            .arg(work)
+            .arg("--runtime-library")
+            .arg(runtime.library())
+            .arg("--iterations")
+            .arg(opts.iterations.max(1).to_string())
+            .arg("--timeout-ms")
+            .arg(opts.timeout.as_millis().to_string());
+        if let Some(k) = kernel_object {
+            cmd.arg("--kernel-object").arg(k);
+        }
+        if let (ResolvedRuntime::Cpu { dir }, Some(host)) = (runtime, host_build) {
+            // The host build's HIP runtime finds this HSA runtime, as the
+            // application did under `ditto run`.
+            let mut path = std::ffi::OsString::from(dir);
+            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+                path.push(":");
+                path.push(old);
+            }
+            cmd.env("LD_LIBRARY_PATH", path)
+                .env("DITTO_HIP_HOST_KERNELS", host);
+        }
+        cmd.stdin(std::process::Stdio::null());
+        let out = cmd.output().context("starting the replay process")?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let how = exit_words(&out.status);
+            let kernel = snapshot
+                .manifest
+                .dispatches
+                .iter()
+                .find(|d| d.rank == rank && d.index == index)
+                .and_then(|d| d.kernel.as_ref())
+                .map_or_else(
+                    || "the kernel".to_string(),
+                    |k| format!("`{}`", k.demangled),
+                );
+            let what = match kernel_object {
+                Some(k) => format!("the replacement from {}", k.display()),
+                None => "the captured kernel".to_string(),
+            };
+            bail!(
+                "the replay of dispatch {index} of {kernel} ({what}) {how}:\n{}",
+                stderr.trim_end()
+            );
+        }
+        results.push(((rank, index), read_result(work, rank, index)?));
+    }
+    Ok(results)
+}
+
+/// How a replay process ended, in words.
+fn exit_words(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (_, Some(libc::SIGABRT)) => {
+            "was aborted (SIGABRT; on an HSA runtime, a memory access fault by the kernel)".into()
+        }
+        (_, Some(libc::SIGSEGV)) => "faulted (SIGSEGV)".into(),
+        (_, Some(sig)) => format!("was killed by signal {sig}"),
+        (Some(3), _) => "stopped on a queue error".into(),
+        (Some(code), _) => format!("failed (exit status {code})"),
+        _ => "ended abnormally".into(),
+    }
+}
+
+/// The captured snapshot reduced to the replayed dispatches: the side the
+/// replay is compared with.
+fn reference_view(snapshot: &Snapshot, chosen: &[(u32, u64)]) -> Snapshot {
+    let mut view = snapshot.clone();
+    view.manifest
+        .dispatches
+        .retain(|d| chosen.contains(&(d.rank, d.index)));
+    view.manifest.missing.clear();
+    view
+}
+
+/// A snapshot of the replayed outputs, as the application's run would
+/// have stored them: same ranks, indices, kernels and arguments, each
+/// dispatch's time the median of its iterations.
+fn replay_snapshot(
+    snapshot: &Snapshot,
+    chosen: &[(u32, u64)],
+    results: &[((u32, u64), ChildResult)],
+    work: &Path,
+) -> Result<Snapshot> {
+    let dir = work.join("snapshot");
+    let mut writer = SnapshotWriter::create(&dir, &snapshot.manifest.kernel_query)?;
+    let mut ranks = Vec::new();
+    for &(rank, index) in chosen {
+        let record: &DispatchRecord = snapshot
+            .manifest
+            .dispatches
+            .iter()
+            .find(|d| d.rank == rank && d.index == index)
+            .expect("chosen from the snapshot");
+        if !ranks.contains(&rank) {
+            let run = snapshot.manifest.runs.iter().find(|r| r.rank == rank);
+            writer.add_run(&Hello {
+                version: ditto_protocol::PROTOCOL_VERSION,
+                pid: record.pid,
+                run: "replay".into(),
+                kernel_query: snapshot.manifest.kernel_query.clone(),
+                command_line: run.map(|r| r.command_line.clone()).unwrap_or_default(),
+                working_directory: run.map(|r| r.working_directory.clone()).unwrap_or_default(),
+                rank: Some(rank),
+                api: ditto_protocol::Api::Hsa,
+            })?;
+            ranks.push(rank);
+        }
+        let (_, result) = results
+            .iter()
+            .find(|(key, _)| *key == (rank, index))
+            .expect("one result per chosen dispatch");
+        let mut captured = Vec::new();
+        for b in record.buffers.iter().filter(|b| b.phase == Phase::After) {
+            let Some((_, file)) = result.outputs.iter().find(|(arg, _)| *arg == b.arg) else {
+                continue;
+            };
+            let data = std::fs::read(work.join(file))?;
+            captured.push(CapturedBuffer {
+                buffer: Buffer {
+                    arg_index: b.arg,
+                    phase: Phase::After,
+                    name: b.name.clone(),
+                    dtype: b.dtype()?,
+                    transport: Transport::SharedMemory,
+                    owner_pid: b.owner_pid,
+                    alloc_base: b.alloc_base,
+                    alloc_size: b.alloc_size,
+                    offset: b.offset,
+                    extent: b.extent,
+                    fingerprint: ditto_protocol::fingerprint(&data),
+                },
+                data,
+            });
+        }
+        let dispatch = Dispatch {
+            index,
+            kernel: record
+                .kernel
+                .clone()
+                .unwrap_or_else(|| ditto_protocol::KernelName {
+                    mangled: String::new(),
+                    demangled: snapshot.manifest.kernel_query.clone(),
+                }),
+            grid: record.grid,
+            block: record.block,
+            duration_ns: spread(&times(result)).0,
+            buffers: captured.iter().map(|c| c.buffer.clone()).collect(),
+            launch: None,
+        };
+        writer.add_dispatch(rank, record.pid, &dispatch, &captured)?;
+    }
+    writer.commit()?;
+    Ok(Snapshot::load(&dir)?)
+}
+
+/// What the replay measured, in lines for stderr.
+pub fn summary_lines(s: &ReplaySummary) -> Vec<String> {
+    let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1000.0);
+    let mut lines = Vec::new();
+    match (s.median_ns, s.min_ns, s.max_ns) {
+        (Some(median), Some(min), Some(max)) => lines.push(format!(
+            "replay: {} timed dispatch{}: median {} (min {}, max {}), from the runtime's \
+             dispatch timestamps",
+            s.times_ns.len(),
+            if s.times_ns.len() == 1 { "" } else { "es" },
+            us(median),
+            us(min),
+            us(max)
+        )),
+        _ => lines.push("replay: the runtime gave no kernel times".into()),
+    }
+    if let (Some(original), Some(speedup)) = (s.original_median_ns, s.speedup) {
+        lines.push(format!(
+            "replay: the captured kernel replayed: median {}; speedup {speedup:.2}x",
+            us(original)
+        ));
+    }
+    if s.original_reproduced == Some(false) {
+        lines.push(
+            "replay: the captured kernel itself did not reproduce the application's outputs: it \
+             is not deterministic, or it reads state the capture does not hold (pointers stored \
+             in memory: capture with replay-all); a FAIL above may not be the replacement's"
+                .into(),
+        );
+    }
+    if !s.relocated.is_empty() {
+        lines.push(format!(
+            "replay: {} range{} could not be placed at the captured address and {} relocated; \
+             pointer arguments were rewritten, pointers stored in memory were not",
+            s.relocated.len(),
+            if s.relocated.len() == 1 { "" } else { "s" },
+            if s.relocated.len() == 1 {
+                "was"
+            } else {
+                "were"
+            },
+        ));
+    }
+    if !s.variables_missing.is_empty() {
+        lines.push(format!(
+            "replay: module variables of the capture the loaded code object lacks (not restored): {}",
+            s.variables_missing.join(", ")
+        ));
+    }
+    lines
+}

@@ -1,0 +1,174 @@
+//! Where a replacement kernel comes from (`--kernel-object FILE`: a code
+//! object; `--from PROGRAM`: the kernel of the same symbol in another
+//! program's embedded device code, read without running it), and the
+//! check that it takes its arguments as the captured kernel did: a
+//! replacement of another layout is refused before anything runs, naming
+//! the arguments that differ. On ditto's CPU runtime the replacement's
+//! host build (`<program>.host.so`) goes with it.
+
+use super::ReplayOptions;
+use super::plan::DispatchPlan;
+use crate::store::Snapshot;
+use anyhow::{Context, Result, bail};
+use ditto_kernels::{CodeObjectKernel, MetadataArg, device_code_objects, parse_code_object};
+use std::path::{Path, PathBuf};
+
+/// A replacement kernel ready to load.
+#[derive(Debug, Clone)]
+pub struct Replacement {
+    pub code_object: PathBuf,
+    /// Its host build, for ditto's CPU runtime.
+    pub host_build: Option<PathBuf>,
+}
+
+/// The replacement the options name, checked; `None` replays the
+/// captured kernel.
+pub fn choose(
+    opts: &ReplayOptions,
+    _snapshot: &Snapshot,
+    plan: &DispatchPlan,
+    work: &Path,
+) -> Result<Option<Replacement>> {
+    let symbol = &plan.launch.symbol;
+    let original = match &plan.code_object {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("reading the captured code object {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let original_kernel = original
+        .as_deref()
+        .and_then(|bytes| kernel_in(bytes, symbol));
+    let replacement = match (&opts.kernel_object, &opts.from) {
+        (Some(_), Some(_)) => bail!("give --kernel-object or --from, not both"),
+        (None, None) => return Ok(None),
+        (Some(file), None) => {
+            let bytes = std::fs::read(file)
+                .with_context(|| format!("reading the kernel object {}", file.display()))?;
+            let kernel = kernel_in(&bytes, symbol).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{} holds no kernel `{symbol}` (it holds {}): the replacement must keep \
+                     the captured kernel's name",
+                    file.display(),
+                    kernel_list(&bytes)
+                )
+            })?;
+            check_layout(
+                symbol,
+                original_kernel.as_ref(),
+                &kernel,
+                &file.display().to_string(),
+            )?;
+            Replacement {
+                code_object: file.clone(),
+                host_build: host_build_beside(file),
+            }
+        }
+        (None, Some(program)) => {
+            let bytes = std::fs::read(program)
+                .with_context(|| format!("reading the program {}", program.display()))?;
+            let objects = device_code_objects(&bytes).with_context(|| {
+                format!("reading the device code embedded in {}", program.display())
+            })?;
+            let mut found = None;
+            for object in &objects {
+                if let Some(kernel) = kernel_in(object.bytes, symbol) {
+                    found = Some((object.bytes.to_vec(), kernel));
+                    break;
+                }
+            }
+            let Some((code, kernel)) = found else {
+                bail!(
+                    "{} embeds no kernel `{symbol}` in its device code; --from needs a program \
+                     built from a source that defines the kernel under the same name",
+                    program.display()
+                );
+            };
+            check_layout(
+                symbol,
+                original_kernel.as_ref(),
+                &kernel,
+                &program.display().to_string(),
+            )?;
+            let path = work.join("replacement.co");
+            std::fs::write(&path, code)?;
+            Replacement {
+                code_object: path,
+                host_build: host_build_beside(program),
+            }
+        }
+    };
+    Ok(Some(replacement))
+}
+
+/// `<file>.host.so`, when it exists.
+fn host_build_beside(file: &Path) -> Option<PathBuf> {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".host.so");
+    let path = PathBuf::from(name);
+    path.exists().then_some(path)
+}
+
+/// The kernel `symbol` as the code object's metadata describes it.
+fn kernel_in(bytes: &[u8], symbol: &str) -> Option<CodeObjectKernel> {
+    parse_code_object(bytes)
+        .ok()
+        .flatten()?
+        .into_iter()
+        .find(|k| k.symbol == symbol)
+}
+
+fn kernel_list(bytes: &[u8]) -> String {
+    match parse_code_object(bytes) {
+        Ok(Some(kernels)) if !kernels.is_empty() => kernels
+            .iter()
+            .map(|k| format!("`{}`", k.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "no kernel ditto can read".into(),
+    }
+}
+
+fn describe_arg(a: &MetadataArg) -> String {
+    format!(
+        "{} of {} bytes at offset {}",
+        a.value_kind, a.size, a.offset
+    )
+}
+
+/// Refuses a replacement whose explicit arguments differ from the
+/// captured kernel's in number, place, size or kind.
+fn check_layout(
+    symbol: &str,
+    original: Option<&CodeObjectKernel>,
+    replacement: &CodeObjectKernel,
+    source: &str,
+) -> Result<()> {
+    let Some(original) = original else {
+        return Ok(());
+    };
+    let (a, b) = (original.explicit_args(), replacement.explicit_args());
+    let mut differences = Vec::new();
+    for i in 0..a.len().max(b.len()) {
+        match (a.get(i), b.get(i)) {
+            (Some(x), Some(y))
+                if x.offset == y.offset && x.size == y.size && x.value_kind == y.value_kind => {}
+            (x, y) => differences.push(format!(
+                "argument {i}: {} in the capture, {} in the replacement",
+                x.map_or("absent".to_string(), describe_arg),
+                y.map_or("absent".to_string(), describe_arg)
+            )),
+        }
+    }
+    if !differences.is_empty() {
+        bail!(
+            "the replacement `{symbol}` from {source} takes its arguments differently from the \
+             captured kernel, so the captured argument bytes cannot be given to it:\n  {}\n\
+             a replay needs the same argument layout (change the kernel's signature back, or \
+             capture the new program with `ditto run --capture replay`)",
+            differences.join("\n  ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! The HSA runtime as the replayer drives it, loaded at run time: the
+//! entries a replay calls (agents and pools, virtual-memory reservations,
+//! code-object loading, a queue with profiling, signals, copies), resolved
+//! by name from the library `--hsa-runtime` chose. Owns loading and
+//! initialising it and the agents and pools a replay uses; declares no HSA
+//! type of its own (crates/hsa does) and never dlcloses it.
+
+use cuda_abi::dlerror_text;
+use hsa::*;
+use std::ffi::{CString, c_void};
+use std::path::Path;
+
+/// Why the runtime did not load, or a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot load the HSA runtime {library}: {reason}")]
+    Load { library: String, reason: String },
+    #[error("the HSA runtime {library} lacks {symbol}: {reason}")]
+    MissingSymbol {
+        library: String,
+        symbol: &'static str,
+        reason: String,
+    },
+    #[error("{call} failed: {status}")]
+    Call { call: &'static str, status: String },
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The entries a replay calls.
+pub struct ReplayRuntime {
+    pub status_string: Option<HsaStatusStringFn>,
+    pub system_get_info: HsaSystemGetInfoFn,
+    pub agent_get_info: HsaAgentGetInfoFn,
+    pub pool_get_info: HsaAmdMemoryPoolGetInfoFn,
+    pub iterate_pools: HsaAmdAgentIterateMemoryPoolsFn,
+    pub pool_allocate: HsaAmdMemoryPoolAllocateFn,
+    pub allow_access: HsaAmdAgentsAllowAccessFn,
+    pub memory_copy: HsaMemoryCopyFn,
+    pub reserve: HsaAmdVmemAddressReserveFn,
+    pub handle_create: HsaAmdVmemHandleCreateFn,
+    pub map: HsaAmdVmemMapFn,
+    pub set_access: HsaAmdVmemSetAccessFn,
+    pub reader_from_memory: HsaCodeObjectReaderCreateFromMemoryFn,
+    pub executable_create: HsaExecutableCreateAltFn,
+    pub load_code_object: HsaExecutableLoadAgentCodeObjectFn,
+    pub freeze: HsaExecutableFreezeFn,
+    pub symbol_by_name: HsaExecutableGetSymbolByNameFn,
+    pub symbol_info: HsaExecutableSymbolGetInfoFn,
+    pub queue_create: HsaQueueCreateFn,
+    pub add_write_index: HsaQueueAddWriteIndexScacqScrelFn,
+    pub signal_create: HsaSignalCreateFn,
+    pub signal_store: HsaSignalStoreScreleaseFn,
+    pub signal_wait: HsaSignalWaitScacquireFn,
+    pub profiling_enable: HsaAmdProfilingSetProfilerEnabledFn,
+    pub dispatch_time: HsaAmdProfilingGetDispatchTimeFn,
+    /// Every GPU agent, in the runtime's order, and the first CPU agent.
+    pub gpus: Vec<hsa_agent_t>,
+    pub cpu: hsa_agent_t,
+}
+
+impl ReplayRuntime {
+    /// dlopens `library`, runs hsa_init and finds the agents.
+    pub fn load(library: &Path) -> Result<ReplayRuntime, RuntimeError> {
+        let name = library.display().to_string();
+        let c_name = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
+            RuntimeError::Load {
+                library: name.clone(),
+                reason: "path contains NUL".into(),
+            }
+        })?;
+        // SAFETY: a valid C string; dlopen has no other precondition.
+        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(RuntimeError::Load {
+                library: name,
+                reason: dlerror_text(),
+            });
+        }
+        let sym = |symbol: &'static str| -> Result<*mut c_void, RuntimeError> {
+            let c = CString::new(symbol).expect("symbol names have no NUL");
+            // SAFETY: a live dlopen handle and a valid C string.
+            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() {
+                return Err(RuntimeError::MissingSymbol {
+                    library: name.clone(),
+                    symbol,
+                    reason: dlerror_text(),
+                });
+            }
+            Ok(p)
+        };
+        macro_rules! entry {
+            ($name:literal, $ty:ty) => {
+                // SAFETY: the symbol is the HSA function of that name, whose
+                // C signature is the one crates/hsa declares as `$ty`.
+                unsafe { std::mem::transmute::<*mut c_void, $ty>(sym($name)?) }
+            };
+        }
+        let init = entry!("hsa_init", HsaInitFn);
+        let iterate_agents = entry!("hsa_iterate_agents", HsaIterateAgentsFn);
+        let mut rt = ReplayRuntime {
+            status_string: sym("hsa_status_string").ok().map(|p| {
+                // SAFETY: as in `entry!`.
+                unsafe { std::mem::transmute::<*mut c_void, HsaStatusStringFn>(p) }
+            }),
+            system_get_info: entry!("hsa_system_get_info", HsaSystemGetInfoFn),
+            agent_get_info: entry!("hsa_agent_get_info", HsaAgentGetInfoFn),
+            pool_get_info: entry!("hsa_amd_memory_pool_get_info", HsaAmdMemoryPoolGetInfoFn),
+            iterate_pools: entry!(
+                "hsa_amd_agent_iterate_memory_pools",
+                HsaAmdAgentIterateMemoryPoolsFn
+            ),
+            pool_allocate: entry!("hsa_amd_memory_pool_allocate", HsaAmdMemoryPoolAllocateFn),
+            allow_access: entry!("hsa_amd_agents_allow_access", HsaAmdAgentsAllowAccessFn),
+            memory_copy: entry!("hsa_memory_copy", HsaMemoryCopyFn),
+            reserve: entry!("hsa_amd_vmem_address_reserve", HsaAmdVmemAddressReserveFn),
+            handle_create: entry!("hsa_amd_vmem_handle_create", HsaAmdVmemHandleCreateFn),
+            map: entry!("hsa_amd_vmem_map", HsaAmdVmemMapFn),
+            set_access: entry!("hsa_amd_vmem_set_access", HsaAmdVmemSetAccessFn),
+            reader_from_memory: entry!(
+                "hsa_code_object_reader_create_from_memory",
+                HsaCodeObjectReaderCreateFromMemoryFn
+            ),
+            executable_create: entry!("hsa_executable_create_alt", HsaExecutableCreateAltFn),
+            load_code_object: entry!(
+                "hsa_executable_load_agent_code_object",
+                HsaExecutableLoadAgentCodeObjectFn
+            ),
+            freeze: entry!("hsa_executable_freeze", HsaExecutableFreezeFn),
+            symbol_by_name: entry!(
+                "hsa_executable_get_symbol_by_name",
+                HsaExecutableGetSymbolByNameFn
+            ),
+            symbol_info: entry!(
+                "hsa_executable_symbol_get_info",
+                HsaExecutableSymbolGetInfoFn
+            ),
+            queue_create: entry!("hsa_queue_create", HsaQueueCreateFn),
+            add_write_index: entry!(
+                "hsa_queue_add_write_index_scacq_screl",
+                HsaQueueAddWriteIndexScacqScrelFn
+            ),
+            signal_create: entry!("hsa_signal_create", HsaSignalCreateFn),
+            signal_store: entry!("hsa_signal_store_screlease", HsaSignalStoreScreleaseFn),
+            signal_wait: entry!("hsa_signal_wait_scacquire", HsaSignalWaitScacquireFn),
+            profiling_enable: entry!(
+                "hsa_amd_profiling_set_profiler_enabled",
+                HsaAmdProfilingSetProfilerEnabledFn
+            ),
+            dispatch_time: entry!(
+                "hsa_amd_profiling_get_dispatch_time",
+                HsaAmdProfilingGetDispatchTimeFn
+            ),
+            gpus: Vec::new(),
+            cpu: hsa_agent_t::default(),
+        };
+        // SAFETY: hsa_init takes no arguments.
+        rt.check("hsa_init", unsafe { init() })?;
+        // SAFETY: the runtime is initialised.
+        let agents = unsafe { hsa::discover::agents(iterate_agents) }
+            .map_err(|st| rt.failed("hsa_iterate_agents", st))?;
+        let mut cpu = None;
+        for agent in agents {
+            // SAFETY: as above.
+            match unsafe { hsa::discover::device_type(rt.agent_get_info, agent) } {
+                Some(HSA_DEVICE_TYPE_GPU) => rt.gpus.push(agent),
+                Some(HSA_DEVICE_TYPE_CPU) if cpu.is_none() => cpu = Some(agent),
+                _ => {}
+            }
+        }
+        rt.cpu = cpu.ok_or_else(|| RuntimeError::Missing("the runtime has no CPU agent".into()))?;
+        Ok(rt)
+    }
+
+    /// The runtime's words for `status`.
+    pub fn describe(&self, status: hsa_status_t) -> String {
+        let mut text: *const std::ffi::c_char = std::ptr::null();
+        if let Some(f) = self.status_string
+            // SAFETY: the runtime's own entry with a valid out-pointer.
+            && unsafe { f(status, &mut text) } == HSA_STATUS_SUCCESS
+            && !text.is_null()
+        {
+            // SAFETY: the runtime returns a NUL-terminated static string.
+            let words = unsafe { std::ffi::CStr::from_ptr(text) }.to_string_lossy();
+            return format!("{words} (0x{status:x})");
+        }
+        format!("status 0x{status:x}")
+    }
+
+    pub fn failed(&self, call: &'static str, status: hsa_status_t) -> RuntimeError {
+        RuntimeError::Call {
+            call,
+            status: self.describe(status),
+        }
+    }
+
+    /// `Ok` when `status` is SUCCESS.
+    pub fn check(&self, call: &'static str, status: hsa_status_t) -> Result<(), RuntimeError> {
+        match status {
+            HSA_STATUS_SUCCESS => Ok(()),
+            st => Err(self.failed(call, st)),
+        }
+    }
+
+    /// `agent`'s first runtime-allocatable global pool whose flags contain
+    /// `flag`.
+    pub fn pool_with(&self, agent: hsa_agent_t, flag: u32) -> Option<hsa_amd_memory_pool_t> {
+        // SAFETY: the runtime is initialised; the entries are its own.
+        let pools = unsafe { hsa::discover::memory_pools(self.iterate_pools, agent) }.ok()?;
+        pools.into_iter().find(|&p| {
+            // SAFETY: as above.
+            unsafe { hsa::discover::allocatable_global_flags(self.pool_get_info, p) }
+                .is_some_and(|f| f & flag != 0)
+        })
+    }
+
+    /// HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY (ticks per second; 1 GHz when
+    /// the runtime cannot say).
+    pub fn timestamp_hz(&self) -> u64 {
+        let mut hz: u64 = 0;
+        // SAFETY: TIMESTAMP_FREQUENCY writes one u64.
+        let st = unsafe {
+            (self.system_get_info)(
+                HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY,
+                (&mut hz as *mut u64).cast(),
+            )
+        };
+        if st == HSA_STATUS_SUCCESS && hz > 0 {
+            hz
+        } else {
+            1_000_000_000
+        }
+    }
+
+    /// Copies `len` bytes from `src` to `dst` (any memory the runtime knows).
+    pub fn copy(&self, dst: u64, src: u64, len: usize) -> Result<(), RuntimeError> {
+        // SAFETY: the callers pass ranges of memory the runtime mapped or
+        // host buffers of at least `len` bytes.
+        let st = unsafe { (self.memory_copy)(dst as *mut c_void, src as *const c_void, len) };
+        self.check("hsa_memory_copy", st)
+    }
+}

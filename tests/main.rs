@@ -42,6 +42,7 @@ mod ranks_large_buffers;
 mod ranks_on_gpus;
 mod real_hip;
 mod reliability;
+mod replay;
 mod rocm_abis;
 mod rocm_releases;
 mod seed_regression;

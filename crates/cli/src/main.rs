@@ -312,6 +312,9 @@ enum Command {
         /// Longest wait for one dispatch to complete, in seconds (a hang is reported, not waited out)
         #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
         timeout: Duration,
+        /// Place every captured range at another address, as when its addresses are taken (pointer arguments are rewritten; pointers stored in memory are not)
+        #[arg(long)]
+        relocate: bool,
         /// One JSON object on stdout (compare's schema, plus "replay")
         #[arg(long)]
         json: bool,
@@ -335,6 +338,8 @@ enum Command {
         iterations: u32,
         #[arg(long, default_value_t = 60_000)]
         timeout_ms: u64,
+        #[arg(long)]
+        relocate: bool,
     },
     /// Serve a socket for scripts/ditto-run until SIGINT/SIGTERM; each run goes to OUT/<run>/
     #[command(after_help = COLLECT_EXAMPLE)]
@@ -451,6 +456,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             tolerances,
             hsa_runtime,
             timeout,
+            relocate,
             json,
         } => commands::replay(&ditto_cli::replay::ReplayOptions {
             snapshot,
@@ -461,6 +467,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             compare: tolerances.options()?,
             runtime: hsa_runtime,
             timeout,
+            relocate,
             json,
         }),
         Command::ReplayDispatch {
@@ -472,6 +479,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             kernel_object,
             iterations,
             timeout_ms,
+            relocate,
         } => ditto_cli::replay::child::replay_dispatch(&ditto_cli::replay::child::ChildArgs {
             snapshot,
             rank,
@@ -481,6 +489,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             kernel_object,
             iterations,
             timeout: Duration::from_millis(timeout_ms),
+            relocate,
         })
         .map(|()| Verdict::Valid),
         Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),

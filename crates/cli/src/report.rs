@@ -439,6 +439,7 @@ mod tests {
                     reference_ns: Some(2_100_000),
                     optimized_ns: Some(1_140_000),
                 }],
+                second: None,
             },
             arrays: vec![ArrayComparison {
                 name: None,

@@ -48,6 +48,9 @@ pub const HIP_APPS: &[(&str, &str, &[&str])] = &[
     ("blit_checks", "blit_checks.hip", &[]),
     ("ipc_share", "ipc_share.hip", &[]),
     ("dispatch_storm", "dispatch_storm.hip", &[]),
+    // Replay: an in-place kernel, a pointer table in device memory, a __constant__ global.
+    ("replay_cases", "replay_cases.hip", &[]),
+    ("reduce_sum_faulty", "reduce_sum_faulty.hip", &[]),
 ];
 
 pub struct HipBuild {
@@ -96,6 +99,7 @@ impl HipBuild {
         let bytes = std::fs::read(&exe)
             .map_err(|e| format!("{name}: cannot read {}: {e}", exe.display()))?;
         let kernels = kernel_names(&bytes).map_err(|e| format!("{name}: {e}"))?;
+        let variables = variable_names(&bytes).map_err(|e| format!("{name}: {e}"))?;
         let source_text = source
             .to_str()
             .filter(|s| !s.contains(['"', '\\', '\n']))
@@ -110,6 +114,11 @@ impl HipBuild {
         );
         for k in &kernels {
             registration.push_str(&format!("DITTO_KERNEL({k})\n"));
+        }
+        // Device variables at namespace scope (unmangled names: the source's
+        // own spelling), so that copies to the symbol reach the host build's.
+        for v in &variables {
+            registration.push_str(&format!("DITTO_VARIABLE(\"{v}\", {v})\n"));
         }
         let host_cpp = self.out_dir.join(format!("{name}.host.cpp"));
         std::fs::write(&host_cpp, registration)
@@ -140,6 +149,19 @@ impl HipBuild {
 
 /// Kernel names with template arguments (`scale_values<float>`) of every
 /// AMDGPU code object in a hipcc-built executable, sorted, without repeats.
+/// The device variables of the executable's code objects whose symbol is
+/// their unmangled source name (`__device__`/`__constant__` at global scope).
+fn variable_names(executable: &[u8]) -> Result<BTreeSet<String>, String> {
+    let code = ditto_kernels::bundled_device_code(executable).map_err(|e| e.to_string())?;
+    Ok(code
+        .variables
+        .into_iter()
+        .filter(|v| {
+            !v.starts_with("_Z") && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .collect())
+}
+
 fn kernel_names(executable: &[u8]) -> Result<BTreeSet<String>, String> {
     let code = ditto_kernels::bundled_device_code(executable).map_err(|e| e.to_string())?;
     Ok(code

@@ -42,6 +42,8 @@ pub struct ChildArgs {
     pub kernel_object: Option<PathBuf>,
     pub iterations: u32,
     pub timeout: Duration,
+    /// Place every range elsewhere, as when its addresses are taken.
+    pub relocate: bool,
 }
 
 /// What a replay process reports (`result-<rank>-<index>.json`).
@@ -105,12 +107,20 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
         .pool_with(rt.cpu, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT)
         .ok_or_else(|| anyhow!("the runtime has no kernarg pool"))?;
 
-    // Memory at the captured addresses, else relocated.
-    drop(placeholders);
+    // Memory at the captured addresses, else relocated (with `relocate`,
+    // the placeholders keep the addresses taken until every range is placed).
+    let keep_taken = match args.relocate {
+        true => Some(placeholders),
+        false => {
+            drop(placeholders);
+            None
+        }
+    };
     let mut placed: Vec<Placed> = Vec::new();
     for &(start, size) in &plan.ranges {
         placed.push(place_range(&rt, gpu, device_pool, start, size)?);
     }
+    drop(keep_taken);
     let relocate = |address: u64| -> u64 {
         placed
             .iter()

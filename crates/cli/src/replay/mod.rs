@@ -45,6 +45,8 @@ pub struct ReplayOptions {
     pub runtime: RuntimeChoice,
     /// Longest wait for one dispatch.
     pub timeout: Duration,
+    /// `--relocate`: place every captured range at another address.
+    pub relocate: bool,
     pub json: bool,
 }
 
@@ -147,7 +149,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
         &snapshot,
         &chosen,
         &runtime,
-        replacement.as_ref().map(|r| r.code_object.as_path()),
+        replacement
+            .as_ref()
+            .map(|r| (r.code_object.as_path(), r.source.as_str())),
         host_build.as_deref(),
         &dir,
     )?;
@@ -169,7 +173,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
     }
     let replayed = replay_snapshot(&snapshot, &chosen, &results, &dir)?;
     let reference = reference_view(&snapshot, &chosen);
-    let report = compare_snapshots(&reference, &replayed, &opts.compare)?;
+    let mut report = compare_snapshots(&reference, &replayed, &opts.compare)?;
+    // The application's own kernel times against the replay's.
+    report.timing.second = Some("replay");
     Ok(ReplayOutcome { report, summary })
 }
 
@@ -213,7 +219,7 @@ fn run_children(
     snapshot: &Snapshot,
     chosen: &[(u32, u64)],
     runtime: &ResolvedRuntime,
-    kernel_object: Option<&Path>,
+    kernel_object: Option<(&Path, &str)>,
     host_build: Option<&Path>,
     work: &Path,
 ) -> Result<Vec<((u32, u64), ChildResult)>> {
@@ -236,8 +242,11 @@ fn run_children(
             .arg(opts.iterations.max(1).to_string())
             .arg("--timeout-ms")
             .arg(opts.timeout.as_millis().to_string());
-        if let Some(k) = kernel_object {
+        if let Some((k, _)) = kernel_object {
             cmd.arg("--kernel-object").arg(k);
+        }
+        if opts.relocate {
+            cmd.arg("--relocate");
         }
         if let (ResolvedRuntime::Cpu { dir }, Some(host)) = (runtime, host_build) {
             // The host build's HIP runtime finds this HSA runtime, as the
@@ -265,12 +274,29 @@ fn run_children(
                     || "the kernel".to_string(),
                     |k| format!("`{}`", k.demangled),
                 );
+            let record = snapshot
+                .manifest
+                .dispatches
+                .iter()
+                .find(|d| d.rank == rank && d.index == index);
+            let hint = match record.and_then(|d| d.launch.as_ref()) {
+                Some(l)
+                    if kernel_object.is_none()
+                        && !l.all_allocations
+                        && out.status.code().is_none() =>
+                {
+                    "\nif the kernel follows pointers stored in memory (a pointer table, batched \
+                     arguments), capture it with `--capture replay-all`, which takes every live \
+                     allocation"
+                }
+                _ => "",
+            };
             let what = match kernel_object {
-                Some(k) => format!("the replacement from {}", k.display()),
+                Some((_, source)) => format!("the replacement from {source}"),
                 None => "the captured kernel".to_string(),
             };
             bail!(
-                "the replay of dispatch {index} of {kernel} ({what}) {how}:\n{}",
+                "the replay of dispatch {index} of {kernel} ({what}) {how}:\n{}{hint}",
                 stderr.trim_end()
             );
         }

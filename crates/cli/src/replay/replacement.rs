@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct Replacement {
     pub code_object: PathBuf,
+    /// Where it came from, for messages (`--kernel-object` or `--from`'s path).
+    pub source: String,
     /// Its host build, for ditto's CPU runtime.
     pub host_build: Option<PathBuf>,
 }
@@ -62,6 +64,7 @@ pub fn choose(
             )?;
             Replacement {
                 code_object: file.clone(),
+                source: file.display().to_string(),
                 host_build: host_build_beside(file),
             }
         }
@@ -80,9 +83,11 @@ pub fn choose(
             }
             let Some((code, kernel)) = found else {
                 bail!(
-                    "{} embeds no kernel `{symbol}` in its device code; --from needs a program \
-                     built from a source that defines the kernel under the same name",
-                    program.display()
+                    "{} embeds no kernel `{symbol}` ({}) in its device code; --from needs a \
+                     program built from a source that defines the kernel under the same name \
+                     and signature",
+                    program.display(),
+                    ditto_kernels::KernelNames::new(symbol.trim_end_matches(".kd")).demangled
                 );
             };
             check_layout(
@@ -95,6 +100,7 @@ pub fn choose(
             std::fs::write(&path, code)?;
             Replacement {
                 code_object: path,
+                source: program.display().to_string(),
                 host_build: host_build_beside(program),
             }
         }
@@ -171,4 +177,66 @@ fn check_layout(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arg(offset: u64, size: u64, kind: &str) -> MetadataArg {
+        MetadataArg {
+            offset,
+            size,
+            value_kind: kind.into(),
+            address_space: None,
+            name: None,
+            access: None,
+            is_const: false,
+        }
+    }
+
+    fn kernel(args: Vec<MetadataArg>) -> CodeObjectKernel {
+        CodeObjectKernel {
+            name: "scale".into(),
+            symbol: "scale.kd".into(),
+            kernarg_segment_size: 64,
+            args,
+            dwarf_params: None,
+        }
+    }
+
+    #[test]
+    fn a_replacement_of_another_argument_layout_is_refused_naming_the_arguments() {
+        let captured = kernel(vec![
+            arg(0, 8, "global_buffer"),
+            arg(8, 4, "by_value"),
+            arg(16, 8, "hidden_block_count_x"),
+        ]);
+        // Hidden arguments may differ; the kernel's own may not.
+        let same = kernel(vec![arg(0, 8, "global_buffer"), arg(8, 4, "by_value")]);
+        assert!(check_layout("scale.kd", Some(&captured), &same, "new.co").is_ok());
+        let other = kernel(vec![arg(0, 8, "global_buffer"), arg(8, 8, "global_buffer")]);
+        let e = check_layout("scale.kd", Some(&captured), &other, "new.co")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "argument 1: by_value of 4 bytes at offset 8 in the capture, \
+                        global_buffer of 8 bytes at offset 8 in the replacement"
+            ) && e.contains("new.co")
+                && !e.contains("argument 0"),
+            "{e}"
+        );
+        let longer = kernel(vec![
+            arg(0, 8, "global_buffer"),
+            arg(8, 4, "by_value"),
+            arg(12, 4, "by_value"),
+        ]);
+        let e = check_layout("scale.kd", Some(&captured), &longer, "p")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("argument 2: absent in the capture"), "{e}");
+        // No metadata for the captured kernel: nothing to check against.
+        assert!(check_layout("scale.kd", None, &other, "p").is_ok());
+    }
 }

@@ -19,6 +19,9 @@ pub struct DispatchTime {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Timing {
     pub dispatches: Vec<DispatchTime>,
+    /// What the second side is called in the line: `optimized` unless set
+    /// (`ditto replay` says `replay`).
+    pub second: Option<&'static str>,
 }
 
 /// Medians over the pairs timed on both sides.
@@ -60,6 +63,7 @@ impl Timing {
     /// dispatches", or why there is nothing to say.
     pub fn line(&self) -> String {
         let n = self.dispatches.len();
+        let second = self.second.unwrap_or("optimized");
         let Some(s) = self.summary() else {
             let untimed = |side: fn(&DispatchTime) -> Option<u64>| {
                 self.dispatches.iter().all(|d| side(d).is_none())
@@ -67,7 +71,7 @@ impl Timing {
             let which = match (untimed(|d| d.reference_ns), untimed(|d| d.optimized_ns)) {
                 (true, true) => "either run",
                 (true, false) => "the reference run",
-                _ => "the optimized run",
+                _ => &format!("the {second} run"),
             };
             return format!(
                 "no kernel times: the runtime gave none for {which} (duration_ns is null in its \
@@ -75,11 +79,11 @@ impl Timing {
             );
         };
         let verdict = if (s.speedup - 1.0).abs() < 0.005 {
-            "optimized as fast (1.00x)".to_string()
+            format!("{second} as fast (1.00x)")
         } else if s.speedup > 1.0 {
-            format!("optimized {:.2}x faster", s.speedup)
+            format!("{second} {:.2}x faster", s.speedup)
         } else {
-            format!("optimized {:.2}x slower", 1.0 / s.speedup)
+            format!("{second} {:.2}x slower", 1.0 / s.speedup)
         };
         let sample = if s.timed == n {
             format!("median of {n} dispatch{}", if n == 1 { "" } else { "es" })
@@ -139,6 +143,7 @@ mod tests {
                     optimized_ns: o,
                 })
                 .collect(),
+            second: None,
         }
     }
 
@@ -166,6 +171,24 @@ mod tests {
         assert_eq!(
             timing(&[(Some(700), Some(700))]).line(),
             "optimized as fast (1.00x): 700 ns -> 700 ns, median of 1 dispatch"
+        );
+        // `ditto replay` names its side.
+        let replayed = Timing {
+            second: Some("replay"),
+            ..timing(&[(Some(1_000), Some(1_500))])
+        };
+        assert_eq!(
+            replayed.line(),
+            "replay 1.50x slower: 1.0 µs -> 1.5 µs, median of 1 dispatch"
+        );
+        let untimed = Timing {
+            second: Some("replay"),
+            ..timing(&[(Some(1_000), None)])
+        };
+        assert!(
+            untimed.line().contains("for the replay run"),
+            "{}",
+            untimed.line()
         );
     }
 

@@ -1,0 +1,304 @@
+//! `ditto replay` end to end on the CPU runtime, with the hipcc-built
+//! programs of tests/hip/: a capture with `--capture replay` (or
+//! `replay-all`), then its dispatch run again on its own, with the
+//! captured kernel (its outputs reproduced exactly) or a replacement
+//! taken from another program (the verdict `ditto validate` gives for the
+//! pair, and a speedup), and every bad input a clear error that names what
+//! to do, within a bounded time.
+
+use crate::common::*;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// Far beyond what any of these needs; reaching it means a hang.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// `ditto run --kernel KERNEL --capture CAPTURE` of the hipcc-built `app` into `out`.
+fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        kernel,
+        "--capture",
+        capture,
+    ])
+    .arg("--out")
+    .arg(out)
+    .arg("--")
+    .arg(hip_app(app));
+    let o = output_within(&mut cmd, LIMIT, &format!("capture of {kernel}"));
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
+}
+
+/// `ditto replay SNAPSHOT ARGS --json` on the CPU runtime.
+fn replay(snapshot: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.arg("replay")
+        .arg(snapshot)
+        .args(["--hsa-runtime", "cpu", "--json"])
+        .args(args)
+        .env("NO_COLOR", "1");
+    output_within(&mut cmd, LIMIT, "ditto replay")
+}
+
+#[test]
+fn the_captured_kernel_replayed_reproduces_the_application_s_outputs_exactly() {
+    // (program, kernel, capture): an in-place kernel, a pointer table in
+    // device memory (every allocation taken), a __constant__ global, and a
+    // reduction.
+    let cases = [
+        ("replay_cases", "scale_in_place", "replay"),
+        ("replay_cases", "gather_rows", "replay-all"),
+        ("replay_cases", "apply_coefficients", "replay"),
+        ("reduce_sum_baseline", "reduce_sum", "replay"),
+    ];
+    for (app, kernel, mode) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        capture(app, kernel, mode, &snap);
+        let out = replay(&snap, &["--atol", "0", "--rtol", "0", "--iterations", "3"]);
+        let v = json(&out);
+        assert_eq!(
+            (out.status.code(), &v["valid"]),
+            (Some(0), &serde_json::json!(true)),
+            "{kernel}: stderr:\n{}",
+            stderr(&out)
+        );
+        assert!(v["arrays_compared"].as_u64().unwrap() >= 1, "{kernel}: {v}");
+        assert_eq!(v["mismatches"].as_array().unwrap().len(), 0, "{kernel}");
+        let r = &v["replay"];
+        assert_eq!(r["iterations"], 3, "{kernel}");
+        assert_eq!(r["times_ns"].as_array().unwrap().len(), 3, "{kernel}: {r}");
+        assert!(r["median_ns"].as_u64().unwrap() > 0, "{kernel}");
+        assert_eq!(r["relocated"].as_array().unwrap().len(), 0, "{kernel}: {r}");
+        assert_eq!(r["kernel_object"], serde_json::Value::Null, "{kernel}");
+    }
+}
+
+#[test]
+fn replay_captures_carry_code_object_kernel_arguments_and_memory_before_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    capture("replay_cases", "apply_coefficients", "replay", &snap);
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    let launch = &d["launch"];
+    assert_eq!(launch["symbol"], "_Z18apply_coefficientsPKfPfi.kd");
+    let code = launch["code_object"].as_str().unwrap();
+    let bytes = std::fs::read(snap.join(code)).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF", "the code object as loaded");
+    assert!(code.starts_with("code-object-") && code.len() == "code-object-.co".len() + 64);
+    // in, out, n: two pointers and an int.
+    assert_eq!(launch["kernarg"].as_str().unwrap().len() / 2, 20);
+    let variables: Vec<&str> = launch["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert!(variables.contains(&"coefficients"), "{variables:?}");
+    let phases: Vec<&str> = d["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["phase"].as_str().unwrap())
+        .collect();
+    // Both pointer arguments' allocations and the variables before the
+    // kernel; the output after it.
+    assert!(
+        phases.iter().filter(|p| **p == "replay").count() >= 3,
+        "{phases:?}"
+    );
+    assert_eq!(
+        phases.iter().filter(|p| **p == "after").count(),
+        1,
+        "{phases:?}"
+    );
+    // A replay capture still compares with a plain capture of the same run.
+    let plain = dir.path().join("plain");
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "apply_coefficients",
+        "--out",
+    ])
+    .arg(&plain)
+    .arg("--")
+    .arg(hip_app("replay_cases"));
+    assert!(
+        output_within(&mut cmd, LIMIT, "plain capture")
+            .status
+            .success()
+    );
+    let (v, out) = compare_json(&snap, &plain);
+    assert_eq!(v["valid"], true, "stderr:\n{}", stderr(&out));
+}
+
+#[test]
+fn a_replacement_from_the_wrong_program_fails_with_the_mismatches_validate_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    capture("reduce_sum_baseline", "reduce_sum", "replay", &snap);
+    let wrong = hip_app("reduce_sum_wrong");
+    let out = replay(&snap, &["--from", wrong.to_str().unwrap()]);
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{}", stderr(&out));
+    assert_eq!(v["valid"], false);
+    // The same pair through `ditto validate`.
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--ref",
+    ])
+    .arg(hip_app("reduce_sum_baseline"))
+    .arg("--opt")
+    .arg(&wrong);
+    let validated = output_within(&mut cmd, LIMIT, "ditto validate");
+    let w = json(&validated);
+    let fields = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        v["mismatches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                serde_json::json!([
+                    m["dispatch"],
+                    m["arg"],
+                    m["mismatched_elements"],
+                    m["total_elements"],
+                    m["max_abs_diff"],
+                    m["max_abs_diff_index"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(fields(&v), fields(&w), "replay:\n{v}\nvalidate:\n{w}");
+    assert_eq!(fields(&v).len(), 1);
+    let r = &v["replay"];
+    assert_eq!(r["original_reproduced"], true, "{r}");
+    assert!(r["kernel_object"].as_str().is_some());
+}
+
+#[test]
+fn a_replacement_from_the_optimized_program_passes_with_a_speedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    capture("reduce_sum_baseline", "reduce_sum", "replay", &snap);
+    let optimized = hip_app("reduce_sum_optimized");
+    let out = replay(
+        &snap,
+        &["--from", optimized.to_str().unwrap(), "--iterations", "3"],
+    );
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    assert_eq!(v["valid"], true);
+    let r = &v["replay"];
+    let (original, median) = (
+        r["original_median_ns"].as_u64().unwrap(),
+        r["median_ns"].as_u64().unwrap(),
+    );
+    let speedup = r["speedup"].as_f64().unwrap();
+    assert!(
+        (speedup - original as f64 / median as f64).abs() < 1e-9,
+        "{r}"
+    );
+    assert!(stderr(&out).contains("speedup"), "{}", stderr(&out));
+}
+
+#[test]
+fn relocated_ranges_replay_with_their_pointer_arguments_rewritten_and_say_so_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    capture("replay_cases", "scale_in_place", "replay", &snap);
+    let out = replay(&snap, &["--relocate", "--atol", "0", "--rtol", "0"]);
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    let relocated = v["replay"]["relocated"].as_array().unwrap();
+    assert_eq!(
+        relocated.len(),
+        1,
+        "one range, the data buffer: {relocated:?}"
+    );
+    assert_ne!(relocated[0][0], relocated[0][1]);
+    assert_eq!(
+        stderr(&out).matches("relocated").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error_naming_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    // A snapshot without replay data.
+    let plain = dir.path().join("plain");
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--out",
+    ])
+    .arg(&plain)
+    .arg("--")
+    .arg(hip_app("reduce_sum_baseline"));
+    assert!(
+        output_within(&mut cmd, LIMIT, "plain capture")
+            .status
+            .success()
+    );
+    let out = replay(&plain, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("without replay data") && e.contains("--capture replay"),
+        "{e}"
+    );
+
+    let snap = dir.path().join("snap");
+    capture("reduce_sum_baseline", "reduce_sum", "replay", &snap);
+    // A program without the kernel.
+    let other = hip_app("vector_add");
+    let out = replay(&snap, &["--from", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("embeds no kernel") && e.contains("reduce_sum(float const*, float*, int)"),
+        "{e}"
+    );
+    // A replacement that faults: the replacement's fault, reported; ditto lives.
+    let faulty = hip_app("reduce_sum_faulty");
+    let out = replay(&snap, &["--from", faulty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{}", stderr(&out));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("the replacement from") && e.contains("Memory access fault by GPU"),
+        "{e}"
+    );
+    // A kernel reading a pointer table captured without replay-all: the
+    // fault, and the option that fixes it.
+    let table = dir.path().join("table");
+    capture("replay_cases", "gather_rows", "replay", &table);
+    let out = replay(&table, &[]);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{}", stderr(&out));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("Memory access fault") && e.contains("--capture replay-all"),
+        "{e}"
+    );
+}

@@ -302,3 +302,83 @@ fn bad_input_is_a_clear_error_naming_what_to_do() {
         "{e}"
     );
 }
+
+/// Builds the reproducer in `dir` with hipcc alone and runs it on the CPU
+/// runtime: its exit status and stdout.
+fn build_and_run_reproducer(dir: &Path) -> (Option<i32>, String) {
+    let hipcc = std::env::var("HIPCC").unwrap_or_else(|_| "hipcc".into());
+    let mut build = Command::new(hipcc);
+    build
+        .args(["--offload-arch=gfx90a", "-O2", "replay.cpp", "-o", "replay"])
+        .current_dir(dir);
+    let built = output_within(&mut build, LIMIT, "hipcc of the reproducer");
+    assert!(built.status.success(), "hipcc: {}", stderr(&built));
+    let mut run = Command::new(dir.join("replay"));
+    run.arg("3")
+        .current_dir(dir)
+        .env("LD_LIBRARY_PATH", cpu_runtime_dir())
+        .env_remove("DITTO_HIP_HOST_KERNELS");
+    let out = output_within(&mut run, LIMIT, "the reproducer");
+    (out.status.code(), stdout(&out))
+}
+
+#[test]
+fn an_emitted_reproducer_builds_with_hipcc_alone_and_gives_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    for (app, kernel) in [
+        ("reduce_sum_baseline", "reduce_sum"),
+        ("replay_cases", "apply_coefficients"),
+        ("replay_cases", "scale_in_place"),
+    ] {
+        let snap = dir.path().join(format!("snap-{kernel}"));
+        capture(app, kernel, "replay", &snap);
+        let emitted = dir.path().join(format!("emit-{kernel}"));
+        let out = replay(&snap, &["--emit", emitted.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        assert_eq!(json(&out)["emitted"], emitted.to_str().unwrap());
+        for file in [
+            "replay.cpp",
+            "replay.txt",
+            "CMakeLists.txt",
+            "kernel.co",
+            "kernarg.bin",
+        ] {
+            assert!(emitted.join(file).exists(), "{kernel}: {file}");
+        }
+        let (code, printed) = build_and_run_reproducer(&emitted);
+        assert_eq!(code, Some(0), "{kernel}: {printed}");
+        assert!(printed.starts_with("PASS "), "{kernel}: {printed}");
+        assert!(printed.contains("time: median"), "{kernel}: {printed}");
+    }
+    // The wrong program's kernel: the reproducer's FAIL, naming the element.
+    let snap = dir.path().join("snap-reduce_sum");
+    let emitted = dir.path().join("emit-wrong");
+    let wrong = hip_app("reduce_sum_wrong");
+    let out = replay(
+        &snap,
+        &[
+            "--emit",
+            emitted.to_str().unwrap(),
+            "--from",
+            wrong.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    let (code, printed) = build_and_run_reproducer(&emitted);
+    assert_eq!(code, Some(1), "{printed}");
+    assert!(
+        printed.contains(
+            "arg 1 (f32[1]): 1 of 1 elements differ; first at index 0: 0, reference 98301.5"
+        ) && printed.contains("FAIL reduce_sum(float const*, float*, int): 1 of 1 arrays differ"),
+        "{printed}"
+    );
+    // A directory that holds something is refused.
+    let out = replay(&snap, &["--emit", emitted.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        json(&out)["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not empty")
+    );
+}

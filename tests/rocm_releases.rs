@@ -5,7 +5,9 @@
 //! release's ABI (DITTO_HSA_CPU_ABI):
 //! - the applications of tests/hip/, built by that release's hipcc, print
 //!   the values they print under HIP 5.2;
-//! - `ditto validate` gives the verdicts it gives under HIP 5.2;
+//! - `ditto validate` gives the verdicts it gives under HIP 5.2, and
+//!   `ditto replay` of a capture made there reproduces the captured
+//!   kernel's outputs and judges a replacement as under HIP 5.2;
 //! - a C program and a C++ tool built against that release's headers run
 //!   plain, with the tool in HSA_TOOLS_LIB and with it preloaded, the tool
 //!   seeing every packet through its intercept queue;
@@ -226,6 +228,107 @@ fn ditto_validate_gives_hip_5_2_s_verdicts_under_hip_6_4_and_7_2() {
             (Some(0), Some(1))
         );
         assert_eq!(m["max_abs_diff"].as_f64(), Some(expected_sum));
+    }
+}
+
+/// `ditto ARGS --hsa-runtime cpu` in the chroot of `r`, `writable` bound writable.
+fn ditto_in_chroot(r: Release, writable: &Path, args: &[&str]) -> Output {
+    let mut cmd = vec![ditto_bin().to_str().unwrap().to_string()];
+    cmd.extend(args.iter().map(|a| a.to_string()));
+    cmd.extend(["--hsa-runtime".to_string(), "cpu".to_string()]);
+    let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    in_chroot(r, r.name, &[writable], &[("NO_COLOR", "1".into())], &cmd)
+}
+
+#[test]
+fn ditto_replay_reproduces_and_judges_under_hip_6_4_and_7_2() {
+    for r in RELEASES {
+        let apps = hip_apps(r);
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snap");
+        let (snap_arg, baseline) = (snap.to_str().unwrap(), apps.join("reduce_sum_baseline"));
+        let out = ditto_in_chroot(
+            r,
+            dir.path(),
+            &[
+                "run",
+                "--kernel",
+                "reduce_sum",
+                "--capture",
+                "replay",
+                "--out",
+                snap_arg,
+                "--",
+                baseline.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "HIP {}: {}", r.name, stderr(&out));
+        // The captured kernel: its outputs exactly.
+        let out = ditto_in_chroot(
+            r,
+            dir.path(),
+            &["replay", snap_arg, "--json", "--atol", "0", "--rtol", "0"],
+        );
+        let v = json(&out);
+        assert_eq!(
+            (out.status.code(), &v["valid"]),
+            (Some(0), &serde_json::json!(true)),
+            "HIP {}: {}",
+            r.name,
+            stderr(&out)
+        );
+        // The wrong program's kernel: validate's mismatch.
+        let wrong = apps.join("reduce_sum_wrong");
+        let out = ditto_in_chroot(
+            r,
+            dir.path(),
+            &[
+                "replay",
+                snap_arg,
+                "--json",
+                "--from",
+                wrong.to_str().unwrap(),
+            ],
+        );
+        let v = json(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "HIP {}: {}",
+            r.name,
+            stderr(&out)
+        );
+        let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
+        assert_eq!(
+            v["mismatches"][0]["max_abs_diff"].as_f64(),
+            Some(expected_sum)
+        );
+        // The optimized program's kernel: PASS and a speedup.
+        let optimized = apps.join("reduce_sum_optimized");
+        let out = ditto_in_chroot(
+            r,
+            dir.path(),
+            &[
+                "replay",
+                snap_arg,
+                "--json",
+                "--from",
+                optimized.to_str().unwrap(),
+            ],
+        );
+        let v = json(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "HIP {}: {}",
+            r.name,
+            stderr(&out)
+        );
+        assert!(
+            v["replay"]["speedup"].as_f64().unwrap() > 0.0,
+            "HIP {}: {v}",
+            r.name
+        );
     }
 }
 

@@ -207,22 +207,33 @@ fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Result<
 /// `ditto replay SNAPSHOT`: the comparison's report, then what the replay
 /// measured (stderr; with `--json`, a "replay" member of the object).
 pub fn replay(opts: &crate::replay::ReplayOptions) -> Result<Verdict> {
-    let outcome = crate::replay::replay(opts)?;
-    let s = &outcome.summary;
+    let (report, s) = match crate::replay::replay(opts)? {
+        crate::replay::ReplayOutcome::Replayed { report, summary } => (report, summary),
+        crate::replay::ReplayOutcome::Emitted(dir) => {
+            let line = format!(
+                "a reproducer of the dispatch is in {0}: cd {0} && hipcc -O2 replay.cpp -o replay \
+                 && ./replay",
+                dir.display()
+            );
+            if opts.json {
+                emit_line(&serde_json::json!({ "emitted": dir, "build": line }).to_string())?;
+            } else {
+                emit_line(&line)?;
+            }
+            return Ok(Verdict::Valid);
+        }
+    };
     if opts.json {
-        let mut value = report::render_json(&outcome.report);
-        value["replay"] = serde_json::to_value(s).expect("a summary serializes");
+        let mut value = report::render_json(&report);
+        value["replay"] = serde_json::to_value(&s).expect("a summary serializes");
         emit_line(&serde_json::to_string_pretty(&value).expect("JSON values serialize"))?;
     } else {
-        emit(&report::render_human(
-            &outcome.report,
-            report::stdout_wants_color(),
-        ))?;
+        emit(&report::render_human(&report, report::stdout_wants_color()))?;
     }
-    for line in crate::replay::summary_lines(s) {
+    for line in crate::replay::summary_lines(&s) {
         log::info(&line);
     }
-    Ok(if outcome.report.valid() {
+    Ok(if report.valid() {
         Verdict::Valid
     } else {
         Verdict::Mismatch

@@ -312,6 +312,9 @@ enum Command {
         /// Longest wait for one dispatch to complete, in seconds (a hang is reported, not waited out)
         #[arg(long, value_name = "SECS", default_value = "60", value_parser = parse_seconds)]
         timeout: Duration,
+        /// Write a standalone reproducer of the first selected dispatch into DIR (replay.cpp, its data, a CMakeLists.txt) instead of replaying
+        #[arg(long, value_name = "DIR")]
+        emit: Option<PathBuf>,
         /// Place every captured range at another address, as when its addresses are taken (pointer arguments are rewritten; pointers stored in memory are not)
         #[arg(long)]
         relocate: bool,
@@ -456,6 +459,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             tolerances,
             hsa_runtime,
             timeout,
+            emit,
             relocate,
             json,
         } => commands::replay(&ditto_cli::replay::ReplayOptions {
@@ -468,6 +472,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             runtime: hsa_runtime,
             timeout,
             relocate,
+            emit,
             json,
         }),
         Command::ReplayDispatch {

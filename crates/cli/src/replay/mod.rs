@@ -13,9 +13,11 @@
 //! Modules: `plan` (a replay capture read and checked), `runtime` (the
 //! HSA entries a replay calls), `child` (the replay process),
 //! `replacement` (where a replacement kernel comes from, and its argument
-//! layout checked against the captured one's).
+//! layout checked against the captured one's), `emit` (a standalone
+//! reproducer of one dispatch, `--emit DIR`).
 
 pub mod child;
+pub mod emit;
 pub mod plan;
 pub mod replacement;
 pub mod runtime;
@@ -47,13 +49,20 @@ pub struct ReplayOptions {
     pub timeout: Duration,
     /// `--relocate`: place every captured range at another address.
     pub relocate: bool,
+    /// `--emit DIR`: write a standalone reproducer of the first selected
+    /// dispatch there instead of replaying.
+    pub emit: Option<PathBuf>,
     pub json: bool,
 }
 
-/// What a replay of all selected dispatches found.
-pub struct ReplayOutcome {
-    pub report: crate::compare::ComparisonReport,
-    pub summary: ReplaySummary,
+/// What a replay of all selected dispatches found, or where `--emit`
+/// wrote the reproducer.
+pub enum ReplayOutcome {
+    Replayed {
+        report: Box<crate::compare::ComparisonReport>,
+        summary: ReplaySummary,
+    },
+    Emitted(PathBuf),
 }
 
 /// Times and notes of a replay, beside the comparison.
@@ -111,6 +120,32 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
     let first = plan::plan(&snapshot, chosen[0].0, chosen[0].1)?;
     let replacement = replacement::choose(opts, &snapshot, &first, work.path())?;
     let original_host_build = host_build_of_run(&snapshot, chosen[0].0);
+    if let Some(dir) = &opts.emit {
+        let code_object = match (&replacement, &first.code_object) {
+            (Some(r), _) => r.code_object.clone(),
+            (None, Some(path)) => path.clone(),
+            (None, None) => bail!(
+                "dispatch {} has no code object to emit ({}); give one with --kernel-object or --from",
+                first.record.index,
+                first
+                    .launch
+                    .code_object_missing
+                    .as_deref()
+                    .unwrap_or("none was captured")
+            ),
+        };
+        let host_build = match (&runtime, &replacement) {
+            (ResolvedRuntime::Cpu { .. }, Some(r)) => r.host_build.clone(),
+            (ResolvedRuntime::Cpu { .. }, None) => original_host_build.clone(),
+            (ResolvedRuntime::System, _) => None,
+        };
+        let source = emit::EmitSource {
+            code_object: &code_object,
+            host_build: host_build.as_deref(),
+        };
+        emit::emit(&snapshot, &first, &source, &opts.compare, dir)?;
+        return Ok(ReplayOutcome::Emitted(dir.clone()));
+    }
     let mut summary = ReplaySummary {
         iterations: opts.iterations.max(1),
         kernel_object: replacement
@@ -176,7 +211,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
     let mut report = compare_snapshots(&reference, &replayed, &opts.compare)?;
     // The application's own kernel times against the replay's.
     report.timing.second = Some("replay");
-    Ok(ReplayOutcome { report, summary })
+    Ok(ReplayOutcome::Replayed {
+        report: Box::new(report),
+        summary,
+    })
 }
 
 fn times(r: &ChildResult) -> Vec<u64> {

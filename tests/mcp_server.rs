@@ -128,7 +128,48 @@ fn app_path(name: &str) -> String {
 }
 
 #[test]
-fn an_mcp_client_lists_the_four_tools_and_validates_reduce_sum() {
+fn an_mcp_client_replays_a_captured_dispatch_with_a_replacement() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let mut c = Client::start();
+    let captured = c.call(
+        "capture",
+        json!({"kernel": "reduce_sum",
+               "command": [hip_app("reduce_sum_baseline").display().to_string()],
+               "out": snap.display().to_string(),
+               "capture": "replay",
+               "hsa_runtime": "cpu"}),
+    );
+    assert_eq!(captured["isError"], false, "{captured}");
+    let wrong = c.call(
+        "replay",
+        json!({"snapshot": snap.display().to_string(),
+               "from": hip_app("reduce_sum_wrong").display().to_string(),
+               "hsa_runtime": "cpu"}),
+    );
+    assert_eq!(wrong["isError"], false, "{wrong}");
+    let v = &wrong["structuredContent"];
+    assert_eq!(v["valid"], false, "{wrong}");
+    assert_eq!(v["mismatches"][0]["max_abs_diff"], 98301.5);
+    assert_eq!(v["replay"]["original_reproduced"], true, "{wrong}");
+    let fast = c.call(
+        "replay",
+        json!({"snapshot": snap.display().to_string(),
+               "from": hip_app("reduce_sum_optimized").display().to_string(),
+               "iterations": 2,
+               "hsa_runtime": "cpu"}),
+    );
+    let v = &fast["structuredContent"];
+    assert_eq!(v["valid"], true, "{fast}");
+    assert_eq!(v["replay"]["times_ns"].as_array().map(Vec::len), Some(2));
+    let text = fast["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("speedup"), "{fast}");
+    let missing = c.call("replay", json!({"snapshot": "/nonexistent/snap"}));
+    assert_eq!(missing["isError"], true, "{missing}");
+}
+
+#[test]
+fn an_mcp_client_lists_the_five_tools_and_validates_reduce_sum() {
     let mut c = Client::start();
     let list = c.request("tools/list", json!({}));
     let mut names: Vec<&str> = list["result"]["tools"]
@@ -138,7 +179,10 @@ fn an_mcp_client_lists_the_four_tools_and_validates_reduce_sum() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     names.sort_unstable();
-    assert_eq!(names, ["capture", "compare", "kernels", "validate"]);
+    assert_eq!(
+        names,
+        ["capture", "compare", "kernels", "replay", "validate"]
+    );
     let validate = list["result"]["tools"]
         .as_array()
         .unwrap()
@@ -529,7 +573,7 @@ fn a_cancelled_call_stops_its_child_and_the_server_serves_on() {
     let list = c.request("tools/list", json!({}));
     assert_eq!(
         list["result"]["tools"].as_array().map(Vec::len),
-        Some(4),
+        Some(5),
         "{list}"
     );
 }
@@ -548,7 +592,7 @@ fn a_line_that_is_not_json_gets_a_parse_error_and_the_next_request_its_answer() 
     let (list, before) = c.request_after("tools/list", json!({}));
     assert_eq!(
         list["result"]["tools"].as_array().map(Vec::len),
-        Some(4),
+        Some(5),
         "{list}"
     );
     assert_eq!(before.len(), 3, "one reply per bad line: {before:?}");

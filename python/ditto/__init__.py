@@ -7,6 +7,8 @@ optimized build computes what the reference computed.
     snap[0][1]                      # argument 1 of the first dispatch, a numpy array
     result = ditto.validate("reduce_sum", ["./reduce_sum_baseline"], ["./reduce_sum_optimized"])
     print(result.summary())
+    snap = ditto.Ditto(kernel="reduce_sum").capture(["./reduce_sum_baseline"], capture="replay")
+    ditto.replay(snap, from_program="./reduce_sum_optimized", iterations=20).replay["speedup"]
 
 Every function runs the `ditto` command ($DITTO_BIN, else `ditto` on PATH):
 the capture and comparison engine is the CLI's, never a second copy. Its
@@ -36,6 +38,7 @@ __all__ = [
     "Result",
     "Snapshot",
     "compare",
+    "replay",
     "validate",
 ]
 
@@ -200,4 +203,45 @@ def validate(
         args += ["--keep", str(keep)]
     if opt_kernel is not None:
         args += ["--opt-kernel", opt_kernel]
+    return _result(run(args, ok_codes=(0, 1)).stdout)
+
+
+def replay(
+    snapshot: SnapshotLike,
+    *,
+    kernel_object: Optional[PathLike] = None,
+    from_program: Optional[PathLike] = None,
+    dispatch: Optional[str] = None,
+    iterations: int = 1,
+    atol: Optional[float] = None,
+    rtol: Optional[float] = None,
+    equal_nan: bool = False,
+    ulp: Optional[int] = None,
+    hsa_runtime: Optional[str] = None,
+    relocate: bool = False,
+    timeout: Optional[float] = None,
+) -> Result:
+    """Runs captured dispatches again on their own (`ditto replay`): the
+    snapshot must come from a capture with `capture="replay"` (or
+    "replay-all"). With `kernel_object` (a code object) or `from_program`
+    (a program whose embedded device code holds the kernel of the same
+    name) the replacement runs instead, after the captured kernel. The
+    Result compares the replay's outputs with the application's; its
+    `replay` dict holds the times (`times_ns`, `median_ns`), with a
+    replacement `original_median_ns`, `speedup` and `original_reproduced`,
+    and the ranges that had to be `relocated`."""
+    args = ["replay", _dir(snapshot), "--json", "--iterations", str(int(iterations))]
+    args += _tolerance_args(atol, rtol, ulp, equal_nan)
+    for flag, value in (
+        ("--kernel-object", kernel_object),
+        ("--from", from_program),
+        ("--dispatch", dispatch),
+        ("--hsa-runtime", hsa_runtime),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    if relocate:
+        args.append("--relocate")
+    if timeout is not None:
+        args += ["--timeout", str(float(timeout))]
     return _result(run(args, ok_codes=(0, 1)).stdout)

@@ -33,6 +33,8 @@ class Result:
         self.dispatches_compared: int = int(data.get("dispatches_compared", 0))
         self.optimized_kernel: Optional[str] = data.get("optimized_kernel")
         self.timing: dict = dict(data.get("timing") or {})
+        # `ditto replay` only: the replay's times and notes.
+        self.replay: dict = dict(data.get("replay") or {})
 
     @property
     def speedup(self) -> Optional[float]:

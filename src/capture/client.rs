@@ -13,7 +13,7 @@
 //! file's progress counter. Used only by the worker thread (it blocks),
 //! never by a hook.
 
-use crate::capture::replay::CodeObjectCopy;
+use crate::capture::kernel_code::CodeObjectCopy;
 use crate::capture::shared_memory::copy_to_sealed_memfd;
 use crate::capture::staging::StagingFile;
 use crate::log::log_info;

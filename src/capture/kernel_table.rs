@@ -18,7 +18,7 @@
 //! that snapshot's generation is the table's current one.
 
 use crate::capture::address_hash::AddressMap;
-use crate::capture::replay::KernelCode;
+use crate::capture::kernel_code::KernelCode;
 use arc_swap::ArcSwap;
 use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
 use ditto_protocol::{CaptureSet, Goodbye, KernelName};

@@ -9,8 +9,10 @@
 //! - `describe`       — a dispatch's facts → one snapshot message;
 //! - `accounting`     — which matched dispatches were captured or missed;
 //! - `process`        — the Hello: this process as the collector sees it;
-//! - `replay`         — what a replay capture keeps of a kernel and adds
-//!   to a dispatch (code object, module variables, memory, launch);
+//! - `kernel_code`    — what a replay capture keeps of a target kernel
+//!   (its code object, its executable's module variables);
+//! - `replay`         — what a replay capture adds to a dispatch (memory
+//!   before the kernel, module variables, the launch);
 //! - `client`         — the Unix-socket connection to the collector;
 //! - `staging`        — the connection's staging file for small buffers;
 //! - `shared_memory`  — the copy transport (sealed memfds).
@@ -21,6 +23,7 @@ pub mod address_hash;
 pub mod allocation_map;
 pub mod client;
 pub mod describe;
+pub mod kernel_code;
 pub mod kernel_table;
 pub mod process;
 pub mod replay;

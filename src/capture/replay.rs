@@ -1,10 +1,7 @@
-//! What a replay capture (`--capture replay`, `replay-all`) keeps of a
-//! target kernel and adds to a dispatch's inputs part, so that
-//! `ditto replay` can run the dispatch again without the application.
-//!
-//! Kept per kernel at load ([`KernelCode`]): the code object that holds it
-//! (a copy, named by its SHA-256) and the module-scope variables of its
-//! executable (name, address, size). Added per dispatch, while the kernel
+//! What a replay capture (`--capture replay`, `replay-all`) adds to a
+//! dispatch's inputs part, so that `ditto replay` can run the dispatch
+//! again without the application; what it keeps of each target kernel at
+//! load is [`KernelCode`] (`kernel_code`). Added per dispatch, while the kernel
 //! waits to start ([`describe_replay`]): each allocation a pointer argument
 //! points into, whole (with `replay-all`, every live allocation the
 //! backend tracks, for kernels that follow pointers stored in memory),
@@ -16,57 +13,12 @@
 use super::access::BufferAccess;
 use super::allocation_map::Allocation;
 use super::describe::{DispatchFacts, Route, TravelError, travel};
+use super::kernel_code::KernelCode;
 use super::staging::StagingFile;
 use crate::log::log_warn;
 use ditto_kernels::ParamKind;
 use ditto_protocol::{Buffer, DType, Launch, MAX_FDS_PER_FRAME, Phase};
-use sha2::{Digest, Sha256};
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
-
-/// A code object as the runtime loaded it, named by the SHA-256 of its bytes.
-#[derive(Debug)]
-pub struct CodeObjectCopy {
-    /// Lowercase hex SHA-256 of `bytes`.
-    pub digest: String,
-    pub bytes: Arc<[u8]>,
-}
-
-impl CodeObjectCopy {
-    pub fn new(bytes: Arc<[u8]>) -> CodeObjectCopy {
-        CodeObjectCopy {
-            digest: sha256_hex(&bytes),
-            bytes,
-        }
-    }
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A module-scope variable (`__device__`, `__constant__`) of the
-/// executable that holds a kernel, where the runtime placed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleVariable {
-    pub name: String,
-    pub address: u64,
-    pub size: u64,
-}
-
-/// What a replay needs of a target kernel's code.
-#[derive(Debug)]
-pub struct KernelCode {
-    /// The kernel's symbol in its code object (`<mangled>.kd` on HSA).
-    pub symbol: String,
-    /// The code object holding the kernel, or why the tool has none.
-    pub code_object: Result<Arc<CodeObjectCopy>, String>,
-    pub variables: Vec<ModuleVariable>,
-}
 
 /// The packet's segment sizes, which the dispatch facts do not carry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

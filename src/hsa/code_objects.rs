@@ -9,8 +9,8 @@
 //! query and `--arg-types`, the kernel table it feeds), so it depends on
 //! no other part of the backend.
 
+use crate::capture::kernel_code::{CodeObjectCopy, KernelCode, ModuleVariable};
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
-use crate::capture::replay::{CodeObjectCopy, KernelCode, ModuleVariable};
 use crate::guard::ffi_guard;
 use crate::log::{log_info, log_warn};
 use crate::options::Options;

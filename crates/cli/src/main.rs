@@ -285,7 +285,7 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<std::ffi::OsString>,
     },
-    /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, kernels)
+    /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, replay, kernels)
     #[command(after_help = MCP_EXAMPLE)]
     Mcp,
     /// Run captured dispatches again on their own (captured with --capture replay) and compare their outputs with the application's

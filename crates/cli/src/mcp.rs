@@ -1,8 +1,8 @@
 //! `ditto mcp`: the Model Context Protocol server (stdio, rmcp) through
 //! which agents validate kernels.
 //!
-//! Owns the MCP surface only: the tools `validate`, `capture`, `compare`
-//! and `kernels`, their argument schemas, and turning a result into
+//! Owns the MCP surface only: the tools `validate`, `capture`, `compare`,
+//! `replay` and `kernels`, their argument schemas, and turning a result into
 //! structured JSON plus the human summary. Every call runs this same
 //! `ditto` executable as a child with `--json`: the engine is the CLI's,
 //! the application's own output never reaches the protocol stream (stdout),
@@ -104,6 +104,26 @@ pub struct CompareRequest {
     pub optimized: String,
     /// Compare only the optimized snapshot's dispatches of this kernel (a renamed kernel)
     pub opt_kernel: Option<String>,
+    #[serde(flatten)]
+    pub tolerances: Tolerances,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReplayRequest {
+    /// A snapshot directory captured with capture `replay` (or `replay-all`)
+    pub snapshot: String,
+    /// A program whose embedded device code holds the replacement kernel (same name and arguments); not run
+    pub from: Option<String>,
+    /// A code object holding the replacement kernel
+    pub kernel_object: Option<String>,
+    /// Dispatches to replay: all (default), N, N..M, N.. or a list like 0,3..5
+    pub dispatch: Option<String>,
+    /// Times to run each dispatch, memory restored before each (default 1); the median is reported
+    pub iterations: Option<u32>,
+    /// auto (default), cpu or system
+    pub hsa_runtime: Option<String>,
+    /// Longest wait for one dispatch, in seconds (default 60)
+    pub timeout_secs: Option<f64>,
     #[serde(flatten)]
     pub tolerances: Tolerances,
 }
@@ -413,6 +433,46 @@ impl DittoServer {
     }
 
     #[tool(
+        description = "Run captured dispatches again on their own, without the application (the snapshot must come from a capture with capture `replay`), with the captured kernel or a replacement taken from another program (`from`) or a code object, and compare the outputs with the application's own. Returns valid, the mismatching arrays, and under `replay` the kernel times (median, min, max, per iteration), with a replacement the captured kernel's median and the speedup, and whether the captured kernel reproduced its own outputs."
+    )]
+    async fn replay(
+        &self,
+        Parameters(r): Parameters<ReplayRequest>,
+        call: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = vec!["replay".into(), r.snapshot, "--json".into()];
+        tolerance_args(&r.tolerances, &mut args);
+        for (flag, value) in [
+            ("--from", r.from),
+            ("--kernel-object", r.kernel_object),
+            ("--dispatch", r.dispatch),
+            ("--hsa-runtime", r.hsa_runtime),
+            ("--iterations", r.iterations.map(|n| n.to_string())),
+            ("--timeout", r.timeout_secs.map(|s| s.to_string())),
+        ] {
+            if let Some(v) = value {
+                args.extend([flag.to_string(), v]);
+            }
+        }
+        Ok(match ditto(args, None, &call).await {
+            Ok(o) if (o.code == 0 || o.code == 1) && o.json.is_some() => {
+                let v = o.json.unwrap_or_default();
+                let mut summary = v["summary"].as_str().unwrap_or_default().to_string();
+                let replay = &v["replay"];
+                if let Some(median) = replay["median_ns"].as_u64() {
+                    summary.push_str(&format!("\nreplay: median {median} ns"));
+                }
+                if let Some(speedup) = replay["speedup"].as_f64() {
+                    summary.push_str(&format!(", speedup {speedup:.2}x over the captured kernel"));
+                }
+                answer(v, summary)
+            }
+            Ok(o) => failure(error_of(&o)),
+            Err(e) => failure(e.to_string()),
+        })
+    }
+
+    #[tool(
         description = "List the kernels of an AMDGPU code object or a HIP executable's fat binary, each with its argument layout exactly as ditto would capture it (index, offset, size, kind, dtype, const)."
     )]
     async fn kernels(
@@ -466,7 +526,8 @@ impl ServerHandler for DittoServer {
             "ditto checks that an optimized GPU kernel computes what the reference computed, inside \
              the unmodified application. Use `validate` with the kernel name and both command lines; \
              `kernels` shows what would be captured; `capture` and `compare` work with snapshot \
-             directories.",
+             directories; `replay` runs a dispatch captured with capture `replay` again on its own, \
+             with the kernel or a replacement, in seconds.",
         )
     }
 }

@@ -192,6 +192,46 @@ fn a_replacement_from_the_wrong_program_fails_with_the_mismatches_validate_repor
 }
 
 #[test]
+fn validate_with_capture_replay_keeps_a_reference_that_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("kept");
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "reduce_sum",
+        "--capture",
+        "replay",
+        "--ref",
+    ])
+    .arg(hip_app("reduce_sum_baseline"))
+    .arg("--opt")
+    .arg(hip_app("reduce_sum_optimized"))
+    .arg("--keep")
+    .arg(&keep);
+    let validated = output_within(&mut cmd, LIMIT, "ditto validate --capture replay");
+    assert_eq!(json(&validated)["valid"], true, "{}", stderr(&validated));
+    let reference = std::fs::read_dir(&keep)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("ref"))
+        })
+        .expect("the kept reference snapshot");
+    let out = replay(&reference, &["--atol", "0", "--rtol", "0"]);
+    assert_eq!(
+        (out.status.code(), &json(&out)["valid"]),
+        (Some(0), &serde_json::json!(true)),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_replacement_from_the_optimized_program_passes_with_a_speedup() {
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap");
@@ -278,7 +318,35 @@ fn bad_input_is_a_clear_error_naming_what_to_do() {
     assert_eq!(out.status.code(), Some(2));
     let e = json(&out)["error"].as_str().unwrap().to_string();
     assert!(
-        e.contains("embeds no kernel") && e.contains("reduce_sum(float const*, float*, int)"),
+        e.contains("holds no kernel")
+            && e.contains("reduce_sum(float const*, float*, int)")
+            && e.contains("_Z10vector_addPKfS0_Pfi"),
+        "{e}"
+    );
+    // A code object for another GPU: refused before anything runs, naming both.
+    let source = dir.path().join("reduce_sum_gfx1030.hip");
+    std::fs::write(
+        &source,
+        "#include <hip/hip_runtime.h>\n\
+         __global__ void reduce_sum(const float* in, float* out, int n) {\n\
+           if (n > 0 && threadIdx.x == 0) *out = in[0];\n\
+         }\n",
+    )
+    .unwrap();
+    let gfx1030 = dir.path().join("reduce_sum_gfx1030.co");
+    let hipcc = std::env::var("HIPCC").unwrap_or_else(|_| "hipcc".into());
+    let mut build = Command::new(hipcc);
+    build
+        .args(["--genco", "--offload-arch=gfx1030", "-O2", "-o"])
+        .arg(&gfx1030)
+        .arg(&source);
+    let built = output_within(&mut build, LIMIT, "hipcc --genco for gfx1030");
+    assert!(built.status.success(), "hipcc: {}", stderr(&built));
+    let out = replay(&snap, &["--kernel-object", gfx1030.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("is built for gfx1030") && e.contains("--offload-arch=gfx90a"),
         "{e}"
     );
     // A replacement that faults: the replacement's fault, reported; ditto lives.

@@ -42,70 +42,95 @@ pub fn choose(
     let original_kernel = original
         .as_deref()
         .and_then(|bytes| kernel_in(bytes, symbol));
-    let replacement = match (&opts.kernel_object, &opts.from) {
+    let original_target = original.as_deref().and_then(target_of);
+    let (file, what) = match (&opts.kernel_object, &opts.from) {
         (Some(_), Some(_)) => bail!("give --kernel-object or --from, not both"),
         (None, None) => return Ok(None),
-        (Some(file), None) => {
-            let bytes = std::fs::read(file)
-                .with_context(|| format!("reading the kernel object {}", file.display()))?;
-            let kernel = kernel_in(&bytes, symbol).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{} holds no kernel `{symbol}` (it holds {}): the replacement must keep \
-                     the captured kernel's name",
-                    file.display(),
-                    kernel_list(&bytes)
-                )
-            })?;
-            check_layout(
-                symbol,
-                original_kernel.as_ref(),
-                &kernel,
-                &file.display().to_string(),
-            )?;
-            Replacement {
-                code_object: file.clone(),
-                source: file.display().to_string(),
-                host_build: host_build_beside(file),
-            }
-        }
-        (None, Some(program)) => {
-            let bytes = std::fs::read(program)
-                .with_context(|| format!("reading the program {}", program.display()))?;
-            let objects = device_code_objects(&bytes).with_context(|| {
-                format!("reading the device code embedded in {}", program.display())
-            })?;
-            let mut found = None;
-            for object in &objects {
-                if let Some(kernel) = kernel_in(object.bytes, symbol) {
-                    found = Some((object.bytes.to_vec(), kernel));
-                    break;
-                }
-            }
-            let Some((code, kernel)) = found else {
-                bail!(
-                    "{} embeds no kernel `{symbol}` ({}) in its device code; --from needs a \
-                     program built from a source that defines the kernel under the same name \
-                     and signature",
-                    program.display(),
-                    ditto_kernels::KernelNames::new(symbol.trim_end_matches(".kd")).demangled
-                );
-            };
-            check_layout(
-                symbol,
-                original_kernel.as_ref(),
-                &kernel,
-                &program.display().to_string(),
-            )?;
-            let path = work.join("replacement.co");
-            std::fs::write(&path, code)?;
-            Replacement {
-                code_object: path,
-                source: program.display().to_string(),
-                host_build: host_build_beside(program),
-            }
-        }
+        (Some(file), None) => (file, "the kernel object"),
+        (None, Some(program)) => (program, "the program"),
+    };
+    let bytes =
+        std::fs::read(file).with_context(|| format!("reading {what} {}", file.display()))?;
+    let source = file.display().to_string();
+    let (code, kernel) = pick(&bytes, symbol, original_target.as_deref(), &source)?;
+    check_layout(symbol, original_kernel.as_ref(), &kernel, &source)?;
+    // The runtime's reader takes one code object, not a bundle.
+    let path = work.join("replacement.co");
+    std::fs::write(&path, code)?;
+    let replacement = Replacement {
+        code_object: path,
+        source,
+        host_build: host_build_beside(file),
     };
     Ok(Some(replacement))
+}
+
+/// The code object of `bytes` (a code object, an offload bundle such as
+/// `hipcc --genco` writes, or a program's fat binary) that holds `symbol`,
+/// for the captured kernel's target where there are several; or why none.
+fn pick(
+    bytes: &[u8],
+    symbol: &str,
+    captured_target: Option<&str>,
+    source: &str,
+) -> Result<(Vec<u8>, CodeObjectKernel)> {
+    let objects = device_code_objects(bytes)
+        .with_context(|| format!("reading the device code of {source}"))?;
+    let with_kernel: Vec<_> = objects
+        .iter()
+        .filter_map(|o| Some((o, kernel_in(o.bytes, symbol)?)))
+        .collect();
+    let Some((first, _)) = with_kernel.first() else {
+        let held: Vec<String> = objects.iter().map(|o| kernel_list(o.bytes)).collect();
+        bail!(
+            "{source} holds no kernel `{symbol}` ({}) in its device code (it holds {}); a \
+             replacement must keep the captured kernel's name and signature",
+            ditto_kernels::KernelNames::new(symbol.trim_end_matches(".kd")).demangled,
+            if held.is_empty() {
+                "no code object".to_string()
+            } else {
+                held.join("; ")
+            }
+        );
+    };
+    let same_target = with_kernel
+        .iter()
+        .find(|(o, _)| match (captured_target, o.target()) {
+            (Some(a), Some(b)) => processor(a) == processor(&b),
+            _ => true,
+        });
+    match same_target {
+        Some((o, kernel)) => Ok((o.bytes.to_vec(), kernel.clone())),
+        None => {
+            check_target(captured_target, first.target().as_deref(), source)?;
+            bail!("{source} has no code object for the captured kernel's target")
+        }
+    }
+}
+
+/// The GPU a code object is built for (`gfx90a:sramecc+:xnack-`).
+fn target_of(bytes: &[u8]) -> Option<String> {
+    device_code_objects(bytes).ok()?.first()?.target()
+}
+
+/// The processor of a target, without its features (`gfx90a`).
+fn processor(target: &str) -> &str {
+    target.split(':').next().unwrap_or(target)
+}
+
+/// Refuses a replacement built for another GPU than the captured kernel.
+fn check_target(captured: Option<&str>, replacement: Option<&str>, source: &str) -> Result<()> {
+    if let (Some(a), Some(b)) = (captured, replacement)
+        && processor(a) != processor(b)
+    {
+        bail!(
+            "{source} is built for {b}, but the captured kernel is {a} code: a replay loads the \
+             replacement on the captured kernel's GPU; build it for that target (hipcc \
+             --offload-arch={})",
+            processor(a)
+        );
+    }
+    Ok(())
 }
 
 /// `<file>.host.so`, when it exists.

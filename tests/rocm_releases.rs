@@ -329,6 +329,33 @@ fn ditto_replay_reproduces_and_judges_under_hip_6_4_and_7_2() {
             "HIP {}: {v}",
             r.name
         );
+        // The reproducer, built by this release's hipcc and run by its HIP.
+        let emitted = dir.path().join("repro");
+        let out = ditto_in_chroot(
+            r,
+            dir.path(),
+            &["replay", snap_arg, "--emit", emitted.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "HIP {}: {}", r.name, stderr(&out));
+        let script = format!(
+            "cd {} && hipcc --offload-arch=gfx90a -O2 replay.cpp -o replay 2>&1 && ./replay 3",
+            emitted.display()
+        );
+        let out = in_chroot(r, r.name, &[dir.path()], &[], &["sh", "-c", &script]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "HIP {}: {}{}",
+            r.name,
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(
+            stdout(&out).contains("PASS reduce_sum(float const*, float*, int)"),
+            "HIP {}: {}",
+            r.name,
+            stdout(&out)
+        );
     }
 }
 

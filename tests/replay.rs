@@ -450,3 +450,45 @@ fn an_emitted_reproducer_builds_with_hipcc_alone_and_gives_the_verdict() {
             .contains("is not empty")
     );
 }
+
+#[test]
+fn replay_images_larger_than_the_collector_s_memory_budget_are_spilled_not_refused() {
+    // 128 MiB of memory before the kernel, a 64 MiB budget: the image goes
+    // from its IPC attachment into a file, never into memory whole.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "large_fill",
+        "--capture",
+        "replay",
+    ])
+    .arg("--out")
+    .arg(&snap)
+    .arg("--")
+    .arg(app("large_output"))
+    .args(["--mib", "128"])
+    .env("DITTO_COLLECTOR_MEMORY_MIB", "64");
+    let o = output_within(&mut cmd, LIMIT, "capture of large_fill");
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
+    let m = snapshot_manifest(&snap);
+    let image = &m["dispatches"][0]["buffers"][0];
+    assert_eq!(
+        (image["phase"].as_str(), image["extent"].as_u64()),
+        (Some("replay"), Some(128 << 20))
+    );
+    assert_eq!(image["transport"], "ipc");
+    let out = replay(&snap, &["--atol", "0", "--rtol", "0"]);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    // Nothing of the spill is left beside the snapshot.
+    let mut names: Vec<String> = std::fs::read_dir(&snap)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+}

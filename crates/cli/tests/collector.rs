@@ -195,7 +195,9 @@ fn an_extent_too_large_to_allocate_is_an_error_ack_without_attaching() {
     let s = setup();
     let data = f32_bytes(&[5.0; 4]);
     let h = s.source.allocate(data.clone());
-    // Inputs (before the kernel) wait in memory for the After part.
+    // Inputs (before the kernel) wait for the After part; a large one read
+    // through IPC waits in a file beside the snapshot, for which no file
+    // system has room.
     let mut b = buffer(1, &h, &data, 0, 16);
     b.phase = ditto_protocol::Phase::Before;
     b.alloc_size = 1 << 62;
@@ -203,7 +205,9 @@ fn an_extent_too_large_to_allocate_is_an_error_ack_without_attaching() {
     let mut tool = Tool::greet(s.collector.socket_path(), "ref");
     let err = tool.dispatch(dispatch(0, vec![b])).result.unwrap_err();
     assert!(
-        err.contains("argument 1") && err.contains("cannot allocate"),
+        err.contains("argument 1")
+            && err.contains("cannot hold 4611686018427387904 bytes")
+            && err.contains("are free on the file system of"),
         "{err}"
     );
     assert_eq!(s.source.attaches.load(Ordering::SeqCst), 0);
@@ -975,18 +979,20 @@ fn a_dispatch_that_finds_no_room_in_the_memory_budget_within_the_wait_is_refused
         c.memory_budget = 2 << 20;
         c.memory_wait = Duration::from_millis(300);
     });
+    // Inputs copied into shared memory wait in memory (large ones read
+    // through IPC wait in a file: a replay capture's images).
     let data = large(3 << 19);
     let h = s.source.allocate(data.clone());
-    let inputs = |index: u64| {
-        let mut b = buffer(0, &h, &data, 0, data.len() as u64);
-        b.phase = ditto_protocol::Phase::Before;
-        dispatch(index, vec![b])
+    let inputs = |tool: &mut Tool, index: u64| {
+        let b = shared_memory_buffer(0, ditto_protocol::Phase::Before, &data);
+        tool.send_with_files(dispatch(index, vec![b]), vec![memfd("inputs", &data)]);
+        tool.ack()
     };
     let mut first = Tool::greet(s.collector.socket_path(), "first");
     let mut second = Tool::greet(s.collector.socket_path(), "second");
-    assert_eq!(first.dispatch(inputs(0)).result, Ok(()));
+    assert_eq!(inputs(&mut first, 0).result, Ok(()));
     assert_eq!(s.collector.memory().used, 3 << 19);
-    let err = second.dispatch(inputs(0)).result.unwrap_err();
+    let err = inputs(&mut second, 0).result.unwrap_err();
     assert!(
         err.contains("dispatch 0")
             && err.contains("argument 0: cannot allocate 1572864 bytes")
@@ -1005,7 +1011,7 @@ fn a_dispatch_that_finds_no_room_in_the_memory_budget_within_the_wait_is_refused
     );
     assert_eq!(s.collector.memory().used, 0);
     // Now the second's fit.
-    assert_eq!(second.dispatch(inputs(1)).result, Ok(()));
+    assert_eq!(inputs(&mut second, 1).result, Ok(()));
     first.goodbye(1);
     drop(second);
     assert!(s.collector.settle(Duration::from_secs(5)));

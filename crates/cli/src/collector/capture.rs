@@ -251,13 +251,105 @@ fn streamed(b: &Buffer) -> bool {
 /// collector's memory budget, like every other copy.
 pub(super) const MAX_WAITING_INPUTS: usize = 16;
 
-/// The inputs of a dispatch, waiting in memory for its outputs, and their
-/// bytes' reservation in the memory budget (given back when they go).
+/// The inputs of a dispatch, waiting for its outputs, and their bytes'
+/// reservation in the memory budget (given back when they go).
 pub(super) struct WaitingInputs {
-    buffers: Vec<CapturedBuffer>,
+    buffers: Vec<Waiting>,
     /// A replay capture's launch, stored with the dispatch.
     launch: Option<ditto_protocol::Launch>,
     _memory: Reservation,
+}
+
+/// One buffer of an inputs part: in memory, or (a large one read through
+/// IPC, such as a replay capture's whole allocations) spilled into an
+/// unnamed file beside the snapshot as it is read, so that inputs never sit
+/// in the collector's memory whole: they go from there into the tensor
+/// file when the outputs come.
+enum Waiting {
+    InMemory(CapturedBuffer),
+    Spilled { buffer: Buffer, file: std::fs::File },
+}
+
+impl Waiting {
+    /// Bytes it holds in memory.
+    fn held(&self) -> u64 {
+        match self {
+            Waiting::InMemory(c) => c.data.len() as u64,
+            Waiting::Spilled { .. } => 0,
+        }
+    }
+}
+
+/// A file written through [`TensorOut`] (the default methods: plain writes).
+struct SpillOut<'a>(std::io::BufWriter<&'a std::fs::File>);
+
+impl std::io::Write for SpillOut<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl TensorOut for SpillOut<'_> {}
+
+/// Reads `b` (a large IPC buffer of an inputs part) into an unnamed file
+/// in `dir`, its fingerprint checked, as [`stream_buffer`] reads one into
+/// a tensor file.
+fn spill(
+    shared: &Shared,
+    origin: &Origin,
+    d: &Dispatch,
+    b: &Buffer,
+    dir: &std::path::Path,
+) -> Result<std::fs::File, CaptureError> {
+    use std::io::{Seek, Write};
+    let stored = |error: std::io::Error| {
+        CaptureError::dispatch(
+            d,
+            DispatchFailure::Store(StoreError::Io {
+                path: dir.to_path_buf(),
+                error,
+            }),
+        )
+    };
+    if let Ok(fs) = rustix::fs::statvfs(dir) {
+        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+        if b.extent > free {
+            return Err(CaptureError::buffer(
+                d,
+                b,
+                BufferFailure::NoRoomToSpill {
+                    bytes: b.extent,
+                    free,
+                    dir: dir.to_path_buf(),
+                },
+            ));
+        }
+    }
+    let mut file = tempfile::tempfile_in(dir).map_err(stored)?;
+    {
+        let mut out = SpillOut(std::io::BufWriter::with_capacity(STREAM_CHUNK, &file));
+        stream_buffer(shared, origin, d, b, &mut out)?;
+        out.flush().map_err(stored)?;
+    }
+    file.rewind().map_err(stored)?;
+    Ok(file)
+}
+
+/// Copies a spilled buffer's file into a tensor file.
+fn unspill(file: &std::fs::File, out: &mut dyn TensorOut) -> Result<(), Refusal> {
+    use std::io::Read;
+    let mut reader = std::io::BufReader::with_capacity(STREAM_CHUNK, file);
+    let mut chunk = vec![0u8; STREAM_CHUNK];
+    loop {
+        let n = reader.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.put(&chunk[..n])?;
+    }
 }
 
 /// Files up to this size whose bytes are all in memory are joined into one
@@ -314,7 +406,9 @@ fn reserve_memory(
         .buffers
         .iter()
         .map(|b| {
-            let bytes = if inputs_part {
+            // An inputs part's large IPC buffers are spilled to a file:
+            // only the chunk they go through is held.
+            let bytes = if inputs_part && !streamed(b) {
                 b.extent
             } else {
                 held_while_storing(shared, b)
@@ -381,7 +475,7 @@ fn check_inputs_room(
     let waiting: u64 = inputs
         .values()
         .flat_map(|w| &w.buffers)
-        .map(|c| c.data.len() as u64)
+        .map(Waiting::held)
         .sum();
     if inputs.len() >= MAX_WAITING_INPUTS {
         return Err(CaptureError::dispatch(
@@ -448,21 +542,43 @@ pub(super) fn capture_dispatch(
         Some(w) if !inputs_part => w
             .buffers
             .iter()
-            .fold(0u64, |n, c| n.saturating_add(c.data.len() as u64)),
+            .fold(0u64, |n, c| n.saturating_add(c.held())),
         _ => 0,
     };
     let memory = reserve_memory(shared, d, inputs_part, before_bytes)?;
     // Per buffer: its bytes, or None for one streamed into the file.
     let mut data: Vec<Option<Vec<u8>>> = Vec::with_capacity(d.buffers.len());
+    // An inputs part's buffers, each in memory or spilled into a file.
+    let mut waiting: Vec<Waiting> = Vec::new();
+    let spill_dir = match inputs_part && d.buffers.iter().any(streamed) {
+        true => Some(
+            origin
+                .writer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .dir()
+                .to_path_buf(),
+        ),
+        false => None,
+    };
     for b in &d.buffers {
         let copy = match b.transport {
             Transport::SharedMemory => copies.next(),
             Transport::Ipc { .. } | Transport::CudaIpc { .. } | Transport::Staged { .. } => None,
         };
-        if !inputs_part && streamed(b) {
-            data.push(None);
-        } else {
-            data.push(Some(capture_buffer(shared, origin, d, b, copy, staging)?));
+        match (inputs_part, &spill_dir, streamed(b)) {
+            (true, Some(dir), true) => waiting.push(Waiting::Spilled {
+                buffer: b.clone(),
+                file: spill(shared, origin, d, b, dir)?,
+            }),
+            (true, _, _) => waiting.push(Waiting::InMemory(CapturedBuffer {
+                buffer: b.clone(),
+                data: capture_buffer(shared, origin, d, b, copy, staging)?,
+            })),
+            (false, _, true) => data.push(None),
+            (false, _, false) => {
+                data.push(Some(capture_buffer(shared, origin, d, b, copy, staging)?))
+            }
         }
     }
     let bytes: u64 = d
@@ -471,19 +587,10 @@ pub(super) fn capture_dispatch(
         .fold(0u64, |n, b| n.saturating_add(b.extent));
     let arrays = d.buffers.len() as u64;
     if inputs_part {
-        let captured = d
-            .buffers
-            .iter()
-            .zip(data)
-            .map(|(b, data)| CapturedBuffer {
-                buffer: b.clone(),
-                data: data.expect("an inputs part is captured into memory"),
-            })
-            .collect();
         inputs.insert(
             d.index,
             WaitingInputs {
-                buffers: captured,
+                buffers: waiting,
                 launch: d.launch.clone(),
                 _memory: memory,
             },
@@ -511,7 +618,26 @@ pub(super) fn capture_dispatch(
         })
         .collect();
     let mut fills = fills.iter_mut();
-    let mut tensors: Vec<TensorToStore> = before.iter().map(CapturedBuffer::to_store).collect();
+    let mut unspills: Vec<_> = before
+        .iter()
+        .filter_map(|w| match w {
+            Waiting::Spilled { file, .. } => {
+                Some(move |out: &mut dyn TensorOut| unspill(file, out))
+            }
+            Waiting::InMemory(_) => None,
+        })
+        .collect();
+    let mut unspills = unspills.iter_mut();
+    let mut tensors: Vec<TensorToStore> = Vec::with_capacity(before.len() + d.buffers.len());
+    for w in &before {
+        tensors.push(match w {
+            Waiting::InMemory(c) => c.to_store(),
+            Waiting::Spilled { buffer, .. } => TensorToStore {
+                buffer,
+                source: TensorSource::Streamed(unspills.next().expect("one per spilled buffer")),
+            },
+        });
+    }
     for (b, data) in d.buffers.iter().zip(&data) {
         let source = match data {
             Some(bytes) => TensorSource::Bytes(bytes),

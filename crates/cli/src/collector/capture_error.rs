@@ -116,6 +116,19 @@ pub(super) enum BufferFailure {
     Staged(StagingError),
     #[error("staged, but this connection has no staging file")]
     NoStagingFile,
+    /// A large input waits in a file beside the snapshot until the outputs
+    /// come; the file system has no room for it.
+    #[error(
+        "cannot hold {bytes} bytes ({}) of its inputs until its outputs come: {free} bytes \
+         are free on the file system of {dir}; capture less (--arg-sizes, --dispatch) or \
+         write the snapshot where there is room",
+        crate::units::human_bytes(*.bytes)
+    )]
+    NoRoomToSpill {
+        bytes: u64,
+        free: u64,
+        dir: std::path::PathBuf,
+    },
 }
 
 /// What failed of a whole dispatch (after "dispatch D of K: ").

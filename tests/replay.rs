@@ -118,6 +118,24 @@ fn replay_captures_carry_code_object_kernel_arguments_and_memory_before_the_kern
         1,
         "{phases:?}"
     );
+    // inspect names the images apart from the arrays.
+    let inspected = ditto(&["inspect", snap.to_str().unwrap()]);
+    let text = stdout(&inspected);
+    assert!(
+        text.contains("  replay: ")
+            && text.contains("coefficients")
+            && text.contains("20 bytes of kernel arguments")
+            && text.contains("  arg 1 float32[1024]")
+            && !text.contains("bytes["),
+        "{text}"
+    );
+    let v = json(&ditto(&["inspect", snap.to_str().unwrap(), "--json"]));
+    let d0 = &v["dispatches"][0];
+    assert_eq!(d0["arrays"].as_array().unwrap().len(), 1, "{d0}");
+    assert!(
+        d0["replay"]["images"].as_array().unwrap().len() >= 3,
+        "{d0}"
+    );
     // A replay capture still compares with a plain capture of the same run.
     let plain = dir.path().join("plain");
     let mut cmd = Command::new(ditto_bin());

@@ -9,9 +9,9 @@
 //! Owns the statistics of one array and their text and JSON forms. It never
 //! compares snapshots and never writes files.
 
-use crate::compare::{Element, elements};
+use crate::compare::{Element, elements, results_only};
 use crate::report::py_float;
-use crate::store::{Array, Snapshot, StoreError};
+use crate::store::{Array, BufferRecord, DispatchRecord, Snapshot, StoreError};
 use serde_json::{Value, json};
 use std::fmt::Write;
 
@@ -111,7 +111,10 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
             "rank {} dispatch {}: grid {:?} block {:?}{duration} ({})",
             d.rank, d.index, d.grid, d.block, d.file
         );
-        for (arg, array) in snapshot.load_dispatch(d)? {
+        if let Some(line) = replay_line(d) {
+            let _ = writeln!(out, "{line}");
+        }
+        for (arg, array) in snapshot.load_dispatch(&results_only(d))? {
             let s = summarize(&array);
             let _ = writeln!(
                 out,
@@ -168,9 +171,47 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
     Ok(out)
 }
 
+/// What a replay capture holds of a dispatch besides its arrays, in one
+/// line; `None` for a dispatch captured without replay data.
+fn replay_line(d: &DispatchRecord) -> Option<String> {
+    let launch = d.launch.as_ref()?;
+    let images: Vec<&BufferRecord> = d
+        .buffers
+        .iter()
+        .filter(|b| b.phase == ditto_protocol::Phase::Replay)
+        .collect();
+    let bytes: u64 = images.iter().map(|b| b.extent).sum();
+    let code = launch.code_object.as_deref().map_or_else(
+        || {
+            format!(
+                "no code object ({})",
+                launch.code_object_missing.as_deref().unwrap_or("none kept")
+            )
+        },
+        str::to_string,
+    );
+    let variables: Vec<&str> = launch.variables.iter().map(|v| v.name.as_str()).collect();
+    Some(format!(
+        "  replay: {} of memory before the kernel in {} image{} ({} module variable{}{}), \
+         {} bytes of kernel arguments, {code}",
+        crate::units::human_bytes(bytes),
+        images.len(),
+        if images.len() == 1 { "" } else { "s" },
+        variables.len(),
+        if variables.len() == 1 { "" } else { "s" },
+        if variables.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", variables.join(", "))
+        },
+        launch.kernarg.len() / 2,
+    ))
+}
+
 /// `--json`: `{"dir", "kernel", "kernel_query", "runs": [manifest runs],
 /// "dispatches": [{"rank","index","grid","block","duration_ns","file",
-/// "arrays": [{"arg","dtype","elements","min","max","mean","nan","inf","values"?}]}],
+/// "arrays": [{"arg","dtype","elements","min","max","mean","nan","inf","values"?}],
+/// "replay"?: {"launch": the manifest's launch, "images": [{"image","base","size","variable"}]}}],
 /// "missing": [manifest missing records]}`.
 pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, StoreError> {
     let m = &snapshot.manifest;
@@ -179,7 +220,7 @@ pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, Stor
     sorted.sort_by_key(|d| (d.rank, d.index));
     for d in sorted {
         let mut arrays = Vec::new();
-        for (arg, array) in snapshot.load_dispatch(d)? {
+        for (arg, array) in snapshot.load_dispatch(&results_only(d))? {
             let s = summarize(&array);
             let mut a = json!({"arg": arg, "dtype": array.dtype.name(), "elements": s.elements,
                 "min": json_opt(s.min), "max": json_opt(s.max), "mean": json_opt(s.mean),
@@ -196,10 +237,22 @@ pub fn render_json(snapshot: &Snapshot, dump: Option<u32>) -> Result<Value, Stor
             }
             arrays.push(a);
         }
-        dispatches.push(
-            json!({"rank": d.rank, "index": d.index, "grid": d.grid, "block": d.block,
-            "duration_ns": d.duration_ns, "file": d.file, "arrays": arrays}),
-        );
+        let mut dispatch = json!({"rank": d.rank, "index": d.index, "grid": d.grid,
+            "block": d.block, "duration_ns": d.duration_ns, "file": d.file, "arrays": arrays});
+        if let Some(launch) = &d.launch {
+            let images: Vec<Value> = d
+                .buffers
+                .iter()
+                .filter(|b| b.phase == ditto_protocol::Phase::Replay)
+                .map(|b| {
+                    json!({"image": b.arg, "base": b.alloc_base, "size": b.extent,
+                    "variable": launch.variables.iter().find(|v| v.image == b.arg)
+                        .map(|v| v.name.clone())})
+                })
+                .collect();
+            dispatch["replay"] = json!({"launch": launch, "images": images});
+        }
+        dispatches.push(dispatch);
     }
     Ok(json!({
         "dir": snapshot.dir.display().to_string(),

@@ -88,6 +88,10 @@ fn replay_captures_carry_code_object_kernel_arguments_and_memory_before_the_kern
     let d = &m["dispatches"][0];
     let launch = &d["launch"];
     assert_eq!(launch["symbol"], "_Z18apply_coefficientsPKfPfi.kd");
+    assert_eq!(
+        launch["isa"], "gfx90a",
+        "the code object's target: {launch}"
+    );
     let code = launch["code_object"].as_str().unwrap();
     let bytes = std::fs::read(snap.join(code)).unwrap();
     assert_eq!(&bytes[..4], b"\x7fELF", "the code object as loaded");

@@ -14,13 +14,19 @@ pub struct CodeObjectCopy {
     /// Lowercase hex SHA-256 of `bytes`.
     pub digest: String,
     pub bytes: Arc<[u8]>,
+    /// The GPU it is built for, as its metadata says (`gfx90a:sramecc+:xnack-`).
+    pub target: Option<String>,
 }
 
 impl CodeObjectCopy {
     pub fn new(bytes: Arc<[u8]>) -> CodeObjectCopy {
+        let target = ditto_kernels::device_code_objects(&bytes)
+            .ok()
+            .and_then(|objects| objects.first()?.target());
         CodeObjectCopy {
             digest: sha256_hex(&bytes),
             bytes,
+            target,
         }
     }
 }

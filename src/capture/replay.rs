@@ -200,7 +200,9 @@ pub fn describe_replay<A: BufferAccess>(
             symbol,
             code_object,
             code_object_missing,
-            isa: None,
+            isa: code
+                .and_then(|c| c.code_object.as_ref().ok())
+                .and_then(|c| c.target.clone()),
             variables,
             all_allocations,
         },

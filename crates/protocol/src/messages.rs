@@ -195,8 +195,8 @@ pub struct Launch {
     /// no copy of it (`code_object_missing` says why).
     pub code_object: Option<String>,
     pub code_object_missing: Option<String>,
-    /// The ISA of the agent the dispatch ran on, as the runtime names it
-    /// (`amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`).
+    /// The GPU the kernel's code object is built for, as its metadata says
+    /// (`gfx90a:sramecc+:xnack-`); `None` when it does not say.
     pub isa: Option<String>,
     /// The module-scope variables among the dispatch's [`Phase::Replay`]
     /// buffers: (the buffer's image number, the variable's symbol name).

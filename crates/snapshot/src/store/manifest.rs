@@ -119,7 +119,7 @@ pub struct LaunchRecord {
     /// Why there is no code object, when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_object_missing: Option<String>,
-    /// The agent's ISA as the runtime named it.
+    /// The GPU the code object is built for (`gfx90a:sramecc+:xnack-`).
     pub isa: Option<String>,
     /// Module-scope variables among the replay buffers.
     pub variables: Vec<VariableRecord>,

@@ -308,3 +308,78 @@ fn without_cupti_the_application_runs_unchanged_after_one_warning() {
     assert_eq!(warnings.len(), 1, "{se}");
     assert!(warnings[0].contains("DITTO_CUPTI_LIBRARY"), "{se}");
 }
+
+#[test]
+fn a_replay_capture_keeps_the_kernel_s_module_loaded_before_or_during_its_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, app) = build_fakes(dir.path());
+    let executable = std::fs::read(&app).unwrap();
+    for mode in ["eager", "lazy"] {
+        let snap = dir.path().join(format!("snap-{mode}"));
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args([
+            "run",
+            "--kernel",
+            "reduce_sum",
+            "--capture",
+            "replay",
+            "--out",
+        ])
+        .arg(&snap);
+        if Path::new("/dev/kfd").exists() {
+            cmd.args(["--hsa-runtime", "cpu"]);
+        }
+        let out = cmd
+            .arg("--")
+            .arg(&app)
+            .args(["replay", mode])
+            .env("DITTO_CUDA_DRIVER", &lib)
+            .env("DITTO_CUPTI_LIBRARY", &lib)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto");
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&format!("sum = {:.1}", expected_sum())),
+            "{mode}: {}",
+            stdout(&out)
+        );
+        let m = snapshot_manifest(&snap);
+        let d = &m["dispatches"][0];
+        let launch = &d["launch"];
+        assert_eq!(launch["symbol"], "_Z10reduce_sumPKfPfi", "{mode}");
+        // The module as CUPTI reported it: here the program's own ELF,
+        // whose symbol table names the kernel as a cubin's does.
+        let code = launch["code_object"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{mode}: no code object: {launch}"));
+        assert_eq!(
+            std::fs::read(snap.join(code)).unwrap(),
+            executable,
+            "{mode}"
+        );
+        assert!(launch["code_object_missing"].is_null(), "{mode}: {launch}");
+        // in, out, n packed as the kernel's parameters: 20 bytes.
+        assert_eq!(launch["kernarg"].as_str().unwrap().len(), 40, "{mode}");
+        let images: Vec<u64> = d["buffers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["phase"] == "replay")
+            .map(|b| b["extent"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            images,
+            vec![4096 * 4, 4],
+            "{mode}: the input and the output, whole"
+        );
+        let file = d["file"].as_str().unwrap();
+        assert_eq!(
+            f32_tensor(&snap, file, "arg1"),
+            vec![expected_sum()],
+            "{mode}"
+        );
+        // Before the kernel, the output held -1.
+        assert_eq!(f32_tensor(&snap, file, "memory1"), vec![-1.0], "{mode}");
+    }
+}

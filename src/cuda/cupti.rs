@@ -4,6 +4,7 @@
 //! (every other API call runs without ditto). Owns no capture logic.
 
 use super::launch::{DOMAIN_DRIVER_API, LAUNCH_CBIDS};
+use super::modules::{CBID_MODULE_LOADED, DOMAIN_RESOURCE};
 use cuda_abi::{Library, as_fn, status_name};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -99,7 +100,11 @@ impl Cupti {
     }
 
     /// Subscribes `callback` and enables it for the launch callbacks.
-    pub fn subscribe_launches(&self, callback: CallbackFunc) -> Result<(), CuptiError> {
+    pub fn subscribe_launches(
+        &self,
+        callback: CallbackFunc,
+        modules: bool,
+    ) -> Result<(), CuptiError> {
         let mut subscriber: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer; a plain extern "C" callback; no user data.
         let r = unsafe { (self.subscribe)(&mut subscriber, callback, std::ptr::null_mut()) };
@@ -114,6 +119,13 @@ impl Cupti {
                 r,
                 &format!("cuptiEnableCallback(driver API, callback id {cbid})"),
             )?;
+        }
+        if modules {
+            // SAFETY: as above.
+            let r = unsafe {
+                (self.enable_callback)(1, subscriber, DOMAIN_RESOURCE, CBID_MODULE_LOADED)
+            };
+            self.check(r, "cuptiEnableCallback(resource, module loaded)")?;
         }
         Ok(())
     }

@@ -23,15 +23,18 @@
 use super::access::CudaDevice;
 use super::driver::{Driver, HostBuffer};
 use super::launch::Launch;
+use super::modules::{CudaModules, ResourceData, cubin_of};
 use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
 use crate::capture::client::CollectorConnection;
+use crate::capture::kernel_code::KernelCode;
 use crate::capture::kernel_table::{KernelInfo, KernelTable};
+use crate::capture::replay::{Segments, describe_replay};
 use crate::capture::{ArgumentChoice, DispatchFacts, Snapshot, describe};
 use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
 use cuda_abi::{CU_STREAM_CAPTURE_STATUS_NONE, CuStream};
-use ditto_protocol::{MissReason, Phase};
+use ditto_protocol::{Launch as ReplayLaunch, MissReason, Phase};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +61,11 @@ pub struct CudaTool {
     graph_noted: Mutex<HashSet<String>>,
     /// The page-locked buffer small buffers are staged through.
     bounce: Mutex<Option<HostBuffer>>,
+    /// Target kernels' cubins, for a replay capture.
+    modules: CudaModules,
+    /// Dispatches whose replay launch went out without a code object (its
+    /// module was loaded during the launch): it goes with their outputs.
+    code_pending: Mutex<HashSet<u64>>,
 }
 
 impl CudaTool {
@@ -79,6 +87,8 @@ impl CudaTool {
             ledger: Mutex::new(Ledger::default()),
             graph_noted: Mutex::new(HashSet::new()),
             bounce: Mutex::new(None),
+            modules: CudaModules::default(),
+            code_pending: Mutex::new(HashSet::new()),
         }
     }
 
@@ -140,6 +150,18 @@ impl CudaTool {
             .unwrap_or_else(|e| e.into_inner())
             .insert(launch.function, layout);
         Some(self.kernels.insert(launch.function as u64, info))
+    }
+
+    /// CUPTI reported a module load: its cubin is kept when it defines a
+    /// target kernel.
+    pub fn on_module_loaded(&self, data: &ResourceData) {
+        // SAFETY: the resource data of a module-loaded callback.
+        let Some(cubin) = (unsafe { cubin_of(data) }) else {
+            return;
+        };
+        if let Some(query) = self.options.kernel.as_deref() {
+            self.modules.loaded(cubin, query);
+        }
     }
 
     /// At a launch's entry: counts it; for a selected target returns its
@@ -275,8 +297,8 @@ impl CudaTool {
             .filter(|_| self.lifecycle.is_capturing())
             .and_then(|c| c.staging());
         let Snapshot {
-            dispatch,
-            copies,
+            mut dispatch,
+            mut copies,
             misses,
             interior_outputs,
         } = describe(&device, &facts, phase, &self.choice, staging);
@@ -287,6 +309,62 @@ impl CudaTool {
         for (arg, detail) in misses {
             ledger.missed_buffer(index, arg, phase, detail);
         }
+        let mut code_object = None;
+        if self.choice.capture.replays() {
+            let code = self.modules.of(&kernel.name.mangled);
+            let mut pending = self.code_pending.lock().unwrap_or_else(|e| e.into_inner());
+            match phase {
+                Phase::Before => {
+                    let staging = connection
+                        .as_mut()
+                        .filter(|_| self.lifecycle.is_capturing())
+                        .and_then(|c| c.staging());
+                    let kernel_code = KernelCode {
+                        symbol: kernel.name.mangled.clone(),
+                        code_object: code.clone().ok_or_else(|| {
+                            "its module was not loaded before the launch (CUDA loads modules \
+                             lazily, during a kernel's first launch): it goes with the outputs"
+                                .to_string()
+                        }),
+                        variables: Vec::new(),
+                    };
+                    let part = describe_replay(
+                        &device,
+                        &facts,
+                        Some(&kernel_code),
+                        Segments {
+                            group: launch.shared_mem_bytes,
+                            private: 0,
+                        },
+                        false,
+                        staging,
+                        copies.len(),
+                    );
+                    for (arg, detail) in part.misses {
+                        ledger.missed_buffer(index, arg, Phase::Replay, detail);
+                    }
+                    dispatch.buffers.extend(part.buffers);
+                    copies.extend(part.copies);
+                    dispatch.launch = Some(part.launch);
+                    if code.is_none() {
+                        pending.insert(index);
+                    }
+                    code_object = code;
+                }
+                Phase::After | Phase::Replay => {
+                    // The module loaded during the launch: its code object
+                    // completes the launch sent with the inputs.
+                    if let Some(code) = code.filter(|_| pending.remove(&index)) {
+                        dispatch.launch = Some(ReplayLaunch {
+                            symbol: kernel.name.mangled.clone(),
+                            code_object: Some(code.digest.clone()),
+                            ..ReplayLaunch::default()
+                        });
+                        code_object = Some(code);
+                    }
+                }
+            }
+        }
         send_queued(&mut connection, &mut ledger, self.lifecycle);
         let Some(conn) = connection
             .as_mut()
@@ -294,9 +372,28 @@ impl CudaTool {
         else {
             return;
         };
-        if phase == Phase::Before && dispatch.buffers.is_empty() {
+        if phase == Phase::Before && dispatch.buffers.is_empty() && dispatch.launch.is_none() {
             return;
         }
+        if let Some(code) = &code_object
+            && let Err(e) = conn.code_object(code)
+        {
+            fail_on(
+                &mut connection,
+                &mut ledger,
+                self.lifecycle,
+                index,
+                e,
+                "the launch ran on uncaptured",
+            );
+            return;
+        }
+        let Some(conn) = connection
+            .as_mut()
+            .filter(|_| self.lifecycle.is_capturing())
+        else {
+            return;
+        };
         let awaited = dispatch.needs_ack();
         let mut result = conn.dispatch(dispatch, copies);
         if !awaited && matches!(result, Ok(Ok(()))) {

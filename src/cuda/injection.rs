@@ -14,6 +14,7 @@ use super::cupti::{Cupti, CuptiError, candidates};
 use super::driver::{Driver, DriverError};
 use super::hold::CudaTool;
 use super::launch::{API_ENTER, API_EXIT, CallbackData, DOMAIN_DRIVER_API, launch_of};
+use super::modules::{CBID_MODULE_LOADED, DOMAIN_RESOURCE, ResourceData};
 use crate::capture::client::{ClientError, CollectorConnection};
 use crate::capture::process::hello;
 use crate::guard::{ffi_guard, quietly};
@@ -111,7 +112,8 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
     if TOOL.set(tool).is_err() {
         return Err(StartError::StartedTwice);
     }
-    cupti.subscribe_launches(on_callback)?;
+    let replays = TOOL.get().is_some_and(|t| t.options.capture.replays());
+    cupti.subscribe_launches(on_callback, replays)?;
     // SAFETY: plain extern "C" functions registered with the C library.
     unsafe {
         libc::pthread_atfork(None, None, Some(forked_child));
@@ -131,6 +133,17 @@ unsafe extern "C" fn on_callback(
     cbid: u32,
     data: *const c_void,
 ) {
+    if domain == DOMAIN_RESOURCE && cbid == CBID_MODULE_LOADED && !data.is_null() {
+        if let Some(tool) = TOOL.get() {
+            ffi_guard(
+                "the CUPTI module callback",
+                // SAFETY: CUPTI passes a CUpti_ResourceData for resource callbacks.
+                || tool.on_module_loaded(unsafe { &*(data as *const ResourceData) }),
+                || (),
+            );
+        }
+        return;
+    }
     // A thread whose thread-locals are being torn down counts as inside:
     // it launches nothing ditto captures.
     if domain != DOMAIN_DRIVER_API

@@ -86,6 +86,8 @@ pub struct Launch {
     pub function: usize,
     pub grid: [u32; 3],
     pub block: [u32; 3],
+    /// Dynamic shared memory, in bytes.
+    pub shared_mem_bytes: u32,
     /// The stream the kernel went to; `_ptsz` launches on stream 0 go to the
     /// per-thread default stream, already substituted here.
     pub stream: usize,
@@ -111,6 +113,7 @@ pub unsafe fn launch_of(cbid: u32, params: *const c_void) -> Option<Launch> {
                 function: p.f as usize,
                 grid: p.grid,
                 block: p.block,
+                shared_mem_bytes: p.shared_mem_bytes,
                 stream: p.stream as usize,
                 kernel_params: p.kernel_params as usize,
                 extra: p.extra as usize,
@@ -128,6 +131,7 @@ pub unsafe fn launch_of(cbid: u32, params: *const c_void) -> Option<Launch> {
                 function: p.f as usize,
                 grid: c.grid,
                 block: c.block,
+                shared_mem_bytes: c.shared_mem_bytes,
                 stream: c.stream as usize,
                 kernel_params: p.kernel_params as usize,
                 extra: p.extra as usize,
@@ -305,6 +309,7 @@ mod tests {
             function: 1,
             grid: [1; 3],
             block: [1; 3],
+            shared_mem_bytes: 0,
             stream: 0,
             kernel_params: args.as_mut_ptr() as usize,
             extra: 0,
@@ -331,6 +336,7 @@ mod tests {
             function: 1,
             grid: [1; 3],
             block: [1; 3],
+            shared_mem_bytes: 0,
             stream: 0,
             kernel_params: 0,
             extra: extra.as_ptr() as usize,

@@ -8,6 +8,8 @@
 //! - `driver`    — the driver entry points the capture path calls (their
 //!   types and signatures, and dlopen, are `cuda_abi`'s).
 //! - `launch`    — callback and launch-parameter layouts, argument packing.
+//! - `modules`   — the cubins of target kernels, from CUPTI's module-loaded
+//!   callback (replay captures only).
 //! - `hold`      — a target launch held inside its launch call: stream
 //!   synchronised, buffers described and exported, Dispatch sent, Ack
 //!   awaited;
@@ -21,3 +23,4 @@ pub mod driver;
 pub mod hold;
 pub mod injection;
 pub mod launch;
+pub mod modules;

@@ -30,7 +30,9 @@ pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_obje
 pub use names::{KernelNames, demangle};
 pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects, elf_section};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
-pub use variables::{CodeObjectVariable, VariablesError, code_object_variables};
+pub use variables::{
+    CodeObjectVariable, VariablesError, code_object_variables, elf_function_names,
+};
 
 use ditto_types::{DType, KernelName};
 

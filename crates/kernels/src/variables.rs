@@ -2,7 +2,8 @@
 //! `__constant__`, `__managed__`): its defined global data symbols but the
 //! kernel descriptors (`<kernel>.kd`, data symbols too), read
 //! from the dynamic symbol table (where the loader finds them) or, without
-//! one, the static table.
+//! one, the static table; and the function symbols of an ELF
+//! ([`elf_function_names`]: a CUDA cubin's kernels).
 
 use object::Endianness;
 use object::elf;
@@ -67,4 +68,28 @@ pub fn code_object_variables(bytes: &[u8]) -> Result<Vec<CodeObjectVariable>, Va
         });
     }
     Ok(found)
+}
+
+/// The names of the defined function symbols of a 64-bit ELF (a CUDA
+/// cubin's kernels, a host object's functions), from its static symbol
+/// table, else its dynamic one.
+pub fn elf_function_names(bytes: &[u8]) -> Result<Vec<String>, VariablesError> {
+    let header = elf::FileHeader64::<Endianness>::parse(bytes)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, bytes)?;
+    let mut table = sections.symbols(endian, bytes, elf::SHT_SYMTAB)?;
+    if table.is_empty() {
+        table = sections.symbols(endian, bytes, elf::SHT_DYNSYM)?;
+    }
+    let mut names = Vec::new();
+    for symbol in table.iter() {
+        if symbol.st_type() != elf::STT_FUNC || symbol.st_shndx(endian) == elf::SHN_UNDEF {
+            continue;
+        }
+        let name = table.symbol_name(endian, symbol)?;
+        if !name.is_empty() {
+            names.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    Ok(names)
 }

@@ -171,9 +171,11 @@ pub struct Dispatch {
     /// when the runtime reported no times.
     pub duration_ns: Option<u64>,
     pub buffers: Vec<Buffer>,
-    /// What a replay needs beyond memory (`--capture replay`); only on the
+    /// What a replay needs beyond memory (`--capture replay`), on the
     /// inputs part of a dispatch, whose buffers are then the memory the
-    /// kernel could reach ([`Phase::Replay`]) and the inputs asked for.
+    /// kernel could reach ([`Phase::Replay`]) and the inputs asked for; on
+    /// the After part only to name a code object the inputs part could not
+    /// (a CUDA module loaded during the launch).
     pub launch: Option<Launch>,
 }
 
@@ -210,9 +212,11 @@ impl Dispatch {
     /// Whether this is the inputs part of a dispatch (`--capture inputs`:
     /// every buffer taken before the kernel; a replay capture's part with
     /// its launch), whose After part is still to come.
+    /// An After part may carry a launch too: a CUDA kernel's module loaded
+    /// during its launch, its code object named only then.
     pub fn is_inputs_part(&self) -> bool {
-        self.launch.is_some()
-            || (!self.buffers.is_empty() && self.buffers.iter().all(|b| b.phase.before_kernel()))
+        self.buffers.iter().all(|b| b.phase.before_kernel())
+            && (self.launch.is_some() || !self.buffers.is_empty())
     }
 
     /// Whether the collector answers this dispatch with an Ack, which the

@@ -66,9 +66,40 @@ static int launch_long_names(void) {
   return 0;
 }
 
+// The "device code" of `fake_app replay lazy|eager`: this program's own
+// ELF, whose symbol table names the kernel as a cubin's does.
+void _Z10reduce_sumPKfPfi(void) {}
+
+// `fake_app replay lazy|eager`: reduce_sum launched once, its module (this
+// executable's bytes) reported loaded during the launch (lazy) or before
+// it (eager).
+static int launch_for_replay(const char* mode) {
+  static unsigned char image[1 << 24];
+  FILE* self = fopen("/proc/self/exe", "rb");
+  if (!self) return 4;
+  size_t size = fread(image, 1, sizeof image, self);
+  fclose(self);
+  if (strcmp(mode, "lazy") == 0)
+    fake_module_lazy(image, size);
+  else
+    fake_module_loaded(image, size);
+  fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
+  float* in = fake_malloc(N * sizeof(float));
+  float* out = fake_malloc(sizeof(float));
+  for (int i = 0; i < N; ++i) in[i] = (float)(i % 7) * 0.5f;
+  *out = -1.0f;
+  int n = N;
+  void* args[] = {&in, &out, &n};
+  fake_launch(&reduce, args, 0);
+  fake_device_synchronize();
+  printf("fake_app: sum = %.1f (module %s, %zu bytes)\n", *out, mode, size);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (fake_inject() != 0) return 3;
   if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
+  if (argc > 2 && strcmp(argv[1], "replay") == 0) return launch_for_replay(argv[2]);
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
   fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};

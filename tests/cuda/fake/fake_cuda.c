@@ -85,10 +85,34 @@ int cuptiSubscribe(void** subscriber, callback_t callback, void* userdata) {
   *subscriber = (void*)0x5;
   return 0;
 }
+static int g_modules_enabled;
 int cuptiEnableCallback(uint32_t enable, void* subscriber, uint32_t domain, uint32_t cbid) {
   (void)subscriber;
   if (enable && domain == 1 && g_nenabled < 16) g_enabled[g_nenabled++] = cbid;
+  // CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED
+  if (domain == 3 && cbid == 6) g_modules_enabled = (int)enable;
   return 0;
+}
+
+// CUpti_ResourceData and CUpti_ModuleResourceData.
+typedef struct { void* context; void* stream; void* descriptor; } ResourceData;
+typedef struct { uint32_t moduleId; size_t cubinSize; const char* pCubin; } ModuleResourceData;
+static const void* g_lazy_image;
+static size_t g_lazy_size;
+
+// Reports a module load of `image` to the subscriber, as CUPTI does.
+void fake_module_loaded(const void* image, size_t size) {
+  static uint32_t next_id = 1;
+  ModuleResourceData m = {next_id++, size, (const char*)image};
+  ResourceData d = {(void*)0x9, 0, &m};
+  if (g_callback && g_modules_enabled) g_callback(0, 3, 6, &d);
+}
+
+// The next launch loads `image` between its entry and exit callbacks, as
+// CUDA's lazy module loading does at a kernel's first launch.
+void fake_module_lazy(const void* image, size_t size) {
+  g_lazy_image = image;
+  g_lazy_size = size;
 }
 int cuptiGetResultString(int result, const char** text) {
   (void)result;
@@ -393,6 +417,10 @@ void fake_launch(const fake_function* f, void** args, int ex) {
                     ex ? (const void*)&pex : (const void*)&p, &result, f->name, (void*)0x9, 1,
                     &correlation, 1};
   if (g_callback && enabled(cbid)) g_callback(0, 1, cbid, &d);
+  if (g_lazy_image) {
+    fake_module_loaded(g_lazy_image, g_lazy_size);
+    g_lazy_image = 0;
+  }
   g_pending = f;  // enqueued
   d.callbackSite = 1;
   if (g_callback && enabled(cbid)) g_callback(0, 1, cbid, &d);

@@ -21,4 +21,6 @@ void fake_launch(const fake_function* f, void** args, int ex);
 void fake_set_capturing(int on);
 int fake_syncs(void);
 void fake_device_synchronize(void);
+void fake_module_loaded(const void* image, size_t size);
+void fake_module_lazy(const void* image, size_t size);
 #endif

@@ -602,10 +602,18 @@ pub(super) fn capture_dispatch(
         });
     }
     // Its inputs, and their reservation, go when this returns.
-    let (before, launch) = inputs
+    let (before, mut launch) = inputs
         .remove(&d.index)
         .map(|w| (w.buffers, w.launch))
         .unwrap_or_default();
+    // A code object named only with the outputs completes the launch.
+    if let (Some(l), Some(late)) = (launch.as_mut(), d.launch.as_ref())
+        && l.code_object.is_none()
+        && late.code_object.is_some()
+    {
+        l.code_object = late.code_object.clone();
+        l.code_object_missing = None;
+    }
     let mut fills: Vec<_> = d
         .buffers
         .iter()

@@ -81,6 +81,12 @@ impl ReplayRuntime {
             let c = CString::new(symbol).expect("symbol names have no NUL");
             // SAFETY: a live dlopen handle and a valid C string.
             let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+            if p.is_null() && symbol.starts_with("hsa_amd_vmem_") {
+                return Err(RuntimeError::Missing(format!(
+                    "the HSA runtime {name} has no {symbol}: replay restores memory at its \
+                     captured addresses with the virtual-memory API of ROCm 6.0 and later"
+                )));
+            }
             if p.is_null() {
                 return Err(RuntimeError::MissingSymbol {
                     library: name.clone(),

@@ -103,12 +103,25 @@ pub(crate) unsafe fn executable_create_alt(
     status
 }
 
+/// Its loaded code objects are forgotten *before* the executable goes:
+/// destroying it may unmap its code object at once, and a code object
+/// loaded meanwhile on another thread can be mapped at the same addresses,
+/// which must never be found as the destroyed executable's.
 pub(crate) fn executable_destroy(executable: hsa_executable_t) -> hsa_status_t {
-    let status = executables::executable_destroy(executable);
-    if status == HSA_STATUS_SUCCESS {
+    let forgotten: Vec<LoadedCodeObject> = {
         let mut r = record();
+        let (gone, kept) = std::mem::take(&mut r.loaded)
+            .into_iter()
+            .partition(|l| l.executable == executable);
+        r.loaded = kept;
+        gone
+    };
+    let status = executables::executable_destroy(executable);
+    let mut r = record();
+    if status == HSA_STATUS_SUCCESS {
         r.executables.retain(|e| *e != executable);
-        r.loaded.retain(|l| l.executable != executable);
+    } else {
+        r.loaded.extend(forgotten);
     }
     status
 }

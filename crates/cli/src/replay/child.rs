@@ -75,9 +75,6 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
     let snapshot = Snapshot::load(&args.snapshot)
         .with_context(|| format!("reading the snapshot {}", args.snapshot.display()))?;
     let plan = plan(&snapshot, args.rank, args.index)?;
-    // Before anything large is allocated: the captured ranges are held.
-    let placeholders = Placeholders::hold(&plan.ranges);
-    let arrays = snapshot.load_dispatch(&plan.record)?;
     let code_path = match (&args.kernel_object, &plan.code_object) {
         (Some(path), _) | (None, Some(path)) => path.clone(),
         (None, None) => bail!(
@@ -91,6 +88,13 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
     };
     let code = std::fs::read(&code_path)
         .with_context(|| format!("reading the code object {}", code_path.display()))?;
+    if super::cuda_child::is_cubin(&code) {
+        let arrays = snapshot.load_dispatch(&plan.record)?;
+        return super::cuda_child::replay(args, &plan, &arrays, &code);
+    }
+    // Before anything large is allocated: the captured ranges are held.
+    let placeholders = Placeholders::hold(&plan.ranges);
+    let arrays = snapshot.load_dispatch(&plan.record)?;
     preload_host_build_runtime();
     let rt = ReplayRuntime::load(&args.runtime)?;
     let gpu = *rt.gpus.first().ok_or_else(|| {

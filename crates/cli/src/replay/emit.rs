@@ -75,9 +75,15 @@ pub fn emit(
             dir.display()
         );
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let code = std::fs::read(source.code_object)
         .with_context(|| format!("reading {}", source.code_object.display()))?;
+    if super::cuda_child::is_cubin(&code) {
+        bail!(
+            "--emit writes a HIP reproducer; the reproducer of a CUDA dispatch (for nvcc) is not \
+             built yet: replay it with `ditto replay` meanwhile"
+        );
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::write(dir.join("kernel.co"), &code)?;
     if let Some(host) = source.host_build {
         std::fs::copy(host, dir.join("kernel.host.so"))

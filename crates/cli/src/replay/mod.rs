@@ -12,11 +12,13 @@
 //!
 //! Modules: `plan` (a replay capture read and checked), `runtime` (the
 //! HSA entries a replay calls), `child` (the replay process),
+//! `cuda_child` (its CUDA half, for a captured cubin),
 //! `replacement` (where a replacement kernel comes from, and its argument
 //! layout checked against the captured one's), `emit` (a standalone
 //! reproducer of one dispatch, `--emit DIR`).
 
 pub mod child;
+pub mod cuda_child;
 pub mod emit;
 pub mod plan;
 pub mod replacement;
@@ -112,12 +114,24 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             indices.join(", ")
         );
     }
-    let runtime = runtime_choice::resolve(opts.runtime)?;
     let work = tempfile::Builder::new()
         .prefix("ditto-replay-")
         .tempdir()
         .context("making the replay's work directory")?;
     let first = plan::plan(&snapshot, chosen[0].0, chosen[0].1)?;
+    // A captured cubin replays on the CUDA driver, anything else on HSA.
+    let cubin = first
+        .code_object
+        .as_ref()
+        .and_then(|p| std::fs::read(p).ok())
+        .is_some_and(|code| cuda_child::is_cubin(&code));
+    let runtime = match cubin {
+        true => Backend::Cuda(
+            std::env::var_os("DITTO_CUDA_DRIVER")
+                .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),
+        ),
+        false => Backend::Hsa(runtime_choice::resolve(opts.runtime)?),
+    };
     let replacement = replacement::choose(opts, &snapshot, &first, work.path())?;
     let original_host_build = host_build_of_run(&snapshot, chosen[0].0);
     if let Some(dir) = &opts.emit {
@@ -134,10 +148,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
                     .unwrap_or("none was captured")
             ),
         };
-        let host_build = match (&runtime, &replacement) {
-            (ResolvedRuntime::Cpu { .. }, Some(r)) => r.host_build.clone(),
-            (ResolvedRuntime::Cpu { .. }, None) => original_host_build.clone(),
-            (ResolvedRuntime::System, _) => None,
+        let host_build = match (runtime.cpu_dir(), &replacement) {
+            (Some(_), Some(r)) => r.host_build.clone(),
+            (Some(_), None) => original_host_build.clone(),
+            (None, _) => None,
         };
         let source = emit::EmitSource {
             code_object: &code_object,
@@ -256,7 +270,7 @@ fn run_children(
     opts: &ReplayOptions,
     snapshot: &Snapshot,
     chosen: &[(u32, u64)],
-    runtime: &ResolvedRuntime,
+    runtime: &Backend,
     kernel_object: Option<(&Path, &str)>,
     host_build: Option<&Path>,
     work: &Path,
@@ -286,7 +300,7 @@ fn run_children(
         if opts.relocate {
             cmd.arg("--relocate");
         }
-        if let (ResolvedRuntime::Cpu { dir }, Some(host)) = (runtime, host_build) {
+        if let (Some(dir), Some(host)) = (runtime.cpu_dir(), host_build) {
             // The host build's HIP runtime finds this HSA runtime, as the
             // application did under `ditto run`.
             let mut path = std::ffi::OsString::from(dir);
@@ -355,6 +369,31 @@ fn exit_words(status: &std::process::ExitStatus) -> String {
         (Some(3), _) => "stopped on a queue error".into(),
         (Some(code), _) => format!("failed (exit status {code})"),
         _ => "ended abnormally".into(),
+    }
+}
+
+/// The runtime a replay process loads.
+enum Backend {
+    /// An HSA runtime (ditto's CPU runtime or the system's ROCr).
+    Hsa(ResolvedRuntime),
+    /// The CUDA driver, for a captured cubin.
+    Cuda(PathBuf),
+}
+
+impl Backend {
+    fn library(&self) -> PathBuf {
+        match self {
+            Backend::Hsa(r) => r.library(),
+            Backend::Cuda(driver) => driver.clone(),
+        }
+    }
+
+    /// ditto's CPU runtime's directory, when that is the runtime.
+    fn cpu_dir(&self) -> Option<&Path> {
+        match self {
+            Backend::Hsa(ResolvedRuntime::Cpu { dir }) => Some(dir),
+            _ => None,
+        }
     }
 }
 

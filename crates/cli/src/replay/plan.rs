@@ -163,11 +163,21 @@ pub fn plan(snapshot: &Snapshot, rank: u32, index: u64) -> Result<DispatchPlan, 
 /// Page-aligned ranges covering `(base, size)` pieces, overlapping or
 /// touching ones merged, in address order.
 pub fn merged_ranges(pieces: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    merged_ranges_aligned(pieces, PAGE)
+}
+
+/// [`merged_ranges`] aligned to `align` bytes (a CUDA driver's
+/// allocation granularity) instead of a page.
+pub fn merged_ranges_aligned(
+    pieces: impl Iterator<Item = (u64, u64)>,
+    align: u64,
+) -> Vec<(u64, u64)> {
+    let align = align.max(1);
     let mut spans: Vec<(u64, u64)> = pieces
         .filter(|&(_, size)| size > 0)
         .map(|(base, size)| {
-            let start = base & !(PAGE - 1);
-            let end = (base + size).div_ceil(PAGE) * PAGE;
+            let start = base / align * align;
+            let end = (base + size).div_ceil(align) * align;
             (start, end)
         })
         .collect();
@@ -199,5 +209,8 @@ mod tests {
             .into_iter(),
         );
         assert_eq!(r, vec![(0x10_0000, 0x1000), (0x20_0000, 0x2000)]);
+        // Grown to a 2 MiB granule, the two share one range.
+        let g = merged_ranges_aligned([(0x10_0000, 100), (0x1f_0000, 1)].into_iter(), 2 << 20);
+        assert_eq!(g, vec![(0, 2 << 20)]);
     }
 }

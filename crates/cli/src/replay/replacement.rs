@@ -52,8 +52,19 @@ pub fn choose(
     let bytes =
         std::fs::read(file).with_context(|| format!("reading {what} {}", file.display()))?;
     let source = file.display().to_string();
-    let (code, kernel) = pick(&bytes, symbol, original_target.as_deref(), &source)?;
-    check_layout(symbol, original_kernel.as_ref(), &kernel, &source)?;
+    let code = if super::cuda_child::is_cubin(&bytes) {
+        // A CUDA cubin: the kernel by name (its parameter layout is the
+        // driver's, checked when it is launched).
+        let functions = ditto_kernels::elf_function_names(&bytes).unwrap_or_default();
+        if !functions.iter().any(|f| f == symbol) {
+            bail!("{source} holds no kernel `{symbol}`; a replacement must keep its name");
+        }
+        bytes
+    } else {
+        let (code, kernel) = pick(&bytes, symbol, original_target.as_deref(), &source)?;
+        check_layout(symbol, original_kernel.as_ref(), &kernel, &source)?;
+        code
+    };
     // The runtime's reader takes one code object, not a bundle.
     let path = work.join("replacement.co");
     std::fs::write(&path, code)?;

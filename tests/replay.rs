@@ -514,3 +514,43 @@ fn replay_images_larger_than_the_collector_s_memory_budget_are_spilled_not_refus
     names.sort();
     assert_eq!(names.len(), 4, "{names:?}");
 }
+
+#[test]
+fn an_output_inside_a_larger_allocation_replays_compared_by_what_the_kernels_wrote() {
+    // A caching allocator's slices of one allocation (as PyTorch's): the
+    // output is an interior pointer, so the capture takes it before the
+    // kernel too and the comparison is by what the kernels wrote; the
+    // replay's side holds the same before-image (the memory it restored).
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--hsa-runtime",
+        "cpu",
+        "--kernel",
+        "scale_add",
+        "--capture",
+        "replay",
+    ])
+    .arg("--out")
+    .arg(&snap)
+    .arg("--")
+    .arg(app("caching_allocator"));
+    let o = output_within(&mut cmd, LIMIT, "capture of scale_add");
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
+    let phases: Vec<String> = snapshot_manifest(&snap)["dispatches"][0]["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["tensor"].as_str().unwrap().to_string())
+        .collect();
+    assert!(phases.contains(&"arg2.before".to_string()), "{phases:?}");
+    let out = replay(&snap, &["--atol", "0", "--rtol", "0"]);
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+    let a = &v["arrays"][0];
+    assert_eq!(a["arg"], 2, "{v}");
+    // n = 1000 elements written, the rest of the slice outside the comparison.
+    assert_eq!(a["written"]["compared"], 1000, "{a}");
+}

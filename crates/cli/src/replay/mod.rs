@@ -446,15 +446,32 @@ fn replay_snapshot(
             .find(|(key, _)| *key == (rank, index))
             .expect("one result per chosen dispatch");
         let mut captured = Vec::new();
-        for b in record.buffers.iter().filter(|b| b.phase == Phase::After) {
-            let Some((_, file)) = result.outputs.iter().find(|(arg, _)| *arg == b.arg) else {
-                continue;
+        // The memory before the kernel, where the capture took some (an
+        // output inside a larger allocation, `--capture inputs`), is what
+        // the replay restored: the same bytes, so that a comparison by
+        // what the kernels wrote sees both sides alike.
+        let compared = crate::compare::results_only(record);
+        let before: Vec<(u32, crate::store::Array)> =
+            match compared.buffers.iter().any(|b| b.phase == Phase::Before) {
+                true => snapshot.load_dispatch(&compared)?,
+                false => Vec::new(),
             };
-            let data = std::fs::read(work.join(file))?;
+        for (at, b) in compared.buffers.iter().enumerate() {
+            let data = match b.phase {
+                Phase::Before => before[at].1.bytes.to_vec(),
+                Phase::After => {
+                    let Some((_, file)) = result.outputs.iter().find(|(arg, _)| *arg == b.arg)
+                    else {
+                        continue;
+                    };
+                    std::fs::read(work.join(file))?
+                }
+                Phase::Replay => continue,
+            };
             captured.push(CapturedBuffer {
                 buffer: Buffer {
                     arg_index: b.arg,
-                    phase: Phase::After,
+                    phase: b.phase,
                     name: b.name.clone(),
                     dtype: b.dtype()?,
                     transport: Transport::SharedMemory,

@@ -210,9 +210,12 @@ pub fn replay(opts: &crate::replay::ReplayOptions) -> Result<Verdict> {
     let (report, s) = match crate::replay::replay(opts)? {
         crate::replay::ReplayOutcome::Replayed { report, summary } => (report, summary),
         crate::replay::ReplayOutcome::Emitted(dir) => {
+            let build = match dir.join("replay.cu").exists() {
+                true => "nvcc -O2 replay.cu -o replay -lcuda",
+                false => "hipcc -O2 replay.cpp -o replay",
+            };
             let line = format!(
-                "a reproducer of the dispatch is in {0}: cd {0} && hipcc -O2 replay.cpp -o replay \
-                 && ./replay",
+                "a reproducer of the dispatch is in {0}: cd {0} && {build} && ./replay",
                 dir.display()
             );
             if opts.json {

@@ -1,11 +1,13 @@
 //! `ditto replay --emit DIR`: a standalone reproducer of one captured
-//! dispatch that builds with hipcc alone: `replay.cpp` (the HIP module
-//! API: load the code object, allocate and fill the memory, rewrite the
-//! pointer arguments, launch, time with HIP events, check the outputs with
-//! ditto's tolerances), `replay.txt` (what to run and check), the data
-//! files and a CMakeLists.txt. On ditto's CPU runtime the kernel's host
-//! build goes beside it (`kernel.host.so`), where the runtime looks.
-//! Owns writing that directory; nothing is run.
+//! dispatch that builds with hipcc alone (a HIP dispatch: `replay.cpp`, on
+//! the HIP module API) or nvcc alone (a CUDA dispatch: `replay.cu`, which
+//! includes `replay.cpp` on the CUDA driver API): load the code object,
+//! allocate and fill the memory, rewrite the pointer arguments, launch,
+//! time with events, check the outputs with ditto's tolerances; with
+//! `replay.txt` (what to run and check), the data files and a
+//! CMakeLists.txt. On ditto's CPU runtime the kernel's host build goes
+//! beside it (`kernel.host.so`), where the runtime looks. Owns writing
+//! that directory; nothing is run.
 
 use super::plan::DispatchPlan;
 use crate::compare::CompareOptions;
@@ -16,7 +18,23 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// The reproducer's program, written as `replay.cpp`.
-const PROGRAM: &str = include_str!("reproducer.hip.cpp");
+const PROGRAM: &str = include_str!("reproducer.cpp");
+
+/// `replay.cu`: the same program on the CUDA driver API.
+const CUDA_PROGRAM: &str = "\
+// nvcc -O2 replay.cu -o replay -lcuda   (the program is replay.cpp)
+#define DITTO_REPLAY_CUDA 1
+#include \"replay.cpp\"
+";
+
+const CUDA_CMAKE: &str = "\
+cmake_minimum_required(VERSION 3.21)
+project(ditto_replay LANGUAGES CXX CUDA)
+# Or by hand: nvcc -O2 replay.cu -o replay -lcuda
+find_package(CUDAToolkit REQUIRED)
+add_executable(replay replay.cu)
+target_link_libraries(replay PRIVATE CUDA::cuda_driver)
+";
 
 const CMAKE: &str = "\
 cmake_minimum_required(VERSION 3.21)
@@ -77,14 +95,10 @@ pub fn emit(
     }
     let code = std::fs::read(source.code_object)
         .with_context(|| format!("reading {}", source.code_object.display()))?;
-    if super::cuda_child::is_cubin(&code) {
-        bail!(
-            "--emit writes a HIP reproducer; the reproducer of a CUDA dispatch (for nvcc) is not \
-             built yet: replay it with `ditto replay` meanwhile"
-        );
-    }
+    let cuda = super::cuda_child::is_cubin(&code);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join("kernel.co"), &code)?;
+    let code_file = if cuda { "kernel.cubin" } else { "kernel.co" };
+    std::fs::write(dir.join(code_file), &code)?;
     if let Some(host) = source.host_build {
         std::fs::copy(host, dir.join("kernel.host.so"))
             .with_context(|| format!("copying the host build {}", host.display()))?;
@@ -116,6 +130,13 @@ pub fn emit(
     let _ = writeln!(text, "block {bx} {by} {bz}");
     let _ = writeln!(text, "group {}", plan.launch.group_segment_size);
     let _ = writeln!(text, "kernarg {explicit}");
+    if cuda {
+        // The grid counts blocks, the shared memory is the dynamic part;
+        // the argument block has no layout here: every 8-byte word that
+        // points into an image is rewritten.
+        let _ = writeln!(text, "cuda-launch");
+        let _ = writeln!(text, "relocate-every-word");
+    }
     for offset in super::child::pointer_offsets(&code, symbol) {
         let _ = writeln!(text, "pointer {offset}");
     }
@@ -150,6 +171,11 @@ pub fn emit(
     }
     std::fs::write(dir.join("replay.txt"), text)?;
     std::fs::write(dir.join("replay.cpp"), PROGRAM)?;
-    std::fs::write(dir.join("CMakeLists.txt"), CMAKE)?;
+    if cuda {
+        std::fs::write(dir.join("replay.cu"), CUDA_PROGRAM)?;
+        std::fs::write(dir.join("CMakeLists.txt"), CUDA_CMAKE)?;
+    } else {
+        std::fs::write(dir.join("CMakeLists.txt"), CMAKE)?;
+    }
     Ok(())
 }

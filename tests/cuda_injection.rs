@@ -442,4 +442,42 @@ fn a_cuda_replay_capture_replays_on_the_driver_to_the_application_s_outputs() {
         let relocated = r["relocated"].as_array().unwrap().len();
         assert_eq!(relocated > 0, !extra.is_empty(), "{extra:?}: {r}");
     }
+    // The reproducer of a CUDA dispatch: for nvcc, on the driver API.
+    let emitted = dir.path().join("emit");
+    let out = Command::new(ditto_bin())
+        .arg("replay")
+        .arg(&snap)
+        .arg("--emit")
+        .arg(&emitted)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .output()
+        .expect("run ditto replay --emit");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nvcc -O2 replay.cu -o replay -lcuda"),
+        "{}",
+        stdout(&out)
+    );
+    for file in [
+        "kernel.cubin",
+        "replay.cu",
+        "replay.cpp",
+        "kernarg.bin",
+        "CMakeLists.txt",
+    ] {
+        assert!(emitted.join(file).exists(), "{file}");
+    }
+    let text = std::fs::read_to_string(emitted.join("replay.txt")).unwrap();
+    assert!(
+        text.contains("kernel _Z10reduce_sumPKfPfi\n")
+            && text.contains("cuda-launch\n")
+            && text.contains("relocate-every-word\n")
+            && text.contains("kernarg 20\n"),
+        "{text}"
+    );
+    assert!(
+        std::fs::read_to_string(emitted.join("replay.cu"))
+            .unwrap()
+            .contains("#define DITTO_REPLAY_CUDA 1")
+    );
 }

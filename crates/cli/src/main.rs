@@ -485,7 +485,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             iterations,
             timeout_ms,
             relocate,
-        } => ditto_cli::replay::child::replay_dispatch(&ditto_cli::replay::child::ChildArgs {
+        } => ditto_cli::replay::child::replay_dispatch(&ditto_cli::replay::outcome::ChildArgs {
             snapshot,
             rank,
             index,

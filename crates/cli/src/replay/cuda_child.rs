@@ -13,7 +13,7 @@
 //! device's addresses lie in the range the driver reserves at `cuInit`,
 //! which a placeholder would push elsewhere.
 
-use super::child::{ChildArgs, ChildResult, output_file, result_file};
+use super::outcome::{ChildArgs, ChildResult, output_file, result_file};
 use super::plan::DispatchPlan;
 use crate::store::Array;
 use anyhow::{Context, Result, anyhow, bail};

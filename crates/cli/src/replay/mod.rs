@@ -12,7 +12,8 @@
 //!
 //! Modules: `plan` (a replay capture read and checked), `runtime` (the
 //! HSA entries a replay calls), `child` (the replay process),
-//! `cuda_child` (its CUDA half, for a captured cubin),
+//! `cuda_child` (its CUDA half, for a captured cubin), `outcome` (what a
+//! replay process is given and leaves behind),
 //! `replacement` (where a replacement kernel comes from, and its argument
 //! layout checked against the captured one's), `emit` (a standalone
 //! reproducer of one dispatch, `--emit DIR`).
@@ -20,6 +21,7 @@
 pub mod child;
 pub mod cuda_child;
 pub mod emit;
+pub mod outcome;
 pub mod plan;
 pub mod replacement;
 pub mod runtime;
@@ -28,8 +30,8 @@ use crate::compare::{CompareOptions, compare_snapshots};
 use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
 use crate::store::{CapturedBuffer, DispatchRecord, Snapshot, SnapshotWriter};
 use anyhow::{Context, Result, bail};
-use child::{ChildResult, read_result};
 use ditto_protocol::{Buffer, Dispatch, DispatchSelection, Hello, Phase, Transport};
+use outcome::{ChildResult, read_result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -442,6 +442,51 @@ fn a_cuda_replay_capture_replays_on_the_driver_to_the_application_s_outputs() {
         let relocated = r["relocated"].as_array().unwrap().len();
         assert_eq!(relocated > 0, !extra.is_empty(), "{extra:?}: {r}");
     }
+    // --from a CUDA program: its cubins as cuobjdump extracts them (here a
+    // stand-in that writes the program's image as a cubin would be).
+    let cubin = dir.path().join("program.cubin");
+    let mut image = std::fs::read(&app).unwrap();
+    image[18..20].copy_from_slice(&190u16.to_le_bytes());
+    std::fs::write(&cubin, &image).unwrap();
+    let tool = dir.path().join("cuobjdump");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\n[ \"$1 $2\" = \"-xelf all\" ] || exit 9\ncp {} ./program.1.sm_90.cubin\n",
+            cubin.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new(ditto_bin())
+        .arg("replay")
+        .arg(&snap)
+        .args(["--json", "--from"])
+        .arg(&app)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUOBJDUMP", &tool)
+        .output()
+        .expect("run ditto replay --from");
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(v["replay"]["original_reproduced"], true, "{v}");
+    assert!(v["replay"]["kernel_object"].as_str().is_some(), "{v}");
+    // Without cuobjdump: what to do.
+    let out = Command::new(ditto_bin())
+        .arg("replay")
+        .arg(&snap)
+        .args(["--json", "--from"])
+        .arg(&app)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUOBJDUMP", dir.path().join("no-such-tool"))
+        .output()
+        .expect("run ditto replay --from");
+    assert_eq!(out.status.code(), Some(2));
+    let e = json(&out)["error"].as_str().unwrap().to_string();
+    assert!(
+        e.contains("cuobjdump") && e.contains("--kernel-object"),
+        "{e}"
+    );
     // The reproducer of a CUDA dispatch: for nvcc, on the driver API.
     let emitted = dir.path().join("emit");
     let out = Command::new(ditto_bin())

@@ -52,7 +52,13 @@ pub fn choose(
     let bytes =
         std::fs::read(file).with_context(|| format!("reading {what} {}", file.display()))?;
     let source = file.display().to_string();
-    let code = if super::cuda_child::is_cubin(&bytes) {
+    let captured_cubin = original
+        .as_deref()
+        .filter(|o| super::cuda_child::is_cubin(o));
+    let code = if let (Some(captured), Some(program)) = (captured_cubin, &opts.from) {
+        // A CUDA program: its cubins as the toolkit's cuobjdump extracts them.
+        cuda_program_cubin(program, symbol, captured, work)?
+    } else if super::cuda_child::is_cubin(&bytes) {
         // A CUDA cubin: the kernel by name (its parameter layout is the
         // driver's, checked when it is launched).
         let functions = ditto_kernels::elf_function_names(&bytes).unwrap_or_default();
@@ -74,6 +80,94 @@ pub fn choose(
         host_build: host_build_beside(file),
     };
     Ok(Some(replacement))
+}
+
+/// The cubin of CUDA `program` that defines `symbol` for the captured
+/// cubin's GPU (`EF_CUDA_SM`, the low byte of `e_flags`), extracted with
+/// the CUDA toolkit's `cuobjdump -xelf all` (`DITTO_CUOBJDUMP`, else on
+/// the PATH or under `$CUDA_HOME`/`/usr/local/cuda`). The program is not run.
+fn cuda_program_cubin(
+    program: &Path,
+    symbol: &str,
+    captured: &[u8],
+    work: &Path,
+) -> Result<Vec<u8>> {
+    let program = std::path::absolute(program)?;
+    let dir = work.join("cubins");
+    std::fs::create_dir_all(&dir)?;
+    let candidates: Vec<PathBuf> = match std::env::var_os("DITTO_CUOBJDUMP") {
+        Some(tool) => vec![PathBuf::from(tool)],
+        None => {
+            let mut v = vec![PathBuf::from("cuobjdump")];
+            for home in std::env::var_os("CUDA_HOME")
+                .map(PathBuf::from)
+                .into_iter()
+                .chain([PathBuf::from("/usr/local/cuda")])
+            {
+                v.push(home.join("bin/cuobjdump"));
+            }
+            v
+        }
+    };
+    let mut ran = None;
+    for tool in &candidates {
+        if let Ok(out) = std::process::Command::new(tool)
+            .args(["-xelf", "all"])
+            .arg(&program)
+            .current_dir(&dir)
+            .output()
+        {
+            ran = Some((tool.clone(), out));
+            break;
+        }
+    }
+    let Some((tool, out)) = ran else {
+        bail!(
+            "--from a CUDA program needs the CUDA toolkit's cuobjdump to read its device code \
+             (put it on the PATH or name it in DITTO_CUOBJDUMP), or give the replacement's cubin \
+             with --kernel-object"
+        );
+    };
+    if !out.status.success() {
+        bail!(
+            "{} -xelf all {} failed: {}",
+            tool.display(),
+            program.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let sm = |elf: &[u8]| elf.get(48).copied();
+    let mut defining = Vec::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let bytes = std::fs::read(entry?.path())?;
+        let defines = super::cuda_child::is_cubin(&bytes)
+            && ditto_kernels::elf_function_names(&bytes)
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == symbol);
+        if defines {
+            defining.push(bytes);
+        }
+    }
+    if defining.is_empty() {
+        bail!(
+            "{} embeds no kernel `{symbol}` in its device code; --from needs a program built \
+             from a source that defines the kernel under the same name and signature",
+            program.display()
+        );
+    }
+    let count = defining.len();
+    defining
+        .into_iter()
+        .find(|c| sm(c) == sm(captured))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} defines `{symbol}` in {count} cubin(s), none for the captured kernel's GPU \
+                 (sm {:?}): build it for that GPU",
+                program.display(),
+                sm(captured)
+            )
+        })
 }
 
 /// The code object of `bytes` (a code object, an offload bundle such as

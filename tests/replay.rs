@@ -14,8 +14,9 @@ use std::time::Duration;
 /// Far beyond what any of these needs; reaching it means a hang.
 const LIMIT: Duration = Duration::from_secs(300);
 
-/// `ditto run --kernel KERNEL --capture CAPTURE` of the hipcc-built `app` into `out`.
-fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
+/// `ditto run --kernel KERNEL --capture CAPTURE --out OUT -- PROGRAM` on the
+/// CPU runtime (the program's own arguments can follow).
+fn run_command(program: &Path, kernel: &str, capture: &str, out: &Path) -> Command {
     let mut cmd = Command::new(ditto_bin());
     cmd.args([
         "run",
@@ -29,7 +30,13 @@ fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
     .arg("--out")
     .arg(out)
     .arg("--")
-    .arg(hip_app(app));
+    .arg(program);
+    cmd
+}
+
+/// [`run_command`] of the hipcc-built `app`, which must succeed.
+fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
+    let mut cmd = run_command(&hip_app(app), kernel, capture, out);
     let o = output_within(&mut cmd, LIMIT, &format!("capture of {kernel}"));
     assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
 }
@@ -142,23 +149,8 @@ fn replay_captures_carry_code_object_kernel_arguments_and_memory_before_the_kern
     );
     // A replay capture still compares with a plain capture of the same run.
     let plain = dir.path().join("plain");
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
-        "run",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "apply_coefficients",
-        "--out",
-    ])
-    .arg(&plain)
-    .arg("--")
-    .arg(hip_app("replay_cases"));
-    assert!(
-        output_within(&mut cmd, LIMIT, "plain capture")
-            .status
-            .success()
-    );
+    // A plain capture: outputs only (the default).
+    capture("replay_cases", "apply_coefficients", "outputs", &plain);
     let (v, out) = compare_json(&snap, &plain);
     assert_eq!(v["valid"], true, "stderr:\n{}", stderr(&out));
 }
@@ -307,23 +299,8 @@ fn bad_input_is_a_clear_error_naming_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     // A snapshot without replay data.
     let plain = dir.path().join("plain");
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
-        "run",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "reduce_sum",
-        "--out",
-    ])
-    .arg(&plain)
-    .arg("--")
-    .arg(hip_app("reduce_sum_baseline"));
-    assert!(
-        output_within(&mut cmd, LIMIT, "plain capture")
-            .status
-            .success()
-    );
+    // A plain capture: outputs only (the default).
+    capture("reduce_sum_baseline", "reduce_sum", "outputs", &plain);
     let out = replay(&plain, &[]);
     assert_eq!(out.status.code(), Some(2));
     let e = json(&out)["error"].as_str().unwrap().to_string();
@@ -479,22 +456,9 @@ fn replay_images_larger_than_the_collector_s_memory_budget_are_spilled_not_refus
     // from its IPC attachment into a file, never into memory whole.
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap");
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
-        "run",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "large_fill",
-        "--capture",
-        "replay",
-    ])
-    .arg("--out")
-    .arg(&snap)
-    .arg("--")
-    .arg(app("large_output"))
-    .args(["--mib", "128"])
-    .env("DITTO_COLLECTOR_MEMORY_MIB", "64");
+    let mut cmd = run_command(&app("large_output"), "large_fill", "replay", &snap);
+    cmd.args(["--mib", "128"])
+        .env("DITTO_COLLECTOR_MEMORY_MIB", "64");
     let o = output_within(&mut cmd, LIMIT, "capture of large_fill");
     assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
     let m = snapshot_manifest(&snap);
@@ -523,20 +487,7 @@ fn an_output_inside_a_larger_allocation_replays_compared_by_what_the_kernels_wro
     // replay's side holds the same before-image (the memory it restored).
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap");
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
-        "run",
-        "--hsa-runtime",
-        "cpu",
-        "--kernel",
-        "scale_add",
-        "--capture",
-        "replay",
-    ])
-    .arg("--out")
-    .arg(&snap)
-    .arg("--")
-    .arg(app("caching_allocator"));
+    let mut cmd = run_command(&app("caching_allocator"), "scale_add", "replay", &snap);
     let o = output_within(&mut cmd, LIMIT, "capture of scale_add");
     assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
     let phases: Vec<String> = snapshot_manifest(&snap)["dispatches"][0]["buffers"]

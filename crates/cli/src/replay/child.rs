@@ -19,7 +19,7 @@
 //! Owns the replay's runtime work; a fault ends this process, never its
 //! parent: the parent reads the exit status and this process's stderr.
 
-use super::outcome::{ChildArgs, ChildResult, output_file, result_file};
+use super::outcome::{ChildArgs, Placed, relocate};
 use super::plan::{DispatchPlan, PAGE, plan};
 use super::runtime::{ReplayRuntime, RuntimeError};
 use crate::store::Snapshot;
@@ -83,16 +83,14 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
         placed.push(place_range(&rt, gpu, device_pool, start, size)?);
     }
     drop(keep_taken);
-    let relocate = |address: u64| -> u64 {
-        placed
-            .iter()
-            .find(|p| address >= p.original && address < p.original + p.size)
-            .map_or(address, |p| address - p.original + p.at)
-    };
     for image in plan.images.iter().filter(|i| i.variable.is_none()) {
         let bytes = &arrays[image.position].1.bytes;
-        rt.copy(relocate(image.base), bytes.as_ptr() as u64, bytes.len())
-            .with_context(|| format!("restoring allocation 0x{:x}", image.base))?;
+        rt.copy(
+            relocate(&placed, image.base),
+            bytes.as_ptr() as u64,
+            bytes.len(),
+        )
+        .with_context(|| format!("restoring allocation 0x{:x}", image.base))?;
     }
     let pristine: Vec<u64> = placed
         .iter()
@@ -142,7 +140,7 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
                 continue;
             };
             let old = u64::from_le_bytes(slot.try_into().expect("8 bytes"));
-            slot.copy_from_slice(&relocate(old).to_le_bytes());
+            slot.copy_from_slice(&relocate(&placed, old).to_le_bytes());
         }
     }
     let kernarg_len = kernarg.len().max(kernel.kernarg_size as usize).max(16);
@@ -182,30 +180,15 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
                 let mut bytes = vec![0u8; out.extent as usize];
                 rt.copy(
                     bytes.as_mut_ptr() as u64,
-                    relocate(out.address),
+                    relocate(&placed, out.address),
                     bytes.len(),
                 )
                 .with_context(|| format!("reading argument {}", out.arg))?;
-                let name = output_file(args.rank, args.index, out.arg);
-                std::fs::write(args.work.join(&name), &bytes)?;
-                outputs.push((out.arg, name));
+                outputs.push(args.write_output(out.arg, &bytes)?);
             }
         }
     }
-    let result = ChildResult {
-        times_ns,
-        relocated: placed
-            .iter()
-            .filter(|p| p.at != p.original)
-            .map(|p| (p.original, p.at, p.size))
-            .collect(),
-        variables_missing,
-        outputs,
-    };
-    std::fs::write(
-        args.work.join(result_file(args.rank, args.index)),
-        serde_json::to_vec_pretty(&result)?,
-    )?;
+    args.write_result(times_ns, &placed, variables_missing, outputs)?;
     Ok(())
 }
 
@@ -276,13 +259,6 @@ impl Drop for Placeholders {
             unsafe { libc::munmap(start as *mut c_void, size as usize) };
         }
     }
-}
-
-/// A captured range as placed: its original start, where it is, its size.
-struct Placed {
-    original: u64,
-    at: u64,
-    size: u64,
 }
 
 /// Reserves `size` bytes at `start` (or wherever the runtime gives),

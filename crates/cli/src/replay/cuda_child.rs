@@ -13,7 +13,7 @@
 //! device's addresses lie in the range the driver reserves at `cuInit`,
 //! which a placeholder would push elsewhere.
 
-use super::outcome::{ChildArgs, ChildResult, output_file, result_file};
+use super::outcome::{ChildArgs, Placed, relocate};
 use super::plan::DispatchPlan;
 use crate::store::Array;
 use anyhow::{Context, Result, anyhow, bail};
@@ -160,13 +160,6 @@ impl Driver {
     }
 }
 
-/// A captured range as placed.
-struct Placed {
-    original: u64,
-    at: u64,
-    size: u64,
-}
-
 /// Replays dispatch `plan` of a CUDA capture.
 pub fn replay(
     args: &ChildArgs,
@@ -239,17 +232,15 @@ pub fn replay(
                 size,
             });
         }
-        let relocate = |address: u64| -> u64 {
-            placed
-                .iter()
-                .find(|p| address >= p.original && address < p.original + p.size)
-                .map_or(address, |p| address - p.original + p.at)
-        };
         for image in plan.images.iter().filter(|i| i.variable.is_none()) {
             let bytes = &arrays[image.position].1.bytes;
             d.check(
                 "cuMemcpyHtoD",
-                (d.htod)(relocate(image.base), bytes.as_ptr().cast(), bytes.len()),
+                (d.htod)(
+                    relocate(&placed, image.base),
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                ),
             )?;
         }
         let mut pristine = Vec::new();
@@ -278,7 +269,7 @@ pub fn replay(
         if placed.iter().any(|p| p.at != p.original) {
             for word in block.chunks_exact_mut(8) {
                 let old = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-                word.copy_from_slice(&relocate(old).to_le_bytes());
+                word.copy_from_slice(&relocate(&placed, old).to_le_bytes());
             }
         }
         let mut size = block.len();
@@ -339,31 +330,16 @@ pub fn replay(
                         "cuMemcpyDtoH",
                         (d.dtoh)(
                             bytes.as_mut_ptr().cast(),
-                            relocate(out.address),
+                            relocate(&placed, out.address),
                             bytes.len(),
                         ),
                     )
                     .with_context(|| format!("reading argument {}", out.arg))?;
-                    let file = output_file(args.rank, args.index, out.arg);
-                    std::fs::write(args.work.join(&file), &bytes)?;
-                    outputs.push((out.arg, file));
+                    outputs.push(args.write_output(out.arg, &bytes)?);
                 }
             }
         }
-        let result = ChildResult {
-            times_ns,
-            relocated: placed
-                .iter()
-                .filter(|p| p.at != p.original)
-                .map(|p| (p.original, p.at, p.size))
-                .collect(),
-            variables_missing: Vec::new(),
-            outputs,
-        };
-        std::fs::write(
-            args.work.join(result_file(args.rank, args.index)),
-            serde_json::to_vec_pretty(&result)?,
-        )?;
+        args.write_result(times_ns, &placed, Vec::new(), outputs)?;
     }
     Ok(())
 }

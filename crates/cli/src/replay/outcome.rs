@@ -56,3 +56,55 @@ pub fn read_result(work: &Path, rank: u32, index: u64) -> Result<ChildResult> {
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     Ok(serde_json::from_slice(&bytes)?)
 }
+
+/// A captured range as a replay process placed it: its original start,
+/// where it is, its size.
+pub struct Placed {
+    pub original: u64,
+    pub at: u64,
+    pub size: u64,
+}
+
+/// Where `address` of the captured process is in this one: moved with its
+/// range, or where it was when no range holds it.
+pub fn relocate(placed: &[Placed], address: u64) -> u64 {
+    placed
+        .iter()
+        .find(|p| address >= p.original && address < p.original + p.size)
+        .map_or(address, |p| address - p.original + p.at)
+}
+
+impl ChildArgs {
+    /// Writes an output's bytes into the work directory: (its argument,
+    /// its file), for [`ChildResult::outputs`].
+    pub fn write_output(&self, arg: u32, bytes: &[u8]) -> Result<(u32, String)> {
+        let file = output_file(self.rank, self.index, arg);
+        std::fs::write(self.work.join(&file), bytes)?;
+        Ok((arg, file))
+    }
+
+    /// Writes the process's result, its relocated ranges taken from `placed`.
+    pub fn write_result(
+        &self,
+        times_ns: Vec<Option<u64>>,
+        placed: &[Placed],
+        variables_missing: Vec<String>,
+        outputs: Vec<(u32, String)>,
+    ) -> Result<()> {
+        let result = ChildResult {
+            times_ns,
+            relocated: placed
+                .iter()
+                .filter(|p| p.at != p.original)
+                .map(|p| (p.original, p.at, p.size))
+                .collect(),
+            variables_missing,
+            outputs,
+        };
+        std::fs::write(
+            self.work.join(result_file(self.rank, self.index)),
+            serde_json::to_vec_pretty(&result)?,
+        )?;
+        Ok(())
+    }
+}

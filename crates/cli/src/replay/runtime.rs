@@ -5,9 +5,9 @@
 //! initialising it and the agents and pools a replay uses; declares no HSA
 //! type of its own (crates/hsa does) and never dlcloses it.
 
-use cuda_abi::dlerror_text;
+use cuda_abi::{Library, dlerror_text};
 use hsa::*;
-use std::ffi::{CString, c_void};
+use std::ffi::c_void;
 use std::path::Path;
 
 /// Why the runtime did not load, or a call failed.
@@ -63,38 +63,23 @@ impl ReplayRuntime {
     /// dlopens `library`, runs hsa_init and finds the agents.
     pub fn load(library: &Path) -> Result<ReplayRuntime, RuntimeError> {
         let name = library.display().to_string();
-        let c_name = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
-            RuntimeError::Load {
-                library: name.clone(),
-                reason: "path contains NUL".into(),
-            }
+        let lib = Library::open(&name).map_err(|e| RuntimeError::Load {
+            library: name.clone(),
+            reason: e.to_string(),
         })?;
-        // SAFETY: a valid C string; dlopen has no other precondition.
-        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(RuntimeError::Load {
-                library: name,
-                reason: dlerror_text(),
-            });
-        }
         let sym = |symbol: &'static str| -> Result<*mut c_void, RuntimeError> {
-            let c = CString::new(symbol).expect("symbol names have no NUL");
-            // SAFETY: a live dlopen handle and a valid C string.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() && symbol.starts_with("hsa_amd_vmem_") {
-                return Err(RuntimeError::Missing(format!(
+            match lib.symbol(symbol) {
+                Some(p) => Ok(p),
+                None if symbol.starts_with("hsa_amd_vmem_") => Err(RuntimeError::Missing(format!(
                     "the HSA runtime {name} has no {symbol}: replay restores memory at its \
                      captured addresses with the virtual-memory API of ROCm 6.0 and later"
-                )));
-            }
-            if p.is_null() {
-                return Err(RuntimeError::MissingSymbol {
+                ))),
+                None => Err(RuntimeError::MissingSymbol {
                     library: name.clone(),
                     symbol,
                     reason: dlerror_text(),
-                });
+                }),
             }
-            Ok(p)
         };
         macro_rules! entry {
             ($name:literal, $ty:ty) => {

@@ -51,6 +51,8 @@ pub const HIP_APPS: &[(&str, &str, &[&str])] = &[
     // Replay: an in-place kernel, a pointer table in device memory, a __constant__ global.
     ("replay_cases", "replay_cases.hip", &[]),
     ("reduce_sum_faulty", "reduce_sum_faulty.hip", &[]),
+    // A kernel run warm in a loop: scripts/bench item 8b.
+    ("steady_kernel", "steady_kernel.hip", &[]),
 ];
 
 pub struct HipBuild {

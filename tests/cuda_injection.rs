@@ -45,6 +45,33 @@ fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
     capture_with(dir, lib, app, kernel, &[])
 }
 
+/// `ditto run --kernel reduce_sum --capture replay --out SNAP -- fake_app
+/// replay MODE` (MODE: `eager` loads the module before the launch, `lazy`
+/// during it) with the fake driver and CUPTI named to the tool.
+fn replay_capture(lib: &Path, app: &Path, mode: &str, snap: &Path) -> Output {
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args([
+        "run",
+        "--kernel",
+        "reduce_sum",
+        "--capture",
+        "replay",
+        "--out",
+    ])
+    .arg(snap);
+    if Path::new("/dev/kfd").exists() {
+        cmd.args(["--hsa-runtime", "cpu"]);
+    }
+    cmd.arg("--")
+        .arg(app)
+        .args(["replay", mode])
+        .env("DITTO_CUDA_DRIVER", lib)
+        .env("DITTO_CUPTI_LIBRARY", lib)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ditto")
+}
+
 fn expected_sum() -> f32 {
     (0..4096).map(|i| (i % 7) as f32 * 0.5).sum()
 }
@@ -316,28 +343,7 @@ fn a_replay_capture_keeps_the_kernel_s_module_loaded_before_or_during_its_launch
     let executable = std::fs::read(&app).unwrap();
     for mode in ["eager", "lazy"] {
         let snap = dir.path().join(format!("snap-{mode}"));
-        let mut cmd = Command::new(ditto_bin());
-        cmd.args([
-            "run",
-            "--kernel",
-            "reduce_sum",
-            "--capture",
-            "replay",
-            "--out",
-        ])
-        .arg(&snap);
-        if Path::new("/dev/kfd").exists() {
-            cmd.args(["--hsa-runtime", "cpu"]);
-        }
-        let out = cmd
-            .arg("--")
-            .arg(&app)
-            .args(["replay", mode])
-            .env("DITTO_CUDA_DRIVER", &lib)
-            .env("DITTO_CUPTI_LIBRARY", &lib)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run ditto");
+        let out = replay_capture(&lib, &app, mode, &snap);
         assert_eq!(out.status.code(), Some(0), "{mode}: {}", stderr(&out));
         assert!(
             stdout(&out).contains(&format!("sum = {:.1}", expected_sum())),
@@ -395,27 +401,7 @@ fn a_cuda_replay_capture_replays_on_the_driver_to_the_application_s_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());
     let snap = dir.path().join("snap");
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
-        "run",
-        "--kernel",
-        "reduce_sum",
-        "--capture",
-        "replay",
-        "--out",
-    ])
-    .arg(&snap);
-    if Path::new("/dev/kfd").exists() {
-        cmd.args(["--hsa-runtime", "cpu"]);
-    }
-    let out = cmd
-        .arg("--")
-        .arg(&app)
-        .args(["replay", "lazy"])
-        .env("DITTO_CUDA_DRIVER", &lib)
-        .env("DITTO_CUPTI_LIBRARY", &lib)
-        .output()
-        .expect("run ditto");
+    let out = replay_capture(&lib, &app, "lazy", &snap);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for extra in [&[][..], &["--relocate"][..]] {
         let out = Command::new(ditto_bin())

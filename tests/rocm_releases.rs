@@ -277,53 +277,33 @@ fn ditto_replay_reproduces_and_judges_under_hip_6_4_and_7_2() {
             r.name,
             stderr(&out)
         );
+        // `ditto replay SNAP --json --from PROGRAM`: its exit code and report.
+        let replay_from = |program: &str| {
+            let program = apps.join(program);
+            let out = ditto_in_chroot(
+                r,
+                dir.path(),
+                &[
+                    "replay",
+                    snap_arg,
+                    "--json",
+                    "--from",
+                    program.to_str().unwrap(),
+                ],
+            );
+            (out.status.code(), json(&out), stderr(&out))
+        };
         // The wrong program's kernel: validate's mismatch.
-        let wrong = apps.join("reduce_sum_wrong");
-        let out = ditto_in_chroot(
-            r,
-            dir.path(),
-            &[
-                "replay",
-                snap_arg,
-                "--json",
-                "--from",
-                wrong.to_str().unwrap(),
-            ],
-        );
-        let v = json(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "HIP {}: {}",
-            r.name,
-            stderr(&out)
-        );
+        let (code, v, err) = replay_from("reduce_sum_wrong");
+        assert_eq!(code, Some(1), "HIP {}: {err}", r.name);
         let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
         assert_eq!(
             v["mismatches"][0]["max_abs_diff"].as_f64(),
             Some(expected_sum)
         );
         // The optimized program's kernel: PASS and a speedup.
-        let optimized = apps.join("reduce_sum_optimized");
-        let out = ditto_in_chroot(
-            r,
-            dir.path(),
-            &[
-                "replay",
-                snap_arg,
-                "--json",
-                "--from",
-                optimized.to_str().unwrap(),
-            ],
-        );
-        let v = json(&out);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "HIP {}: {}",
-            r.name,
-            stderr(&out)
-        );
+        let (code, v, err) = replay_from("reduce_sum_optimized");
+        assert_eq!(code, Some(0), "HIP {}: {err}", r.name);
         assert!(
             v["replay"]["speedup"].as_f64().unwrap() > 0.0,
             "HIP {}: {v}",

@@ -1,10 +1,12 @@
 //! A library loaded at run time: dlopen (RTLD_NOW | RTLD_LOCAL, never
 //! dlclosed: its code may be running), its symbols as function pointers,
 //! and what the dynamic loader says when either fails. The CUDA driver and
-//! CUPTI are loaded so in the tool, the driver in the collector; the
-//! collector's HSA runtime loader takes its error text from here too.
+//! CUPTI are loaded so in the tool, the driver in the collector and the
+//! replay process, and the HSA runtime in the collector and the replay
+//! process.
 
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, CString, OsStr, c_void};
+use std::os::unix::ffi::OsStrExt;
 
 /// What the dynamic loader says of its last failure.
 pub fn dlerror_text() -> String {
@@ -35,9 +37,12 @@ pub enum OpenError {
 pub struct Library(*mut c_void);
 
 impl Library {
-    /// dlopens `name` (a path or a SONAME searched the usual way).
-    pub fn open(name: &str) -> Result<Library, OpenError> {
-        let c = CString::new(name).map_err(|_| OpenError::BadName(name.to_string()))?;
+    /// dlopens `name` (a path or a SONAME searched the usual way), its
+    /// bytes as they are: a path that is not UTF-8 opens too.
+    pub fn open(name: impl AsRef<OsStr>) -> Result<Library, OpenError> {
+        let name = name.as_ref();
+        let c = CString::new(name.as_bytes())
+            .map_err(|_| OpenError::BadName(name.to_string_lossy().into_owned()))?;
         // SAFETY: a valid C string.
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
@@ -94,5 +99,26 @@ mod tests {
         let getpid: unsafe extern "C" fn() -> libc::pid_t = unsafe { as_fn(getpid) };
         // SAFETY: no arguments, no preconditions.
         assert_eq!(unsafe { getpid() }, std::process::id() as libc::pid_t);
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_opens_as_its_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        // A link named with a byte that is not UTF-8, to the libc already loaded.
+        let libc = std::fs::read_to_string("/proc/self/maps")
+            .expect("maps")
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("/libc.so") || p.contains("/libc-"))
+            .expect("libc is mapped")
+            .to_string();
+        let dir = std::env::temp_dir().join(format!("library-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join(OsStr::from_bytes(b"libc-\xff.so"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&libc, &link).unwrap();
+        let opened = Library::open(&link);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(opened.expect("the link opens").symbol("getpid").is_some());
     }
 }

@@ -8,7 +8,7 @@
 //! no HSA type of its own (crates/hsa does). The runtime is shut down on
 //! drop but never dlclosed (threads it started may still run).
 
-use cuda_abi::dlerror_text;
+use cuda_abi::{Library, dlerror_text};
 use hsa::{
     HSA_AGENT_INFO_NODE, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS,
     HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED,
@@ -17,7 +17,7 @@ use hsa::{
     HsaAmdIpcMemoryDetachFn, HsaAmdMemoryPoolGetInfoFn, HsaInitFn, HsaIterateAgentsFn,
     HsaMemoryCopyFn, HsaShutDownFn, HsaStatusStringFn, hsa_agent_t, hsa_status_t,
 };
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, c_void};
 use std::path::Path;
 
 /// Why the HSA runtime did not load or initialise.
@@ -43,7 +43,7 @@ pub enum LoadError {
 /// reference-counts hsa_init, so several may coexist in one process).
 pub struct HsaRuntime {
     library: String,
-    handle: *mut c_void,
+    lib: Library,
     shut_down: HsaShutDownFn,
     status_string: Option<HsaStatusStringFn>,
     pub(super) attach: HsaAmdIpcMemoryAttachFn,
@@ -74,32 +74,16 @@ impl HsaRuntime {
     /// runs hsa_init and finds the GPU agents.
     pub fn load(library: &Path) -> Result<HsaRuntime, LoadError> {
         let name = library.display().to_string();
-        let c_name =
-            CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| LoadError::Load {
-                library: name.clone(),
-                reason: "path contains NUL".into(),
-            })?;
-        // SAFETY: c_name is a valid C string; dlopen has no other precondition.
-        let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(LoadError::Load {
-                library: name,
-                reason: dlerror_text(),
-            });
-        }
+        let lib = Library::open(library).map_err(|e| LoadError::Load {
+            library: name.clone(),
+            reason: e.to_string(),
+        })?;
         let sym = |symbol: &'static str| -> Result<*mut c_void, LoadError> {
-            let c = CString::new(symbol).expect("symbol names have no NUL");
-            // SAFETY: handle is a live dlopen handle; c is a valid C string.
-            let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-            if p.is_null() {
-                Err(LoadError::MissingSymbol {
-                    library: name.clone(),
-                    symbol,
-                    reason: dlerror_text(),
-                })
-            } else {
-                Ok(p)
-            }
+            lib.symbol(symbol).ok_or_else(|| LoadError::MissingSymbol {
+                library: name.clone(),
+                symbol,
+                reason: dlerror_text(),
+            })
         };
         // SAFETY (all transmutes below): each symbol is the HSA function of that name,
         // whose C signature is the one crates/hsa declares for it.
@@ -119,7 +103,7 @@ impl HsaRuntime {
             .map(|p| unsafe { std::mem::transmute(p) });
         let mut rt = HsaRuntime {
             library: name,
-            handle,
+            lib,
             shut_down,
             status_string,
             attach,
@@ -237,16 +221,13 @@ impl HsaRuntime {
     /// `T` must be the `unsafe extern "C" fn` type of `symbol`.
     pub unsafe fn symbol<T: Copy>(&self, symbol: &'static str) -> Result<T, LoadError> {
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-        let c = CString::new(symbol).expect("symbol names have no NUL");
-        // SAFETY: handle is a live dlopen handle.
-        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
-        if p.is_null() {
+        let Some(p) = self.lib.symbol(symbol) else {
             return Err(LoadError::MissingSymbol {
                 library: self.library.clone(),
                 symbol,
                 reason: dlerror_text(),
             });
-        }
+        };
         // SAFETY: the caller promises T is this symbol's function-pointer type.
         Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
     }

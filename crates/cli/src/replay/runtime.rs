@@ -63,7 +63,7 @@ impl ReplayRuntime {
     /// dlopens `library`, runs hsa_init and finds the agents.
     pub fn load(library: &Path) -> Result<ReplayRuntime, RuntimeError> {
         let name = library.display().to_string();
-        let lib = Library::open(&name).map_err(|e| RuntimeError::Load {
+        let lib = Library::open(library).map_err(|e| RuntimeError::Load {
             library: name.clone(),
             reason: e.to_string(),
         })?;

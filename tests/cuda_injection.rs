@@ -237,6 +237,54 @@ fn a_cuda_run_never_loads_an_hsa_runtime_in_the_collector_and_an_hsa_run_does() 
 }
 
 #[test]
+fn a_cuda_program_validates_with_only_ditto_and_its_tool_library_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    // `ditto` and `libditto.so` alone in an empty directory: no CPU HSA
+    // runtime beside them.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::copy(ditto_bin(), bin.join("ditto")).unwrap();
+    std::fs::copy(tool_lib(), bin.join("libditto.so")).unwrap();
+    let validate = |program: &Path| {
+        let mut cmd = Command::new(bin.join("ditto"));
+        // (dispatch 1 is launched into a graph capture: never captured)
+        cmd.args(["validate", "--kernel", "reduce_sum", "--dispatch", "0"]);
+        if Path::new("/dev/kfd").exists() {
+            cmd.args(["--hsa-runtime", "cpu"]);
+        }
+        cmd.arg("--ref")
+            .arg(program)
+            .arg("--opt")
+            .arg(program)
+            .env_remove("DITTO_CPU_RUNTIME_DIR")
+            .env("DITTO_CUDA_DRIVER", &lib)
+            .env("DITTO_CUPTI_LIBRARY", &lib)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto validate")
+    };
+    let out = validate(&fake_app);
+    let (so, se) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{so}{se}");
+    assert!(so.contains("PASS"), "{so}");
+    assert!(!se.to_lowercase().contains("hsa"), "{se}");
+    // An HSA application cannot start on a runtime that is not there: the
+    // failure says where it was looked for.
+    let out = validate(&app("reduce_sum_baseline"));
+    let se = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    let missing = bin.join("hsa-cpu").join("libhsa-runtime64.so.1");
+    assert!(
+        se.contains(&format!(
+            "ditto's CPU HSA runtime was not found at {}",
+            missing.display()
+        )),
+        "{se}"
+    );
+}
+
+#[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());

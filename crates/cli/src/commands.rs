@@ -48,8 +48,9 @@ pub enum Verdict {
 /// Starts the collector over `runtime` (chosen by `choice`): the system's
 /// HSA runtime is loaded now (its error is one now, not at the first
 /// buffer), ditto's CPU runtime when an HSA buffer first arrives, so that a
-/// CUDA run starts none. Where `auto` chose the CPU runtime, the first HSA
-/// application to connect hears so ([`runtime_choice::cpu_notice`]).
+/// CUDA run starts none and needs none installed. Where `auto` chose the
+/// CPU runtime, the first HSA application to connect hears so
+/// ([`runtime_choice::cpu_notice`]), or that it is missing.
 fn start_collector(
     choice: RuntimeChoice,
     runtime: &ResolvedRuntime,
@@ -59,10 +60,20 @@ fn start_collector(
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
     let source = LazyHsaSource::new(runtime.library(), host_mapped, !host_mapped)
         .context("the collector needs the HSA runtime to map the application's buffers")?;
-    if let Some(text) = runtime_choice::cpu_notice(choice, runtime) {
+    // Said when the first HSA application connects: the CPU runtime's
+    // absence (its buffers cannot be mapped), else that `auto` chose it.
+    let said = match runtime.missing() {
+        Some(missing) => Some((missing.to_string(), true)),
+        None => runtime_choice::cpu_notice(choice, runtime).map(|t| (t.to_string(), false)),
+    };
+    if let Some((text, is_error)) = said {
         let once = std::sync::Once::new();
-        config.on_hsa_connection =
-            Some(Arc::new(move || once.call_once(|| crate::log::info(text))));
+        config.on_hsa_connection = Some(Arc::new(move || {
+            once.call_once(|| match is_error {
+                true => crate::log::warn(&text),
+                false => crate::log::info(&text),
+            })
+        }));
     }
     Ok(Collector::start(Arc::new(source), config, place)?)
 }
@@ -174,6 +185,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         dir: &out,
         show_dir: true,
         arg_sizes: opts.arg_sizes.as_ref(),
+        missing_runtime: runtime.missing().map(|e| e.to_string()),
     })?;
     log::info(&line);
     Ok(Verdict::Valid)
@@ -415,6 +427,7 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             dir: &base.join(run_name),
             show_dir: opts.keep.is_some(),
             arg_sizes: opts.arg_sizes.as_ref(),
+            missing_runtime: runtime.missing().map(|e| e.to_string()),
         })?;
         log::info(&line);
     }

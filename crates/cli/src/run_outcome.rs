@@ -133,6 +133,11 @@ pub struct RunOutcome<'a> {
     pub show_dir: bool,
     /// `--arg-sizes`: the arguments it sizes were asked for.
     pub arg_sizes: Option<&'a ArgSizes>,
+    /// Where the CPU HSA runtime was chosen and is not there, what to say
+    /// of it ([`crate::runtime_choice::ResolvedRuntime::missing`]): said
+    /// when the application fails, as an HSA application cannot start
+    /// without it (a CUDA application never needs it).
+    pub missing_runtime: Option<String>,
 }
 
 /// Checks what one application run delivered into its directory; returns
@@ -177,6 +182,11 @@ pub fn check_run(o: RunOutcome) -> Result<String> {
             ));
         }
         what_happened.push(saved_dispatches(manifest.as_ref(), o.dir, o.show_dir));
+        if let Some(missing) = &o.missing_runtime {
+            what_happened.push(format!(
+                "if it is an HSA application, it could not load its runtime: {missing}"
+            ));
+        }
         let advice = match o.exit {
             AppExit::TimedOut(_) => "raise --timeout if it needs longer, or see why it stalls",
             _ => "fix the application first (run it without ditto to see)",
@@ -394,6 +404,7 @@ mod tests {
             dir: dir.path(),
             show_dir: false,
             arg_sizes: None,
+            missing_runtime: None,
         })
         .unwrap_err()
         .to_string()

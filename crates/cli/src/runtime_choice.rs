@@ -87,22 +87,31 @@ pub fn cpu_notice(choice: RuntimeChoice, runtime: &ResolvedRuntime) -> Option<&'
 
 /// Resolves `--hsa-runtime`: `auto` picks the system runtime when
 /// `/dev/kfd` exists, else the CPU runtime ([`cpu_notice`] is what to say
-/// of it). The CPU runtime must exist.
+/// of it). Whether the CPU runtime is there is not checked here: a CUDA
+/// application never needs it, so a run asks [`ResolvedRuntime::missing`]
+/// only when an HSA application is involved, and a replay of an HSA
+/// dispatch at once.
 pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, ResolveError> {
     let cpu = || -> Result<ResolvedRuntime, ResolveError> {
-        let dir = cpu_runtime_dir()?;
-        if !dir.join(HSA_RUNTIME_SONAME).exists() {
-            return Err(ResolveError::CpuRuntimeMissing(
-                dir.join(HSA_RUNTIME_SONAME),
-            ));
-        }
-        Ok(ResolvedRuntime::Cpu { dir })
+        Ok(ResolvedRuntime::Cpu {
+            dir: cpu_runtime_dir()?,
+        })
     };
     match choice {
         RuntimeChoice::Cpu => cpu(),
         RuntimeChoice::System => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto => cpu(),
+    }
+}
+
+impl ResolvedRuntime {
+    /// Where the CPU runtime was chosen and its library is not there, what
+    /// to say (where it was looked for and how to get it).
+    pub fn missing(&self) -> Option<ResolveError> {
+        let library = self.library();
+        (matches!(self, ResolvedRuntime::Cpu { .. }) && !library.exists())
+            .then_some(ResolveError::CpuRuntimeMissing(library))
     }
 }
 
@@ -137,5 +146,25 @@ mod tests {
             PathBuf::from("/opt/x/hsa-cpu/libhsa-runtime64.so.1")
         );
         assert_eq!(cpu.library_dir(), Some(Path::new("/opt/x/hsa-cpu")));
+    }
+
+    #[test]
+    fn a_missing_cpu_runtime_is_said_only_when_asked_and_never_of_the_system_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = ResolvedRuntime::Cpu {
+            dir: dir.path().to_path_buf(),
+        };
+        let said = cpu
+            .missing()
+            .expect("no library in an empty directory")
+            .to_string();
+        assert!(
+            said.contains(&dir.path().join(HSA_RUNTIME_SONAME).display().to_string())
+                && said.contains("DITTO_CPU_RUNTIME_DIR"),
+            "{said}"
+        );
+        std::fs::write(dir.path().join(HSA_RUNTIME_SONAME), b"").unwrap();
+        assert!(cpu.missing().is_none());
+        assert!(ResolvedRuntime::System.missing().is_none());
     }
 }

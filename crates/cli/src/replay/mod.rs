@@ -132,7 +132,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             std::env::var_os("DITTO_CUDA_DRIVER")
                 .map_or_else(|| PathBuf::from("libcuda.so.1"), PathBuf::from),
         ),
-        false => Backend::Hsa(runtime_choice::resolve(opts.runtime)?),
+        false => {
+            let runtime = runtime_choice::resolve(opts.runtime)?;
+            if let Some(missing) = runtime.missing() {
+                return Err(missing.into());
+            }
+            Backend::Hsa(runtime)
+        }
     };
     let replacement = replacement::choose(opts, &snapshot, &first, work.path())?;
     let original_host_build = host_build_of_run(&snapshot, chosen[0].0);

@@ -117,3 +117,37 @@ fn ditto_run_script_passes_dispatch_and_capture_to_the_tool() {
         "dispatch 0's result, before dispatch 1"
     );
 }
+
+#[test]
+fn a_name_selecting_several_kernels_says_which_it_captured_and_how_often() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let program = app("scale_values");
+    let p = program.display();
+    // scale_values<float> twice and scale_values<double> once, one process each.
+    let out = std::process::Command::new(ditto_bin())
+        .args([
+            "run",
+            "--hsa-runtime",
+            "cpu",
+            "--kernel",
+            "scale_values",
+            "--out",
+        ])
+        .arg(&snap)
+        .args(["--", "sh", "-c"])
+        .arg(format!("{p} float 64 && {p} double 64 && {p} float 64"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let se = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{se}");
+    assert!(
+        se.contains(
+            "captured 3 dispatches of 2 kernels named `scale_values` [void \
+             scale_values<float>(float*, float*, float, int) ×2; void \
+             scale_values<double>(double*, double*, double, int) ×1]"
+        ),
+        "{se}"
+    );
+}

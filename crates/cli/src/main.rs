@@ -141,7 +141,9 @@ enum Command {
     /// Run an application under the tool and snapshot a kernel's buffers
     #[command(after_help = RUN_EXAMPLE)]
     Run {
-        /// Kernel to capture: name, name<templates>, full signature or mangled name
+        /// Kernel to capture: its function name (no namespace or template arguments, e.g.
+        /// `vectorized_elementwise_kernel`), a qualified name (`at::native::k`), name<templates>,
+        /// full signature or mangled name
         #[arg(long, required_unless_present = "kernel_regex")]
         kernel: Option<String>,
         /// Kernel to capture by a regular expression searched in its demangled signature
@@ -188,7 +190,9 @@ enum Command {
     /// Run a reference and optimized applications and compare the kernel's buffers
     #[command(after_help = VALIDATE_EXAMPLE)]
     Validate {
-        /// Kernel to capture: name, name<templates>, full signature or mangled name
+        /// Kernel to capture: its function name (no namespace or template arguments, e.g.
+        /// `vectorized_elementwise_kernel`), a qualified name (`at::native::k`), name<templates>,
+        /// full signature or mangled name
         #[arg(long, required_unless_present = "kernel_regex")]
         kernel: Option<String>,
         /// Kernel to capture by a regular expression searched in its demangled signature

@@ -19,8 +19,35 @@ use std::path::Path;
 
 /// "reduce_sum(float const*, float*, int)" or the query when nothing ran.
 fn kernel_label(manifest: Option<&Manifest>, query: &str) -> String {
-    manifest
-        .and_then(|m| m.kernel.as_ref())
+    let Some(m) = manifest else {
+        return query.to_string();
+    };
+    // The distinct kernels captured, in order of first capture, with their
+    // dispatch counts: a name can select several (instantiations, or
+    // functions of one name in several namespaces).
+    let mut kernels: Vec<(&str, &str, u64)> = Vec::new();
+    for k in m.dispatches.iter().filter_map(|d| d.kernel.as_ref()) {
+        match kernels
+            .iter_mut()
+            .find(|(mangled, _, _)| *mangled == k.mangled)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => kernels.push((&k.mangled, &k.demangled, 1)),
+        }
+    }
+    if kernels.len() > 1 {
+        let list: Vec<String> = kernels
+            .iter()
+            .map(|(_, demangled, n)| format!("{demangled} ×{n}"))
+            .collect();
+        return format!(
+            "{} kernels named `{query}` [{}]",
+            kernels.len(),
+            list.join("; ")
+        );
+    }
+    m.kernel
+        .as_ref()
         .map(|k| k.demangled.clone())
         .unwrap_or_else(|| query.to_string())
 }

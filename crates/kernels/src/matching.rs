@@ -63,9 +63,14 @@ impl KernelQuery {
     /// True when this query names `kernel`: a regex found in its demangled
     /// signature, or a name that equals the mangled name, the full
     /// demangled signature (with or without the return type), the name
-    /// with template arguments (`scale_values<float>`), or the bare name
-    /// (`scale_values`, which names every instantiation). Qualified names
-    /// are compared as written: `ns::k` names `ns::k(float*)`, `k` does not.
+    /// with template arguments (`scale_values<float>`), or the function's
+    /// name: bare, without namespace or template arguments (`scale_values`
+    /// names every instantiation; `vectorized_elementwise_kernel` names
+    /// `at::native::vectorized_elementwise_kernel<4, …>`, as Nsight
+    /// Compute's `--kernel-name` does by default), or qualified by its
+    /// innermost scopes (`native::vectorized_elementwise_kernel`,
+    /// `at::native::vectorized_elementwise_kernel`). A scope is matched
+    /// whole: `s::k` does not name `ns::k`.
     pub fn matches(&self, kernel: &KernelNames) -> bool {
         match self {
             KernelQuery::Regex(re) => re.is_match(&kernel.demangled),
@@ -168,14 +173,45 @@ fn name_matches(query: &str, kernel: &KernelNames) -> bool {
         return true;
     }
     let q = normalize(query);
-    [
-        &kernel.demangled,
-        &kernel.signature,
-        &kernel.name,
-        &kernel.base_name,
-    ]
-    .into_iter()
-    .any(|form| normalize(form) == q)
+    if [&kernel.demangled, &kernel.signature, &kernel.name]
+        .into_iter()
+        .any(|form| normalize(form) == q)
+    {
+        return true;
+    }
+    // The function's name, bare or qualified by its innermost scopes: the
+    // last components of the name without template arguments.
+    let query_scopes = split_scopes(&q);
+    let base = normalize(&kernel.base_name);
+    let scopes = split_scopes(&base);
+    !query_scopes.is_empty()
+        && query_scopes.len() <= scopes.len()
+        && scopes[scopes.len() - query_scopes.len()..] == query_scopes[..]
+}
+
+/// `a::b<c::d>::e` → [`a`, `b<c::d>`, `e`]: split at the `::` outside
+/// template arguments and parentheses (a lambda's scope carries both).
+fn split_scopes(name: &str) -> Vec<&str> {
+    let bytes = name.as_bytes();
+    let mut depth = 0i32;
+    let (mut start, mut i) = (0, 0);
+    let mut parts = Vec::new();
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' | b'(' | b'[' | b'{' => depth += 1,
+            b'>' | b')' | b']' | b'}' => depth -= 1,
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => {
+                parts.push(&name[start..i]);
+                i += 2;
+                start = i;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    parts.push(&name[start..]);
+    parts
 }
 
 #[cfg(test)]
@@ -305,11 +341,67 @@ mod tests {
     }
 
     #[test]
-    fn qualified_names_are_compared_as_written() {
+    fn a_qualified_function_is_named_bare_or_by_its_innermost_scopes() {
         let nk = k("_ZN2ns1kEPfi");
         assert!(matches("ns::k", &nk));
-        assert!(!matches("k", &nk));
-        assert!(!matches("s::k", &nk));
+        assert!(
+            matches("k", &nk),
+            "the bare name, as Nsight Compute's default"
+        );
+        assert!(!matches("s::k", &nk), "a scope is matched whole");
+        assert!(!matches("ns", &nk));
+        assert!(!matches("other::k", &nk));
+        assert!(!matches("::k", &nk));
+    }
+
+    /// PyTorch's elementwise kernel as `nm -C` and Nsight Systems show it: a
+    /// template in at::native whose arguments hold a lambda of an anonymous
+    /// namespace (`at::native::vectorized_elementwise_kernel<4,
+    /// at::native::FillFunctor<float>, std::array<char*, 1ul>>(int,
+    /// at::native::FillFunctor<float>, std::array<char*, 1ul>)`).
+    const VECTORIZED_FILL: &str = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_";
+    /// The same kernel template instantiated with a lambda (`…<4,
+    /// at::native::(anonymous namespace)::launch_clamp_scalar(…)::{lambda()#1}
+    /// ::operator()() const::{lambda()#4}::operator()() const::{lambda(float)#1},
+    /// std::array<char*, 2ul>>`) and an unrelated kernel of the same base name
+    /// in another namespace.
+    const VECTORIZED_CLAMP: &str = "_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_12_GLOBAL__N_119launch_clamp_scalarERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6detail11ClampLimitsEENKUlvE_clEvENKUlvE4_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_";
+
+    #[test]
+    fn pytorch_s_templated_kernels_are_named_by_their_function_name() {
+        for symbol in [VECTORIZED_FILL, VECTORIZED_CLAMP] {
+            let names = k(symbol);
+            assert_eq!(
+                names.base_name, "at::native::vectorized_elementwise_kernel",
+                "{symbol}"
+            );
+            for query in [
+                "vectorized_elementwise_kernel",
+                "native::vectorized_elementwise_kernel",
+                "at::native::vectorized_elementwise_kernel",
+            ] {
+                assert!(matches(query, &names), "{query} / {}", names.demangled);
+            }
+            for query in [
+                "elementwise_kernel",
+                "at::vectorized_elementwise_kernel",
+                "vectorized_elementwise",
+                "FillFunctor",
+                "at::native",
+            ] {
+                assert!(!matches(query, &names), "{query} / {}", names.demangled);
+            }
+        }
+        // Template arguments (as the demangler writes them) select one
+        // instantiation.
+        let (fill, clamp) = (k(VECTORIZED_FILL), k(VECTORIZED_CLAMP));
+        assert_eq!(
+            fill.name,
+            "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, \
+             std::array<char*, (unsigned long)1> >"
+        );
+        assert!(matches(&fill.name, &fill));
+        assert!(!matches(&fill.name, &clamp));
     }
 
     #[test]

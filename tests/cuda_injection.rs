@@ -159,7 +159,7 @@ fn a_cuda_program_of_long_kernel_names_hears_a_short_never_dispatched_message_an
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());
     let out = Command::new(ditto_bin())
-        .args(["run", "--kernel", "vectorized_elementwise_kernel", "--out"])
+        .args(["run", "--kernel", "vectorized_elementwise", "--out"])
         .arg(dir.path().join("snap"))
         .arg("--")
         .arg(&app)
@@ -180,7 +180,7 @@ fn a_cuda_program_of_long_kernel_names_hears_a_short_never_dispatched_message_an
     // not every signature.
     let first = se
         .lines()
-        .position(|l| l.contains("closest to \"vectorized_elementwise_kernel\""))
+        .position(|l| l.contains("closest to \"vectorized_elementwise\""))
         .unwrap_or_else(|| panic!("no closest name: {se}"));
     assert!(
         se.lines()
@@ -282,6 +282,46 @@ fn a_cuda_program_validates_with_only_ditto_and_its_tool_library_installed() {
         )),
         "{se}"
     );
+}
+
+#[test]
+fn a_captured_launch_is_timed_by_its_kernel_activity_record_and_validate_says_the_speedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    // The fake's kernel records last FAKE_CUDA_KERNEL_NS: 5 µs in the
+    // reference, 2 µs in the optimized run.
+    let mut cmd = Command::new(ditto_bin());
+    cmd.args(["validate", "--kernel", "reduce_sum", "--dispatch", "0"]);
+    if Path::new("/dev/kfd").exists() {
+        cmd.args(["--hsa-runtime", "cpu"]);
+    }
+    let keep = dir.path().join("keep");
+    let out = cmd
+        .arg("--ref")
+        .arg(&fake_app)
+        .arg("--opt")
+        .arg(&fake_app)
+        .args(["--ref-env", "FAKE_CUDA_KERNEL_NS=5000"])
+        .args(["--opt-env", "FAKE_CUDA_KERNEL_NS=2000"])
+        .arg("--keep")
+        .arg(&keep)
+        .env("DITTO_CUDA_DRIVER", &lib)
+        .env("DITTO_CUPTI_LIBRARY", &lib)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run ditto validate");
+    let so = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{so}{}", stderr(&out));
+    // The GPU's own times: no word of the CPU HSA runtime.
+    assert!(
+        so.contains("timing: optimized 2.50x faster: 5.0 µs -> 2.0 µs, median of 1 dispatch\n"),
+        "{so}"
+    );
+    // Each run's own dispatch time, from its kernel record.
+    for (side, ns) in [("ref", 5000), ("opt", 2000)] {
+        let m = snapshot_manifest(&keep.join(side));
+        assert_eq!(m["dispatches"][0]["duration_ns"], ns, "{side}: {m}");
+    }
 }
 
 #[test]

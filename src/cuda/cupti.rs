@@ -36,6 +36,8 @@ pub struct Cupti {
     get_result_string: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
     /// Where it was loaded from.
     pub library: String,
+    /// The library itself (its activity API times kernels: `kernel_times`).
+    pub handle: Library,
 }
 
 /// Where libcupti is looked for, in order: only `DITTO_CUPTI_LIBRARY` when
@@ -82,6 +84,7 @@ impl Cupti {
                     enable_callback: as_fn(enable),
                     get_result_string: handle.symbol("cuptiGetResultString").map(|p| as_fn(p)),
                     library: name.clone(),
+                    handle,
                 }
             });
         }

@@ -22,6 +22,7 @@
 
 use super::access::CudaDevice;
 use super::driver::{Driver, HostBuffer};
+use super::kernel_times::KernelTimes;
 use super::launch::Launch;
 use super::modules::{CudaModules, ResourceData, cubin_of};
 use crate::capture::accounting::{Ledger, fail_on, say_goodbye, send_queued};
@@ -66,6 +67,9 @@ pub struct CudaTool {
     /// Dispatches whose replay launch went out without a code object (its
     /// module was loaded during the launch): it goes with their outputs.
     code_pending: Mutex<HashSet<u64>>,
+    /// CUPTI's kernel activity records; `None` where libcupti has none
+    /// (captured launches are then not timed).
+    pub times: Option<KernelTimes>,
 }
 
 impl CudaTool {
@@ -89,6 +93,7 @@ impl CudaTool {
             bounce: Mutex::new(None),
             modules: CudaModules::default(),
             code_pending: Mutex::new(HashSet::new()),
+            times: None,
         }
     }
 
@@ -179,13 +184,41 @@ impl CudaTool {
             return None;
         }
         if kernel.is_taken_before(self.choice.capture, self.choice.interior_outputs_before) {
-            self.snapshot(launch, &kernel, index, Phase::Before);
+            self.snapshot(launch, &kernel, index, Phase::Before, &mut None);
+        }
+        // Kernel records on for this launch (off again at its exit).
+        if let Some(times) = &self.times {
+            times.begin();
         }
         Some(index)
     }
 
     /// At a launch's exit: snapshots the outputs of dispatch `index`.
-    pub fn on_exit(&self, launch: &Launch, index: u64, launch_result: Option<c_int>) {
+    /// The kernel's time is its activity record's, found by the callback's
+    /// `correlation_id` once the stream is synchronised.
+    pub fn on_exit(
+        &self,
+        launch: &Launch,
+        index: u64,
+        launch_result: Option<c_int>,
+        correlation_id: u32,
+    ) {
+        let mut timing = self.times.as_ref().map(|t| (t, correlation_id));
+        self.exit_snapshot(launch, index, launch_result, &mut timing);
+        // Records off where the snapshot did not read them (a failed launch,
+        // a graph capture).
+        if let Some((times, id)) = timing {
+            times.end(id);
+        }
+    }
+
+    fn exit_snapshot(
+        &self,
+        launch: &Launch,
+        index: u64,
+        launch_result: Option<c_int>,
+        timing: &mut Option<(&KernelTimes, u32)>,
+    ) {
         let Some(kernel) = self.kernels.get(launch.function as u64) else {
             return;
         };
@@ -205,12 +238,20 @@ impl CudaTool {
             self.missed(index, MissReason::Error, detail);
             return;
         }
-        self.snapshot(launch, &kernel, index, Phase::After);
+        self.snapshot(launch, &kernel, index, Phase::After, timing);
     }
 
     /// Synchronises the launch's stream, then sends one snapshot and waits
     /// for its Ack.
-    fn snapshot(&self, launch: &Launch, kernel: &Arc<KernelInfo>, index: u64, phase: Phase) {
+    /// After the sync, `timing` (taken) gives the kernel's time.
+    fn snapshot(
+        &self,
+        launch: &Launch,
+        kernel: &Arc<KernelInfo>,
+        index: u64,
+        phase: Phase,
+        timing: &mut Option<(&KernelTimes, u32)>,
+    ) {
         if !self.lifecycle.is_capturing() {
             return;
         }
@@ -256,6 +297,8 @@ impl CudaTool {
             self.missed(index, MissReason::Error, e.to_string());
             return;
         }
+        // The stream is synchronised: the kernel's record is complete.
+        let duration_ns = timing.take().and_then(|(times, id)| times.end(id));
         let layout = self
             .layouts
             .lock()
@@ -281,8 +324,7 @@ impl CudaTool {
             kernarg: &kernarg,
             grid: launch.grid,
             block: launch.block,
-            // CUDA launches are not timed (no CUPTI activity records).
-            duration_ns: None,
+            duration_ns,
         };
         let device = CudaDevice {
             driver: &self.driver,

@@ -13,6 +13,7 @@
 use super::cupti::{Cupti, CuptiError, candidates};
 use super::driver::{Driver, DriverError};
 use super::hold::CudaTool;
+use super::kernel_times::KernelTimes;
 use super::launch::{API_ENTER, API_EXIT, CallbackData, DOMAIN_DRIVER_API, launch_of};
 use super::modules::{CBID_MODULE_LOADED, DOMAIN_RESOURCE, ResourceData};
 use crate::capture::client::{ClientError, CollectorConnection};
@@ -107,7 +108,8 @@ pub fn start(options: Options, lifecycle: &'static Lifecycle) -> Result<bool, St
         options.staging_bytes,
         options.collector_uid,
     )?;
-    let tool = CudaTool::new(driver, options, lifecycle);
+    let mut tool = CudaTool::new(driver, options, lifecycle);
+    tool.times = KernelTimes::load(&cupti.handle);
     *tool.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(connection);
     if TOOL.set(tool).is_err() {
         return Err(StartError::StartedTwice);
@@ -191,7 +193,7 @@ unsafe fn on_launch(tool: &CudaTool, cbid: u32, data: &CallbackData) {
             let result = (!data.function_return_value.is_null())
                 // SAFETY: a driver call's return value is a CUresult.
                 .then(|| unsafe { *(data.function_return_value as *const c_int) });
-            tool.on_exit(&launch, slot - 1, result);
+            tool.on_exit(&launch, slot - 1, result, data.correlation_id);
         }
         _ => {}
     }

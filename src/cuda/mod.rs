@@ -8,6 +8,8 @@
 //! - `driver`    — the driver entry points the capture path calls (their
 //!   types and signatures, and dlopen, are `cuda_abi`'s).
 //! - `launch`    — callback and launch-parameter layouts, argument packing.
+//! - `kernel_times` — each captured launch's GPU time, from CUPTI's
+//!   activity records.
 //! - `modules`   — the cubins of target kernels, from CUPTI's module-loaded
 //!   callback (replay captures only).
 //! - `hold`      — a target launch held inside its launch call: stream
@@ -22,5 +24,6 @@ pub mod cupti;
 pub mod driver;
 pub mod hold;
 pub mod injection;
+pub mod kernel_times;
 pub mod launch;
 pub mod modules;

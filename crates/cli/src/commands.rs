@@ -431,18 +431,22 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
         })?;
         log::info(&line);
     }
-    let (_, committed) = collector.stop_and_commit();
+    let (reports, committed) = collector.stop_and_commit();
     committed?;
+    let hsa_ran = reports
+        .iter()
+        .any(|r| r.api == Some(ditto_protocol::Api::Hsa));
     let reference = match stored_reference {
         Some(s) => s,
         None => Snapshot::load(&base.join("ref"))?,
     };
     let mut verdict = Verdict::Valid;
     let mut objects = Vec::new();
-    // Kernel times taken on the CPU runtime are not a GPU's: the verdict
-    // says so beside its speedup.
-    let times_note =
-        matches!(runtime, ResolvedRuntime::Cpu { .. }).then_some(report::CPU_RUNTIME_TIMES);
+    // Kernel times an HSA application took on the CPU runtime are not a
+    // GPU's: the verdict says so beside its speedup (a CUDA application's
+    // are its GPU's).
+    let times_note = (hsa_ran && matches!(runtime, ResolvedRuntime::Cpu { .. }))
+        .then_some(report::CPU_RUNTIME_TIMES);
     for (label, run_name, cmd, _) in runs.iter().filter(|r| r.1 != "ref") {
         let optimized = Snapshot::load(&base.join(run_name))?;
         let r = compare_snapshots(&reference, &optimized, &options)?;

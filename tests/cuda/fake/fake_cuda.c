@@ -18,6 +18,11 @@
 // appends "open: owner device P, context of device C" to FAKE_CUDA_LOG.
 // Streams belong to the context current when they were made; an
 // asynchronous copy on a stream of another context fails.
+// CUPTI's activity API: while concurrent-kernel records are enabled, each
+// launch leaves a kernel record (kind 10, start, end, correlation id at the
+// offsets every CUpti_ActivityKernel version shares) of FAKE_CUDA_KERNEL_NS
+// nanoseconds (default 2500), handed over at cuptiActivityFlushAll. Each
+// launch's callbacks carry a correlation id of their own, from 1.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -395,6 +400,65 @@ void fake_set_capturing(int on) { g_capturing = on; }
 int fake_syncs(void) { return g_syncs; }
 void fake_device_synchronize(void) { run_pending(); }
 
+// --- CUPTI activity records ------------------------------------------------
+typedef void (*buffer_request_t)(uint8_t**, size_t*, size_t*);
+typedef void (*buffer_complete_t)(void*, uint32_t, uint8_t*, size_t, size_t);
+enum { RECORD_BYTES = 128, MAX_RECORDS = 64 };
+static buffer_request_t g_request;
+static buffer_complete_t g_complete;
+static int g_kernel_records;
+static uint8_t g_records[MAX_RECORDS][RECORD_BYTES];
+static int g_nrecords;
+static uint64_t g_clock_ns = 1000000;
+static uint32_t g_correlation;
+
+int cuptiActivityRegisterCallbacks(buffer_request_t request, buffer_complete_t complete) {
+  g_request = request;
+  g_complete = complete;
+  return 0;
+}
+int cuptiActivityEnable(uint32_t kind) {
+  if (kind == 10) g_kernel_records = 1;
+  return 0;
+}
+int cuptiActivityDisable(uint32_t kind) {
+  if (kind == 10) g_kernel_records = 0;
+  return 0;
+}
+static void kernel_record(uint32_t correlation) {
+  if (!g_kernel_records || g_nrecords == MAX_RECORDS) return;
+  const char* ns = getenv("FAKE_CUDA_KERNEL_NS");
+  uint64_t duration = ns ? strtoull(ns, 0, 10) : 2500;
+  uint8_t* r = g_records[g_nrecords++];
+  memset(r, 0, RECORD_BYTES);
+  uint32_t kind = 10;
+  uint64_t start = g_clock_ns, end = g_clock_ns + duration;
+  g_clock_ns = end + 1000;
+  memcpy(r, &kind, 4);
+  memcpy(r + 16, &start, 8);
+  memcpy(r + 24, &end, 8);
+  memcpy(r + 92, &correlation, 4);
+}
+int cuptiActivityFlushAll(uint32_t flag) {
+  (void)flag;
+  if (!g_nrecords || !g_request || !g_complete) return 0;
+  uint8_t* buffer = 0;
+  size_t size = 0, max = 0;
+  g_request(&buffer, &size, &max);
+  size_t valid = (size_t)g_nrecords * RECORD_BYTES;
+  if (!buffer || size < valid) return 1;
+  memcpy(buffer, g_records, valid);
+  g_nrecords = 0;
+  g_complete(0, 0, buffer, size, valid);
+  return 0;
+}
+int cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, uint8_t** record) {
+  uint8_t* next = *record ? *record + RECORD_BYTES : buffer;
+  if (next + RECORD_BYTES > buffer + valid) return 12;  // CUPTI_ERROR_MAX_LIMIT_REACHED
+  *record = next;
+  return 0;
+}
+
 static int enabled(uint32_t cbid) {
   for (int i = 0; i < g_nenabled; ++i)
     if (g_enabled[i] == cbid) return 1;
@@ -413,15 +477,17 @@ void fake_launch(const fake_function* f, void** args, int ex) {
   const uint32_t cbid = ex ? 653 : 307;
   CUresult result = 0;
   uint64_t correlation = 0;
+  const uint32_t id = ++g_correlation;
   CallbackData d = {0, ex ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernel",
                     ex ? (const void*)&pex : (const void*)&p, &result, f->name, (void*)0x9, 1,
-                    &correlation, 1};
+                    &correlation, id};
   if (g_callback && enabled(cbid)) g_callback(0, 1, cbid, &d);
   if (g_lazy_image) {
     fake_module_loaded(g_lazy_image, g_lazy_size);
     g_lazy_image = 0;
   }
   g_pending = f;  // enqueued
+  if (!g_capturing) kernel_record(id);
   d.callbackSite = 1;
   if (g_callback && enabled(cbid)) g_callback(0, 1, cbid, &d);
 }

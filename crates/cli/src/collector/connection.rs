@@ -209,6 +209,7 @@ fn run_connection(
         }
     };
     report.rank = Some(rank);
+    report.api = Some(hello.api);
     if hello.api == Api::Hsa
         && let Some(hook) = &shared.config.on_hsa_connection
     {

@@ -32,6 +32,8 @@ pub struct ConnectionReport {
     pub run: Option<String>,
     pub pid: Option<u32>,
     pub rank: Option<u32>,
+    /// The API of the process (its Hello's), once it said hello.
+    pub api: Option<ditto_protocol::Api>,
     pub snapshot_dir: Option<PathBuf>,
     pub dispatches_captured: u64,
     pub arrays_captured: u64,
@@ -51,6 +53,7 @@ impl ConnectionReport {
             run: None,
             pid: None,
             rank: None,
+            api: None,
             snapshot_dir: None,
             dispatches_captured: 0,
             arrays_captured: 0,

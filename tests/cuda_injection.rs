@@ -325,6 +325,63 @@ fn a_captured_launch_is_timed_by_its_kernel_activity_record_and_validate_says_th
 }
 
 #[test]
+fn pytorch_s_elementwise_kernel_is_captured_by_its_function_name_and_judged_by_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    let validate = |opt: &str| {
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args([
+            "validate",
+            "--kernel",
+            "vectorized_elementwise_kernel",
+            "--json",
+        ]);
+        if Path::new("/dev/kfd").exists() {
+            cmd.args(["--hsa-runtime", "cpu"]);
+        }
+        cmd.arg("--ref")
+            .arg(format!("{} elementwise 2.5", fake_app.display()))
+            .arg("--opt")
+            .arg(format!("{} {opt}", fake_app.display()))
+            .env("DITTO_CUDA_DRIVER", &lib)
+            .env("DITTO_CUPTI_LIBRARY", &lib)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto validate")
+    };
+    // The same fill: PASS, its functor taken as raw bytes of the driver's
+    // size and the array's one pointer as the output.
+    let out = validate("elementwise 2.5");
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{v} {}", stderr(&out));
+    assert_eq!(
+        v["kernel"],
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, \
+         std::array<char*, (unsigned long)1> >(int, at::native::FillFunctor<float>, \
+         std::array<char*, (unsigned long)1>)",
+        "{v}"
+    );
+    // The last element wrong: FAIL at its byte, in the array's pointer
+    // (argument 2; the data are type-erased bytes).
+    let out = validate("elementwise 2.5 7");
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{v} {}", stderr(&out));
+    let m = &v["mismatches"][0];
+    assert_eq!(
+        (m["arg"].as_u64(), m["dtype"].as_str()),
+        (Some(2), Some("bytes")),
+        "{v}"
+    );
+    // 1023 floats equal, then the last one's four bytes: 2.5 is 0x40200000,
+    // 7 is 0x40e00000; only the third byte differs.
+    assert_eq!(m["max_abs_diff_index"].as_u64(), Some(1023 * 4 + 2), "{v}");
+    assert_eq!(
+        m["worst"][0],
+        serde_json::json!({"abs_diff": 192.0, "index": 4094, "optimized": 224, "reference": 32})
+    );
+}
+
+#[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());

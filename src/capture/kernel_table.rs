@@ -20,7 +20,9 @@
 use crate::capture::address_hash::AddressMap;
 use crate::capture::kernel_code::KernelCode;
 use arc_swap::ArcSwap;
-use ditto_kernels::{CodeObjectKernel, KernelNames, KernelSignature, ParamType, matches};
+use ditto_kernels::{
+    CodeObjectKernel, KernelError, KernelNames, KernelSignature, ParamType, matches,
+};
 use ditto_protocol::{CaptureSet, Goodbye, KernelName};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,17 +79,39 @@ impl KernelInfo {
         arg_types: Option<&[ParamType]>,
         metadata: Option<&CodeObjectKernel>,
     ) -> (KernelInfo, Option<String>) {
+        // The one layout function `ditto kernels` shows too.
+        KernelInfo::laid_out(symbol, kernarg_size, query, |mangled| {
+            KernelSignature::for_capture(mangled, kernarg_size as u64, arg_types, metadata)
+        })
+    }
+
+    /// A CUDA kernel, laid out from the driver's parameter layout (offset
+    /// and size of each parameter): [`KernelSignature::from_driver_layout`].
+    pub fn from_driver_layout(
+        symbol: &str,
+        layout: &[(u64, u64)],
+        query: Option<&str>,
+        arg_types: Option<&[ParamType]>,
+    ) -> (KernelInfo, Option<String>) {
+        let total = layout.iter().map(|(o, s)| o + s).max().unwrap_or(0);
+        KernelInfo::laid_out(symbol, total as u32, query, |mangled| {
+            KernelSignature::from_driver_layout(mangled, layout, arg_types).map(|s| (s, None))
+        })
+    }
+
+    /// The kernel of `symbol`, its signature from `lay_out` (given the
+    /// mangled name) when it is a target of `query`.
+    fn laid_out(
+        symbol: &str,
+        kernarg_size: u32,
+        query: Option<&str>,
+        lay_out: impl FnOnce(&str) -> Result<(KernelSignature, Option<String>), KernelError>,
+    ) -> (KernelInfo, Option<String>) {
         let names = KernelNames::new(symbol);
         let is_target = query.is_some_and(|q| matches(q, &names));
         let mut problem = None;
         let signature = if is_target {
-            // The one layout function `ditto kernels` shows too.
-            match KernelSignature::for_capture(
-                &names.mangled,
-                kernarg_size as u64,
-                arg_types,
-                metadata,
-            ) {
+            match lay_out(&names.mangled) {
                 Ok((sig, warning)) => {
                     problem = warning;
                     Some(sig)

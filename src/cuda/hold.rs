@@ -121,28 +121,19 @@ impl CudaTool {
                 return Some(self.kernels.insert(launch.function as u64, probe));
             }
         };
-        let total = layout.iter().map(|(o, s)| o + s).max().unwrap_or(0);
-        let (mut info, problem) = KernelInfo::new(
+        // Types from the name (or --arg-types), offsets and sizes from the
+        // driver: a by-value parameter of a type ditto does not know is raw
+        // bytes of the driver's size.
+        let (info, problem) = KernelInfo::from_driver_layout(
             &name,
-            total as u32,
+            &layout,
             query,
             self.options.arg_types.as_deref(),
         );
-        if let Some(sig) = &info.signature {
-            let ours: Vec<(u64, u64)> = sig.params.iter().map(|p| (p.offset, p.size)).collect();
-            if ours != layout {
-                log_warn!(
-                    "kernel `{}`: its argument types lay out as {ours:?} (offset, size) but the \
-                     driver reports {layout:?}; not captured (check --arg-types)",
-                    info.name.demangled
-                );
-                info.signature = None;
-            }
-        } else if let Some(p) = &problem {
-            log_warn!(
-                "{p} (the driver reports {} parameters: {layout:?}); not captured",
-                layout.len()
-            );
+        if info.signature.is_none()
+            && let Some(p) = &problem
+        {
+            log_warn!("{p}; not captured");
         }
         if info.signature.is_some() {
             if let Some(p) = &problem {

@@ -78,35 +78,51 @@ pub fn layout(
 ) -> Result<Vec<Param>, LayoutError> {
     let mut params = Vec::with_capacity(types.len());
     let mut end = 0u64;
-    for (index, ty) in types.iter().enumerate() {
-        let index = index as u32;
-        let (kind, size) = match ty {
+    for (position, ty) in types.iter().enumerate() {
+        // (kind, size, how many): an array of pointers is that many pointer
+        // arguments, numbered on from its own position.
+        let (kind, size, count) = match ty {
             ParamType::Pointer { dtype, is_const } => (
                 ParamKind::Pointer {
                     dtype: *dtype,
                     is_const: *is_const,
                 },
                 8,
+                1,
+            ),
+            ParamType::PointerArray {
+                dtype,
+                is_const,
+                count,
+            } => (
+                ParamKind::Pointer {
+                    dtype: *dtype,
+                    is_const: *is_const,
+                },
+                8,
+                *count,
             ),
             ParamType::Scalar { dtype } => {
-                (ParamKind::Scalar { dtype: *dtype }, dtype.size() as u64)
+                (ParamKind::Scalar { dtype: *dtype }, dtype.size() as u64, 1)
             }
             ParamType::Unknown { spelling } => {
                 return Err(LayoutError::UnknownSize {
                     kernel: kernel.to_string(),
-                    index,
+                    index: position as u32,
                     spelling: spelling.clone(),
                 });
             }
         };
-        let offset = end.next_multiple_of(size);
-        params.push(Param {
-            index,
-            kind,
-            offset,
-            size,
-        });
-        end = offset + size;
+        for _ in 0..count {
+            let offset = end.next_multiple_of(size);
+            params.push(Param {
+                index: params.len() as u32,
+                kind,
+                offset,
+                size,
+            });
+            end = offset + size;
+        }
     }
     if let Some(segment) = kernarg_segment_size
         && segment != end

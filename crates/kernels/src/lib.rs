@@ -68,6 +68,11 @@ pub enum KernelError {
     )]
     Metadata { kernel: String, detail: String },
     #[error(
+        "kernel `{kernel}`: the driver's parameter layout does not fit its argument types: \
+         {detail}; check --arg-types (DITTO_ARG_TYPES)"
+    )]
+    Driver { kernel: String, detail: String },
+    #[error(
         "kernel `{kernel}`: its argument types cannot be read from the code object's DWARF: \
          {detail}; give them with --arg-types (DITTO_ARG_TYPES), e.g. `const f32*,f32*,i32`"
     )]
@@ -203,24 +208,48 @@ impl KernelSignature {
             )));
         }
         let mut params = Vec::with_capacity(explicit.len());
+        // The source parameter each laid-out argument comes from (an array
+        // of pointers by value is one argument per element).
+        let mut sources = Vec::with_capacity(explicit.len());
         for (index, arg) in explicit.iter().enumerate() {
             let ty = types.as_ref().map(|t| &t[index]);
-            let kind = match (arg.is_global_buffer(), ty) {
-                (true, None) => ParamKind::Pointer {
-                    dtype: DType::Bytes,
-                    is_const: metadata_says_const(arg),
-                },
-                (true, Some(ParamType::Pointer { dtype, is_const })) if arg.size == 8 => {
+            let (kind, count) = match (arg.is_global_buffer(), ty) {
+                (true, None) => (
+                    ParamKind::Pointer {
+                        dtype: DType::Bytes,
+                        is_const: metadata_says_const(arg),
+                    },
+                    1,
+                ),
+                (true, Some(ParamType::Pointer { dtype, is_const })) if arg.size == 8 => (
                     ParamKind::Pointer {
                         dtype: *dtype,
                         is_const: *is_const || metadata_says_const(arg),
-                    }
-                }
-                (false, None | Some(ParamType::Unknown { .. })) => ParamKind::Scalar {
-                    dtype: DType::Bytes,
-                },
+                    },
+                    1,
+                ),
+                (
+                    false,
+                    Some(ParamType::PointerArray {
+                        dtype,
+                        is_const,
+                        count,
+                    }),
+                ) if arg.size == 8 * *count as u64 => (
+                    ParamKind::Pointer {
+                        dtype: *dtype,
+                        is_const: *is_const,
+                    },
+                    *count,
+                ),
+                (false, None | Some(ParamType::Unknown { .. })) => (
+                    ParamKind::Scalar {
+                        dtype: DType::Bytes,
+                    },
+                    1,
+                ),
                 (false, Some(ParamType::Scalar { dtype })) if dtype.size() as u64 == arg.size => {
-                    ParamKind::Scalar { dtype: *dtype }
+                    (ParamKind::Scalar { dtype: *dtype }, 1)
                 }
                 (_, Some(ty)) => {
                     return Err(mismatch(format!(
@@ -229,12 +258,16 @@ impl KernelSignature {
                     )));
                 }
             };
-            params.push(Param {
-                index: index as u32,
-                kind,
-                offset: arg.offset,
-                size: arg.size,
-            });
+            let size = arg.size / count as u64;
+            for element in 0..count {
+                params.push(Param {
+                    index: params.len() as u32,
+                    kind,
+                    offset: arg.offset + element as u64 * size,
+                    size,
+                });
+                sources.push((index, (count > 1).then_some(element)));
+            }
         }
         // The metadata's names (`-fhip-kernel-arg-name`), else the DWARF's
         // (`-g`) when it has a parameter for each argument.
@@ -244,13 +277,17 @@ impl KernelSignature {
             }
             _ => None,
         };
-        let arg_names = explicit
+        let arg_names = sources
             .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                a.name
+            .map(|&(i, element)| {
+                let name = explicit[i]
+                    .name
                     .clone()
-                    .or_else(|| dwarf_names.as_ref().and_then(|names| names[i].clone()))
+                    .or_else(|| dwarf_names.as_ref().and_then(|names| names[i].clone()))?;
+                Some(match element {
+                    Some(e) => format!("{name}[{e}]"),
+                    None => name,
+                })
             })
             .collect();
         Ok((
@@ -263,6 +300,68 @@ impl KernelSignature {
             },
             warning,
         ))
+    }
+
+    /// Lays out a CUDA kernel from the driver's parameter layout (each
+    /// parameter's offset and size, `cuFuncGetParamInfo`): types from
+    /// `arg_types` or the demangled name; a parameter passed by value of a
+    /// type ditto does not know (a functor, a struct) is raw bytes of the
+    /// driver's size, and an array of pointers by value (`std::array<char*,
+    /// N>`) one pointer argument per element. Without types (extern "C",
+    /// no `--arg-types`) it asks for them.
+    pub fn from_driver_layout(
+        symbol: &str,
+        layout: &[(u64, u64)],
+        arg_types: Option<&[ParamType]>,
+    ) -> Result<KernelSignature, KernelError> {
+        let names = KernelNames::new(symbol);
+        let types = match arg_types {
+            Some(t) => t.to_vec(),
+            None => names.param_types().ok_or_else(|| KernelError::NoTypes {
+                kernel: names.demangled.clone(),
+            })?,
+        };
+        let driver = |detail: String| KernelError::Driver {
+            kernel: names.demangled.clone(),
+            detail,
+        };
+        if types.len() != layout.len() {
+            return Err(driver(format!(
+                "{} argument types for the {} parameters the driver reports ({layout:?}, offset \
+                 and size)",
+                types.len(),
+                layout.len()
+            )));
+        }
+        let args = layout
+            .iter()
+            .zip(&types)
+            .map(|(&(offset, size), ty)| MetadataArg {
+                offset,
+                size,
+                value_kind: match ty {
+                    ParamType::Pointer { .. } => "global_buffer",
+                    _ => "by_value",
+                }
+                .to_string(),
+                address_space: None,
+                name: None,
+                access: None,
+                is_const: false,
+            })
+            .collect();
+        let kernel = CodeObjectKernel {
+            name: names.mangled.clone(),
+            symbol: names.mangled.clone(),
+            kernarg_segment_size: layout.iter().map(|(o, s)| o + s).max().unwrap_or(0),
+            args,
+            dwarf_params: None,
+        };
+        match KernelSignature::from_metadata(&kernel, Some(&types)) {
+            Ok((sig, _)) => Ok(sig),
+            Err(KernelError::Metadata { detail, .. }) => Err(driver(detail)),
+            Err(e) => Err(e),
+        }
     }
 
     /// The layout ditto captures for the kernel whose code-object symbol is
@@ -302,6 +401,74 @@ impl KernelSignature {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PyTorch's `at::native::vectorized_elementwise_kernel<4,
+    /// at::native::FillFunctor<float>, std::array<char*, 1ul>>(int,
+    /// FillFunctor<float>, std::array<char*, 1ul>)`, and a binary one whose
+    /// array holds the output and two inputs.
+    const FILL: &str = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_";
+    const MUL: &str = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_";
+
+    #[test]
+    fn a_cuda_kernel_takes_the_driver_s_sizes_for_what_its_name_cannot_size() {
+        let sig = KernelSignature::from_driver_layout(FILL, &[(0, 4), (4, 4), (8, 8)], None)
+            .expect("laid out");
+        let laid: Vec<_> = sig
+            .params
+            .iter()
+            .map(|p| (p.index, p.kind, p.offset, p.size))
+            .collect();
+        assert_eq!(
+            laid,
+            vec![
+                (0, ParamKind::Scalar { dtype: DType::I32 }, 0, 4),
+                (
+                    1,
+                    ParamKind::Scalar {
+                        dtype: DType::Bytes
+                    },
+                    4,
+                    4
+                ),
+                (
+                    2,
+                    ParamKind::Pointer {
+                        dtype: DType::Bytes,
+                        is_const: false
+                    },
+                    8,
+                    8
+                ),
+            ]
+        );
+        // Three pointers in one array: three pointer arguments.
+        let sig = KernelSignature::from_driver_layout(MUL, &[(0, 4), (4, 1), (8, 24)], None)
+            .expect("laid out");
+        let pointers: Vec<_> = sig
+            .params
+            .iter()
+            .filter(|p| matches!(p.kind, ParamKind::Pointer { .. }))
+            .map(|p| (p.index, p.offset))
+            .collect();
+        assert_eq!(pointers, vec![(2, 8), (3, 16), (4, 24)]);
+        // The driver's layout and the name disagree: said, naming both.
+        let err = KernelSignature::from_driver_layout(FILL, &[(0, 4), (8, 8)], None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("3 argument types for the 2 parameters the driver reports"),
+            "{err}"
+        );
+        let err = KernelSignature::from_driver_layout(FILL, &[(0, 4), (4, 4), (8, 16)], None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the driver's parameter layout"), "{err}");
+        // extern "C" without --arg-types: asks for them.
+        assert!(matches!(
+            KernelSignature::from_driver_layout("scale_add", &[(0, 8)], None),
+            Err(KernelError::NoTypes { .. })
+        ));
+    }
 
     #[test]
     fn template_kernel_resolves_to_types_and_offsets_from_its_mangled_name() {

@@ -12,6 +12,15 @@ pub enum ParamType {
     Pointer { dtype: DType, is_const: bool },
     /// A scalar passed by value.
     Scalar { dtype: DType },
+    /// An array of `count` pointers passed by value: `std::array<T*, N>` or
+    /// PyTorch's `at::detail::Array<T*, N>`, as PyTorch's elementwise
+    /// kernels take their tensors' data. Each element is a pointer
+    /// argument of its own; `char*` (type-erased data) is raw bytes.
+    PointerArray {
+        dtype: DType,
+        is_const: bool,
+        count: u32,
+    },
     /// Passed by value, of a type whose size ditto does not know (a struct,
     /// an enum, a class template…): the layout cannot be computed.
     Unknown { spelling: String },
@@ -90,12 +99,58 @@ pub fn parse_cxx_param(spelling: &str) -> ParamType {
         return ParamType::Pointer { dtype, is_const };
     }
     let (value, _) = strip_qualifiers(s);
+    if let Some(array) = pointer_array(&value) {
+        return array;
+    }
     match scalar_dtype(&value) {
         Some(dtype) => ParamType::Scalar { dtype },
         None => ParamType::Unknown {
             spelling: spelling.trim().to_string(),
         },
     }
+}
+
+/// `std::array<T*, N>` / `at::detail::Array<T*, N>` (N as the demangler
+/// writes it: `3`, `3ul`, `(unsigned long)3`) as a [`ParamType::PointerArray`].
+fn pointer_array(spelling: &str) -> Option<ParamType> {
+    let inner = ["std::array<", "at::detail::Array<"]
+        .iter()
+        .find_map(|p| spelling.strip_prefix(p))?
+        .strip_suffix('>')?;
+    // The comma between element type and count: the last one outside
+    // template arguments and parentheses.
+    let mut depth = 0i32;
+    let mut comma = None;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            ',' if depth == 0 => comma = Some(i),
+            _ => {}
+        }
+    }
+    let (element, count) = inner.split_at(comma?);
+    let count = count[1..].trim();
+    let count = count
+        .strip_prefix("(unsigned long)")
+        .or_else(|| count.strip_prefix("(unsigned long long)"))
+        .unwrap_or(count)
+        .trim_end_matches(['u', 'l', 'U', 'L']);
+    let count: u32 = count.parse().ok().filter(|&n| n > 0)?;
+    let ParamType::Pointer { dtype, is_const } = parse_cxx_param(element) else {
+        return None;
+    };
+    // char* in such an array is type-erased data, not text or int8.
+    let dtype = if strip_qualifiers(element.trim().trim_end_matches('*')).0 == "char" {
+        DType::Bytes
+    } else {
+        dtype
+    };
+    Some(ParamType::PointerArray {
+        dtype,
+        is_const,
+        count,
+    })
 }
 
 /// Why a `--arg-types` list was refused.
@@ -177,6 +232,43 @@ pub fn parse_arg_types(list: &str) -> Result<Vec<ParamType>, ArgTypesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrays_of_pointers_by_value_are_pointer_arrays_and_other_templates_unknown() {
+        let bytes = |count, is_const| ParamType::PointerArray {
+            dtype: DType::Bytes,
+            is_const,
+            count,
+        };
+        assert_eq!(
+            parse_cxx_param("std::array<char*, (unsigned long)1>"),
+            bytes(1, false)
+        );
+        assert_eq!(parse_cxx_param("std::array<char*, 3ul>"), bytes(3, false));
+        assert_eq!(
+            parse_cxx_param("at::detail::Array<char const*, 2>"),
+            bytes(2, true)
+        );
+        assert_eq!(
+            parse_cxx_param("std::array<float*, 4>"),
+            ParamType::PointerArray {
+                dtype: DType::F32,
+                is_const: false,
+                count: 4
+            }
+        );
+        for unknown in [
+            "std::array<float, 4>",
+            "std::array<char*, 0>",
+            "at::native::FillFunctor<float>",
+            "std::array<char*>",
+        ] {
+            assert!(
+                matches!(parse_cxx_param(unknown), ParamType::Unknown { .. }),
+                "{unknown}"
+            );
+        }
+    }
 
     fn ptr(dtype: DType, is_const: bool) -> ParamType {
         ParamType::Pointer { dtype, is_const }

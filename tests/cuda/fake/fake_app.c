@@ -66,6 +66,47 @@ static int launch_long_names(void) {
   return 0;
 }
 
+// `fake_app elementwise VALUE [LAST]`: what `torch.full` launches, PyTorch's
+// at::native::vectorized_elementwise_kernel<4, FillFunctor<float>,
+// std::array<char*, 1>>(int n, FillFunctor<float> f, std::array<char*, 1>
+// data), filling 1024 floats with VALUE (with LAST, the last element with
+// LAST instead), then a reduce_kernel of PyTorch's over them.
+static void run_fill(unsigned char* a) {
+  int n;
+  float value;
+  memcpy(&n, a, 4);
+  memcpy(&value, a + 4, 4);
+  float* out = ptr_at(a, 8);
+  for (int i = 0; i < n; ++i) out[i] = value;
+}
+static float g_last;
+static int g_has_last;
+static void run_fill_last(unsigned char* a) {
+  run_fill(a);
+  int n;
+  memcpy(&n, a, 4);
+  if (g_has_last) ((float*)ptr_at(a, 8))[n - 1] = g_last;
+}
+static int launch_elementwise(int argc, char** argv) {
+  fake_function fill = {
+      "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+      3, {0, 4, 8}, {4, 4, 8}, run_fill_last};
+  fake_function reduce = {
+      "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4EEEEEvT1_", 0,
+      {0}, {0}, run_nothing};
+  float value = argc > 2 ? strtof(argv[2], 0) : 1.0f;
+  g_has_last = argc > 3;
+  g_last = g_has_last ? strtof(argv[3], 0) : 0.0f;
+  int n = 1024;
+  float* data = fake_malloc(n * sizeof(float));
+  void* args[] = {&n, &value, &data};
+  fake_launch(&fill, args, 0);
+  fake_launch(&reduce, 0, 0);
+  fake_device_synchronize();
+  printf("fake_app: filled %d floats with %g, last %g\n", n, value, data[n - 1]);
+  return 0;
+}
+
 // The "device code" of `fake_app replay lazy|eager`: this program's own
 // ELF, whose symbol table names the kernel as a cubin's does.
 void _Z10reduce_sumPKfPfi(void) {}
@@ -103,6 +144,7 @@ int main(int argc, char** argv) {
   if (fake_inject() != 0) return 3;
   if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
   if (argc > 2 && strcmp(argv[1], "replay") == 0) return launch_for_replay(argv[2]);
+  if (argc > 1 && strcmp(argv[1], "elementwise") == 0) return launch_elementwise(argc, argv);
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
   fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};

@@ -188,6 +188,7 @@ mod tests {
                 command_line: vec![],
                 working_directory: "/".into(),
                 unaccounted: None,
+                node: None,
             }],
             kernel: None,
             dispatches: vec![],

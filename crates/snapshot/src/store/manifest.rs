@@ -48,6 +48,11 @@ pub struct RunRecord {
     /// Absent for a process whose every matched dispatch is accounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unaccounted: Option<Unaccounted>,
+    /// The node whose collector served the process, in a run captured by
+    /// one collector per node (its part, `node-<NAME>/`, [`super::parts`]);
+    /// set by the reader that merges the parts, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// A process's dispatches of unknown fate: from `from_index` on, whether

@@ -222,6 +222,7 @@ impl SnapshotWriter {
             command_line: hello.command_line.clone(),
             working_directory: hello.working_directory.clone(),
             unaccounted: None,
+            node: None,
         });
         self.write_manifest_unless_full()?;
         Ok(rank)

@@ -105,6 +105,14 @@ impl Collector {
         Self::start_with(socket, out, |c| c.stderr(Stdio::inherit()))
     }
 
+    /// [`Collector::start`] of one node's collector of several writing
+    /// `out` (`--node NAME`).
+    pub fn start_node(socket: &Path, out: &Path, node: &str) -> Collector {
+        Self::start_with(socket, out, |c| {
+            c.args(["--node", node]).stderr(Stdio::inherit())
+        })
+    }
+
     /// [`Collector::start`] with `DITTO_LOG=debug`, its standard error
     /// written into the file `log`.
     pub fn start_logging(socket: &Path, out: &Path, log: &Path) -> Collector {

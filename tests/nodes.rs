@@ -5,8 +5,9 @@
 //! OMPI_COMM_WORLD_RANK set, through scripts/ditto-run). Each writes only
 //! its own part; `ditto inspect` and `ditto compare` of the run see every
 //! rank, against a run of one collector or another of several; a rank
-//! seen by both collectors is an error naming both; a process without a
-//! launcher rank is not served by a node's collector.
+//! seen by both collectors is an error naming both, and so is a part an
+//! earlier job left in the run directory; a process without a launcher
+//! rank is not served by a node's collector.
 
 use crate::common::*;
 use std::path::Path;
@@ -203,4 +204,28 @@ fn a_nodes_collector_serves_no_process_without_a_launcher_rank() {
         "{e}"
     );
     assert!(!shared.join("ref").exists(), "no part for it");
+}
+
+#[test]
+fn a_part_an_earlier_job_left_in_the_run_directory_is_an_error_naming_both_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    let (socket_a, socket_b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+    // Job 40 ran on nodes b: its part stays.
+    let old = Collector::start_node_in_job(&socket_b, &shared, "b", "40");
+    run_rank(&socket_b, "ref", 1, "reduce_sum_baseline");
+    drop(old);
+    // Job 41 runs on node a only, into the same --out.
+    let new = Collector::start_node_in_job(&socket_a, &shared, "a", "41");
+    run_rank(&socket_a, "ref", 0, "reduce_sum_baseline");
+    drop(new);
+    let manifest = snapshot_manifest(&shared.join("ref/node-a"));
+    assert_eq!(manifest["job"], "41");
+    let out = ditto(&["inspect", shared.join("ref").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("its parts are of different jobs: node-a of job 41, node-b of job 40"),
+        "{e}"
+    );
 }

@@ -109,7 +109,19 @@ impl Collector {
     /// `out` (`--node NAME`).
     pub fn start_node(socket: &Path, out: &Path, node: &str) -> Collector {
         Self::start_with(socket, out, |c| {
-            c.args(["--node", node]).stderr(Stdio::inherit())
+            c.args(["--node", node])
+                .env_remove("SLURM_JOB_ID")
+                .env_remove("PMIX_NAMESPACE")
+                .stderr(Stdio::inherit())
+        })
+    }
+
+    /// [`Collector::start_node`] in Slurm job `job` (`SLURM_JOB_ID`).
+    pub fn start_node_in_job(socket: &Path, out: &Path, node: &str, job: &str) -> Collector {
+        Self::start_with(socket, out, |c| {
+            c.args(["--node", node])
+                .env("SLURM_JOB_ID", job)
+                .stderr(Stdio::inherit())
         })
     }
 

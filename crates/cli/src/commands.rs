@@ -487,6 +487,15 @@ fn host_name() -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
+/// The job a node's collector runs in, as its launcher names it
+/// (`SLURM_JOB_ID`, else PMIx's `PMIX_NAMESPACE`, which mpirun sets);
+/// recorded in each part so that a reader refuses an earlier job's parts.
+fn launcher_job() -> Option<String> {
+    ["SLURM_JOB_ID", "PMIX_NAMESPACE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|j| !j.is_empty()))
+}
+
 /// `ditto collect`: serves until SIGINT/SIGTERM; each run goes to
 /// `OUT/<run>/`, or with `--node` to its part `OUT/<run>/node-NAME/`.
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
@@ -509,6 +518,7 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
             SnapshotLayout::PerRunPart {
                 base: out.clone(),
                 node: node.clone(),
+                job: launcher_job(),
             },
             format!("<run>/node-{node}"),
         ),

@@ -194,6 +194,7 @@ mod tests {
             dispatches: vec![],
             dispatched_kernels: kernels,
             missing: vec![],
+            job: None,
         }
     }
 

@@ -37,8 +37,13 @@ pub enum SnapshotLayout {
     /// collector is one node's of several writing `base`, each its own
     /// part (`ditto collect --node`, [`crate::store::parts`]); a process
     /// is served only with its launcher's rank, so that ranks of different
-    /// nodes never clash.
-    PerRunPart { base: PathBuf, node: String },
+    /// nodes never clash. `job`: the job the collector runs in, recorded
+    /// in each part (readers refuse parts of different jobs).
+    PerRunPart {
+        base: PathBuf,
+        node: String,
+        job: Option<String>,
+    },
 }
 
 /// Where the socket lives.

@@ -575,7 +575,7 @@ fn snapshot_for(
             check_run_name(&hello.run)?;
             base.join(&hello.run)
         }
-        SnapshotLayout::PerRunPart { base, node } => {
+        SnapshotLayout::PerRunPart { base, node, .. } => {
             check_run_name(&hello.run)?;
             base.join(&hello.run)
                 .join(format!("{}{node}", parts::PART_PREFIX))
@@ -585,11 +585,15 @@ fn snapshot_for(
     if let Some(w) = map.get(&dir) {
         return Ok((dir, w.clone()));
     }
-    if let SnapshotLayout::PerRunPart { base, node } = &shared.config.layout {
+    if let SnapshotLayout::PerRunPart { base, node, .. } = &shared.config.layout {
         // The run directory holds only parts, or is made by the writer.
         parts::part_dir(&base.join(&hello.run), node).map_err(NoSnapshot::Create)?;
     }
-    let writer = SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
+    let mut writer =
+        SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
+    if let SnapshotLayout::PerRunPart { job, .. } = &shared.config.layout {
+        writer.set_job(job.clone());
+    }
     let w = Arc::new(Mutex::new(writer));
     map.insert(dir.clone(), w.clone());
     Ok((dir, w))

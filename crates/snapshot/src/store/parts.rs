@@ -9,7 +9,9 @@
 //! part's writer makes of the run directory before it writes (a snapshot
 //! of one collector there is never written beside), and the merge a reader
 //! makes of every part ([`merge`]): ranks from all parts, a rank in two
-//! parts an error naming both. Never writes a file.
+//! parts an error naming both, and so are parts whose collectors ran in
+//! different jobs (an earlier job's part left in the run directory). Never
+//! writes a file.
 
 use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
@@ -116,8 +118,9 @@ fn node_of(part: &str) -> &str {
 /// The manifest of the whole run from its parts (in the order given): the
 /// runs of every part, each with its node; dispatches and missing records
 /// in (rank, index) order; dispatched kernels counted over all parts.
-/// Refused: parts captured for different kernel queries, and a rank found
-/// in two parts (its runs, dispatches or missing records), naming both.
+/// Refused: parts captured for different kernel queries or in different
+/// jobs, and a rank found in two parts (its runs, dispatches or missing
+/// records), naming both.
 /// Returns, with the manifest, the part (its position) of each rank.
 pub(super) fn merge(
     run_dir: &Path,
@@ -181,6 +184,17 @@ pub(super) fn merge(
                 whole.kernel_query, part.name, m.kernel_query
             )));
         }
+        if let (Some(a), Some(b)) = (&whole.job, &m.job)
+            && a != b
+        {
+            return Err(bad(format!(
+                "its parts are of different jobs: {first_name} of job {a}, {} of job {b}; an \
+                 earlier job's parts stay beside a new one's: capture each job into a fresh \
+                 --out (e.g. snaps/$SLURM_JOB_ID), or remove the older parts",
+                part.name
+            )));
+        }
+        whole.job = whole.job.or(m.job);
         let node = node_of(&part.name).to_string();
         whole.runs.extend(m.runs.into_iter().map(|mut r| {
             r.node = Some(node.clone());
@@ -300,6 +314,26 @@ mod tests {
         drop(w);
         let e = Snapshot::load(&run).unwrap_err().to_string();
         assert!(e.contains("node-a for `k`, node-b for `other`"), "{e}");
+    }
+
+    #[test]
+    fn parts_of_different_jobs_are_refused_and_parts_of_one_job_are_read() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("run");
+        for (node, rank, job) in [("a", 0, "41"), ("b", 1, "41"), ("c", 2, "40")] {
+            let mut w = SnapshotWriter::create(&part_dir(&run, node).unwrap(), "k").unwrap();
+            w.set_job(Some(job.into()));
+            w.add_run(&ranked(rank, 100 + rank)).unwrap();
+        }
+        let e = Snapshot::load(&run).unwrap_err().to_string();
+        assert!(
+            e.contains("its parts are of different jobs: node-a of job 41, node-c of job 40"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(run.join("node-c")).unwrap();
+        let s = Snapshot::load(&run).unwrap();
+        assert_eq!(s.manifest.job.as_deref(), Some("41"));
+        assert_eq!(s.manifest.runs.len(), 2);
     }
 
     #[test]

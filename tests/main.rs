@@ -34,6 +34,7 @@ mod logging;
 mod manifest;
 mod mcp_server;
 mod module_graph;
+mod nodes;
 mod non_target;
 mod out_directory;
 mod queue_churn;

@@ -19,6 +19,10 @@ leading elsewhere; manifest.json and dispatches.jsonl are refused here too
 before `ditto` reads them, with the same words), and checks each tensor's
 header against the manifest and each buffer's bytes against the
 fingerprint the collector recorded, as the CLI's reader does.
+A run captured by one collector per node (`ditto collect --node`) has no
+manifest of its own: its parts `node-<NAME>/` are snapshot directories,
+which `ditto inspect` merges (crates/snapshot/src/store/parts.rs); each
+dispatch's file is read from the part of its rank's node.
 bfloat16 arrays are returned as `ml_dtypes.bfloat16` when ml_dtypes is
 installed, else as their raw bits (`numpy.uint16`), since numpy has no
 bfloat16 of its own.
@@ -42,6 +46,8 @@ from ._cli import DittoError, run
 
 MANIFEST = "manifest.json"
 JOURNAL = "dispatches.jsonl"
+# A run of one collector per node: one part per node, `node-<NAME>/`.
+PART_PREFIX = "node-"
 
 CAPTURE_AGAIN = "capture the snapshot again (ditto run or ditto collect)"
 
@@ -133,6 +139,20 @@ class _Directory:
             f"of the snapshot's own directory (it follows no link out of it and waits on no FIFO); put the "
             f"file itself there, or {CAPTURE_AGAIN}"
         )
+
+    def parts(self) -> List[str]:
+        """The names of the node parts (`node-<NAME>`) this directory
+        holds, sorted; empty for a snapshot of one collector."""
+        return sorted(
+            n for n in os.listdir(self.fd) if n.startswith(PART_PREFIX) and len(n) > len(PART_PREFIX)
+        )
+
+    def part(self, node: str) -> "_Directory":
+        """The part of node `node` in this run directory, opened."""
+        name = PART_PREFIX + node
+        if not is_own_file_name(name):
+            raise DittoError(f"snapshot {self.path}: node {node!r} names no part of this run; {CAPTURE_AGAIN}")
+        return _Directory(self.path / name)
 
     def check(self, name: str, what: str) -> bool:
         """Whether the regular file `name` is there (False when it is not);
@@ -433,10 +453,19 @@ class Snapshot:
         incomplete: Iterable[str] = (),
         _directory: Optional[_Directory] = None,
     ):
-        # Every file is read relative to the directory as opened here.
+        # Every file is read relative to the directory as opened here, or
+        # in a run of one collector per node, to its rank's node's part.
         self._directory = _directory if _directory is not None else _Directory(directory)
         self.dir = Path(directory)
         self.manifest = manifest
+        parts: Dict[str, _Directory] = {}
+        part_of_rank: Dict[int, _Directory] = {}
+        for r in manifest.get("runs", []):
+            node = r.get("node")
+            if isinstance(node, str):
+                if node not in parts:
+                    parts[node] = self._directory.part(node)
+                part_of_rank[int(r["rank"])] = parts[node]
         for d in manifest.get("dispatches", []):
             _check_file_name(self.dir, d, f"the manifest ({MANIFEST} with {JOURNAL})")
         kernel = manifest.get("kernel") or {}
@@ -461,9 +490,9 @@ class Snapshot:
                 grid=list(d["grid"]),
                 block=list(d["block"]),
                 duration_ns=d.get("duration_ns"),
-                file=self.dir / d["file"],
+                file=part_of_rank.get(int(d["rank"]), self._directory).path / d["file"],
                 record=d,
-                _directory=self._directory,
+                _directory=part_of_rank.get(int(d["rank"]), self._directory),
             )
             for d in manifest.get("dispatches", [])
         ]
@@ -475,9 +504,10 @@ class Snapshot:
         """Reads the snapshot in `directory`: its manifest as `ditto inspect
         --json --manifest` gives it; the arrays when first used."""
         opened = _Directory(directory)
-        if not opened.check(MANIFEST, MANIFEST):
+        if opened.check(MANIFEST, MANIFEST):
+            opened.check(JOURNAL, JOURNAL)
+        elif not opened.parts():
             raise DittoError(f"{directory} is not a ditto snapshot directory: it has no {MANIFEST}")
-        opened.check(JOURNAL, JOURNAL)
         done = run(["inspect", "--json", "--manifest", "--", str(opened.path)])
         try:
             data = json.loads(done.stdout)

@@ -127,3 +127,21 @@ def test_dispatches_not_captured_are_listed_with_their_reason(apps, tmp_path):
     reloaded = ditto.Snapshot.load(out)
     assert len(reloaded) == 0
     assert [(m["index"], m["reason"]) for m in reloaded.missing] == [(0, "selection"), (1, "timeout")]
+
+
+def test_a_run_of_one_collector_per_node_loads_every_rank_from_its_part(apps, tmp_path):
+    """A run directory of two parts, as two nodes' collectors write it
+    (`ditto collect --node`): each part a snapshot of its node's rank; the
+    run loads as one, each array from its rank's part."""
+    run = tmp_path / "run"
+    for node, rank, n in (("a", 0, 8), ("b", 1, 12)):
+        ditto.Ditto(kernel="scale_values<float>").capture(
+            [apps / "scale_values", "float", str(n)],
+            out=run / f"node-{node}",
+            env={"OMPI_COMM_WORLD_RANK": str(rank)},
+        )
+    snap = ditto.Snapshot.load(run)
+    assert [(r["rank"], r["node"]) for r in snap.runs] == [(0, "a"), (1, "b")]
+    assert [(d.rank, len(d["arg1"])) for d in snap] == [(0, 8), (1, 12)]
+    np.testing.assert_array_equal(snap[1]["arg1"], np.arange(12, dtype=np.float32) * 2)
+    assert snap[1].file == run / "node-b" / "dispatch-1-00000.safetensors"

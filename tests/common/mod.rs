@@ -105,6 +105,26 @@ impl Collector {
         Self::start_with(socket, out, |c| c.stderr(Stdio::inherit()))
     }
 
+    /// [`Collector::start`] of one node's collector of several writing
+    /// `out` (`--node NAME`).
+    pub fn start_node(socket: &Path, out: &Path, node: &str) -> Collector {
+        Self::start_with(socket, out, |c| {
+            c.args(["--node", node])
+                .env_remove("SLURM_JOB_ID")
+                .env_remove("PMIX_NAMESPACE")
+                .stderr(Stdio::inherit())
+        })
+    }
+
+    /// [`Collector::start_node`] in Slurm job `job` (`SLURM_JOB_ID`).
+    pub fn start_node_in_job(socket: &Path, out: &Path, node: &str, job: &str) -> Collector {
+        Self::start_with(socket, out, |c| {
+            c.args(["--node", node])
+                .env("SLURM_JOB_ID", job)
+                .stderr(Stdio::inherit())
+        })
+    }
+
     /// [`Collector::start`] with `DITTO_LOG=debug`, its standard error
     /// written into the file `log`.
     pub fn start_logging(socket: &Path, out: &Path, log: &Path) -> Collector {

@@ -26,7 +26,7 @@ use crate::stdout::{emit, emit_line};
 use crate::stop_signals::{catch_stop_signals, stop_requested};
 use crate::store::Snapshot;
 use crate::units::plural;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use ditto_kernels::{ArgSizes, KernelQuery};
 use ditto_protocol::{CaptureSet, DispatchSelection};
 use std::path::{Path, PathBuf};
@@ -484,17 +484,63 @@ pub struct CollectOptions {
     pub socket: PathBuf,
     pub out: PathBuf,
     pub runtime: RuntimeChoice,
+    /// `--node [NAME]`: this collector is one node's of several writing
+    /// OUT, each run into its part `OUT/<run>/node-NAME/`; `Some("")`
+    /// names it by the host name.
+    pub node: Option<String>,
+}
+
+/// The name of this host (gethostname), for `--node` without a name.
+fn host_name() -> Result<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        bail!(
+            "--node: cannot read this host's name ({}): give one, --node NAME",
+            std::io::Error::last_os_error()
+        );
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// The job a node's collector runs in, as its launcher names it
+/// (`SLURM_JOB_ID`, else PMIx's `PMIX_NAMESPACE`, which mpirun sets);
+/// recorded in each part so that a reader refuses an earlier job's parts.
+fn launcher_job() -> Option<String> {
+    ["SLURM_JOB_ID", "PMIX_NAMESPACE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|j| !j.is_empty()))
 }
 
 /// `ditto collect`: serves until SIGINT/SIGTERM; each run goes to
-/// `OUT/<run>/`.
+/// `OUT/<run>/`, or with `--node` to its part `OUT/<run>/node-NAME/`.
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     crate::scratch::sweep_stale_temp_dirs();
+    let node = match opts.node.as_deref() {
+        None => None,
+        Some("") => Some(host_name()?),
+        Some(name) => Some(name.to_string()),
+    };
+    if let Some(node) = &node {
+        crate::store::parts::check_node_name(node).map_err(|e| anyhow!("--node: {e}"))?;
+    }
     let runtime = runtime_choice::resolve(opts.runtime)?;
     let out = absolute(&opts.out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     catch_stop_signals();
-    let mut config = CollectorConfig::new(SnapshotLayout::PerRun(out.clone()));
+    let (layout, place) = match node {
+        None => (SnapshotLayout::PerRun(out.clone()), "<run>".to_string()),
+        Some(node) => (
+            SnapshotLayout::PerRunPart {
+                base: out.clone(),
+                node: node.clone(),
+                job: launcher_job(),
+            },
+            format!("<run>/node-{node}"),
+        ),
+    };
+    let mut config = CollectorConfig::new(layout);
     config.on_connection_end = Some(Arc::new(|r: &ConnectionReport| log::info(&r.to_string())));
     let collector = start_collector(
         opts.runtime,
@@ -503,7 +549,7 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
         SocketPlace::At(opts.socket.clone()),
     )?;
     log::info(&format!(
-        "collecting on {} into {}/<run>/ (stop with Ctrl-C)",
+        "collecting on {} into {}/{place}/ (stop with Ctrl-C)",
         collector.socket_path().display(),
         out.display()
     ));

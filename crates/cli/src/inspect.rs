@@ -85,9 +85,15 @@ pub fn render(snapshot: &Snapshot, dump: Option<u32>) -> Result<String, StoreErr
         m.ditto_version
     );
     for r in &m.runs {
+        // A run of one collector per node: whose part the process is in.
+        let node = r
+            .node
+            .as_ref()
+            .map(|n| format!(" node {n}"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "run '{}' rank {} ({}) pid {}: {} (in {})",
+            "run '{}' rank {} ({}){node} pid {}: {} (in {})",
             r.run,
             r.rank,
             r.rank_source,

@@ -63,7 +63,10 @@ const COLLECT_EXAMPLE: &str = "\
 Example:
   ditto collect --socket /tmp/ditto.sock --out snaps &
   mpirun -np 4 scripts/ditto-run --socket /tmp/ditto.sock --kernel reduce_sum --run ref -- ./app
-  kill %1; ditto compare snaps/ref snaps/opt";
+  kill %1; ditto compare snaps/ref snaps/opt
+Several nodes (one collector per node, OUT on a shared file system):
+  srun --ntasks-per-node=1 ditto collect --socket /tmp/ditto.sock --out /shared/snaps --node &
+  srun scripts/ditto-run --socket /tmp/ditto.sock --kernel reduce_sum --run ref -- ./app";
 
 #[derive(Parser)]
 #[command(
@@ -357,6 +360,13 @@ enum Command {
         out: PathBuf,
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
+        /// One collector per node of a job writing the same OUT (a shared file
+        /// system): this one writes only its processes' ranks, each run into
+        /// OUT/<run>/node-NAME/, and compare/inspect of OUT/<run> read every
+        /// node's. NAME: letters, digits, '.', '_', '-'; without it, the host
+        /// name. Processes need a launcher rank (mpirun, srun). E.g. --node, --node n01
+        #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+        node: Option<String>,
     },
 }
 
@@ -512,10 +522,12 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             socket,
             out,
             hsa_runtime,
+            node,
         } => commands::collect(commands::CollectOptions {
             socket,
             out,
             runtime: hsa_runtime,
+            node,
         }),
     }
 }

@@ -188,11 +188,13 @@ mod tests {
                 command_line: vec![],
                 working_directory: "/".into(),
                 unaccounted: None,
+                node: None,
             }],
             kernel: None,
             dispatches: vec![],
             dispatched_kernels: kernels,
             missing: vec![],
+            job: None,
         }
     }
 

@@ -33,6 +33,17 @@ pub enum SnapshotLayout {
     /// Each run into `<base>/<Hello.run>/` (`ditto collect`, `ditto validate`);
     /// runs with the same name share a directory with increasing rank.
     PerRun(PathBuf),
+    /// Each run into its part `<base>/<Hello.run>/node-<node>/`: this
+    /// collector is one node's of several writing `base`, each its own
+    /// part (`ditto collect --node`, [`crate::store::parts`]); a process
+    /// is served only with its launcher's rank, so that ranks of different
+    /// nodes never clash. `job`: the job the collector runs in, recorded
+    /// in each part (readers refuse parts of different jobs).
+    PerRunPart {
+        base: PathBuf,
+        node: String,
+        job: Option<String>,
+    },
 }
 
 /// Where the socket lives.

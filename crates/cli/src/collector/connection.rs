@@ -24,7 +24,7 @@ use super::miss_accounting::{
 };
 use super::report::{ConnectionEnd, ConnectionReport, LiveConnection};
 use crate::store::missing::MissingRecord;
-use crate::store::{SnapshotWriter, StoreError};
+use crate::store::{SnapshotWriter, StoreError, parts};
 use ditto_protocol::{
     Ack, Api, CollectorMessage, FrameError, Hello, PROTOCOL_VERSION, ToolMessage, decode_frame,
     hello_version, write_frame,
@@ -189,6 +189,20 @@ fn run_connection(
     report.run = Some(hello.run.clone());
     if hello.version != PROTOCOL_VERSION {
         return reject(stream, other_version(hello.version));
+    }
+    if let SnapshotLayout::PerRunPart { node, .. } = &shared.config.layout
+        && hello.rank.is_none()
+    {
+        return reject(
+            stream,
+            format!(
+                "this collector is node {node}'s of several (--node): a process is served only \
+                 with its launcher's rank (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or RANK \
+                 with WORLD_SIZE), so that the ranks of different nodes never clash, and this \
+                 one has none; start it through mpirun or srun, or capture it with a collector \
+                 started without --node"
+            ),
+        );
     }
     let (dir, writer) = match snapshot_for(shared, &hello) {
         Ok(x) => x,
@@ -542,7 +556,7 @@ fn ended_by(
 fn release_idle_writers(shared: &Shared) {
     // One snapshot directory (`ditto run`) stays locked until the collector
     // stops; a collector of many keeps no fd per idle directory.
-    let release_lock = matches!(shared.config.layout, SnapshotLayout::PerRun(_));
+    let release_lock = !matches!(shared.config.layout, SnapshotLayout::Single(_));
     let map = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
     for writer in map.values().filter(|w| Arc::strong_count(w) == 1) {
         writer
@@ -562,12 +576,25 @@ fn snapshot_for(
             check_run_name(&hello.run)?;
             base.join(&hello.run)
         }
+        SnapshotLayout::PerRunPart { base, node, .. } => {
+            check_run_name(&hello.run)?;
+            base.join(&hello.run)
+                .join(format!("{}{node}", parts::PART_PREFIX))
+        }
     };
     let mut map = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(w) = map.get(&dir) {
         return Ok((dir, w.clone()));
     }
-    let writer = SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
+    if let SnapshotLayout::PerRunPart { base, node, .. } = &shared.config.layout {
+        // The run directory holds only parts, or is made by the writer.
+        parts::part_dir(&base.join(&hello.run), node).map_err(NoSnapshot::Create)?;
+    }
+    let mut writer =
+        SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
+    if let SnapshotLayout::PerRunPart { job, .. } = &shared.config.layout {
+        writer.set_job(job.clone());
+    }
     let w = Arc::new(Mutex::new(writer));
     map.insert(dir.clone(), w.clone());
     Ok((dir, w))

@@ -110,7 +110,10 @@ pub fn plan(snapshot: &Snapshot, rank: u32, index: u64) -> Result<DispatchPlan, 
         what: e.to_string(),
     })?;
     let code_object = match &launch.code_object {
-        Some(file) if crate::store::dir_handle::is_plain_name(file) => Some(dir.join(file)),
+        // In a run of one collector per node, the rank's node's part.
+        Some(file) if crate::store::dir_handle::is_plain_name(file) => {
+            Some(snapshot.dir_of_rank(rank).join(file))
+        }
         Some(file) => {
             return Err(PlanError::Invalid {
                 dir,

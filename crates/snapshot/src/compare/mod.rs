@@ -199,7 +199,22 @@ pub fn compare_snapshots(
         });
     let keys = |v: &[&DispatchRecord]| v.iter().map(|d| (d.rank, d.index)).collect::<Vec<_>>();
     if keys(&ref_d) != keys(&opt_d) {
-        let detail = if ref_d.len() != opt_d.len() {
+        let ranks = |s: &Snapshot| {
+            let mut r: Vec<u32> = s.manifest.runs.iter().map(|r| r.rank).collect();
+            r.sort_unstable();
+            r.dedup();
+            r
+        };
+        let (ref_ranks, opt_ranks) = (ranks(reference), ranks(optimized));
+        let detail = if ref_ranks != opt_ranks {
+            // A run of one collector per node whose node's collector did
+            // not run, or died before its processes connected.
+            format!(
+                "the ranks differ: reference {ref_ranks:?}, optimized {opt_ranks:?}; every rank \
+                 must be captured on both sides (with one collector per node, each node's \
+                 collector must run for the whole job)"
+            )
+        } else if ref_d.len() != opt_d.len() {
             "the runs must dispatch the kernel equally often (same inputs and iteration counts)"
                 .to_string()
         } else {

@@ -28,6 +28,12 @@ pub struct Manifest {
     /// absent in older manifests.
     #[serde(default)]
     pub missing: Vec<MissingRecord>,
+    /// In a node's part of a run of one collector per node: the job its
+    /// collector ran in (`SLURM_JOB_ID`, else `PMIX_NAMESPACE`), so that a
+    /// reader tells an earlier job's part from this one's
+    /// ([`super::parts`]); absent when unknown and in other snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 /// One application process that connected. Its rank is the launcher's
@@ -48,6 +54,11 @@ pub struct RunRecord {
     /// Absent for a process whose every matched dispatch is accounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unaccounted: Option<Unaccounted>,
+    /// The node whose collector served the process, in a run captured by
+    /// one collector per node (its part, `node-<NAME>/`, [`super::parts`]);
+    /// set by the reader that merges the parts, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// A process's dispatches of unknown fate: from `from_index` on, whether

@@ -5,7 +5,9 @@
 //! Layout: `DIR/manifest.json`, `DIR/dispatch-<rank>-<index:05>.safetensors`
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), the
 //! journal `DIR/dispatches.jsonl` ([`journal`]) and, for a replay capture,
-//! `DIR/code-object-<sha256>.co`.
+//! `DIR/code-object-<sha256>.co`. A run captured by one collector per
+//! node has no files of its own: `DIR/node-<NAME>/` per node, each laid
+//! out as above ([`parts`]).
 //!
 //! This file is the module map and its re-exports only:
 //! - `manifest`: the schema of `manifest.json` and the names of files and tensors;
@@ -20,6 +22,8 @@
 //! - [`journal`], [`missing`]: the journal and the accounting of dispatches not captured;
 //! - [`output_dir`]: what a directory offered for a snapshot holds (checked first);
 //! - [`writer_lock`]: one writer per snapshot directory;
+//! - [`parts`]: a run written by one collector per node, each into its own
+//!   part (`node-<NAME>/`), and the parts merged for a reader;
 //! - `tensor_file`, `placement`, `spare_files`: one tensor file's bytes,
 //!   how a large run gets into it, and files made ahead;
 //! - `error`: why something could not be written or read.
@@ -34,6 +38,7 @@ pub mod journal;
 mod manifest;
 pub mod missing;
 pub mod output_dir;
+pub mod parts;
 mod placement;
 mod reader;
 mod room;

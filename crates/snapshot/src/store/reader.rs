@@ -1,7 +1,9 @@
 //! The snapshot reader: a snapshot directory opened for reading, its
 //! manifest completed from the journal (dispatches stored after the
-//! manifest's last write, missing records applied in order), and one
-//! dispatch's arrays read back from its tensor file. Owns the checks a
+//! manifest's last write, missing records applied in order), or a run
+//! written by one collector per node read as one (each part completed so,
+//! then merged by [`parts::merge`]), and one dispatch's arrays read back
+//! from its tensor file (in its rank's part). Owns the checks a
 //! reader makes: the format version; files that are regular files of the
 //! directory opened (a plain name, not a link wherever it points, not a
 //! FIFO, which would block, [`DirHandle::open_regular`]); each tensor's
@@ -15,9 +17,10 @@ use super::manifest::{
     DispatchRecord, MANIFEST_FILE, Manifest, SNAPSHOT_FORMAT, safetensors_dtype,
 };
 use super::missing;
+use super::parts;
 use super::tensor_file::{self, TensorBytes};
 use ditto_protocol::DType;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,92 +46,91 @@ pub struct Snapshot {
     pub manifest: Manifest,
     /// The directory, opened once: every file is read through it.
     handle: Arc<DirHandle>,
+    /// A run written by one collector per node ([`parts`]): each part's
+    /// directory, and the part of each rank; empty for one collector's.
+    parts: Vec<(PathBuf, Arc<DirHandle>)>,
+    rank_part: BTreeMap<u32, usize>,
+}
+
+/// What a manifest missing from `dir` says.
+fn no_manifest(path: PathBuf) -> StoreError {
+    StoreError::BadManifest {
+        path,
+        reason: "missing: is this a directory written by `ditto run` or `ditto collect`?".into(),
+    }
 }
 
 impl Snapshot {
+    /// Opens the snapshot at `dir`: one collector's (its `manifest.json`),
+    /// or a run written by one collector per node, whose parts
+    /// (`node-<NAME>/`) are merged into one manifest ([`parts::merge`]).
     pub fn load(dir: &Path) -> Result<Snapshot, StoreError> {
         let path = dir.join(MANIFEST_FILE);
         // The directory the user names may be reached through a link of
         // theirs; the files in it may not.
-        let handle =
-            Arc::new(DirHandle::open_following(dir).map_err(|e| {
-                match e.kind() {
-            std::io::ErrorKind::NotFound => StoreError::BadManifest {
-                path: path.clone(),
-                reason: "missing: is this a directory written by `ditto run` or `ditto collect`?"
-                    .into(),
-            },
+        let handle = Arc::new(DirHandle::open_following(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => no_manifest(path.clone()),
             std::io::ErrorKind::Other => StoreError::BadManifest {
                 path: path.clone(),
                 reason: format!("{} {e}: give a snapshot directory", dir.display()),
             },
             _ => io_err(dir)(e),
-        }
-            })?);
-        let mut text = Vec::new();
-        match handle.open_regular(MANIFEST_FILE) {
-            Ok(Some(mut file)) => {
-                file.read_to_end(&mut text).map_err(io_err(&path))?;
-            }
-            Ok(None) => {
-                return Err(StoreError::BadManifest {
-                    path,
-                    reason:
-                        "missing: is this a directory written by `ditto run` or `ditto collect`?"
-                            .into(),
-                });
-            }
-            Err(e) => return Err(StoreError::NotRegularFile { path, what: e.0 }),
-        }
-        let manifest: Manifest =
-            serde_json::from_slice(&text).map_err(|e| StoreError::BadManifest {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        if manifest.format != SNAPSHOT_FORMAT {
-            return Err(StoreError::BadManifest {
-                path,
-                reason: format!(
-                    "format {} but this ditto reads format {SNAPSHOT_FORMAT}",
-                    manifest.format
-                ),
+        })?);
+        let part_names = match handle.contains(MANIFEST_FILE) {
+            Ok(false) => parts::part_names(&handle)?,
+            _ => Vec::new(),
+        };
+        if part_names.is_empty() {
+            let manifest = read_manifest(&handle)?;
+            return Ok(Snapshot {
+                dir: dir.to_path_buf(),
+                manifest,
+                handle,
+                parts: Vec::new(),
+                rank_part: BTreeMap::new(),
             });
         }
-        if let Some(reason) = manifest.missing.iter().find_map(|m| m.check().err()) {
-            return Err(StoreError::BadManifest {
-                path,
-                reason: reason.to_string(),
-            });
+        let mut loaded = Vec::with_capacity(part_names.len());
+        let mut opened = Vec::with_capacity(part_names.len());
+        for name in part_names {
+            let part_path = dir.join(&name);
+            // A part is a directory of the run's own, never a link.
+            let part =
+                Arc::new(
+                    DirHandle::open(&part_path).map_err(|e| StoreError::BadManifest {
+                        path: part_path.clone(),
+                        reason: format!("a node's part of the run that cannot be read: {e}"),
+                    })?,
+                );
+            let manifest = read_manifest(&part)?;
+            loaded.push(parts::LoadedPart { name, manifest });
+            opened.push((part_path, part));
         }
-        // Dispatches stored after the manifest's last write (a collector
-        // that was killed, or is still writing).
-        let mut manifest = manifest;
-        let known: HashSet<(u32, u64)> = manifest
-            .dispatches
-            .iter()
-            .map(|d| (d.rank, d.index))
-            .collect();
-        for entry in journal::read(&handle)? {
-            match entry {
-                journal::Entry::Dispatch(record) => {
-                    if !known.contains(&(record.rank, record.index)) {
-                        if manifest.kernel.is_none() {
-                            manifest.kernel = record.kernel.clone();
-                        }
-                        manifest.dispatches.push(record);
-                    }
-                }
-                journal::Entry::Missing(record) => {
-                    missing::merge(&mut manifest, record);
-                }
-            }
-        }
-        missing::drop_covered(&mut manifest);
+        let (manifest, rank_part) = parts::merge(dir, loaded)?;
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             manifest,
             handle,
+            parts: opened,
+            rank_part,
         })
+    }
+
+    /// The directory that holds rank `rank`'s files: the snapshot's own,
+    /// or in a run written by one collector per node, its node's part.
+    pub fn dir_of_rank(&self, rank: u32) -> &Path {
+        match self.rank_part.get(&rank) {
+            Some(&i) => &self.parts[i].0,
+            None => &self.dir,
+        }
+    }
+
+    /// The opened directory of rank `rank`'s files ([`Self::dir_of_rank`]).
+    fn handle_of_rank(&self, rank: u32) -> &DirHandle {
+        match self.rank_part.get(&rank) {
+            Some(&i) => &self.parts[i].1,
+            None => &self.handle,
+        }
     }
 
     /// Reads every argument of one dispatch, in manifest order.
@@ -143,7 +145,7 @@ impl Snapshot {
                 ),
             });
         }
-        let path = self.dir.join(&d.file);
+        let path = self.dir_of_rank(d.rank).join(&d.file);
         let mut dtypes = Vec::with_capacity(d.buffers.len());
         let mut wanted = Vec::with_capacity(d.buffers.len());
         for b in &d.buffers {
@@ -160,7 +162,7 @@ impl Snapshot {
                 manifest_dtype: &b.dtype,
             });
         }
-        let file = match self.handle.open_regular(&d.file) {
+        let file = match self.handle_of_rank(d.rank).open_regular(&d.file) {
             Ok(Some(file)) => file,
             Ok(None) => {
                 return Err(StoreError::Io {
@@ -192,6 +194,64 @@ impl Snapshot {
         }
         Ok(out)
     }
+}
+
+/// The manifest of the snapshot directory `handle` has open, completed
+/// from its journal: dispatches stored after the manifest's last write (a
+/// collector that was killed, or is still writing), missing records
+/// applied in order.
+fn read_manifest(handle: &DirHandle) -> Result<Manifest, StoreError> {
+    let path = handle.shown(MANIFEST_FILE);
+    let mut text = Vec::new();
+    match handle.open_regular(MANIFEST_FILE) {
+        Ok(Some(mut file)) => {
+            file.read_to_end(&mut text).map_err(io_err(&path))?;
+        }
+        Ok(None) => return Err(no_manifest(path)),
+        Err(e) => return Err(StoreError::NotRegularFile { path, what: e.0 }),
+    }
+    let mut manifest: Manifest =
+        serde_json::from_slice(&text).map_err(|e| StoreError::BadManifest {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    if manifest.format != SNAPSHOT_FORMAT {
+        return Err(StoreError::BadManifest {
+            path,
+            reason: format!(
+                "format {} but this ditto reads format {SNAPSHOT_FORMAT}",
+                manifest.format
+            ),
+        });
+    }
+    if let Some(reason) = manifest.missing.iter().find_map(|m| m.check().err()) {
+        return Err(StoreError::BadManifest {
+            path,
+            reason: reason.to_string(),
+        });
+    }
+    let known: HashSet<(u32, u64)> = manifest
+        .dispatches
+        .iter()
+        .map(|d| (d.rank, d.index))
+        .collect();
+    for entry in journal::read(handle)? {
+        match entry {
+            journal::Entry::Dispatch(record) => {
+                if !known.contains(&(record.rank, record.index)) {
+                    if manifest.kernel.is_none() {
+                        manifest.kernel = record.kernel.clone();
+                    }
+                    manifest.dispatches.push(record);
+                }
+            }
+            journal::Entry::Missing(record) => {
+                missing::merge(&mut manifest, record);
+            }
+        }
+    }
+    missing::drop_covered(&mut manifest);
+    Ok(manifest)
 }
 
 #[cfg(test)]

@@ -168,6 +168,7 @@ impl SnapshotWriter {
                 dispatches: Vec::new(),
                 dispatched_kernels: Vec::new(),
                 missing: Vec::new(),
+                job: None,
             },
             replaced_previous,
         };
@@ -185,6 +186,13 @@ impl SnapshotWriter {
 
     pub fn replaced_previous(&self) -> bool {
         self.replaced_previous
+    }
+
+    /// Records the job of the collector writing this snapshot, a node's
+    /// part of a run ([`Manifest::job`]); written with the next manifest.
+    pub fn set_job(&mut self, job: Option<String>) {
+        self.manifest.job = job;
+        self.manifest_stale = true;
     }
 
     /// Records a connecting process; returns its rank: the launcher's
@@ -222,6 +230,7 @@ impl SnapshotWriter {
             command_line: hello.command_line.clone(),
             working_directory: hello.working_directory.clone(),
             unaccounted: None,
+            node: None,
         });
         self.write_manifest_unless_full()?;
         Ok(rank)

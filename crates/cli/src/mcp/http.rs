@@ -7,7 +7,7 @@
 //! SIGINT/SIGTERM. The transport's own rules are rmcp's streamable HTTP
 //! service: a POST of JSON-RPC answered as an event stream, the
 //! `Mcp-Session-Id` issued at initialize and required after (an unknown
-//! one is 404), DELETE ending a session, GET opening the server's stream,
+//! one is 404), DELETE ending a session (answered 204), GET opening the server's stream,
 //! `Accept` checked (406). Set here: the `Host` header must name a
 //! loopback host unless remote clients are allowed, and a request carrying
 //! an `Origin` (a browser's) must come from a loopback origin, always, so
@@ -79,11 +79,22 @@ fn config(allow_remote: bool, stop: CancellationToken) -> StreamableHttpServerCo
     }
 }
 
+/// Sessions in memory, never ended for being quiet: rmcp would end a
+/// session with no message either way for its idle time (5 minutes), and
+/// a `validate` call is exactly that while its application runs, for as
+/// long as the application runs; ending the session would kill the call.
+/// A session ends when its client ends it (DELETE), or with the server.
+fn sessions() -> LocalSessionManager {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = None;
+    sessions
+}
+
 /// The endpoint's service: a new [`DittoServer`] per session.
 pub fn mcp_service(allow_remote: bool, stop: CancellationToken) -> McpService {
     StreamableHttpService::new(
         || Ok(DittoServer::default()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions()),
         config(allow_remote, stop),
     )
 }
@@ -109,7 +120,14 @@ where
         );
         return plain(StatusCode::NOT_FOUND, message);
     }
-    service.handle(request).await
+    let ends_a_session = request.method() == http::Method::DELETE;
+    let mut response = service.handle(request).await;
+    // rmcp answers a session ended with 202 and no body; clients (the
+    // official Python SDK among them) expect 200 or 204 for it.
+    if ends_a_session && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 fn plain(status: StatusCode, message: String) -> Response<Body> {
@@ -337,7 +355,7 @@ mod tests {
                 .body(Full::new(Bytes::new()))
                 .unwrap();
             let response = route(&service, delete).await;
-            assert!(response.status().is_success(), "{}", response.status());
+            assert_eq!(response.status(), StatusCode::NO_CONTENT);
             let response = route(
                 &service,
                 post(ENDPOINT, &tools_list(3), &[(SESSION, &session)]),
@@ -449,6 +467,14 @@ mod tests {
             assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
             assert_eq!(response.headers()["allow"], "GET, POST, DELETE");
         });
+    }
+
+    #[test]
+    fn a_quiet_session_is_kept_while_a_long_call_runs() {
+        let sessions = sessions();
+        assert_eq!(sessions.session_config.keep_alive, None);
+        // What does end a session that never said initialize stays.
+        assert!(sessions.session_config.init_timeout.is_some());
     }
 
     #[test]

@@ -14,9 +14,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-mcp = pytest.importorskip("mcp", reason="the MCP Python SDK (pip install mcp; scripts/install-deps)")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+try:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+except ImportError:
+    pytest.fail("the MCP Python SDK is missing: run scripts/install-deps (or pip install mcp)", pytrace=False)
 
 try:
     from mcp.client.streamable_http import streamable_http_client as http_client

@@ -7,12 +7,13 @@
 //! SIGINT/SIGTERM. The transport's own rules are rmcp's streamable HTTP
 //! service: a POST of JSON-RPC answered as an event stream, the
 //! `Mcp-Session-Id` issued at initialize and required after (an unknown
-//! one is 404), DELETE ending a session (answered 204), GET opening the server's stream,
-//! `Accept` checked (406). Set here: the `Host` header must name a
-//! loopback host unless remote clients are allowed, and a request carrying
-//! an `Origin` (a browser's) must come from a loopback origin, always, so
-//! that no web page can drive the tools (DNS rebinding). Never handles a
-//! tool itself, and never answers a request on a path but the endpoint.
+//! one is 404), DELETE ending a session (answered 204 here), GET opening
+//! the server's stream, `Accept` checked (406). Set here: the `Host`
+//! header must name a loopback host unless remote clients are allowed (so
+//! that a DNS-rebound name gets nothing), and a request carrying an
+//! `Origin` (a browser's) must come from a loopback origin, always (so
+//! that no web page can drive the tools). Never handles a tool itself,
+//! and passes rmcp no request for another path.
 //!
 //! Every connection, session and call is a task of one current-thread
 //! runtime on the calling thread (the tools' children rely on that; see

@@ -1,7 +1,8 @@
 """`ditto mcp` driven by the official MCP Python SDK's client, over
 streamable HTTP (`ditto mcp --http 0`) and over stdio: the handshake, the
 tool list, a validate call that fails with its report, and a long call
-that neither holds the HTTP server nor keeps it from stopping on SIGTERM.
+that neither holds the HTTP server nor keeps it from stopping on SIGTERM
+or SIGINT (Ctrl-C).
 """
 
 import os
@@ -46,10 +47,10 @@ class HttpServer:
         assert int(match.group(2)) > 0
         self.url = match.group(1)
 
-    def stop(self) -> int:
-        """SIGTERM; the exit status (the test fails if it takes 10 s)."""
+    def stop(self, how: signal.Signals = signal.SIGTERM) -> int:
+        """Sends `how`; the exit status (the test fails if it takes 10 s)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(how)
         return self.process.wait(timeout=10)
 
 
@@ -137,7 +138,8 @@ def processes_with_argument(argument: str) -> list:
     return found
 
 
-def test_a_long_call_holds_neither_other_requests_nor_sigterm(http_server, tmp_path):
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_long_call_holds_neither_other_requests_nor_stopping(http_server, tmp_path, how):
     # An application that runs for a minute unless stopped: the capture
     # call waits for it. Its argument is unique, to find it in /proc.
     seconds = f"{60 + os.getpid() % 1000 / 1000:.3f}"
@@ -162,7 +164,7 @@ def test_a_long_call_holds_neither_other_requests_nor_sigterm(http_server, tmp_p
                 listed = await session.list_tools()
             answered_during_the_call.append(sorted(t.name for t in listed.tools))
             started = time.monotonic()
-            assert http_server.stop() == 0
+            assert http_server.stop(how) == 0
             answered_during_the_call.append(time.monotonic() - started)
             tasks.cancel_scope.cancel()
 
@@ -174,7 +176,7 @@ def test_a_long_call_holds_neither_other_requests_nor_sigterm(http_server, tmp_p
         if len(answered_during_the_call) < 2:
             raise
     assert answered_during_the_call[0] == TOOLS
-    assert answered_during_the_call[1] < 5, f"SIGTERM took {answered_during_the_call[1]:.1f} s"
+    assert answered_during_the_call[1] < 5, f"{how.name} took {answered_during_the_call[1]:.1f} s"
     deadline = time.monotonic() + 10
     while processes_with_argument(seconds) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -62,7 +62,7 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// rmcp's streamable HTTP service around [`DittoServer`], with sessions
 /// kept in memory.
-pub type McpService = StreamableHttpService<DittoServer, LocalSessionManager>;
+type McpService = StreamableHttpService<DittoServer, LocalSessionManager>;
 
 /// The transport's settings: Origin always loopback, Host loopback unless
 /// `allow_remote`; `stop` ends every session.
@@ -92,7 +92,7 @@ fn sessions() -> LocalSessionManager {
 }
 
 /// The endpoint's service: a new [`DittoServer`] per session.
-pub fn mcp_service(allow_remote: bool, stop: CancellationToken) -> McpService {
+fn mcp_service(allow_remote: bool, stop: CancellationToken) -> McpService {
     StreamableHttpService::new(
         || Ok(DittoServer::default()),
         Arc::new(sessions()),
@@ -102,7 +102,7 @@ pub fn mcp_service(allow_remote: bool, stop: CancellationToken) -> McpService {
 
 /// One request: the endpoint's go to rmcp, any other path is 404; once
 /// the server is stopping, every request is 503.
-pub async fn route<B>(service: &McpService, request: Request<B>) -> Response<Body>
+async fn route<B>(service: &McpService, request: Request<B>) -> Response<Body>
 where
     B: hyper::body::Body + Send + 'static,
     B::Data: Send + 'static,

@@ -57,7 +57,10 @@ const MCP_EXAMPLE: &str = "\
 Example:
   ditto mcp
   (an MCP client starts it from its configuration, e.g.
-   {\"mcpServers\": {\"ditto\": {\"command\": \"ditto\", \"args\": [\"mcp\"]}}})";
+   {\"mcpServers\": {\"ditto\": {\"command\": \"ditto\", \"args\": [\"mcp\"]}}})
+  ditto mcp --http 8080
+  (MCP over streamable HTTP at http://127.0.0.1:8080/mcp until Ctrl-C; a client's entry:
+   {\"mcpServers\": {\"ditto\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:8080/mcp\"}}})";
 
 const COLLECT_EXAMPLE: &str = "\
 Example:
@@ -292,9 +295,16 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<std::ffi::OsString>,
     },
-    /// Serve the Model Context Protocol on stdin/stdout (tools: validate, capture, compare, replay, kernels)
+    /// Serve the Model Context Protocol on stdin/stdout, or over HTTP with --http (tools: validate, capture, compare, replay, kernels)
     #[command(after_help = MCP_EXAMPLE)]
-    Mcp,
+    Mcp {
+        /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: a port (on 127.0.0.1), or HOST:PORT with a loopback IP address or localhost, e.g. 8080, 127.0.0.1:8080, [::1]:8080; port 0 picks a free port (the URL is printed on stderr)
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Let --http listen on an address other machines can reach (e.g. 0.0.0.0:8080): anyone who reaches it can run programs through the tools
+        #[arg(long, requires = "http")]
+        allow_remote: bool,
+    },
     /// Run captured dispatches again on their own (captured with --capture replay) and compare their outputs with the application's
     #[command(after_help = REPLAY_EXAMPLE)]
     Replay {
@@ -463,7 +473,14 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         Command::Inspect {
             dir, dump, json, ..
         } => commands::inspect(&dir, dump, json),
-        Command::Mcp => ditto_cli::mcp::serve().map(|()| Verdict::Valid),
+        Command::Mcp { http: None, .. } => ditto_cli::mcp::stdio::serve().map(|()| Verdict::Valid),
+        Command::Mcp {
+            http: Some(given),
+            allow_remote,
+        } => ditto_cli::mcp::address::listen_address(&given, allow_remote)
+            .map_err(anyhow::Error::from)
+            .and_then(|address| ditto_cli::mcp::http::serve(address, allow_remote))
+            .map(|()| Verdict::Valid),
         Command::Replay {
             snapshot,
             dispatch,

@@ -1,11 +1,15 @@
-//! `ditto mcp`: the Model Context Protocol server (stdio, rmcp) through
-//! which agents validate kernels.
+//! `ditto mcp`: the Model Context Protocol server (rmcp) through which
+//! agents validate kernels.
 //!
 //! Owns the MCP surface only: the tools `validate`, `capture`, `compare`,
 //! `replay` and `kernels`, their argument schemas, and turning a result into
-//! structured JSON plus the human summary. Every call runs this same
+//! structured JSON plus the human summary. The transports are submodules
+//! and carry messages only, never a tool of their own: `stdio` (one
+//! JSON-RPC message a line, framed by `lines`) and `http` (MCP's streamable
+//! HTTP, listening where `address` allows); both serve this one
+//! [`DittoServer`]. Every call runs this same
 //! `ditto` executable as a child with `--json`: the engine is the CLI's,
-//! the application's own output never reaches the protocol stream (stdout),
+//! the application's own output never reaches the protocol stream,
 //! and a crashing application cannot take the server down. A child lives
 //! no longer than its call: it is killed when the client cancels the call
 //! (`notifications/cancelled`, which clients send when their own timeout
@@ -13,14 +17,15 @@
 //! server dies however it dies (even by SIGKILL). Its own application
 //! goes with it (`ditto run` asks the same of its application).
 
+pub mod address;
+pub mod http;
 mod lines;
+pub mod stdio;
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
-use rmcp::{
-    ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
-};
+use rmcp::{ErrorData, RoleServer, ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -252,8 +257,9 @@ async fn ditto(
 /// Has the kernel kill (SIGKILL) `cmd`'s child when this process dies
 /// without killing it itself (SIGKILL, a crash). The kernel sends it when
 /// the thread that started the child ends: children are started by the
-/// tasks of [`serve`]'s runtime, which runs them on the thread that called
-/// it (the main thread, in `ditto mcp`) until the server stops.
+/// tasks of the transport's runtime ([`stdio::serve`], [`http::serve`]), a
+/// current-thread runtime that runs them on the thread that called it (the
+/// main thread, in `ditto mcp`) until the server stops.
 #[cfg(target_os = "linux")]
 fn die_with_this_process(cmd: &mut tokio::process::Command) {
     // SAFETY: getpid cannot fail.
@@ -530,32 +536,4 @@ impl ServerHandler for DittoServer {
              with the kernel or a replacement, in seconds.",
         )
     }
-}
-
-/// Serves MCP on stdin/stdout until the client closes the stream. Calls
-/// still under way then are dropped, and their children killed, when the
-/// runtime shuts down.
-pub fn serve() -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let served = runtime.block_on(async {
-        let (transport, lines) = lines::start(tokio::io::stdin(), tokio::io::stdout());
-        let service = match DittoServer::default().serve(transport).await {
-            Ok(service) => service,
-            Err(e) => {
-                lines.finish().await;
-                anyhow::bail!("cannot start the MCP server on stdio: {e}");
-            }
-        };
-        let quit = service.waiting().await;
-        // Every answer written before the process ends.
-        lines.finish().await;
-        quit.map_err(|e| anyhow::anyhow!("the MCP server stopped: {e}"))?;
-        Ok(())
-    });
-    // A read of stdin that cannot be cancelled (rmcp stopped with the
-    // client's stream still open) is not waited for.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    served
 }

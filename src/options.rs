@@ -75,6 +75,9 @@ pub struct Options {
     pub cupti_library: Option<String>,
     /// `CUDA_HOME`: where else libcupti is looked for.
     pub cuda_home: Option<String>,
+    /// Triton's cache (`TRITON_CACHE_DIR`, else `$HOME/.triton/cache`):
+    /// where a Triton kernel's parameter types are read from.
+    pub triton_cache: Option<std::path::PathBuf>,
     /// Variables that were set but could not be used, as messages for the log.
     pub problems: Vec<String>,
     /// Errors that forbid capturing (a wrong argument-type list would read garbage).
@@ -203,6 +206,10 @@ impl Options {
             cuda_driver: non_empty("DITTO_CUDA_DRIVER").unwrap_or_else(|| "libcuda.so.1".into()),
             cupti_library: non_empty("DITTO_CUPTI_LIBRARY"),
             cuda_home: non_empty("CUDA_HOME"),
+            triton_cache: ditto_kernels::triton::cache_dir(
+                non_empty("TRITON_CACHE_DIR").as_deref(),
+                non_empty("HOME").as_deref(),
+            ),
             problems,
             fatal,
         }

@@ -382,6 +382,78 @@ fn pytorch_s_elementwise_kernel_is_captured_by_its_function_name_and_judged_by_i
 }
 
 #[test]
+fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    // The entry Triton 3.x writes for a CUDA target: metadata, Triton IR.
+    let entry = dir.path().join("triton-cache").join("5f1e");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("scale_add_kernel.json"),
+        r#"{"hash": "5f1e", "target": {"backend": "cuda", "arch": 90, "warp_size": 32}, "num_warps": 4, "triton_version": "3.6.0", "global_scratch_size": 0, "profile_scratch_size": 0, "name": "scale_add_kernel"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("scale_add_kernel.ttir"),
+        "module {\n  tt.func public @scale_add_kernel(%x_ptr: !tt.ptr<f32> loc(\"x_ptr\"(#loc)), \
+         %y_ptr: !tt.ptr<f32> loc(\"y_ptr\"(#loc)), %out_ptr: !tt.ptr<f32> loc(\"out_ptr\"(#loc)), \
+         %n: i32 loc(\"n\"(#loc))) attributes {noinline = false} {\n  } loc(#loc)\n}\n",
+    )
+    .unwrap();
+    let run = |cache: &Path, out: &str| {
+        let snap = dir.path().join(out);
+        let mut cmd = Command::new(ditto_bin());
+        cmd.args(["run", "--kernel", "scale_add_kernel", "--out"])
+            .arg(&snap);
+        if Path::new("/dev/kfd").exists() {
+            cmd.args(["--hsa-runtime", "cpu"]);
+        }
+        let o = cmd
+            .arg("--")
+            .arg(&fake_app)
+            .arg("triton")
+            .env("TRITON_CACHE_DIR", cache)
+            .env("DITTO_CUDA_DRIVER", &lib)
+            .env("DITTO_CUPTI_LIBRARY", &lib)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto");
+        (o, snap)
+    };
+    let (out, snap) = run(&dir.path().join("triton-cache"), "typed");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let m = snapshot_manifest(&snap);
+    let d = &m["dispatches"][0];
+    // x, y, out as float32 tensors (Triton says no pointer is only read);
+    // the scratch pointers (arguments 4 and 5) are not buffers.
+    let buffers: Vec<(u64, &str)> = d["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["arg"].as_u64().unwrap(), b["dtype"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        buffers,
+        [(0, "float32"), (1, "float32"), (2, "float32")],
+        "{m}"
+    );
+    let file = d["file"].as_str().unwrap();
+    assert_eq!(f32_tensor(&snap, file, "arg2")[255], 511.0);
+    // Not in the cache: dispatched, not captured, and what to pass.
+    let (out, _) = run(&dir.path().join("empty-cache"), "untyped");
+    let se = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("dispatched the kernel matching \"scale_add_kernel\", but no dispatch of it was captured"),
+        "{se}"
+    );
+    assert!(
+        se.contains("TRITON_CACHE_DIR") && se.contains("--arg-types"),
+        "{se}"
+    );
+}
+
+#[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, app) = build_fakes(dir.path());

@@ -629,3 +629,83 @@ fn one_process_on_two_gpus_is_captured_from_each_gpu_s_own_memory() {
         }
     }
 }
+
+/// A kernel without a C++ signature that Triton compiled is typed from
+/// Triton's cache (`TRITON_CACHE_DIR`), with no --arg-types: here the
+/// module's `extern "C"` kernel `offset_by(int* out, int offset, int n)`,
+/// with an entry written as Triton 3.x writes one for a ROCm target
+/// (metadata, Triton IR, binary). Without the entry its buffer is raw
+/// bytes, as for any extern "C" kernel.
+#[test]
+fn an_extern_c_kernel_triton_compiled_is_typed_from_triton_s_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    build(
+        dir.path(),
+        &[
+            "--genco",
+            source("module/offsets.hip").to_str().unwrap(),
+            "-o",
+            "offsets.co",
+        ],
+    );
+    build(
+        dir.path(),
+        &[
+            source("module/module_main.hip").to_str().unwrap(),
+            "-o",
+            "module_main",
+        ],
+    );
+    let cache = dir.path().join("triton-cache");
+    let entry = cache.join("2b7c0e");
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::write(
+        entry.join("offset_by.json"),
+        r#"{"hash": "2b7c0e", "target": {"backend": "hip", "arch": "gfx90a", "warp_size": 64}, "num_warps": 4, "triton_version": "3.6.0", "name": "offset_by"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        entry.join("offset_by.ttir"),
+        "module {\n  tt.func public @offset_by(%out_ptr: !tt.ptr<i32> {tt.divisibility = 16 : i32} \
+         loc(\"out_ptr\"(#loc)), %offset: i32 loc(\"offset\"(#loc)), %n: i32 loc(\"n\"(#loc))) \
+         attributes {noinline = false} {\n    tt.return loc(#loc1)\n  } loc(#loc)\n} loc(#loc)\n",
+    )
+    .unwrap();
+    let capture = |cache: &Path, out: &str| {
+        let out_dir = dir.path().join(out);
+        let o = Command::new(ditto_bin())
+            .current_dir(dir.path())
+            .args([
+                "run",
+                "--hsa-runtime",
+                "cpu",
+                "--kernel",
+                "offset_by",
+                "--out",
+            ])
+            .arg(&out_dir)
+            .arg("--")
+            .arg(dir.path().join("module_main"))
+            .env("TRITON_CACHE_DIR", cache)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run ditto");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        (snapshot_manifest(&out_dir), stderr(&o))
+    };
+    let (m, se) = capture(&cache, "typed");
+    let buffer = &m["dispatches"][0]["buffers"][0];
+    assert_eq!(
+        (&buffer["arg"], &buffer["dtype"]),
+        (&serde_json::json!(0), &serde_json::json!("int32")),
+        "{m}"
+    );
+    assert!(!se.contains("raw bytes"), "{se}");
+    // Without Triton's entry: raw bytes, and the warning saying what to pass.
+    let (m, se) = capture(&dir.path().join("no-cache"), "untyped");
+    assert_eq!(m["dispatches"][0]["buffers"][0]["dtype"], "bytes", "{m}");
+    assert!(
+        se.contains("raw bytes") && se.contains("--arg-types"),
+        "{se}"
+    );
+}

@@ -37,6 +37,9 @@ pub struct KernelInfo {
     pub is_target: bool,
     /// Argument layout, present only for a target that can be captured.
     pub signature: Option<KernelSignature>,
+    /// For a target without a layout: why it cannot be captured (what each
+    /// of its dispatches is reported missing with).
+    pub why_not: Option<String>,
     /// Its code object and module variables, kept for a replay capture
     /// of a target (`--capture replay`); `None` otherwise.
     pub code: Option<Arc<KernelCode>>,
@@ -124,6 +127,11 @@ impl KernelInfo {
         } else {
             None
         };
+        let why_not = (is_target && signature.is_none()).then(|| {
+            problem
+                .clone()
+                .unwrap_or_else(|| "it has no argument layout".to_string())
+        });
         let info = KernelInfo {
             name: KernelName {
                 mangled: names.mangled,
@@ -132,6 +140,7 @@ impl KernelInfo {
             kernarg_size,
             is_target,
             signature,
+            why_not,
             code: None,
             dispatches: AtomicU64::new(0),
             outputs: std::sync::atomic::AtomicU8::new(OUTPUTS_UNKNOWN),

@@ -35,6 +35,7 @@ use crate::lifecycle::Lifecycle;
 use crate::log::{log_debug, log_info, log_warn};
 use crate::options::Options;
 use cuda_abi::{CU_STREAM_CAPTURE_STATUS_NONE, CuStream};
+use ditto_kernels::{KernelNames, triton};
 use ditto_protocol::{Launch as ReplayLaunch, MissReason, Phase};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, c_char, c_int};
@@ -118,18 +119,47 @@ impl CudaTool {
             Ok(l) => l,
             Err(e) => {
                 log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);
+                let mut probe = probe;
+                probe.signature = None;
+                probe.why_not = Some(e.to_string());
                 return Some(self.kernels.insert(launch.function as u64, probe));
             }
         };
-        // Types from the name (or --arg-types), offsets and sizes from the
-        // driver: a by-value parameter of a type ditto does not know is raw
-        // bytes of the driver's size.
-        let (info, problem) = KernelInfo::from_driver_layout(
-            &name,
-            &layout,
-            query,
-            self.options.arg_types.as_deref(),
-        );
+        // A kernel without a C++ signature and without --arg-types: typed
+        // from Triton's cache when it is a Triton kernel.
+        let triton = match (&self.options.arg_types, &self.options.triton_cache) {
+            (None, Some(cache)) if KernelNames::new(&name).param_types().is_none() => {
+                let cubin = self.modules.of(&probe.name.mangled);
+                Some(triton::types_for(
+                    cache,
+                    &probe.name.mangled,
+                    layout.len(),
+                    cubin.as_ref().map(|c| &c.bytes[..]),
+                ))
+            }
+            _ => None,
+        };
+        let arg_types = match &triton {
+            Some(Ok(types)) => {
+                log_info!(
+                    "kernel `{}`: argument types from Triton's cache",
+                    probe.name.demangled
+                );
+                Some(&types[..])
+            }
+            Some(Err(e)) => {
+                log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);
+                let mut probe = probe;
+                probe.signature = None;
+                probe.why_not = Some(e.to_string());
+                return Some(self.kernels.insert(launch.function as u64, probe));
+            }
+            None => self.options.arg_types.as_deref(),
+        };
+        // Types from the name (or --arg-types, or Triton's cache), offsets
+        // and sizes from the driver: a by-value parameter of a type ditto
+        // does not know is raw bytes of the driver's size.
+        let (info, problem) = KernelInfo::from_driver_layout(&name, &layout, query, arg_types);
         if info.signature.is_none()
             && let Some(p) = &problem
         {
@@ -166,12 +196,18 @@ impl CudaTool {
     pub fn on_enter(&self, launch: &Launch, symbol: *const c_char) -> Option<u64> {
         let kernel = self.kernel(launch, symbol)?;
         kernel.count_dispatch();
-        if !kernel.is_target || kernel.signature.is_none() || !self.lifecycle.is_capturing() {
+        if !kernel.is_target || !self.lifecycle.is_capturing() {
             return None;
         }
+        // Every matched launch takes its index, typed or not.
         let index = self.next_index.fetch_add(1, Ordering::Relaxed);
         if !self.options.dispatch.selects(index) {
             self.missed(index, MissReason::Selection, String::new());
+            return None;
+        }
+        if let Some(why) = &kernel.why_not {
+            // Dispatched, not captured: said as exactly that, with why.
+            self.missed(index, MissReason::Error, why.clone());
             return None;
         }
         if kernel.is_taken_before(self.choice.capture, self.choice.interior_outputs_before) {

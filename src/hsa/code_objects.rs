@@ -14,7 +14,7 @@ use crate::capture::kernel_table::{KernelInfo, KernelTable};
 use crate::guard::ffi_guard;
 use crate::log::{log_info, log_warn};
 use crate::options::Options;
-use ditto_kernels::{CodeObjectKernel, ParamType, parse_code_object};
+use ditto_kernels::{CodeObjectKernel, KernelNames, ParamType, matches, parse_code_object, triton};
 use hsa::*;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
@@ -35,6 +35,8 @@ pub struct CodeObjects {
     /// A replay capture: targets keep their code object and variables.
     replays: bool,
     arg_types: Option<Vec<ParamType>>,
+    /// Triton's cache: types for Triton kernels without `--arg-types`.
+    triton_cache: Option<std::path::PathBuf>,
     /// Where the kernels of frozen executables go.
     kernels: Arc<KernelTable>,
 }
@@ -51,6 +53,7 @@ impl CodeObjects {
             query: options.kernel.clone(),
             replays: options.capture.replays(),
             arg_types: options.arg_types.clone(),
+            triton_cache: options.triton_cache.clone(),
             kernels,
         }
     }
@@ -223,7 +226,7 @@ impl CodeObjects {
         let loaded: Vec<_> = symbols
             .into_iter()
             .filter_map(|symbol| {
-                let (object, mut kernel) = self.kernel_of(symbol, &metadata)?;
+                let (object, mut kernel) = self.kernel_of(symbol, &metadata, &code_objects)?;
                 if self.replays && kernel.is_target {
                     let symbol = self.symbol_name(symbol).unwrap_or_default();
                     let at = metadata.get(&symbol).map(|(_, at)| *at);
@@ -253,6 +256,7 @@ impl CodeObjects {
         &self,
         symbol: hsa_executable_symbol_t,
         metadata: &HashMap<String, (CodeObjectKernel, usize)>,
+        code_objects: &[Arc<[u8]>],
     ) -> Option<(u64, KernelInfo)> {
         let kind: u32 = self.symbol_info(symbol, HSA_EXECUTABLE_SYMBOL_INFO_TYPE)?;
         if kind != HSA_SYMBOL_KIND_KERNEL {
@@ -265,12 +269,40 @@ impl CodeObjects {
             symbol,
             HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE,
         )?;
+        let entry = metadata.get(&name);
+        // A kernel without a C++ signature and without --arg-types: typed
+        // from Triton's cache when it is a Triton kernel (the code object
+        // tells its compiled variant apart).
+        let names = KernelNames::new(&name);
+        let triton = match (&self.arg_types, &self.triton_cache, entry) {
+            (None, Some(cache), Some((kernel, at)))
+                if names.param_types().is_none()
+                    && self.query.as_deref().is_some_and(|q| matches(q, &names)) =>
+            {
+                let binary = code_objects.get(*at).map(|b| &b[..]);
+                Some(triton::types_for(
+                    cache,
+                    &names.mangled,
+                    kernel.explicit_args().len(),
+                    binary,
+                ))
+            }
+            _ => None,
+        };
+        let arg_types = match &triton {
+            Some(Ok(types)) => Some(&types[..]),
+            Some(Err(e)) => {
+                log_info!("`{}`: {e}", names.demangled);
+                self.arg_types.as_deref()
+            }
+            None => self.arg_types.as_deref(),
+        };
         let (kernel, problem) = KernelInfo::from_code_object(
             &name,
             kernarg_size,
             self.query.as_deref(),
-            self.arg_types.as_deref(),
-            metadata.get(&name).map(|(kernel, _)| kernel),
+            arg_types,
+            entry.map(|(kernel, _)| kernel),
         );
         if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
             log_warn!("{warning}");

@@ -15,6 +15,7 @@ use crate::store::{Manifest, Snapshot};
 use crate::units::{human_bytes, plural};
 use anyhow::{Result, bail};
 use ditto_kernels::{ArgSizes, KernelQuery};
+use ditto_protocol::MissReason;
 use std::path::Path;
 
 /// "reduce_sum(float const*, float*, int)" or the query when nothing ran.
@@ -282,10 +283,18 @@ pub fn check_run(o: RunOutcome) -> Result<String> {
             .iter()
             .map(|(name, n)| format!("{n} ({name})"))
             .collect();
+        // Why the first one not captured for an error was not: a kernel
+        // whose argument types are unknown says what to pass.
+        let why = m
+            .missing
+            .iter()
+            .find(|r| r.arg.is_none() && r.reason == MissReason::Error && !r.detail.is_empty())
+            .map(|r| format!("; {}", r.detail))
+            .unwrap_or_default();
         bail!(
             "{label} ({cmd}) dispatched the kernel matching {:?}, but no dispatch of it was \
-             captured: {} (listed under \"missing\" in {}; `ditto inspect` shows why; check \
-             --dispatch)",
+             captured: {}{why} (listed under \"missing\" in {}; `ditto inspect` shows why; \
+             check --dispatch)",
             query,
             reasons.join(", "),
             o.dir.join("manifest.json").display()

@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod names;
 pub mod offload_bundle;
 pub mod param_type;
+pub mod triton;
 pub mod variables;
 
 pub use arg_sizes::{ArgSizes, ArgSizesError};
@@ -30,6 +31,7 @@ pub use metadata::{CodeObjectKernel, MetadataArg, MetadataError, parse_code_obje
 pub use names::{KernelNames, demangle};
 pub use offload_bundle::{BundleError, DeviceCodeObject, device_code_objects, elf_section};
 pub use param_type::{ArgTypesError, ParamType, parse_arg_types, parse_cxx_param};
+pub use triton::{TritonError, TritonKernel};
 pub use variables::{
     CodeObjectVariable, VariablesError, code_object_variables, elf_function_names,
 };
@@ -242,7 +244,11 @@ impl KernelSignature {
                     },
                     *count,
                 ),
-                (false, None | Some(ParamType::Unknown { .. })) => (
+                // A by-value argument ditto cannot type, or a pointer it
+                // is told not to follow (Triton's scratch pointers): raw
+                // bytes, never captured as a buffer.
+                (false, None | Some(ParamType::Unknown { .. }))
+                | (true, Some(ParamType::Unknown { .. })) => (
                     ParamKind::Scalar {
                         dtype: DType::Bytes,
                     },

@@ -119,11 +119,12 @@ pub(crate) unsafe fn intercept(
             tool.submit(WorkerMessage::Missed {
                 index,
                 reason: ditto_protocol::MissReason::Error,
-                detail: format!(
-                    "no argument layout for `{}` (see the warning when it was loaded; \
-                     --arg-types gives one)",
-                    kernel.name.demangled
-                ),
+                detail: kernel.why_not.clone().unwrap_or_else(|| {
+                    format!(
+                        "no argument layout for `{}` (--arg-types gives one)",
+                        kernel.name.demangled
+                    )
+                }),
             });
             continue;
         }

@@ -107,6 +107,32 @@ static int launch_elementwise(int argc, char** argv) {
   return 0;
 }
 
+// `fake_app triton`: a Triton kernel as Triton 3 compiles it,
+// scale_add_kernel(x, y, out, n) with the two scratch pointers Triton
+// appends (global and profile scratch, null here): out = 2 * x + y.
+static void run_scale_add(unsigned char* a) {
+  const float* x = ptr_at(a, 0);
+  const float* y = ptr_at(a, 8);
+  float* out = ptr_at(a, 16);
+  int n;
+  memcpy(&n, a + 24, 4);
+  for (int i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];
+}
+static int launch_triton(void) {
+  fake_function k = {"scale_add_kernel", 6, {0, 8, 16, 24, 32, 40}, {8, 8, 8, 4, 8, 8}, run_scale_add};
+  int n = 256;
+  float* x = fake_malloc(n * sizeof(float));
+  float* y = fake_malloc(n * sizeof(float));
+  float* out = fake_malloc(n * sizeof(float));
+  for (int i = 0; i < n; ++i) x[i] = (float)i, y[i] = 1.0f;
+  void* scratch = 0;
+  void* args[] = {&x, &y, &out, &n, &scratch, &scratch};
+  fake_launch(&k, args, 0);
+  fake_device_synchronize();
+  printf("fake_app: triton out[255] = %.1f\n", out[255]);
+  return 0;
+}
+
 // The "device code" of `fake_app replay lazy|eager`: this program's own
 // ELF, whose symbol table names the kernel as a cubin's does.
 void _Z10reduce_sumPKfPfi(void) {}
@@ -145,6 +171,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
   if (argc > 2 && strcmp(argv[1], "replay") == 0) return launch_for_replay(argv[2]);
   if (argc > 1 && strcmp(argv[1], "elementwise") == 0) return launch_elementwise(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "triton") == 0) return launch_triton();
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
   fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};

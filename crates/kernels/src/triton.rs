@@ -1,0 +1,514 @@
+//! Triton's compiled kernels as its cache keeps them, so that a Triton
+//! kernel (hand-written `@triton.jit`, or one torch.compile's Inductor
+//! generated) is typed with no `--arg-types`. Triton 3.x writes one
+//! directory per compiled variant under its cache (`TRITON_CACHE_DIR`, else
+//! `~/.triton/cache`): `<name>.json` (the metadata: `name`, `target` with
+//! `backend` `cuda` or `hip` and `arch`, `triton_version`), `<name>.ttir`
+//! (the Triton IR, whose `tt.func public @<name>(…)` lists the parameters
+//! the kernel takes, constexprs removed: `!tt.ptr<f32>`, `i32`, …), and the
+//! binary (`<name>.cubin`, `<name>.hsaco`). The compiled kernel takes more
+//! parameters than its IR lists: the scratch pointers Triton appends
+//! (global and profile scratch). They are typed here as unknown, so they
+//! are never captured or reported as outputs.
+//!
+//! Owns reading one entry and choosing among a kernel's entries; never
+//! lays out (`layout`, `KernelSignature` do).
+
+use crate::param_type::ParamType;
+use ditto_types::DType;
+use std::path::{Path, PathBuf};
+
+/// One compiled variant of a Triton kernel in the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TritonKernel {
+    /// The kernel's name (the symbol it is launched by).
+    pub name: String,
+    /// `cuda` or `hip`.
+    pub backend: String,
+    /// `90`, `gfx942`, … as the metadata writes it.
+    pub arch: String,
+    /// Its parameters as the Triton IR lists them, with their names.
+    pub params: Vec<(Option<String>, ParamType)>,
+    /// The entry's directory.
+    pub dir: PathBuf,
+    /// The compiled binary (`.cubin` or `.hsaco`), where the entry has it.
+    pub binary: Option<PathBuf>,
+}
+
+/// Why Triton's cache gave no types for a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TritonError {
+    #[error(
+        "no compiled Triton kernel `{name}` in Triton's cache {cache} (TRITON_CACHE_DIR, else \
+         ~/.triton/cache); if it is a Triton kernel, run with the cache its program used, else \
+         give its argument types with --arg-types, e.g. `const f32*,f32*,i32`"
+    )]
+    NotCached { name: String, cache: String },
+    #[error(
+        "Triton's cache holds {count} compiled variants of `{name}` whose parameter types \
+         differ ({dirs}), and none is known to be the one launched; give its argument types \
+         with --arg-types, or clear the cache ({cache}) and run again"
+    )]
+    Ambiguous {
+        name: String,
+        count: usize,
+        dirs: String,
+        cache: String,
+    },
+    #[error(
+        "the compiled Triton kernel `{name}` ({dir}) lists {listed} parameters, but the launched \
+         kernel takes {taken}; give its argument types with --arg-types"
+    )]
+    Count {
+        name: String,
+        dir: String,
+        listed: usize,
+        taken: usize,
+    },
+}
+
+/// Triton's cache directory: `TRITON_CACHE_DIR` when set, else
+/// `$HOME/.triton/cache`.
+pub fn cache_dir(triton_cache_dir: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    match triton_cache_dir.filter(|d| !d.is_empty()) {
+        Some(d) => Some(PathBuf::from(d)),
+        None => home.map(|h| Path::new(h).join(".triton").join("cache")),
+    }
+}
+
+/// Element type of a Triton IR scalar type.
+fn dtype(ir: &str) -> Option<DType> {
+    Some(match ir {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        "f64" => DType::F64,
+        "i1" => DType::Bool,
+        "i8" => DType::I8,
+        "i16" => DType::I16,
+        "i32" => DType::I32,
+        "i64" => DType::I64,
+        _ => return None,
+    })
+}
+
+/// A parameter's type as the Triton IR spells it: `!tt.ptr<f32>` a
+/// pointer (Triton does not say which are only read: each counts as
+/// written), `i32` a scalar; pointers to types without an element type of
+/// ditto's (fp8) are raw bytes.
+fn param_type(ir: &str) -> ParamType {
+    let ir = ir.trim();
+    if let Some(pointee) = ir
+        .strip_prefix("!tt.ptr<")
+        .and_then(|p| p.strip_suffix('>'))
+    {
+        // `!tt.ptr<f32, 1>`: an address space after the element type.
+        let element = pointee.split(',').next().unwrap_or_default().trim();
+        return ParamType::Pointer {
+            dtype: dtype(element).unwrap_or(DType::Bytes),
+            is_const: false,
+        };
+    }
+    match dtype(ir) {
+        Some(dtype) => ParamType::Scalar { dtype },
+        None => ParamType::Unknown {
+            spelling: ir.to_string(),
+        },
+    }
+}
+
+/// The parameters of `tt.func public @<name>(…)` in a Triton IR text:
+/// each `%name: type {attributes} loc(…)`, in order. `None` without that
+/// function.
+pub fn ir_params(ir: &str, name: &str) -> Option<Vec<(Option<String>, ParamType)>> {
+    let head = format!("@{name}(");
+    let line = ir
+        .lines()
+        .find(|l| l.contains("tt.func") && l.contains(&head))?;
+    let start = line.find(&head)? + head.len();
+    // The parameter list: up to the parenthesis that closes it.
+    let mut depth = 1i32;
+    let mut end = None;
+    for (i, c) in line[start..].char_indices() {
+        match c {
+            '(' | '<' | '{' | '[' => depth += 1,
+            ')' | '>' | '}' | ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(start + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let list = &line[start..end?];
+    let mut params = Vec::new();
+    for part in split_top_level_commas(list) {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        // `%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(#loc3)`
+        let (name, rest) = part.split_once(':')?;
+        let name = name.trim().trim_start_matches('%');
+        let ty = type_text(rest);
+        let named = (!name.is_empty() && !is_numbered(name)).then(|| name.to_string());
+        params.push((named, param_type(ty)));
+    }
+    Some(params)
+}
+
+/// `arg3`: a parameter the IR numbered rather than named.
+fn is_numbered(name: &str) -> bool {
+    name.strip_prefix("arg")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The type at the start of `text` (before attributes and locations).
+fn type_text(text: &str) -> &str {
+    let text = text.trim_start();
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            ' ' | '{' if depth == 0 => return &text[..i],
+            _ => {}
+        }
+    }
+    text
+}
+
+/// Splits at the commas outside `<>`, `()`, `{}` and `[]`.
+fn split_top_level_commas(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '<' | '(' | '{' | '[' => depth += 1,
+            '>' | ')' | '}' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// The entry in `dir` for the kernel `name`: its metadata names it and
+/// its Triton IR lists its parameters. `None` for anything else.
+pub fn read_entry(dir: &Path, name: &str) -> Option<TritonKernel> {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).ok()?).ok()?;
+    if meta.get("name").and_then(|n| n.as_str()) != Some(name) {
+        return None;
+    }
+    let target = meta.get("target")?;
+    let backend = target.get("backend")?.as_str()?.to_string();
+    let arch = match target.get("arch")? {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let ir = ["ttir", "source"]
+        .iter()
+        .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())?;
+    let params = ir_params(&ir, name)?;
+    let binary = ["cubin", "hsaco"]
+        .iter()
+        .map(|ext| dir.join(format!("{name}.{ext}")))
+        .find(|p| p.is_file());
+    Some(TritonKernel {
+        name: name.to_string(),
+        backend,
+        arch,
+        params,
+        dir: dir.to_path_buf(),
+        binary,
+    })
+}
+
+/// Every compiled variant of `name` in the cache at `cache`.
+pub fn find(cache: &Path, name: &str) -> Vec<TritonKernel> {
+    let Ok(dirs) = std::fs::read_dir(cache) else {
+        return Vec::new();
+    };
+    let mut found: Vec<TritonKernel> = dirs
+        .flatten()
+        .filter_map(|d| read_entry(&d.path(), name))
+        .collect();
+    found.sort_by(|a, b| a.dir.cmp(&b.dir));
+    found
+}
+
+/// The parameter types of the launched kernel `name`, which takes `taken`
+/// parameters, from the cache at `cache`: its IR's parameters, then the
+/// scratch pointers Triton appended (unknown: not captured). Among several
+/// variants, the one whose binary is `binary` when known, else the types
+/// they agree on.
+pub fn types_for(
+    cache: &Path,
+    name: &str,
+    taken: usize,
+    binary: Option<&[u8]>,
+) -> Result<Vec<ParamType>, TritonError> {
+    let found = find(cache, name);
+    let chosen = match binary {
+        Some(bytes) => found
+            .iter()
+            .find(|k| {
+                k.binary
+                    .as_ref()
+                    .and_then(|p| std::fs::read(p).ok())
+                    .is_some_and(|b| b == bytes)
+            })
+            .or_else(|| agreed(&found)),
+        None => agreed(&found),
+    };
+    let Some(kernel) = chosen else {
+        return Err(if found.is_empty() {
+            TritonError::NotCached {
+                name: name.to_string(),
+                cache: cache.display().to_string(),
+            }
+        } else {
+            TritonError::Ambiguous {
+                name: name.to_string(),
+                count: found.len(),
+                dirs: found
+                    .iter()
+                    .map(|k| k.dir.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                cache: cache.display().to_string(),
+            }
+        });
+    };
+    let listed = kernel.params.len();
+    if listed > taken {
+        return Err(TritonError::Count {
+            name: name.to_string(),
+            dir: kernel.dir.display().to_string(),
+            listed,
+            taken,
+        });
+    }
+    let mut types: Vec<ParamType> = kernel.params.iter().map(|(_, t)| t.clone()).collect();
+    types.extend((listed..taken).map(|_| ParamType::Unknown {
+        spelling: "a scratch pointer Triton appends".into(),
+    }));
+    Ok(types)
+}
+
+/// The first variant, when every variant lists the same types.
+fn agreed(found: &[TritonKernel]) -> Option<&TritonKernel> {
+    let first = found.first()?;
+    let same = |k: &TritonKernel| {
+        k.params.len() == first.params.len()
+            && k.params.iter().zip(&first.params).all(|(a, b)| a.1 == b.1)
+    };
+    found.iter().all(same).then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache entry shaped as Triton 3.x writes one: the metadata, the
+    /// Triton IR (its function line as Triton prints it, names and
+    /// locations included) and the binary.
+    fn entry(cache: &Path, hash: &str, name: &str, target: &str, params: &str, binary: &[u8]) {
+        let dir = cache.join(hash);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("{name}.json")),
+            format!(
+                r#"{{"hash": "{hash}", "target": {target}, "num_warps": 4, "num_ctas": 1, "num_stages": 3, "debug": false, "triton_version": "3.6.0", "shared": 0, "global_scratch_size": 0, "global_scratch_align": 1, "profile_scratch_size": 0, "profile_scratch_align": 1, "name": "{name}"}}"#
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(format!("{name}.ttir")),
+            format!(
+                "#loc = loc(\"/work/app.py\":16:0)\nmodule {{\n  tt.func public @{name}({params}) attributes {{noinline = false}} {{\n    tt.return loc(#loc1)\n  }} loc(#loc)\n}} loc(#loc)\n"
+            ),
+        )
+        .unwrap();
+        let ext = if target.contains("\"hip\"") {
+            "hsaco"
+        } else {
+            "cubin"
+        };
+        std::fs::write(dir.join(format!("{name}.{ext}")), binary).unwrap();
+        std::fs::write(
+            dir.join(format!("__grp__{name}.json")),
+            format!(
+                r#"{{"child_paths": {{"{name}.json": "{}"}}}}"#,
+                dir.join(format!("{name}.json")).display()
+            ),
+        )
+        .unwrap();
+    }
+
+    const CUDA: &str = r#"{"backend": "cuda", "arch": 90, "warp_size": 32}"#;
+    const HIP: &str = r#"{"backend": "hip", "arch": "gfx942", "warp_size": 64}"#;
+    const SCALE_ADD: &str = "%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"x_ptr\"(#loc)), %y_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"y_ptr\"(#loc)), %out_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"out_ptr\"(#loc)), %n: i32 {tt.divisibility = 16 : i32} loc(\"n\"(#loc))";
+
+    fn ptr(dtype: DType) -> ParamType {
+        ParamType::Pointer {
+            dtype,
+            is_const: false,
+        }
+    }
+
+    #[test]
+    fn a_cuda_entry_gives_the_ir_s_parameters_then_the_scratch_pointers() {
+        let cache = tempfile::tempdir().unwrap();
+        entry(
+            cache.path(),
+            "abc",
+            "scale_add_kernel",
+            CUDA,
+            SCALE_ADD,
+            b"cubin-1",
+        );
+        let found = find(cache.path(), "scale_add_kernel");
+        assert_eq!(found.len(), 1);
+        let k = &found[0];
+        assert_eq!((k.backend.as_str(), k.arch.as_str()), ("cuda", "90"));
+        let names: Vec<_> = k.params.iter().map(|p| p.0.as_deref()).collect();
+        assert_eq!(
+            names,
+            [Some("x_ptr"), Some("y_ptr"), Some("out_ptr"), Some("n")]
+        );
+        // The launched kernel takes 6 parameters: two scratch pointers appended.
+        let types = types_for(cache.path(), "scale_add_kernel", 6, None).unwrap();
+        assert_eq!(
+            &types[..4],
+            &[
+                ptr(DType::F32),
+                ptr(DType::F32),
+                ptr(DType::F32),
+                ParamType::Scalar { dtype: DType::I32 }
+            ]
+        );
+        assert!(
+            types[4..]
+                .iter()
+                .all(|t| matches!(t, ParamType::Unknown { .. })),
+            "{types:?}"
+        );
+        assert_eq!(types.len(), 6);
+        // Fewer parameters than the IR lists: not this kernel.
+        assert!(matches!(
+            types_for(cache.path(), "scale_add_kernel", 3, None),
+            Err(TritonError::Count {
+                listed: 4,
+                taken: 3,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_rocm_entry_and_inductor_s_numbered_or_named_parameters_read_alike() {
+        let cache = tempfile::tempdir().unwrap();
+        let inductor = "%in_ptr0: !tt.ptr<bf16> {tt.divisibility = 16 : i32} loc(\"in_ptr0\"(#loc)), %out_ptr0: !tt.ptr<f16, 1> loc(\"out_ptr0\"(#loc)), %xnumel: i64 loc(\"xnumel\"(#loc)), %arg3: !tt.ptr<f8E4M3FN> loc(#loc), %flag: i1 loc(#loc)";
+        entry(
+            cache.path(),
+            "def",
+            "triton_poi_fused_add_mul_relu_0",
+            HIP,
+            inductor,
+            b"hsaco",
+        );
+        let k = &find(cache.path(), "triton_poi_fused_add_mul_relu_0")[0];
+        assert_eq!((k.backend.as_str(), k.arch.as_str()), ("hip", "gfx942"));
+        assert!(
+            k.binary
+                .as_ref()
+                .unwrap()
+                .ends_with("triton_poi_fused_add_mul_relu_0.hsaco")
+        );
+        assert_eq!(
+            k.params,
+            vec![
+                (Some("in_ptr0".into()), ptr(DType::BF16)),
+                (Some("out_ptr0".into()), ptr(DType::F16)),
+                (
+                    Some("xnumel".into()),
+                    ParamType::Scalar { dtype: DType::I64 }
+                ),
+                (None, ptr(DType::Bytes)),
+                (
+                    Some("flag".into()),
+                    ParamType::Scalar { dtype: DType::Bool }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn variants_are_told_apart_by_their_binary_or_must_agree() {
+        let cache = tempfile::tempdir().unwrap();
+        // Two block sizes of one kernel: the same parameters.
+        entry(
+            cache.path(),
+            "b1024",
+            "scale_add_kernel",
+            CUDA,
+            SCALE_ADD,
+            b"block-1024",
+        );
+        entry(
+            cache.path(),
+            "b2048",
+            "scale_add_kernel",
+            CUDA,
+            SCALE_ADD,
+            b"block-2048",
+        );
+        assert_eq!(
+            types_for(cache.path(), "scale_add_kernel", 4, None)
+                .unwrap()
+                .len(),
+            4
+        );
+        // A half-precision variant: the types differ.
+        let half = SCALE_ADD.replace("f32", "f16");
+        entry(
+            cache.path(),
+            "half",
+            "scale_add_kernel",
+            CUDA,
+            &half,
+            b"half",
+        );
+        let err = types_for(cache.path(), "scale_add_kernel", 4, None).unwrap_err();
+        assert!(
+            matches!(err, TritonError::Ambiguous { count: 3, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--arg-types"), "{err}");
+        // The launched binary names the variant.
+        let types = types_for(cache.path(), "scale_add_kernel", 4, Some(b"half")).unwrap();
+        assert_eq!(types[0], ptr(DType::F16));
+        // Nothing cached: what to pass.
+        let err = types_for(cache.path(), "other_kernel", 4, None).unwrap_err();
+        assert!(matches!(err, TritonError::NotCached { .. }), "{err}");
+        assert!(err.to_string().contains("TRITON_CACHE_DIR"), "{err}");
+    }
+
+    #[test]
+    fn the_cache_is_triton_cache_dir_else_under_home() {
+        assert_eq!(cache_dir(Some("/c"), Some("/h")), Some(PathBuf::from("/c")));
+        assert_eq!(
+            cache_dir(None, Some("/h")),
+            Some(PathBuf::from("/h/.triton/cache"))
+        );
+        assert_eq!(cache_dir(Some(""), None), None);
+    }
+}

@@ -84,9 +84,33 @@ pub struct Options {
     pub fatal: Option<String>,
 }
 
+/// Where a Triton kernel's types are looked for, read when a kernel is
+/// first seen (a Python program may set `TRITON_CACHE_DIR` after the tool
+/// started): `base` ([`Options::triton_cache`]), the process's
+/// `TRITON_CACHE_DIR` now, and torch.compile's per-device caches.
+pub fn triton_caches(base: Option<&std::path::Path>) -> Vec<std::path::PathBuf> {
+    let now = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let mut caches: Vec<std::path::PathBuf> = base.into_iter().map(|b| b.to_path_buf()).collect();
+    if let Some(dir) = now("TRITON_CACHE_DIR").map(std::path::PathBuf::from)
+        && !caches.contains(&dir)
+    {
+        caches.push(dir);
+    }
+    caches.extend(ditto_kernels::triton::inductor_cache_dirs(
+        now("TORCHINDUCTOR_CACHE_DIR").as_deref(),
+        now("USER").or_else(|| now("LOGNAME")).as_deref(),
+    ));
+    caches
+}
+
 impl Options {
     pub fn from_env() -> Options {
         Options::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Where a Triton kernel's types are looked for: [`triton_caches`].
+    pub fn triton_caches(&self) -> Vec<std::path::PathBuf> {
+        triton_caches(self.triton_cache.as_deref())
     }
 
     /// Options from any variable source (tests pass a map).

@@ -127,11 +127,11 @@ impl CudaTool {
         };
         // A kernel without a C++ signature and without --arg-types: typed
         // from Triton's cache when it is a Triton kernel.
-        let triton = match (&self.options.arg_types, &self.options.triton_cache) {
-            (None, Some(cache)) if KernelNames::new(&name).param_types().is_none() => {
+        let triton = match &self.options.arg_types {
+            None if KernelNames::new(&name).param_types().is_none() => {
                 let cubin = self.modules.of(&probe.name.mangled);
                 Some(triton::types_for(
-                    cache,
+                    &self.options.triton_caches(),
                     &probe.name.mangled,
                     layout.len(),
                     cubin.as_ref().map(|c| &c.bytes[..]),

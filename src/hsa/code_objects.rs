@@ -35,7 +35,8 @@ pub struct CodeObjects {
     /// A replay capture: targets keep their code object and variables.
     replays: bool,
     arg_types: Option<Vec<ParamType>>,
-    /// Triton's cache: types for Triton kernels without `--arg-types`.
+    /// Triton's cache: types for Triton kernels without `--arg-types`
+    /// (with the caches only known when a kernel loads, `triton_caches`).
     triton_cache: Option<std::path::PathBuf>,
     /// Where the kernels of frozen executables go.
     kernels: Arc<KernelTable>,
@@ -274,14 +275,14 @@ impl CodeObjects {
         // from Triton's cache when it is a Triton kernel (the code object
         // tells its compiled variant apart).
         let names = KernelNames::new(&name);
-        let triton = match (&self.arg_types, &self.triton_cache, entry) {
-            (None, Some(cache), Some((kernel, at)))
+        let triton = match (&self.arg_types, entry) {
+            (None, Some((kernel, at)))
                 if names.param_types().is_none()
                     && self.query.as_deref().is_some_and(|q| matches(q, &names)) =>
             {
                 let binary = code_objects.get(*at).map(|b| &b[..]);
                 Some(triton::types_for(
-                    cache,
+                    &crate::options::triton_caches(self.triton_cache.as_deref()),
                     &names.mangled,
                     kernel.explicit_args().len(),
                     binary,

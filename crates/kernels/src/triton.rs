@@ -39,15 +39,16 @@ pub struct TritonKernel {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TritonError {
     #[error(
-        "no compiled Triton kernel `{name}` in Triton's cache {cache} (TRITON_CACHE_DIR, else \
-         ~/.triton/cache); if it is a Triton kernel, run with the cache its program used, else \
-         give its argument types with --arg-types, e.g. `const f32*,f32*,i32`"
+        "no compiled Triton kernel `{name}` in Triton's caches ({cache}: TRITON_CACHE_DIR, else \
+         ~/.triton/cache, and torch.compile's under TORCHINDUCTOR_CACHE_DIR); if it is a Triton \
+         kernel, run with the cache its program used, else give its argument types with \
+         --arg-types, e.g. `const f32*,f32*,i32`"
     )]
     NotCached { name: String, cache: String },
     #[error(
         "Triton's cache holds {count} compiled variants of `{name}` whose parameter types \
          differ ({dirs}), and none is known to be the one launched; give its argument types \
-         with --arg-types, or clear the cache ({cache}) and run again"
+         with --arg-types, or clear the caches ({cache}) and run again"
     )]
     Ambiguous {
         name: String,
@@ -74,6 +75,23 @@ pub fn cache_dir(triton_cache_dir: Option<&str>, home: Option<&str>) -> Option<P
         Some(d) => Some(PathBuf::from(d)),
         None => home.map(|h| Path::new(h).join(".triton").join("cache")),
     }
+}
+
+/// Where torch.compile's Inductor has Triton keep the kernels it compiles:
+/// one cache per device under `<TORCHINDUCTOR_CACHE_DIR, else
+/// /tmp/torchinductor_<user>>/triton/`.
+pub fn inductor_cache_dirs(inductor_cache_dir: Option<&str>, user: Option<&str>) -> Vec<PathBuf> {
+    let root = match (inductor_cache_dir.filter(|d| !d.is_empty()), user) {
+        (Some(d), _) => PathBuf::from(d),
+        (None, Some(u)) => PathBuf::from(format!("/tmp/torchinductor_{u}")),
+        (None, None) => return Vec::new(),
+    };
+    let Ok(devices) = std::fs::read_dir(root.join("triton")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = devices.flatten().map(|d| d.path()).collect();
+    dirs.sort();
+    dirs
 }
 
 /// Element type of a Triton IR scalar type.
@@ -250,12 +268,17 @@ pub fn find(cache: &Path, name: &str) -> Vec<TritonKernel> {
 /// variants, the one whose binary is `binary` when known, else the types
 /// they agree on.
 pub fn types_for(
-    cache: &Path,
+    caches: &[PathBuf],
     name: &str,
     taken: usize,
     binary: Option<&[u8]>,
 ) -> Result<Vec<ParamType>, TritonError> {
-    let found = find(cache, name);
+    let found: Vec<TritonKernel> = caches.iter().flat_map(|c| find(c, name)).collect();
+    let cache = caches
+        .iter()
+        .map(|c| c.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let chosen = match binary {
         Some(bytes) => found
             .iter()
@@ -272,7 +295,7 @@ pub fn types_for(
         return Err(if found.is_empty() {
             TritonError::NotCached {
                 name: name.to_string(),
-                cache: cache.display().to_string(),
+                cache: cache.clone(),
             }
         } else {
             TritonError::Ambiguous {
@@ -283,7 +306,7 @@ pub fn types_for(
                     .map(|k| k.dir.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                cache: cache.display().to_string(),
+                cache,
             }
         });
     };
@@ -385,7 +408,7 @@ mod tests {
             [Some("x_ptr"), Some("y_ptr"), Some("out_ptr"), Some("n")]
         );
         // The launched kernel takes 6 parameters: two scratch pointers appended.
-        let types = types_for(cache.path(), "scale_add_kernel", 6, None).unwrap();
+        let types = types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 6, None).unwrap();
         assert_eq!(
             &types[..4],
             &[
@@ -404,7 +427,7 @@ mod tests {
         assert_eq!(types.len(), 6);
         // Fewer parameters than the IR lists: not this kernel.
         assert!(matches!(
-            types_for(cache.path(), "scale_add_kernel", 3, None),
+            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 3, None),
             Err(TritonError::Count {
                 listed: 4,
                 taken: 3,
@@ -472,7 +495,7 @@ mod tests {
             b"block-2048",
         );
         assert_eq!(
-            types_for(cache.path(), "scale_add_kernel", 4, None)
+            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 4, None)
                 .unwrap()
                 .len(),
             4
@@ -487,19 +510,40 @@ mod tests {
             &half,
             b"half",
         );
-        let err = types_for(cache.path(), "scale_add_kernel", 4, None).unwrap_err();
+        let err =
+            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 4, None).unwrap_err();
         assert!(
             matches!(err, TritonError::Ambiguous { count: 3, .. }),
             "{err}"
         );
         assert!(err.to_string().contains("--arg-types"), "{err}");
         // The launched binary names the variant.
-        let types = types_for(cache.path(), "scale_add_kernel", 4, Some(b"half")).unwrap();
+        let types = types_for(
+            &[cache.path().to_path_buf()],
+            "scale_add_kernel",
+            4,
+            Some(b"half"),
+        )
+        .unwrap();
         assert_eq!(types[0], ptr(DType::F16));
         // Nothing cached: what to pass.
-        let err = types_for(cache.path(), "other_kernel", 4, None).unwrap_err();
+        let err = types_for(&[cache.path().to_path_buf()], "other_kernel", 4, None).unwrap_err();
         assert!(matches!(err, TritonError::NotCached { .. }), "{err}");
         assert!(err.to_string().contains("TRITON_CACHE_DIR"), "{err}");
+    }
+
+    #[test]
+    fn inductor_keeps_one_cache_per_device_under_its_own_directory() {
+        let root = tempfile::tempdir().unwrap();
+        for device in ["0", "1"] {
+            std::fs::create_dir_all(root.path().join("triton").join(device)).unwrap();
+        }
+        let dirs = inductor_cache_dirs(Some(root.path().to_str().unwrap()), Some("u"));
+        assert_eq!(
+            dirs,
+            [root.path().join("triton/0"), root.path().join("triton/1")]
+        );
+        assert_eq!(inductor_cache_dirs(None, None), Vec::<PathBuf>::new());
     }
 
     #[test]

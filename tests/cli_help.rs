@@ -37,3 +37,31 @@ fn every_help_ends_with_a_worked_example() {
         }
     }
 }
+
+/// Every option of every command says what it takes: in `--help`, each
+/// option's line is followed by its description (or carries it).
+#[test]
+fn every_option_says_what_it_takes() {
+    for sub in [
+        "run", "validate", "compare", "inspect", "replay", "kernels", "collect", "mcp",
+    ] {
+        let out = ditto(&[sub, "--help"]);
+        assert_eq!(out.status.code(), Some(0), "{sub}");
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            // An option's own line: `  -x, --name <V>` or `      --name`.
+            if !(line.starts_with("  ") && trimmed.starts_with('-')) || trimmed.starts_with("- ") {
+                continue;
+            }
+            let inline = trimmed.split("  ").skip(1).any(|t| !t.trim().is_empty());
+            let next = lines.get(i + 1).map_or("", |l| l.trim());
+            assert!(
+                inline
+                    || (!next.is_empty() && !next.starts_with('-') && next != "Possible values:"),
+                "`ditto {sub}`: {trimmed:?} has no description:\n{text}"
+            );
+        }
+    }
+}

@@ -155,8 +155,10 @@ enum Command {
         /// Kernel to capture by a regular expression searched in its demangled signature
         #[arg(long, value_name = "RE", conflicts_with = "kernel")]
         kernel_regex: Option<String>,
-        /// Element types of extern "C" kernels, e.g. `const f32*,f32*,i32`
-        #[arg(long)]
+        /// Argument types of a kernel without a C++ signature (extern "C"; Triton kernels are typed
+        /// from Triton's cache), one per parameter: f16 bf16 f32 f64 i8..i64 u8..u64 bool, `*` for a
+        /// pointer, `const` before a pointer only read, e.g. `const f32*,f32*,i32`
+        #[arg(long, value_name = "TYPES")]
         arg_types: Option<String>,
         /// Dispatches to capture: all, N, N..M (both included), N.. or a list like 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
@@ -170,6 +172,7 @@ enum Command {
         /// Snapshot directory
         #[arg(long, default_value = "ditto-snapshot")]
         out: PathBuf,
+        /// Which HSA runtime runs HSA applications (a CUDA application needs none)
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// Stop the application after SECS seconds and say what was pending
@@ -234,7 +237,10 @@ enum Command {
         opt_cwd: Option<PathBuf>,
         #[command(flatten)]
         tolerances: Tolerances,
-        #[arg(long)]
+        /// Argument types of a kernel without a C++ signature (extern "C"; Triton kernels are typed
+        /// from Triton's cache), one per parameter: f16 bf16 f32 f64 i8..i64 u8..u64 bool, `*` for a
+        /// pointer, `const` before a pointer only read, e.g. `const f32*,f32*,i32`
+        #[arg(long, value_name = "TYPES")]
         arg_types: Option<String>,
         /// Dispatches to capture in every run: all, N, N..M (both included), N.. or 0,3..5
         #[arg(long, value_name = "SEL", value_parser = parse_dispatch)]
@@ -245,6 +251,7 @@ enum Command {
         /// Extent of pointer arguments in elements, e.g. `arg2=arg3` or `arg2=arg3*arg4`
         #[arg(long, value_name = "SIZES", value_parser = parse_arg_sizes)]
         arg_sizes: Option<ArgSizes>,
+        /// Which HSA runtime runs HSA applications (a CUDA application needs none)
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// Keep the snapshots in DIR/ref and DIR/opt (DIR/opt-N with several --opt)
@@ -281,8 +288,9 @@ enum Command {
         /// Only the kernels this name selects, as `ditto run --kernel` matches
         #[arg(long)]
         kernel: Option<String>,
-        /// Element types of extern "C" kernels (with --kernel: of the kernels it selects)
-        #[arg(long)]
+        /// Argument types of extern "C" kernels (with --kernel: of the kernels it selects), one per
+        /// parameter, e.g. `const f32*,f32*,i32`
+        #[arg(long, value_name = "TYPES")]
         arg_types: Option<String>,
         /// One JSON object on stdout (schema in README.md)
         #[arg(long)]
@@ -324,6 +332,7 @@ enum Command {
         iterations: u32,
         #[command(flatten)]
         tolerances: Tolerances,
+        /// Which HSA runtime runs HSA applications (a CUDA application needs none)
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// Longest wait for one dispatch to complete, in seconds (a hang is reported, not waited out)
@@ -364,10 +373,13 @@ enum Command {
     /// Serve a socket for scripts/ditto-run until SIGINT/SIGTERM; each run goes to OUT/<run>/
     #[command(after_help = COLLECT_EXAMPLE)]
     Collect {
-        #[arg(long)]
+        /// The Unix socket to serve, which scripts/ditto-run's --socket names, e.g. /tmp/ditto.sock
+        #[arg(long, value_name = "PATH")]
         socket: PathBuf,
-        #[arg(long)]
+        /// Where each run's snapshot goes: OUT/<run>/ (ditto-run's --run names it)
+        #[arg(long, value_name = "DIR")]
         out: PathBuf,
+        /// Which HSA runtime runs HSA applications (a CUDA application needs none)
         #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
         hsa_runtime: RuntimeChoice,
         /// One collector per node of a job writing the same OUT (a shared file

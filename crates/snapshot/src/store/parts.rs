@@ -8,7 +8,7 @@
 //! Owns the part names ([`check_node_name`], [`part_dir`]), the check a
 //! part's writer makes of the run directory before it writes (a snapshot
 //! of one collector there is never written beside), and the merge a reader
-//! makes of every part ([`merge`]): ranks from all parts, a rank in two
+//! makes of every part (`merge`): ranks from all parts, a rank in two
 //! parts an error naming both, and so are parts whose collectors ran in
 //! different jobs (an earlier job's part left in the run directory). Never
 //! writes a file.

@@ -63,7 +63,7 @@ fn no_manifest(path: PathBuf) -> StoreError {
 impl Snapshot {
     /// Opens the snapshot at `dir`: one collector's (its `manifest.json`),
     /// or a run written by one collector per node, whose parts
-    /// (`node-<NAME>/`) are merged into one manifest ([`parts::merge`]).
+    /// (`node-<NAME>/`) are merged into one manifest (`parts::merge`).
     pub fn load(dir: &Path) -> Result<Snapshot, StoreError> {
         let path = dir.join(MANIFEST_FILE);
         // The directory the user names may be reached through a link of

@@ -124,6 +124,21 @@ fn metadata_says_const(arg: &MetadataArg) -> bool {
     arg.is_const || arg.access.as_deref() == Some("read_only")
 }
 
+/// The parameter types: `arg_types` (the user's `--arg-types`) when
+/// given, else the demangled name's; an extern "C" kernel without them asks
+/// for them.
+fn given_or_named_types(
+    names: &KernelNames,
+    arg_types: Option<&[ParamType]>,
+) -> Result<Vec<ParamType>, KernelError> {
+    match arg_types {
+        Some(t) => Ok(t.to_vec()),
+        None => names.param_types().ok_or_else(|| KernelError::NoTypes {
+            kernel: names.demangled.clone(),
+        }),
+    }
+}
+
 impl KernelSignature {
     /// Lays out the arguments of the kernel whose symbol is `mangled`
     /// (with or without `.kd`). Types come from `arg_types` when given
@@ -135,12 +150,7 @@ impl KernelSignature {
         kernarg_segment_size: Option<u64>,
     ) -> Result<KernelSignature, KernelError> {
         let names = KernelNames::new(mangled);
-        let types = match arg_types {
-            Some(t) => t.to_vec(),
-            None => names.param_types().ok_or_else(|| KernelError::NoTypes {
-                kernel: names.demangled.clone(),
-            })?,
-        };
+        let types = given_or_named_types(&names, arg_types)?;
         let params = layout(&names.demangled, &types, kernarg_segment_size)?;
         Ok(KernelSignature {
             mangled: names.mangled,
@@ -321,12 +331,7 @@ impl KernelSignature {
         arg_types: Option<&[ParamType]>,
     ) -> Result<KernelSignature, KernelError> {
         let names = KernelNames::new(symbol);
-        let types = match arg_types {
-            Some(t) => t.to_vec(),
-            None => names.param_types().ok_or_else(|| KernelError::NoTypes {
-                kernel: names.demangled.clone(),
-            })?,
-        };
+        let types = given_or_named_types(&names, arg_types)?;
         let driver = |detail: String| KernelError::Driver {
             kernel: names.demangled.clone(),
             detail,

@@ -215,8 +215,38 @@ pub fn compare_snapshots(
                  collector must run for the whole job)"
             )
         } else if ref_d.len() != opt_d.len() {
-            "the runs must dispatch the kernel equally often (same inputs and iteration counts)"
-                .to_string()
+            // Which processes dispatched it how often on each side: a
+            // process that only compiles or benchmarks kernels (torch.compile's
+            // compile workers, on a cold cache) shows up here.
+            let count =
+                |v: &[&DispatchRecord], rank: u32| v.iter().filter(|d| d.rank == rank).count();
+            let differing: Vec<String> = ref_ranks
+                .iter()
+                .filter(|&&r| count(&ref_d, r) != count(&opt_d, r))
+                .map(|&r| {
+                    let command = reference
+                        .manifest
+                        .runs
+                        .iter()
+                        .find(|run| run.rank == r)
+                        .map(|run| run.command_line.join(" "))
+                        .unwrap_or_default();
+                    let command: String = command.chars().take(120).collect();
+                    format!(
+                        "rank {r} ({command}): {} against {}",
+                        count(&ref_d, r),
+                        count(&opt_d, r)
+                    )
+                })
+                .collect();
+            format!(
+                "the runs must dispatch the kernel equally often (same inputs and iteration \
+                 counts); per process, reference against optimized: {} (a process that only \
+                 compiles or benchmarks kernels, as torch.compile's compile workers do on a cold \
+                 cache, launches them too: fill its cache first, or choose dispatches with \
+                 --dispatch)",
+                differing.join("; ")
+            )
         } else {
             format!(
                 "the (rank, dispatch) pairs differ: reference {:?}, optimized {:?}",

@@ -572,3 +572,94 @@ fn infinite_or_nan_tolerances_are_refused_with_a_reason() {
     }
     assert!(CompareOptions::new(Some(0.0), Some(1e30), false).is_ok());
 }
+
+#[test]
+fn unequal_dispatch_counts_say_which_process_dispatched_how_often() {
+    use crate::store::{CapturedBuffer, SnapshotWriter};
+    // (command line, dispatches) per process, in rank order.
+    let write = |dir: &std::path::Path, processes: &[(&str, u64)]| {
+        let mut w = SnapshotWriter::create(dir, "k").unwrap();
+        for (pid, (command, count)) in processes.iter().enumerate() {
+            let rank = w
+                .add_run(&ditto_protocol::Hello {
+                    version: ditto_protocol::PROTOCOL_VERSION,
+                    pid: 100 + pid as u32,
+                    run: "run".into(),
+                    kernel_query: "k".into(),
+                    command_line: command.split(' ').map(String::from).collect(),
+                    working_directory: "/".into(),
+                    rank: None,
+                    api: ditto_protocol::Api::Cuda,
+                })
+                .unwrap();
+            for index in 0..*count {
+                let data = vec![0u8; 4];
+                let d = ditto_protocol::Dispatch {
+                    index,
+                    kernel: ditto_protocol::KernelName {
+                        mangled: "k".into(),
+                        demangled: "k".into(),
+                    },
+                    grid: [1, 1, 1],
+                    block: [1, 1, 1],
+                    duration_ns: None,
+                    buffers: vec![],
+                    launch: None,
+                };
+                let b = ditto_protocol::Buffer {
+                    phase: ditto_protocol::Phase::After,
+                    arg_index: 0,
+                    name: None,
+                    dtype: DType::U8,
+                    transport: ditto_protocol::Transport::Ipc {
+                        handle: vec![0; 32],
+                        owner_node: None,
+                    },
+                    owner_pid: 1,
+                    alloc_base: 0,
+                    alloc_size: 4,
+                    offset: 0,
+                    extent: 4,
+                    fingerprint: ditto_protocol::fingerprint(&data),
+                };
+                w.add_dispatch(
+                    rank,
+                    100 + pid as u32,
+                    &d,
+                    &[CapturedBuffer { buffer: b, data }],
+                )
+                .unwrap();
+            }
+        }
+        Snapshot::load(dir).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A cold torch.compile cache: its compile worker launched the kernel
+    // while benchmarking it, in the reference only.
+    let reference = write(
+        &dir.path().join("ref"),
+        &[
+            ("python3 model.py", 1),
+            ("python3 compile_worker/__main__.py", 14),
+        ],
+    );
+    let optimized = write(
+        &dir.path().join("opt"),
+        &[
+            ("python3 model.py", 1),
+            ("python3 compile_worker/__main__.py", 0),
+        ],
+    );
+    let err = compare_snapshots(&reference, &optimized, &defaults())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("captured 15 dispatch(es) of k but the optimized run")
+            && err.contains(
+                "per process, reference against optimized: rank 1 (python3 \
+                 compile_worker/__main__.py): 14 against 0 (a process"
+            )
+            && !err.contains("rank 0 ("),
+        "{err}"
+    );
+}

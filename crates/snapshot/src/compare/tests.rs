@@ -399,43 +399,53 @@ fn snapshot_without_buffers(dir: &std::path::Path) -> Snapshot {
     Snapshot::load(dir).unwrap()
 }
 
+/// Dispatch `index` of `kernel` with one after-buffer, argument `arg`, of
+/// four zero bytes.
+fn four_zero_bytes(
+    index: u64,
+    kernel: &str,
+    arg: u32,
+) -> (ditto_protocol::Dispatch, crate::store::CapturedBuffer) {
+    let data = vec![0u8; 4];
+    let d = ditto_protocol::Dispatch {
+        index,
+        kernel: ditto_protocol::KernelName {
+            mangled: kernel.to_string(),
+            demangled: kernel.to_string(),
+        },
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        duration_ns: None,
+        buffers: vec![],
+        launch: None,
+    };
+    let buffer = ditto_protocol::Buffer {
+        phase: ditto_protocol::Phase::After,
+        arg_index: arg,
+        name: None,
+        dtype: DType::U8,
+        transport: ditto_protocol::Transport::Ipc {
+            handle: vec![0; 32],
+            owner_node: None,
+        },
+        owner_pid: 1,
+        alloc_base: 0,
+        alloc_size: 4,
+        offset: 0,
+        extent: 4,
+        fingerprint: ditto_protocol::fingerprint(&data),
+    };
+    (d, crate::store::CapturedBuffer { buffer, data })
+}
+
 #[test]
 fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
-    use crate::store::{CapturedBuffer, SnapshotWriter};
+    use crate::store::SnapshotWriter;
     let write = |dir: &std::path::Path, kernels: [&str; 2]| {
         let mut w = SnapshotWriter::create(dir, "scale_values").unwrap();
         for (index, mangled) in kernels.iter().enumerate() {
-            let data = vec![0u8; 4];
-            let d = ditto_protocol::Dispatch {
-                index: index as u64,
-                kernel: ditto_protocol::KernelName {
-                    mangled: mangled.to_string(),
-                    demangled: mangled.to_string(),
-                },
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                duration_ns: None,
-                buffers: vec![],
-                launch: None,
-            };
-            let b = ditto_protocol::Buffer {
-                phase: ditto_protocol::Phase::After,
-                arg_index: 1,
-                name: None,
-                dtype: DType::U8,
-                transport: ditto_protocol::Transport::Ipc {
-                    handle: vec![0; 32],
-                    owner_node: None,
-                },
-                owner_pid: 1,
-                alloc_base: 0,
-                alloc_size: 4,
-                offset: 0,
-                extent: 4,
-                fingerprint: ditto_protocol::fingerprint(&data),
-            };
-            w.add_dispatch(0, 1, &d, &[CapturedBuffer { buffer: b, data }])
-                .unwrap();
+            let (d, buffer) = four_zero_bytes(index as u64, mangled, 1);
+            w.add_dispatch(0, 1, &d, &[buffer]).unwrap();
         }
         Snapshot::load(dir).unwrap()
     };
@@ -575,7 +585,7 @@ fn infinite_or_nan_tolerances_are_refused_with_a_reason() {
 
 #[test]
 fn unequal_dispatch_counts_say_which_process_dispatched_how_often() {
-    use crate::store::{CapturedBuffer, SnapshotWriter};
+    use crate::store::SnapshotWriter;
     // (command line, dispatches) per process, in rank order.
     let write = |dir: &std::path::Path, processes: &[(&str, u64)]| {
         let mut w = SnapshotWriter::create(dir, "k").unwrap();
@@ -593,42 +603,9 @@ fn unequal_dispatch_counts_say_which_process_dispatched_how_often() {
                 })
                 .unwrap();
             for index in 0..*count {
-                let data = vec![0u8; 4];
-                let d = ditto_protocol::Dispatch {
-                    index,
-                    kernel: ditto_protocol::KernelName {
-                        mangled: "k".into(),
-                        demangled: "k".into(),
-                    },
-                    grid: [1, 1, 1],
-                    block: [1, 1, 1],
-                    duration_ns: None,
-                    buffers: vec![],
-                    launch: None,
-                };
-                let b = ditto_protocol::Buffer {
-                    phase: ditto_protocol::Phase::After,
-                    arg_index: 0,
-                    name: None,
-                    dtype: DType::U8,
-                    transport: ditto_protocol::Transport::Ipc {
-                        handle: vec![0; 32],
-                        owner_node: None,
-                    },
-                    owner_pid: 1,
-                    alloc_base: 0,
-                    alloc_size: 4,
-                    offset: 0,
-                    extent: 4,
-                    fingerprint: ditto_protocol::fingerprint(&data),
-                };
-                w.add_dispatch(
-                    rank,
-                    100 + pid as u32,
-                    &d,
-                    &[CapturedBuffer { buffer: b, data }],
-                )
-                .unwrap();
+                let (d, buffer) = four_zero_bytes(index, "k", 0);
+                w.add_dispatch(rank, 100 + pid as u32, &d, &[buffer])
+                    .unwrap();
             }
         }
         Snapshot::load(dir).unwrap()

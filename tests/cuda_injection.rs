@@ -45,29 +45,38 @@ fn capture(dir: &Path, lib: &Path, app: &Path, kernel: &str) -> Output {
     capture_with(dir, lib, app, kernel, &[])
 }
 
+/// `DITTO ARGS…` (DITTO: the ditto executable to run) with the fake driver
+/// and CUPTI named to the tool, `--hsa-runtime cpu` where an AMD GPU would
+/// otherwise be chosen, and no colour; the caller adds the rest.
+fn fake_ditto(ditto: &Path, lib: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(ditto);
+    cmd.args(args);
+    if Path::new("/dev/kfd").exists() {
+        cmd.args(["--hsa-runtime", "cpu"]);
+    }
+    cmd.env("DITTO_CUDA_DRIVER", lib)
+        .env("DITTO_CUPTI_LIBRARY", lib)
+        .env("NO_COLOR", "1");
+    cmd
+}
+
 /// `ditto run --kernel reduce_sum --capture replay --out SNAP -- fake_app
 /// replay MODE` (MODE: `eager` loads the module before the launch, `lazy`
 /// during it) with the fake driver and CUPTI named to the tool.
 fn replay_capture(lib: &Path, app: &Path, mode: &str, snap: &Path) -> Output {
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args([
+    let args = [
         "run",
         "--kernel",
         "reduce_sum",
         "--capture",
         "replay",
         "--out",
-    ])
-    .arg(snap);
-    if Path::new("/dev/kfd").exists() {
-        cmd.args(["--hsa-runtime", "cpu"]);
-    }
-    cmd.arg("--")
+    ];
+    fake_ditto(&ditto_bin(), lib, &args)
+        .arg(snap)
+        .arg("--")
         .arg(app)
         .args(["replay", mode])
-        .env("DITTO_CUDA_DRIVER", lib)
-        .env("DITTO_CUPTI_LIBRARY", lib)
-        .env("NO_COLOR", "1")
         .output()
         .expect("run ditto")
 }
@@ -247,20 +256,14 @@ fn a_cuda_program_validates_with_only_ditto_and_its_tool_library_installed() {
     std::fs::copy(ditto_bin(), bin.join("ditto")).unwrap();
     std::fs::copy(tool_lib(), bin.join("libditto.so")).unwrap();
     let validate = |program: &Path| {
-        let mut cmd = Command::new(bin.join("ditto"));
         // (dispatch 1 is launched into a graph capture: never captured)
-        cmd.args(["validate", "--kernel", "reduce_sum", "--dispatch", "0"]);
-        if Path::new("/dev/kfd").exists() {
-            cmd.args(["--hsa-runtime", "cpu"]);
-        }
-        cmd.arg("--ref")
+        let args = ["validate", "--kernel", "reduce_sum", "--dispatch", "0"];
+        fake_ditto(&bin.join("ditto"), &lib, &args)
+            .arg("--ref")
             .arg(program)
             .arg("--opt")
             .arg(program)
             .env_remove("DITTO_CPU_RUNTIME_DIR")
-            .env("DITTO_CUDA_DRIVER", &lib)
-            .env("DITTO_CUPTI_LIBRARY", &lib)
-            .env("NO_COLOR", "1")
             .output()
             .expect("run ditto validate")
     };
@@ -290,13 +293,9 @@ fn a_captured_launch_is_timed_by_its_kernel_activity_record_and_validate_says_th
     let (lib, fake_app) = build_fakes(dir.path());
     // The fake's kernel records last FAKE_CUDA_KERNEL_NS: 5 µs in the
     // reference, 2 µs in the optimized run.
-    let mut cmd = Command::new(ditto_bin());
-    cmd.args(["validate", "--kernel", "reduce_sum", "--dispatch", "0"]);
-    if Path::new("/dev/kfd").exists() {
-        cmd.args(["--hsa-runtime", "cpu"]);
-    }
     let keep = dir.path().join("keep");
-    let out = cmd
+    let args = ["validate", "--kernel", "reduce_sum", "--dispatch", "0"];
+    let out = fake_ditto(&ditto_bin(), &lib, &args)
         .arg("--ref")
         .arg(&fake_app)
         .arg("--opt")
@@ -305,9 +304,6 @@ fn a_captured_launch_is_timed_by_its_kernel_activity_record_and_validate_says_th
         .args(["--opt-env", "FAKE_CUDA_KERNEL_NS=2000"])
         .arg("--keep")
         .arg(&keep)
-        .env("DITTO_CUDA_DRIVER", &lib)
-        .env("DITTO_CUPTI_LIBRARY", &lib)
-        .env("NO_COLOR", "1")
         .output()
         .expect("run ditto validate");
     let so = stdout(&out);
@@ -329,23 +325,17 @@ fn pytorch_s_elementwise_kernel_is_captured_by_its_function_name_and_judged_by_i
     let dir = tempfile::tempdir().unwrap();
     let (lib, fake_app) = build_fakes(dir.path());
     let validate = |opt: &str| {
-        let mut cmd = Command::new(ditto_bin());
-        cmd.args([
+        let args = [
             "validate",
             "--kernel",
             "vectorized_elementwise_kernel",
             "--json",
-        ]);
-        if Path::new("/dev/kfd").exists() {
-            cmd.args(["--hsa-runtime", "cpu"]);
-        }
-        cmd.arg("--ref")
+        ];
+        fake_ditto(&ditto_bin(), &lib, &args)
+            .arg("--ref")
             .arg(format!("{} elementwise 2.5", fake_app.display()))
             .arg("--opt")
             .arg(format!("{} {opt}", fake_app.display()))
-            .env("DITTO_CUDA_DRIVER", &lib)
-            .env("DITTO_CUPTI_LIBRARY", &lib)
-            .env("NO_COLOR", "1")
             .output()
             .expect("run ditto validate")
     };
@@ -402,20 +392,13 @@ fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not
     .unwrap();
     let run = |cache: &Path, out: &str| {
         let snap = dir.path().join(out);
-        let mut cmd = Command::new(ditto_bin());
-        cmd.args(["run", "--kernel", "scale_add_kernel", "--out"])
-            .arg(&snap);
-        if Path::new("/dev/kfd").exists() {
-            cmd.args(["--hsa-runtime", "cpu"]);
-        }
-        let o = cmd
+        let args = ["run", "--kernel", "scale_add_kernel", "--out"];
+        let o = fake_ditto(&ditto_bin(), &lib, &args)
+            .arg(&snap)
             .arg("--")
             .arg(&fake_app)
             .arg("triton")
             .env("TRITON_CACHE_DIR", cache)
-            .env("DITTO_CUDA_DRIVER", &lib)
-            .env("DITTO_CUPTI_LIBRARY", &lib)
-            .env("NO_COLOR", "1")
             .output()
             .expect("run ditto");
         (o, snap)

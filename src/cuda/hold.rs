@@ -98,6 +98,15 @@ impl CudaTool {
         }
     }
 
+    /// A target kernel that cannot be captured, and why: said once, and
+    /// each of its launches is reported missing with `why`.
+    fn uncapturable(&self, launch: &Launch, mut probe: KernelInfo, why: String) -> Arc<KernelInfo> {
+        log_warn!("kernel `{}`: {why}; not captured", probe.name.demangled);
+        probe.signature = None;
+        probe.why_not = Some(why);
+        self.kernels.insert(launch.function as u64, probe)
+    }
+
     /// The kernel of a launch, laid out on first sight when it is a target.
     fn kernel(&self, launch: &Launch, symbol: *const c_char) -> Option<Arc<KernelInfo>> {
         if let Some(k) = self.kernels.get(launch.function as u64) {
@@ -118,11 +127,7 @@ impl CudaTool {
         let layout = match self.driver.param_layout(launch.function) {
             Ok(l) => l,
             Err(e) => {
-                log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);
-                let mut probe = probe;
-                probe.signature = None;
-                probe.why_not = Some(e.to_string());
-                return Some(self.kernels.insert(launch.function as u64, probe));
+                return Some(self.uncapturable(launch, probe, e.to_string()));
             }
         };
         // A kernel without a C++ signature and without --arg-types: typed
@@ -148,11 +153,7 @@ impl CudaTool {
                 Some(&types[..])
             }
             Some(Err(e)) => {
-                log_warn!("kernel `{}`: {e}; not captured", probe.name.demangled);
-                let mut probe = probe;
-                probe.signature = None;
-                probe.why_not = Some(e.to_string());
-                return Some(self.kernels.insert(launch.function as u64, probe));
+                return Some(self.uncapturable(launch, probe, e.to_string()));
             }
             None => self.options.arg_types.as_deref(),
         };

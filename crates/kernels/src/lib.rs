@@ -81,6 +81,16 @@ pub enum KernelError {
     Dwarf { kernel: String, detail: String },
 }
 
+/// Where a kernel's argument offsets and sizes were read, as a mismatch
+/// names it.
+#[derive(Clone, Copy)]
+enum LayoutSource {
+    /// The code object's metadata (HSA).
+    Metadata,
+    /// The CUDA driver's parameter layout (`cuFuncGetParamInfo`).
+    Driver,
+}
+
 /// Types of an extern "C" kernel's parameters from its DWARF, checked
 /// against the metadata: as many parameters as explicit arguments, each of
 /// the metadata's size where the DWARF gives one.
@@ -173,6 +183,16 @@ impl KernelSignature {
     pub fn from_metadata(
         kernel: &CodeObjectKernel,
         arg_types: Option<&[ParamType]>,
+    ) -> Result<(KernelSignature, Option<String>), KernelError> {
+        Self::from_args(kernel, arg_types, LayoutSource::Metadata)
+    }
+
+    /// [`KernelSignature::from_metadata`] of arguments read from `source`,
+    /// which a mismatch names.
+    fn from_args(
+        kernel: &CodeObjectKernel,
+        arg_types: Option<&[ParamType]>,
+        source: LayoutSource,
     ) -> Result<(KernelSignature, Option<String>), KernelError> {
         let names = KernelNames::new(&kernel.symbol);
         let mismatch = |detail: String| KernelError::Metadata {
@@ -268,10 +288,16 @@ impl KernelSignature {
                     (ParamKind::Scalar { dtype: *dtype }, 1)
                 }
                 (_, Some(ty)) => {
-                    return Err(mismatch(format!(
-                        "argument {index} is `{}` of {} bytes in the metadata but typed {ty:?}",
-                        arg.value_kind, arg.size
-                    )));
+                    return Err(mismatch(match source {
+                        LayoutSource::Metadata => format!(
+                            "argument {index} is `{}` of {} bytes in the metadata but typed {ty:?}",
+                            arg.value_kind, arg.size
+                        ),
+                        LayoutSource::Driver => format!(
+                            "parameter {index} is {} bytes in the driver's layout but typed {ty:?}",
+                            arg.size
+                        ),
+                    }));
                 }
             };
             let size = arg.size / count as u64;
@@ -368,7 +394,7 @@ impl KernelSignature {
             args,
             dwarf_params: None,
         };
-        match KernelSignature::from_metadata(&kernel, Some(&types)) {
+        match KernelSignature::from_args(&kernel, Some(&types), LayoutSource::Driver) {
             Ok((sig, _)) => Ok(sig),
             Err(KernelError::Metadata { detail, .. }) => Err(driver(detail)),
             Err(e) => Err(e),
@@ -474,6 +500,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("the driver's parameter layout"), "{err}");
+        assert!(
+            err.contains("parameter 2 is 16 bytes in the driver's layout but typed"),
+            "{err}"
+        );
+        assert!(!err.contains("metadata"), "{err}");
         // extern "C" without --arg-types: asks for them.
         assert!(matches!(
             KernelSignature::from_driver_layout("scale_add", &[(0, 8)], None),

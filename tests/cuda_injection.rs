@@ -387,12 +387,27 @@ fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not
         entry.join("scale_add_kernel.ttir"),
         "module {\n  tt.func public @scale_add_kernel(%x_ptr: !tt.ptr<f32> loc(\"x_ptr\"(#loc)), \
          %y_ptr: !tt.ptr<f32> loc(\"y_ptr\"(#loc)), %out_ptr: !tt.ptr<f32> loc(\"out_ptr\"(#loc)), \
-         %n: i32 loc(\"n\"(#loc))) attributes {noinline = false} {\n  } loc(#loc)\n}\n",
+         %n: i32 loc(\"n\"(#loc))) attributes {noinline = false} {\n\
+         \x20   %x = tt.splat %x_ptr : !tt.ptr<f32> -> tensor<256x!tt.ptr<f32>> loc(#loc1)\n\
+         \x20   %x_0 = tt.load %x : tensor<256x!tt.ptr<f32>> loc(#loc2)\n\
+         \x20   %y = tt.splat %y_ptr : !tt.ptr<f32> -> tensor<256x!tt.ptr<f32>> loc(#loc3)\n\
+         \x20   %y_1 = tt.load %y : tensor<256x!tt.ptr<f32>> loc(#loc4)\n\
+         \x20   %0 = arith.addf %x_0, %y_1 : tensor<256xf32> loc(#loc5)\n\
+         \x20   %1 = tt.splat %out_ptr : !tt.ptr<f32> -> tensor<256x!tt.ptr<f32>> loc(#loc6)\n\
+         \x20   tt.store %1, %0 : tensor<256x!tt.ptr<f32>> loc(#loc7)\n\
+         \x20   tt.return loc(#loc8)\n  } loc(#loc)\n}\n",
     )
     .unwrap();
     let run = |cache: &Path, out: &str| {
         let snap = dir.path().join(out);
-        let args = ["run", "--kernel", "scale_add_kernel", "--out"];
+        let args = [
+            "run",
+            "--kernel",
+            "scale_add_kernel",
+            "--capture",
+            "inputs,outputs",
+            "--out",
+        ];
         let o = fake_ditto(&ditto_bin(), &lib, &args)
             .arg(&snap)
             .arg("--")
@@ -407,17 +422,28 @@ fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let m = snapshot_manifest(&snap);
     let d = &m["dispatches"][0];
-    // x, y, out as float32 tensors (Triton says no pointer is only read);
-    // the scratch pointers (arguments 4 and 5) are not buffers.
-    let buffers: Vec<(u64, &str)> = d["buffers"]
+    // x, y, out as float32 tensors; the IR only loads through x and y, so
+    // they are inputs (before the kernel) and out the one output; the
+    // scratch pointers (arguments 4 and 5) are not buffers.
+    let buffers: Vec<(u64, &str, &str)> = d["buffers"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| (b["arg"].as_u64().unwrap(), b["dtype"].as_str().unwrap()))
+        .map(|b| {
+            (
+                b["arg"].as_u64().unwrap(),
+                b["dtype"].as_str().unwrap(),
+                b["phase"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         buffers,
-        [(0, "float32"), (1, "float32"), (2, "float32")],
+        [
+            (0, "float32", "before"),
+            (1, "float32", "before"),
+            (2, "float32", "after")
+        ],
         "{m}"
     );
     let file = d["file"].as_str().unwrap();

@@ -668,7 +668,11 @@ fn an_extern_c_kernel_triton_compiled_is_typed_from_triton_s_cache() {
         entry.join("offset_by.ttir"),
         "module {\n  tt.func public @offset_by(%out_ptr: !tt.ptr<i32> {tt.divisibility = 16 : i32} \
          loc(\"out_ptr\"(#loc)), %offset: i32 loc(\"offset\"(#loc)), %n: i32 loc(\"n\"(#loc))) \
-         attributes {noinline = false} {\n    tt.return loc(#loc1)\n  } loc(#loc)\n} loc(#loc)\n",
+         attributes {noinline = false} {\n\
+         \x20   %v = tt.load %out_ptr : !tt.ptr<i32> loc(#loc1)\n\
+         \x20   %w = arith.addi %v, %offset : i32 loc(#loc2)\n\
+         \x20   tt.store %out_ptr, %w : !tt.ptr<i32> loc(#loc3)\n\
+         \x20   tt.return loc(#loc4)\n  } loc(#loc)\n} loc(#loc)\n",
     )
     .unwrap();
     let capture = |cache: &Path, out: &str| {

@@ -20,6 +20,7 @@ pub mod names;
 pub mod offload_bundle;
 pub mod param_type;
 pub mod triton;
+mod triton_writes;
 pub mod variables;
 
 pub use arg_sizes::{ArgSizes, ArgSizesError};

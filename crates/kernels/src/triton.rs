@@ -111,9 +111,9 @@ fn dtype(ir: &str) -> Option<DType> {
 }
 
 /// A parameter's type as the Triton IR spells it: `!tt.ptr<f32>` a
-/// pointer (Triton does not say which are only read: each counts as
-/// written), `i32` a scalar; pointers to types without an element type of
-/// ditto's (fp8) are raw bytes.
+/// pointer (written until the function's body shows otherwise:
+/// [`mark_read_only`]), `i32` a scalar; pointers to types without an
+/// element type of ditto's (fp8) are raw bytes.
 fn param_type(ir: &str) -> ParamType {
     let ir = ir.trim();
     if let Some(pointee) = ir
@@ -143,7 +143,23 @@ pub fn ir_params(ir: &str, name: &str) -> Option<Vec<(Option<String>, ParamType)
     let line = ir
         .lines()
         .find(|l| l.contains("tt.func") && l.contains(&head))?;
-    let start = line.find(&head)? + head.len();
+    let mut params = Vec::new();
+    for part in param_list(line, &head)? {
+        // `%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(#loc3)`
+        let (name, rest) = part.split_once(':')?;
+        let name = name.trim().trim_start_matches('%');
+        let ty = type_text(rest);
+        let named = (!name.is_empty() && !is_numbered(name)).then(|| name.to_string());
+        params.push((named, param_type(ty)));
+    }
+    Some(params)
+}
+
+/// The parameters of the function whose `tt.func` line is `line` and
+/// whose name with its opening parenthesis is `head`: each `%name: type
+/// {attributes} loc(…)`, trimmed, in order.
+pub(crate) fn param_list<'a>(line: &'a str, head: &str) -> Option<Vec<&'a str>> {
+    let start = line.find(head)? + head.len();
     // The parameter list: up to the parenthesis that closes it.
     let mut depth = 1i32;
     let mut end = None;
@@ -161,20 +177,13 @@ pub fn ir_params(ir: &str, name: &str) -> Option<Vec<(Option<String>, ParamType)
         }
     }
     let list = &line[start..end?];
-    let mut params = Vec::new();
-    for part in split_top_level_commas(list) {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        // `%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(#loc3)`
-        let (name, rest) = part.split_once(':')?;
-        let name = name.trim().trim_start_matches('%');
-        let ty = type_text(rest);
-        let named = (!name.is_empty() && !is_numbered(name)).then(|| name.to_string());
-        params.push((named, param_type(ty)));
-    }
-    Some(params)
+    Some(
+        split_top_level_commas(list)
+            .into_iter()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect(),
+    )
 }
 
 /// `arg3`: a parameter the IR numbered rather than named.
@@ -234,7 +243,8 @@ pub fn read_entry(dir: &Path, name: &str) -> Option<TritonKernel> {
     let ir = ["ttir", "source"]
         .iter()
         .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())?;
-    let params = ir_params(&ir, name)?;
+    let mut params = ir_params(&ir, name)?;
+    mark_read_only(&mut params, &ir, name);
     let binary = ["cubin", "hsaco"]
         .iter()
         .map(|ext| dir.join(format!("{name}.{ext}")))
@@ -288,6 +298,7 @@ pub fn types_for(
                     .and_then(|p| std::fs::read(p).ok())
                     .is_some_and(|b| b == bytes)
             })
+            .cloned()
             .or_else(|| agreed(&found)),
         None => agreed(&found),
     };
@@ -326,14 +337,54 @@ pub fn types_for(
     Ok(types)
 }
 
-/// The first variant, when every variant lists the same types.
-fn agreed(found: &[TritonKernel]) -> Option<&TritonKernel> {
+/// Marks each pointer parameter the body of `name` in `ir` never writes
+/// through as `const` (Triton marks none). Where the body holds what the
+/// analysis does not model, every pointer stays written.
+fn mark_read_only(params: &mut [(Option<String>, ParamType)], ir: &str, name: &str) {
+    let Some(written) = crate::triton_writes::written_params(ir, name) else {
+        return;
+    };
+    if written.len() != params.len() {
+        return;
+    }
+    for ((_, ty), written) in params.iter_mut().zip(written) {
+        if let ParamType::Pointer { is_const, .. } = ty {
+            *is_const = !written;
+        }
+    }
+}
+
+/// The variants' common parameters, when every variant lists the same
+/// types: a pointer is `const` only where no variant writes through it
+/// (variants of other constexprs may store where others do not).
+fn agreed(found: &[TritonKernel]) -> Option<TritonKernel> {
     let first = found.first()?;
+    let unmarked = |t: &ParamType| match t {
+        ParamType::Pointer { dtype, .. } => ParamType::Pointer {
+            dtype: *dtype,
+            is_const: false,
+        },
+        other => other.clone(),
+    };
     let same = |k: &TritonKernel| {
         k.params.len() == first.params.len()
-            && k.params.iter().zip(&first.params).all(|(a, b)| a.1 == b.1)
+            && k.params
+                .iter()
+                .zip(&first.params)
+                .all(|(a, b)| unmarked(&a.1) == unmarked(&b.1))
     };
-    found.iter().all(same).then_some(first)
+    if !found.iter().all(same) {
+        return None;
+    }
+    let mut merged = first.clone();
+    for (i, (_, ty)) in merged.params.iter_mut().enumerate() {
+        if let ParamType::Pointer { is_const, .. } = ty {
+            *is_const = found
+                .iter()
+                .all(|k| matches!(k.params[i].1, ParamType::Pointer { is_const: true, .. }));
+        }
+    }
+    Some(merged)
 }
 
 #[cfg(test)]
@@ -342,8 +393,14 @@ mod tests {
 
     /// A cache entry shaped as Triton 3.x writes one: the metadata, the
     /// Triton IR (its function line as Triton prints it, names and
-    /// locations included) and the binary.
+    /// locations included; its body stores through the pointers named
+    /// `out_ptr` or `out_ptr0`) and the binary.
     fn entry(cache: &Path, hash: &str, name: &str, target: &str, params: &str, binary: &[u8]) {
+        let stores: String = ["%out_ptr", "%out_ptr0"]
+            .iter()
+            .filter(|p| params.contains(&format!("{p}: !tt.ptr")))
+            .map(|p| format!("    tt.store {p}, %v : !tt.ptr<f32> loc(#loc2)\n"))
+            .collect();
         let dir = cache.join(hash);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
@@ -356,7 +413,7 @@ mod tests {
         std::fs::write(
             dir.join(format!("{name}.ttir")),
             format!(
-                "#loc = loc(\"/work/app.py\":16:0)\nmodule {{\n  tt.func public @{name}({params}) attributes {{noinline = false}} {{\n    tt.return loc(#loc1)\n  }} loc(#loc)\n}} loc(#loc)\n"
+                "#loc = loc(\"/work/app.py\":16:0)\nmodule {{\n  tt.func public @{name}({params}) attributes {{noinline = false}} {{\n    %v = arith.constant 1.000000e+00 : f32 loc(#loc1)\n{stores}    tt.return loc(#loc1)\n  }} loc(#loc)\n}} loc(#loc)\n"
             ),
         )
         .unwrap();
@@ -380,10 +437,19 @@ mod tests {
     const HIP: &str = r#"{"backend": "hip", "arch": "gfx942", "warp_size": 64}"#;
     const SCALE_ADD: &str = "%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"x_ptr\"(#loc)), %y_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"y_ptr\"(#loc)), %out_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(\"out_ptr\"(#loc)), %n: i32 {tt.divisibility = 16 : i32} loc(\"n\"(#loc))";
 
+    /// A pointer the kernel writes through.
     fn ptr(dtype: DType) -> ParamType {
         ParamType::Pointer {
             dtype,
             is_const: false,
+        }
+    }
+
+    /// A pointer the kernel only reads.
+    fn const_ptr(dtype: DType) -> ParamType {
+        ParamType::Pointer {
+            dtype,
+            is_const: true,
         }
     }
 
@@ -411,9 +477,10 @@ mod tests {
         let types = types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 6, None).unwrap();
         assert_eq!(
             &types[..4],
+            // x and y only read, out stored through.
             &[
-                ptr(DType::F32),
-                ptr(DType::F32),
+                const_ptr(DType::F32),
+                const_ptr(DType::F32),
                 ptr(DType::F32),
                 ParamType::Scalar { dtype: DType::I32 }
             ]
@@ -459,13 +526,13 @@ mod tests {
         assert_eq!(
             k.params,
             vec![
-                (Some("in_ptr0".into()), ptr(DType::BF16)),
+                (Some("in_ptr0".into()), const_ptr(DType::BF16)),
                 (Some("out_ptr0".into()), ptr(DType::F16)),
                 (
                     Some("xnumel".into()),
                     ParamType::Scalar { dtype: DType::I64 }
                 ),
-                (None, ptr(DType::Bytes)),
+                (None, const_ptr(DType::Bytes)),
                 (
                     Some("flag".into()),
                     ParamType::Scalar { dtype: DType::Bool }
@@ -525,11 +592,47 @@ mod tests {
             Some(b"half"),
         )
         .unwrap();
-        assert_eq!(types[0], ptr(DType::F16));
+        assert_eq!(types[0], const_ptr(DType::F16));
         // Nothing cached: what to pass.
         let err = types_for(&[cache.path().to_path_buf()], "other_kernel", 4, None).unwrap_err();
         assert!(matches!(err, TritonError::NotCached { .. }), "{err}");
         assert!(err.to_string().contains("TRITON_CACHE_DIR"), "{err}");
+    }
+
+    /// Variants of other constexprs may store through a pointer others
+    /// only read: agreed types keep it written; the launched binary's
+    /// variant keeps its own.
+    #[test]
+    fn a_pointer_is_read_only_where_no_variant_writes_it() {
+        let cache = tempfile::tempdir().unwrap();
+        entry(
+            cache.path(),
+            "plain",
+            "scale_add_kernel",
+            CUDA,
+            SCALE_ADD,
+            b"plain",
+        );
+        // The same parameters, y renamed so the fixture stores through it.
+        let in_place = SCALE_ADD.replace("%y_ptr:", "%out_ptr0:");
+        entry(
+            cache.path(),
+            "in-place",
+            "scale_add_kernel",
+            CUDA,
+            &in_place,
+            b"in-place",
+        );
+        let caches = [cache.path().to_path_buf()];
+        let agreed = types_for(&caches, "scale_add_kernel", 4, None).unwrap();
+        assert_eq!(
+            &agreed[..3],
+            &[const_ptr(DType::F32), ptr(DType::F32), ptr(DType::F32)]
+        );
+        let plain = types_for(&caches, "scale_add_kernel", 4, Some(b"plain")).unwrap();
+        assert_eq!(plain[1], const_ptr(DType::F32));
+        let in_place = types_for(&caches, "scale_add_kernel", 4, Some(b"in-place")).unwrap();
+        assert_eq!(in_place[1], ptr(DType::F32));
     }
 
     #[test]

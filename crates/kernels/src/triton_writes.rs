@@ -1,0 +1,549 @@
+//! Which pointer parameters a Triton kernel may write, read from the body
+//! of its Triton IR function (`<name>.ttir` in Triton's cache), so that
+//! its inputs are captured as inputs and only its outputs are compared
+//! after the kernel. Triton marks no pointer `const`; its IR says what is
+//! stored through.
+//!
+//! Each parameter is followed through the function: an operation's
+//! results carry every parameter its operands carry, except a load's,
+//! whose result is the memory's data rather than an address; `scf.for`
+//! iteration arguments and the results of `scf.for` and `scf.if` carry
+//! what is yielded to them, position by position, to a fixed point. A
+//! parameter is written when it reaches any operand of a store, an atomic
+//! or a descriptor store (as the address, or as a stored value: the
+//! pointer escapes). Anything this does not model makes every pointer
+//! count as written: calls, integer-to-pointer casts, pointers to
+//! pointers, inline assembly, `scf.while` and other regions it does not
+//! know, unstructured control flow, more than 64 parameters.
+//!
+//! Owns that analysis; never reads the cache (`triton` does).
+
+use std::collections::HashMap;
+
+/// For each parameter of `tt.func public @<name>(…)` in `ir`, in order,
+/// whether the function may write through it (never for a scalar, which
+/// may still reach a store as a value or a mask). `None` when the function is
+/// not there or its body holds something the analysis does not model:
+/// then every pointer must count as written.
+pub fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
+    let (params, body) = function(ir, name)?;
+    if params.len() > 64 {
+        return None;
+    }
+    let lines = body
+        .iter()
+        .map(|l| Line::parse(l))
+        .collect::<Option<Vec<_>>>()?;
+    let mut carried: HashMap<&str, u64> = params
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _))| (*p, 1u64 << i))
+        .collect();
+    let mut written = 0u64;
+    // Each pass can only add parameters to a value; loops need a few.
+    for _ in 0..=lines.len() {
+        let before = (carried.clone(), written);
+        pass(&lines, &mut carried, &mut written)?;
+        if before == (carried.clone(), written) {
+            return Some(
+                params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, pointer))| *pointer && written & (1 << i) != 0)
+                    .collect(),
+            );
+        }
+    }
+    None
+}
+
+/// The parameters of the function `name` (each name, and whether it is a
+/// pointer) and its body: the lines after its `tt.func` line up to the
+/// brace that closes it.
+#[allow(clippy::type_complexity)]
+fn function<'a>(ir: &'a str, name: &str) -> Option<(Vec<(&'a str, bool)>, Vec<&'a str>)> {
+    let head = format!("@{name}(");
+    let mut lines = ir.lines();
+    let line = lines.find(|l| l.contains("tt.func") && l.contains(&head))?;
+    let params = super::triton::param_list(line, &head)?
+        .into_iter()
+        .map(|part| {
+            let (name, ty) = part.split_once(':')?;
+            Some((name.trim(), ty.trim_start().starts_with("!tt.ptr<")))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let mut depth = brace_change(line);
+    if depth != 1 {
+        return None;
+    }
+    let mut body = Vec::new();
+    for line in lines {
+        depth += brace_change(line);
+        if depth <= 0 {
+            return Some((params, body));
+        }
+        body.push(line);
+    }
+    None
+}
+
+/// The braces a line opens minus those it closes, outside quoted strings.
+fn brace_change(line: &str) -> i32 {
+    let mut quoted = false;
+    let mut change = 0;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' if !quoted => change += 1,
+            '}' if !quoted => change -= 1,
+            _ => {}
+        }
+    }
+    change
+}
+
+/// What one body line does, as far as the analysis cares.
+#[derive(Debug)]
+enum Step<'a> {
+    /// Results carry what the operands carry.
+    Compute,
+    /// A load: the results are data and carry nothing.
+    Load,
+    /// A store, an atomic or a descriptor store: the operands are written.
+    Store,
+    /// `scf.for` opening its body: the induction variable and its bounds
+    /// (`%i = %lb to %ub step %s`), then `(iteration argument, initial
+    /// value)` pairs.
+    For {
+        bounds: Vec<&'a str>,
+        iter_args: Vec<(&'a str, &'a str)>,
+    },
+    /// `scf.if` opening its `then` region.
+    If,
+    /// A region over data (`tt.reduce`, `tt.scan`): results carry what
+    /// the operands carry; its own yields are ignored.
+    DataRegion,
+    /// `} else {`: the same `scf.if`, its other region.
+    Else,
+    /// The end of a region.
+    Close,
+    /// `scf.yield` and friends: values for the enclosing region's results.
+    Yield,
+    /// A block label (`^bb0(…):`) inside a data region.
+    Label,
+}
+
+/// One parsed body line.
+#[derive(Debug)]
+struct Line<'a> {
+    results: Vec<String>,
+    operands: Vec<&'a str>,
+    step: Step<'a>,
+}
+
+impl<'a> Line<'a> {
+    /// `None` for a line the analysis does not model.
+    fn parse(line: &'a str) -> Option<Line<'a>> {
+        let text = without_location(line.trim());
+        let (results, rest) = match text.strip_prefix('%') {
+            Some(_) => {
+                let (lhs, rest) = text.split_once(" = ")?;
+                (result_names(lhs)?, rest.trim_start())
+            }
+            None => (Vec::new(), text),
+        };
+        let op = rest
+            .split(|c: char| c.is_whitespace() || c == '(' || c == '<')
+            .next()
+            .unwrap_or_default()
+            .trim_matches('"');
+        let operands = value_names(rest);
+        let change = brace_change(text);
+        if text.contains("!tt.ptr<!tt.ptr") {
+            return None;
+        }
+        let step = match op {
+            _ if text.starts_with('}') && change == 0 && text.ends_with('{') => Step::Else,
+            _ if text.starts_with('}') && change == -1 => Step::Close,
+            _ if text.starts_with('^') => Step::Label,
+            "scf.for" if change == 1 => Step::For {
+                bounds: value_names(&rest[..rest.find("iter_args(").unwrap_or(rest.len())]),
+                iter_args: iter_args(rest)?,
+            },
+            "scf.if" if change == 1 => Step::If,
+            "tt.reduce" | "tt.scan" if change == 1 => Step::DataRegion,
+            _ if change != 0 => return None,
+            "scf.yield" | "tt.reduce.return" | "tt.scan.return" => Step::Yield,
+            "tt.call"
+            | "tt.int_to_ptr"
+            | "tt.elementwise_inline_asm"
+            | "scf.while"
+            | "scf.condition"
+            | "scf.execute_region"
+            | "scf.index_switch" => return None,
+            _ if op.starts_with("cf.") || op.starts_with("llvm.") => return None,
+            "tt.load" | "tt.descriptor_load" | "tt.descriptor_gather" => Step::Load,
+            _ if op.contains("store") || op.contains("atomic") || op.contains("scatter") => {
+                Step::Store
+            }
+            "tt.descriptor_reduce" => Step::Store,
+            _ => Step::Compute,
+        };
+        Some(Line {
+            results,
+            operands,
+            step,
+        })
+    }
+}
+
+/// A line without its trailing `loc(…)`.
+fn without_location(text: &str) -> &str {
+    match text.rfind(" loc(") {
+        Some(at) if text.ends_with(')') => text[..at].trim_end(),
+        _ => text,
+    }
+}
+
+/// The values a left-hand side defines: `%a`, `%a, %b`, or `%a:2` (read
+/// as `%a#0`, `%a#1`).
+fn result_names(lhs: &str) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for part in lhs.split(',') {
+        let part = part.trim();
+        if !part.starts_with('%') {
+            return None;
+        }
+        match part.split_once(':') {
+            Some((name, count)) => {
+                let count: usize = count.trim().parse().ok()?;
+                names.extend((0..count).map(|k| format!("{name}#{k}")));
+            }
+            None => names.push(part.to_string()),
+        }
+    }
+    Some(names)
+}
+
+/// Every value a text names (`%x`, `%12`, `%r#1`), outside quoted strings.
+fn value_names(text: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut quoted = false;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => quoted = !quoted,
+            b'%' if !quoted => {
+                let start = i;
+                i += 1;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || b"_$.-".contains(&bytes[i]))
+                {
+                    i += 1;
+                }
+                if i + 1 < bytes.len() && bytes[i] == b'#' && bytes[i + 1].is_ascii_digit() {
+                    i += 1;
+                    while i < bytes.len() && bytes[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+                names.push(&text[start..i]);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    names
+}
+
+/// `scf.for`'s `iter_args(%a = %x, %b = %y)` pairs; empty without them.
+fn iter_args(rest: &str) -> Option<Vec<(&str, &str)>> {
+    let Some(at) = rest.find("iter_args(") else {
+        return Some(Vec::new());
+    };
+    let list = &rest[at + "iter_args(".len()..];
+    let list = &list[..list.find(')')?];
+    list.split(',')
+        .map(|pair| {
+            let (arg, init) = pair.split_once('=')?;
+            Some((arg.trim(), init.trim()))
+        })
+        .collect()
+}
+
+/// One open region while a pass walks the body.
+struct Region<'l> {
+    /// The values its yields feed, position by position: the op's results,
+    /// and for `scf.for` its iteration arguments too.
+    fed: Vec<Vec<&'l str>>,
+    /// A data region: its yields are ignored.
+    data: bool,
+}
+
+/// One walk over the body: every value gains what flows into it.
+fn pass<'l>(
+    lines: &'l [Line<'l>],
+    carried: &mut HashMap<&'l str, u64>,
+    written: &mut u64,
+) -> Option<()> {
+    let of = |carried: &HashMap<&str, u64>, names: &[&str]| {
+        names
+            .iter()
+            .fold(0u64, |acc, n| acc | carried.get(n).copied().unwrap_or(0))
+    };
+    let mut regions: Vec<Region<'l>> = Vec::new();
+    for line in lines {
+        let results: Vec<&str> = line.results.iter().map(String::as_str).collect();
+        match &line.step {
+            Step::Compute => {
+                let from = of(carried, &line.operands);
+                for r in &results {
+                    *carried.entry(r).or_default() |= from;
+                }
+            }
+            Step::Load | Step::Else => {}
+            // Block labels belong to data regions only; elsewhere they are
+            // unstructured control flow.
+            Step::Label if regions.last().is_some_and(|r| r.data) => {}
+            Step::Label => return None,
+            Step::Store => *written |= of(carried, &line.operands),
+            Step::For { bounds, iter_args } => {
+                // The induction variable carries what its bounds carry.
+                let from_bounds = of(carried, bounds.get(1..).unwrap_or_default());
+                if let Some(iv) = bounds.first() {
+                    *carried.entry(iv).or_default() |= from_bounds;
+                }
+                if results.len() != iter_args.len() {
+                    return None;
+                }
+                // An iteration argument, and the result when the loop does
+                // not run, start as the initial value.
+                for ((arg, init), result) in iter_args.iter().zip(&results) {
+                    let from = of(carried, &[init]);
+                    *carried.entry(arg).or_default() |= from;
+                    *carried.entry(result).or_default() |= from;
+                }
+                let fed = results
+                    .iter()
+                    .zip(iter_args)
+                    .map(|(r, (arg, _))| vec![*r, *arg])
+                    .collect();
+                regions.push(Region { fed, data: false });
+            }
+            Step::If => regions.push(Region {
+                fed: results.iter().map(|r| vec![*r]).collect(),
+                data: false,
+            }),
+            Step::DataRegion => {
+                let from = of(carried, &line.operands);
+                for r in &results {
+                    *carried.entry(r).or_default() |= from;
+                }
+                regions.push(Region {
+                    fed: Vec::new(),
+                    data: true,
+                });
+            }
+            Step::Close => {
+                regions.pop()?;
+            }
+            Step::Yield => {
+                let region = regions.last()?;
+                if region.data {
+                    continue;
+                }
+                // `scf.yield %a, %b : types`: the values before the types.
+                let values: Vec<&str> = line
+                    .operands
+                    .iter()
+                    .copied()
+                    .take(region.fed.len())
+                    .collect();
+                if values.len() != region.fed.len() {
+                    return None;
+                }
+                for (value, targets) in values.iter().zip(&region.fed) {
+                    let from = of(carried, &[value]);
+                    for t in targets {
+                        *carried.entry(t).or_default() |= from;
+                    }
+                }
+            }
+        }
+    }
+    regions.is_empty().then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Triton IR module around one function's body, as Triton 3.x
+    /// prints it.
+    fn module(name: &str, params: &str, body: &str) -> String {
+        format!(
+            "#loc = loc(\"/work/app.py\":6:0)\nmodule {{\n  tt.func public @{name}({params}) \
+             attributes {{noinline = false}} {{\n{body}    tt.return loc(#loc15)\n  }} \
+             loc(#loc)\n}} loc(#loc)\n#loc1 = loc(\"/work/app.py\":11:38)\n"
+        )
+    }
+
+    /// `out = 2 * x + y`, masked, as Triton 3.6 lowers it.
+    const SCALE_ADD_BODY: &str = r#"    %cst = arith.constant dense<2.000000e+00> : tensor<1024xf32> loc(#loc1)
+    %c1024_i32 = arith.constant 1024 : i32 loc(#loc2)
+    %offsets = tt.get_program_id x : i32 loc(#loc20)
+    %offsets_0 = arith.muli %offsets, %c1024_i32 : i32 loc(#loc21)
+    %offsets_1 = tt.make_range {end = 1024 : i32, start = 0 : i32} : tensor<1024xi32> loc(#loc22)
+    %offsets_2 = tt.splat %offsets_0 : i32 -> tensor<1024xi32> loc(#loc23)
+    %offsets_3 = arith.addi %offsets_2, %offsets_1 : tensor<1024xi32> loc(#loc23)
+    %mask = tt.splat %n : i32 -> tensor<1024xi32> loc(#loc24)
+    %mask_4 = arith.cmpi slt, %offsets_3, %mask : tensor<1024xi32> loc(#loc24)
+    %x = tt.splat %x_ptr : !tt.ptr<f32> -> tensor<1024x!tt.ptr<f32>> loc(#loc25)
+    %x_5 = tt.addptr %x, %offsets_3 : tensor<1024x!tt.ptr<f32>>, tensor<1024xi32> loc(#loc25)
+    %x_6 = tt.load %x_5, %mask_4 : tensor<1024x!tt.ptr<f32>> loc(#loc26)
+    %y = tt.splat %y_ptr : !tt.ptr<f32> -> tensor<1024x!tt.ptr<f32>> loc(#loc27)
+    %y_7 = tt.addptr %y, %offsets_3 : tensor<1024x!tt.ptr<f32>>, tensor<1024xi32> loc(#loc27)
+    %y_8 = tt.load %y_7, %mask_4 : tensor<1024x!tt.ptr<f32>> loc(#loc28)
+    %0 = tt.splat %out_ptr : !tt.ptr<f32> -> tensor<1024x!tt.ptr<f32>> loc(#loc12)
+    %1 = tt.addptr %0, %offsets_3 : tensor<1024x!tt.ptr<f32>>, tensor<1024xi32> loc(#loc12)
+    %2 = arith.mulf %x_6, %cst : tensor<1024xf32> loc(#loc1)
+    %3 = arith.addf %2, %y_8 : tensor<1024xf32> loc(#loc13)
+    tt.store %1, %3, %mask_4 : tensor<1024x!tt.ptr<f32>> loc(#loc14)
+"#;
+    const SCALE_ADD_PARAMS: &str = "%x_ptr: !tt.ptr<f32> loc(\"x_ptr\"(#loc)), %y_ptr: !tt.ptr<f32> loc(\"y_ptr\"(#loc)), %out_ptr: !tt.ptr<f32> loc(\"out_ptr\"(#loc)), %n: i32 loc(\"n\"(#loc))";
+
+    #[test]
+    fn only_the_pointer_stored_through_is_written() {
+        let ir = module("scale_add_kernel", SCALE_ADD_PARAMS, SCALE_ADD_BODY);
+        assert_eq!(
+            written_params(&ir, "scale_add_kernel"),
+            Some(vec![false, false, true, false])
+        );
+        assert_eq!(written_params(&ir, "other_kernel"), None);
+        // No store at all: nothing written.
+        let ir = module("scale_add_kernel", SCALE_ADD_PARAMS, "");
+        assert_eq!(
+            written_params(&ir, "scale_add_kernel"),
+            Some(vec![false; 4])
+        );
+    }
+
+    /// Pointers advanced in a loop's iteration arguments: the one an atomic
+    /// adds through is written, the one only loaded from is not, even
+    /// though both are yielded by the same `scf.yield`.
+    #[test]
+    fn pointers_carried_through_a_loop_keep_their_own_parameter() {
+        let body = r#"    %c128_i32 = arith.constant 128 : i32 loc(#loc1)
+    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %cst = arith.constant dense<128> : tensor<128xi32> loc(#loc2)
+    %cst_0 = arith.constant dense<true> : tensor<128xi1> loc(#loc2)
+    %pa = tt.make_range {end = 128 : i32, start = 0 : i32} : tensor<128xi32> loc(#loc15)
+    %pa_1 = tt.splat %a_ptr : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>> loc(#loc16)
+    %pa_2 = tt.addptr %pa_1, %pa : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc16)
+    %pb = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<128x!tt.ptr<f32>> loc(#loc17)
+    %pb_3 = tt.addptr %pb, %pa : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc17)
+    %pb_4:2 = scf.for %i = %c0_i32 to %n step %c128_i32 iter_args(%pa_5 = %pb_3, %pb_6 = %pa_2) -> (tensor<128x!tt.ptr<f32>>, tensor<128x!tt.ptr<f32>>)  : i32 {
+      %v = tt.load %pa_5 : tensor<128x!tt.ptr<f32>> loc(#loc19)
+      %0 = tt.atomic_rmw fadd, acq_rel, gpu, %pb_6, %v, %cst_0 : (tensor<128x!tt.ptr<f32>>, tensor<128xf32>, tensor<128xi1>) -> tensor<128xf32> loc(#loc7)
+      %pa_7 = tt.addptr %pa_5, %cst : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc20)
+      %pb_8 = tt.addptr %pb_6, %cst : tensor<128x!tt.ptr<f32>>, tensor<128xi32> loc(#loc21)
+      scf.yield %pa_7, %pb_8 : tensor<128x!tt.ptr<f32>>, tensor<128x!tt.ptr<f32>> loc(#loc10)
+    } loc(#loc22)
+"#;
+        let params = "%a_ptr: !tt.ptr<f32> loc(\"a_ptr\"(#loc)), %b_ptr: !tt.ptr<f32> loc(\"b_ptr\"(#loc)), %n: i32 loc(\"n\"(#loc))";
+        let ir = module("accumulate", params, body);
+        assert_eq!(
+            written_params(&ir, "accumulate"),
+            Some(vec![true, false, false])
+        );
+        // The loop's results carry their own parameters out: a store after
+        // the loop through the second result writes b, not a.
+        let after = body.to_string()
+            + "    tt.store %pb_4#0, %cst_1 : tensor<128x!tt.ptr<f32>> loc(#loc9)\n";
+        let ir = module("accumulate", params, &after);
+        assert_eq!(
+            written_params(&ir, "accumulate"),
+            Some(vec![true, true, false])
+        );
+    }
+
+    /// A value fed back by the yield reaches the store only on the second
+    /// pass: the fixed point finds it.
+    #[test]
+    fn a_pointer_that_reaches_a_store_on_a_later_iteration_is_written() {
+        let body = r#"    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %p = tt.splat %a_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc2)
+    %q = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc2)
+    %r:2 = scf.for %i = %c0_i32 to %n step %n iter_args(%u = %p, %w = %q) -> (tensor<4x!tt.ptr<f32>>, tensor<4x!tt.ptr<f32>>)  : i32 {
+      %v = tt.load %u : tensor<4x!tt.ptr<f32>> loc(#loc3)
+      tt.store %w, %v : tensor<4x!tt.ptr<f32>> loc(#loc4)
+      scf.yield %w, %u : tensor<4x!tt.ptr<f32>>, tensor<4x!tt.ptr<f32>> loc(#loc5)
+    } loc(#loc6)
+"#;
+        let params =
+            "%a_ptr: !tt.ptr<f32> loc(#loc), %b_ptr: !tt.ptr<f32> loc(#loc), %n: i32 loc(#loc)";
+        let ir = module("swap", params, body);
+        // The pointers swap each iteration: both are stored through.
+        assert_eq!(written_params(&ir, "swap"), Some(vec![true, true, false]));
+    }
+
+    #[test]
+    fn an_if_s_results_carry_what_either_branch_yields() {
+        let body = r#"    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %cond = arith.cmpi sgt, %n, %c0_i32 : i32 loc(#loc1)
+    %p = scf.if %cond -> (!tt.ptr<f32>) {
+      scf.yield %a_ptr : !tt.ptr<f32> loc(#loc2)
+    } else {
+      scf.yield %b_ptr : !tt.ptr<f32> loc(#loc3)
+    } loc(#loc4)
+    %v = tt.load %c_ptr : !tt.ptr<f32> loc(#loc5)
+    tt.store %p, %v : !tt.ptr<f32> loc(#loc6)
+"#;
+        let params = "%a_ptr: !tt.ptr<f32> loc(#loc), %b_ptr: !tt.ptr<f32> loc(#loc), %c_ptr: !tt.ptr<f32> loc(#loc), %n: i32 loc(#loc)";
+        let ir = module("choose", params, body);
+        assert_eq!(
+            written_params(&ir, "choose"),
+            Some(vec![true, true, false, false])
+        );
+    }
+
+    /// A reduction's combine region works on data; its block arguments
+    /// and its return are not values of the function's pointers.
+    #[test]
+    fn a_reduction_region_is_data() {
+        let body = r#"    %x = tt.splat %x_ptr : !tt.ptr<f32> -> tensor<64x!tt.ptr<f32>> loc(#loc1)
+    %v = tt.load %x : tensor<64x!tt.ptr<f32>> loc(#loc2)
+    %s = "tt.reduce"(%v) <{axis = 0 : i32}> ({
+    ^bb0(%a: f32 loc("a"(#loc3)), %b: f32 loc("b"(#loc3))):
+      %t = arith.addf %a, %b : f32 loc(#loc4)
+      tt.reduce.return %t : f32 loc(#loc5)
+    }) : (tensor<64xf32>) -> f32 loc(#loc6)
+    tt.store %out_ptr, %s : !tt.ptr<f32> loc(#loc7)
+"#;
+        let params = "%x_ptr: !tt.ptr<f32> loc(#loc), %out_ptr: !tt.ptr<f32> loc(#loc)";
+        let ir = module("sum", params, body);
+        assert_eq!(written_params(&ir, "sum"), Some(vec![false, true]));
+    }
+
+    /// What the analysis does not model leaves every pointer written.
+    #[test]
+    fn what_is_not_modelled_counts_every_pointer_as_written() {
+        let params = "%x_ptr: !tt.ptr<f32> loc(#loc), %out_ptr: !tt.ptr<f32> loc(#loc)";
+        for line in [
+            "    tt.call @helper(%x_ptr, %out_ptr) : (!tt.ptr<f32>, !tt.ptr<f32>) -> () loc(#loc1)\n",
+            "    %p = tt.int_to_ptr %c : i64 -> !tt.ptr<f32> loc(#loc1)\n",
+            "    %p = tt.load %t : !tt.ptr<!tt.ptr<f32>> loc(#loc1)\n",
+            "    %w = scf.while (%a = %c) : (i32) -> i32 {\n    } loc(#loc1)\n",
+            "    cf.br ^bb1 loc(#loc1)\n",
+        ] {
+            let ir = module("k", params, line);
+            assert_eq!(written_params(&ir, "k"), None, "{line}");
+        }
+        // A pointer stored as a value escapes: written.
+        let body = "    %i = tt.ptr_to_int %x_ptr : !tt.ptr<f32> -> i64 loc(#loc1)\n    tt.store %out_ptr, %i : !tt.ptr<i64> loc(#loc2)\n";
+        let ir = module("k", params, body);
+        assert_eq!(written_params(&ir, "k"), Some(vec![true, true]));
+    }
+}

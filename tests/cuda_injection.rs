@@ -418,36 +418,41 @@ fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not
             .expect("run ditto");
         (o, snap)
     };
-    let (out, snap) = run(&dir.path().join("triton-cache"), "typed");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let m = snapshot_manifest(&snap);
-    let d = &m["dispatches"][0];
-    // x, y, out as float32 tensors; the IR only loads through x and y, so
-    // they are inputs (before the kernel) and out the one output; the
-    // scratch pointers (arguments 4 and 5) are not buffers.
-    let buffers: Vec<(u64, &str, &str)> = d["buffers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| {
-            (
-                b["arg"].as_u64().unwrap(),
-                b["dtype"].as_str().unwrap(),
-                b["phase"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        buffers,
-        [
-            (0, "float32", "before"),
-            (1, "float32", "before"),
-            (2, "float32", "after")
-        ],
-        "{m}"
-    );
-    let file = d["file"].as_str().unwrap();
-    assert_eq!(f32_tensor(&snap, file, "arg2")[255], 511.0);
+    // The entry written above, and the one the installed Triton writes
+    // when it compiles the same kernel for sm_90.
+    let real = real_triton_cache(dir.path(), "cuda", "scale_add_kernel");
+    for (cache, out) in [(dir.path().join("triton-cache"), "typed"), (real, "real")] {
+        let (o, snap) = run(&cache, out);
+        assert_eq!(o.status.code(), Some(0), "{out}: {}", stderr(&o));
+        let m = snapshot_manifest(&snap);
+        let d = &m["dispatches"][0];
+        // x, y, out as float32 tensors; the IR only loads through x and y,
+        // so they are inputs (before the kernel) and out the one output;
+        // the scratch pointers (arguments 4 and 5) are not buffers.
+        let buffers: Vec<(u64, &str, &str)> = d["buffers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b["arg"].as_u64().unwrap(),
+                    b["dtype"].as_str().unwrap(),
+                    b["phase"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            buffers,
+            [
+                (0, "float32", "before"),
+                (1, "float32", "before"),
+                (2, "float32", "after")
+            ],
+            "{out}: {m}"
+        );
+        let file = d["file"].as_str().unwrap();
+        assert_eq!(f32_tensor(&snap, file, "arg2")[255], 511.0, "{out}");
+    }
     // Not in the cache: dispatched, not captured, and what to pass.
     let (out, _) = run(&dir.path().join("empty-cache"), "untyped");
     let se = stderr(&out);

@@ -85,6 +85,27 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A Triton cache under `dir` holding `kernel` as the installed Triton
+/// compiles it for `target` (`cuda`: sm_90, `hip`: gfx942), without a GPU:
+/// real metadata, Triton IR and binary (tests/triton/compile_to_cache.py;
+/// scripts/install-deps installs Triton).
+pub fn real_triton_cache(dir: &Path, target: &str, kernel: &str) -> PathBuf {
+    let cache = dir.join(format!("real-triton-{target}-{kernel}"));
+    let o = Command::new("python3")
+        .arg(repo_root().join("tests/triton/compile_to_cache.py"))
+        .arg(&cache)
+        .arg(target)
+        .arg(kernel)
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success(),
+        "compiling {kernel} for {target} with Triton: {}",
+        stderr(&o)
+    );
+    cache
+}
+
 pub fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(

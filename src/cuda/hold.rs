@@ -137,6 +137,7 @@ impl CudaTool {
                 let cubin = self.modules.of(&probe.name.mangled);
                 Some(triton::types_for(
                     &self.options.triton_caches(),
+                    "cuda",
                     &probe.name.mangled,
                     layout.len(),
                     cubin.as_ref().map(|c| &c.bytes[..]),

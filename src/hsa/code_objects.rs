@@ -283,6 +283,7 @@ impl CodeObjects {
                 let binary = code_objects.get(*at).map(|b| &b[..]);
                 Some(triton::types_for(
                     &crate::options::triton_caches(self.triton_cache.as_deref()),
+                    "hip",
                     &names.mangled,
                     kernel.explicit_args().len(),
                     binary,

@@ -273,17 +273,22 @@ pub fn find(cache: &Path, name: &str) -> Vec<TritonKernel> {
 }
 
 /// The parameter types of the launched kernel `name`, which takes `taken`
-/// parameters, from the cache at `cache`: its IR's parameters, then the
-/// scratch pointers Triton appended (unknown: not captured). Among several
-/// variants, the one whose binary is `binary` when known, else the types
-/// they agree on.
+/// parameters, from the caches: its IR's parameters, then the scratch
+/// pointers Triton appended (unknown: not captured). Only entries compiled
+/// for `backend` (`cuda`, `hip`) count. Among several variants, the one
+/// whose binary is `binary` when known, else the types they agree on.
 pub fn types_for(
     caches: &[PathBuf],
+    backend: &str,
     name: &str,
     taken: usize,
     binary: Option<&[u8]>,
 ) -> Result<Vec<ParamType>, TritonError> {
-    let found: Vec<TritonKernel> = caches.iter().flat_map(|c| find(c, name)).collect();
+    let found: Vec<TritonKernel> = caches
+        .iter()
+        .flat_map(|c| find(c, name))
+        .filter(|k| k.backend == backend)
+        .collect();
     let cache = caches
         .iter()
         .map(|c| c.display().to_string())
@@ -474,7 +479,14 @@ mod tests {
             [Some("x_ptr"), Some("y_ptr"), Some("out_ptr"), Some("n")]
         );
         // The launched kernel takes 6 parameters: two scratch pointers appended.
-        let types = types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 6, None).unwrap();
+        let types = types_for(
+            &[cache.path().to_path_buf()],
+            "cuda",
+            "scale_add_kernel",
+            6,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             &types[..4],
             // x and y only read, out stored through.
@@ -494,7 +506,13 @@ mod tests {
         assert_eq!(types.len(), 6);
         // Fewer parameters than the IR lists: not this kernel.
         assert!(matches!(
-            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 3, None),
+            types_for(
+                &[cache.path().to_path_buf()],
+                "cuda",
+                "scale_add_kernel",
+                3,
+                None
+            ),
             Err(TritonError::Count {
                 listed: 4,
                 taken: 3,
@@ -539,6 +557,14 @@ mod tests {
                 ),
             ]
         );
+        // Compiled for ROCm: a CUDA launch of that name is not typed by it.
+        let caches = [cache.path().to_path_buf()];
+        let name = "triton_poi_fused_add_mul_relu_0";
+        assert_eq!(types_for(&caches, "hip", name, 5, None).unwrap().len(), 5);
+        assert!(matches!(
+            types_for(&caches, "cuda", name, 5, None),
+            Err(TritonError::NotCached { .. })
+        ));
     }
 
     #[test]
@@ -562,9 +588,15 @@ mod tests {
             b"block-2048",
         );
         assert_eq!(
-            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 4, None)
-                .unwrap()
-                .len(),
+            types_for(
+                &[cache.path().to_path_buf()],
+                "cuda",
+                "scale_add_kernel",
+                4,
+                None
+            )
+            .unwrap()
+            .len(),
             4
         );
         // A half-precision variant: the types differ.
@@ -577,8 +609,14 @@ mod tests {
             &half,
             b"half",
         );
-        let err =
-            types_for(&[cache.path().to_path_buf()], "scale_add_kernel", 4, None).unwrap_err();
+        let err = types_for(
+            &[cache.path().to_path_buf()],
+            "cuda",
+            "scale_add_kernel",
+            4,
+            None,
+        )
+        .unwrap_err();
         assert!(
             matches!(err, TritonError::Ambiguous { count: 3, .. }),
             "{err}"
@@ -587,6 +625,7 @@ mod tests {
         // The launched binary names the variant.
         let types = types_for(
             &[cache.path().to_path_buf()],
+            "cuda",
             "scale_add_kernel",
             4,
             Some(b"half"),
@@ -594,7 +633,14 @@ mod tests {
         .unwrap();
         assert_eq!(types[0], const_ptr(DType::F16));
         // Nothing cached: what to pass.
-        let err = types_for(&[cache.path().to_path_buf()], "other_kernel", 4, None).unwrap_err();
+        let err = types_for(
+            &[cache.path().to_path_buf()],
+            "cuda",
+            "other_kernel",
+            4,
+            None,
+        )
+        .unwrap_err();
         assert!(matches!(err, TritonError::NotCached { .. }), "{err}");
         assert!(err.to_string().contains("TRITON_CACHE_DIR"), "{err}");
     }
@@ -624,14 +670,15 @@ mod tests {
             b"in-place",
         );
         let caches = [cache.path().to_path_buf()];
-        let agreed = types_for(&caches, "scale_add_kernel", 4, None).unwrap();
+        let agreed = types_for(&caches, "cuda", "scale_add_kernel", 4, None).unwrap();
         assert_eq!(
             &agreed[..3],
             &[const_ptr(DType::F32), ptr(DType::F32), ptr(DType::F32)]
         );
-        let plain = types_for(&caches, "scale_add_kernel", 4, Some(b"plain")).unwrap();
+        let plain = types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"plain")).unwrap();
         assert_eq!(plain[1], const_ptr(DType::F32));
-        let in_place = types_for(&caches, "scale_add_kernel", 4, Some(b"in-place")).unwrap();
+        let in_place =
+            types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"in-place")).unwrap();
         assert_eq!(in_place[1], ptr(DType::F32));
     }
 

@@ -159,7 +159,7 @@ impl<'a> Line<'a> {
             .trim_matches('"');
         let operands = value_names(rest);
         let change = brace_change(text);
-        if text.contains("!tt.ptr<!tt.ptr") {
+        if text.contains("!tt.ptr<!tt.ptr") || integer_made_pointer(op, rest) {
             return None;
         }
         let step = match op {
@@ -194,6 +194,18 @@ impl<'a> Line<'a> {
             operands,
             step,
         })
+    }
+}
+
+/// A bitcast whose result is a pointer made from what is not one: an
+/// address the parameters do not tell.
+fn integer_made_pointer(op: &str, rest: &str) -> bool {
+    if !matches!(op, "tt.bitcast" | "arith.bitcast") {
+        return false;
+    }
+    match rest.split_once(" -> ") {
+        Some((from, to)) => to.contains("!tt.ptr") && !from.contains("!tt.ptr"),
+        None => false,
     }
 }
 
@@ -537,6 +549,7 @@ mod tests {
             "    %p = tt.load %t : !tt.ptr<!tt.ptr<f32>> loc(#loc1)\n",
             "    %w = scf.while (%a = %c) : (i32) -> i32 {\n    } loc(#loc1)\n",
             "    cf.br ^bb1 loc(#loc1)\n",
+            "    %p = tt.bitcast %i : i64 -> !tt.ptr<f32> loc(#loc1)\n",
         ] {
             let ir = module("k", params, line);
             assert_eq!(written_params(&ir, "k"), None, "{line}");
@@ -545,5 +558,9 @@ mod tests {
         let body = "    %i = tt.ptr_to_int %x_ptr : !tt.ptr<f32> -> i64 loc(#loc1)\n    tt.store %out_ptr, %i : !tt.ptr<i64> loc(#loc2)\n";
         let ir = module("k", params, body);
         assert_eq!(written_params(&ir, "k"), Some(vec![true, true]));
+        // A pointer cast to another element type is still its parameter.
+        let body = "    %p = tt.bitcast %x_ptr : !tt.ptr<f32> -> !tt.ptr<i32> loc(#loc1)\n    %v = tt.load %out_ptr : !tt.ptr<i32> loc(#loc2)\n    tt.store %p, %v : !tt.ptr<i32> loc(#loc3)\n";
+        let ir = module("k", params, body);
+        assert_eq!(written_params(&ir, "k"), Some(vec![true, false]));
     }
 }

@@ -467,6 +467,60 @@ fn a_triton_kernel_is_typed_from_triton_s_cache_and_its_scratch_pointers_are_not
     );
 }
 
+/// What `tests/cuda/torch_triton.py` does on a GPU, through the fake
+/// driver: x, y and out in one caching-allocator segment, the kernel typed
+/// from the entry the installed Triton compiles; the same kernel passes,
+/// and a version wrong in its last element fails at that element, under
+/// the argument that writes it.
+#[test]
+fn a_triton_kernel_in_one_segment_fails_at_its_wrong_last_element_under_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, fake_app) = build_fakes(dir.path());
+    let cache = real_triton_cache(dir.path(), "cuda", "scale_add_kernel");
+    let validate = |opt: &str| {
+        let args = ["validate", "--kernel", "scale_add_kernel", "--json"];
+        fake_ditto(&ditto_bin(), &lib, &args)
+            .arg("--ref")
+            .arg(format!("{} triton segment", fake_app.display()))
+            .arg("--opt")
+            .arg(format!("{} {opt}", fake_app.display()))
+            .env("TRITON_CACHE_DIR", &cache)
+            .output()
+            .expect("run ditto validate")
+    };
+    let out = validate("triton segment");
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{v} {}", stderr(&out));
+    assert!(v["timing"]["speedup"].is_number(), "{v}");
+    let out = validate("triton segment last");
+    let v = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{v} {}", stderr(&out));
+    // Only out is compared: from its pointer to the segment's end (512
+    // floats), by what the kernels wrote (its 256 elements); the last one
+    // is 2 * 255 = 510 instead of 511.
+    assert_eq!(v["mismatches"].as_array().unwrap().len(), 1, "{v}");
+    let m = &v["mismatches"][0];
+    assert_eq!(
+        (&m["arg"], &m["name"], &m["dtype"], &m["total_elements"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!("out_ptr"),
+            &serde_json::json!("float32"),
+            &serde_json::json!(512)
+        ),
+        "{v}"
+    );
+    assert_eq!(m["written"]["compared"], 256, "{v}");
+    assert_eq!(
+        m["worst"][0],
+        serde_json::json!({"abs_diff": 1.0, "index": 255, "optimized": 510.0, "reference": 511.0}),
+        "{v}"
+    );
+    let summary = v["summary"].as_str().unwrap();
+    assert!(summary.contains("arg 2 'out_ptr'"), "{summary}");
+    assert!(summary.contains("timing: "), "{summary}");
+}
+
 #[test]
 fn a_launch_not_chosen_by_dispatch_is_listed_as_missing_by_selection() {
     let dir = tempfile::tempdir().unwrap();

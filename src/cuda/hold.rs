@@ -146,12 +146,12 @@ impl CudaTool {
             _ => None,
         };
         let arg_types = match &triton {
-            Some(Ok(types)) => {
+            Some(Ok(params)) => {
                 log_info!(
                     "kernel `{}`: argument types from Triton's cache",
                     probe.name.demangled
                 );
-                Some(&types[..])
+                Some(&params.types[..])
             }
             Some(Err(e)) => {
                 return Some(self.uncapturable(launch, probe, e.to_string()));
@@ -161,7 +161,10 @@ impl CudaTool {
         // Types from the name (or --arg-types, or Triton's cache), offsets
         // and sizes from the driver: a by-value parameter of a type ditto
         // does not know is raw bytes of the driver's size.
-        let (info, problem) = KernelInfo::from_driver_layout(&name, &layout, query, arg_types);
+        let (mut info, problem) = KernelInfo::from_driver_layout(&name, &layout, query, arg_types);
+        if let (Some(Ok(params)), Some(sig)) = (&triton, info.signature.as_mut()) {
+            sig.name_unnamed(&params.names);
+        }
         if info.signature.is_none()
             && let Some(p) = &problem
         {

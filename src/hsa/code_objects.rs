@@ -292,20 +292,23 @@ impl CodeObjects {
             _ => None,
         };
         let arg_types = match &triton {
-            Some(Ok(types)) => Some(&types[..]),
+            Some(Ok(params)) => Some(&params.types[..]),
             Some(Err(e)) => {
                 log_info!("`{}`: {e}", names.demangled);
                 self.arg_types.as_deref()
             }
             None => self.arg_types.as_deref(),
         };
-        let (kernel, problem) = KernelInfo::from_code_object(
+        let (mut kernel, problem) = KernelInfo::from_code_object(
             &name,
             kernarg_size,
             self.query.as_deref(),
             arg_types,
             entry.map(|(kernel, _)| kernel),
         );
+        if let (Some(Ok(params)), Some(sig)) = (&triton, kernel.signature.as_mut()) {
+            sig.name_unnamed(&params.names);
+        }
         if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
             log_warn!("{warning}");
         } else if let Some(problem) = problem {

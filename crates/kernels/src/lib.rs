@@ -20,6 +20,7 @@ pub mod names;
 pub mod offload_bundle;
 pub mod param_type;
 pub mod triton;
+mod triton_ir;
 mod triton_writes;
 pub mod variables;
 
@@ -419,6 +420,21 @@ impl KernelSignature {
             Some(kernel) => KernelSignature::from_metadata(kernel, arg_types),
             None => KernelSignature::resolve(symbol, arg_types, Some(kernarg_size))
                 .map(|sig| (sig, None)),
+        }
+    }
+
+    /// Names the parameters the layout left unnamed from `names`, one per
+    /// laid-out parameter (as Triton's IR gives them); a parameter already
+    /// named keeps its name, and names of another count are ignored.
+    pub fn name_unnamed(&mut self, names: &[Option<String>]) {
+        if names.len() != self.params.len() {
+            return;
+        }
+        self.arg_names.resize(self.params.len(), None);
+        for (slot, name) in self.arg_names.iter_mut().zip(names) {
+            if slot.is_none() {
+                slot.clone_from(name);
+            }
         }
     }
 

@@ -35,6 +35,17 @@ pub struct TritonKernel {
     pub binary: Option<PathBuf>,
 }
 
+/// A launched Triton kernel's parameters as the cache gives them: one
+/// type and one name per parameter the kernel takes, the scratch pointers
+/// Triton appends included (unknown, unnamed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TritonParams {
+    pub types: Vec<ParamType>,
+    /// The IR's names (`x_ptr`); `None` where it numbers a parameter
+    /// (`%arg3`) and for the scratch pointers.
+    pub names: Vec<Option<String>>,
+}
+
 /// Why Triton's cache gave no types for a kernel.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TritonError {
@@ -144,7 +155,7 @@ pub fn ir_params(ir: &str, name: &str) -> Option<Vec<(Option<String>, ParamType)
         .lines()
         .find(|l| l.contains("tt.func") && l.contains(&head))?;
     let mut params = Vec::new();
-    for part in param_list(line, &head)? {
+    for part in crate::triton_ir::param_list(line, &head)? {
         // `%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc(#loc3)`
         let (name, rest) = part.split_once(':')?;
         let name = name.trim().trim_start_matches('%');
@@ -153,37 +164,6 @@ pub fn ir_params(ir: &str, name: &str) -> Option<Vec<(Option<String>, ParamType)
         params.push((named, param_type(ty)));
     }
     Some(params)
-}
-
-/// The parameters of the function whose `tt.func` line is `line` and
-/// whose name with its opening parenthesis is `head`: each `%name: type
-/// {attributes} loc(…)`, trimmed, in order.
-pub(crate) fn param_list<'a>(line: &'a str, head: &str) -> Option<Vec<&'a str>> {
-    let start = line.find(head)? + head.len();
-    // The parameter list: up to the parenthesis that closes it.
-    let mut depth = 1i32;
-    let mut end = None;
-    for (i, c) in line[start..].char_indices() {
-        match c {
-            '(' | '<' | '{' | '[' => depth += 1,
-            ')' | '>' | '}' | ']' => {
-                depth -= 1;
-                if depth == 0 {
-                    end = Some(start + i);
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    let list = &line[start..end?];
-    Some(
-        split_top_level_commas(list)
-            .into_iter()
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .collect(),
-    )
 }
 
 /// `arg3`: a parameter the IR numbered rather than named.
@@ -205,25 +185,6 @@ fn type_text(text: &str) -> &str {
         }
     }
     text
-}
-
-/// Splits at the commas outside `<>`, `()`, `{}` and `[]`.
-fn split_top_level_commas(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in text.char_indices() {
-        match c {
-            '<' | '(' | '{' | '[' => depth += 1,
-            '>' | ')' | '}' | ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 /// The entry in `dir` for the kernel `name`: its metadata names it and
@@ -283,7 +244,7 @@ pub fn types_for(
     name: &str,
     taken: usize,
     binary: Option<&[u8]>,
-) -> Result<Vec<ParamType>, TritonError> {
+) -> Result<TritonParams, TritonError> {
     let found: Vec<TritonKernel> = caches
         .iter()
         .flat_map(|c| find(c, name))
@@ -335,11 +296,12 @@ pub fn types_for(
             taken,
         });
     }
-    let mut types: Vec<ParamType> = kernel.params.iter().map(|(_, t)| t.clone()).collect();
+    let (mut names, mut types): (Vec<_>, Vec<_>) = kernel.params.into_iter().unzip();
     types.extend((listed..taken).map(|_| ParamType::Unknown {
         spelling: "a scratch pointer Triton appends".into(),
     }));
-    Ok(types)
+    names.resize(taken, None);
+    Ok(TritonParams { types, names })
 }
 
 /// Marks each pointer parameter the body of `name` in `ir` never writes
@@ -486,7 +448,8 @@ mod tests {
             6,
             None,
         )
-        .unwrap();
+        .unwrap()
+        .types;
         assert_eq!(
             &types[..4],
             // x and y only read, out stored through.
@@ -504,6 +467,26 @@ mod tests {
             "{types:?}"
         );
         assert_eq!(types.len(), 6);
+        let named = types_for(
+            &[cache.path().to_path_buf()],
+            "cuda",
+            "scale_add_kernel",
+            6,
+            None,
+        )
+        .unwrap()
+        .names;
+        assert_eq!(
+            named,
+            [
+                Some("x_ptr".to_string()),
+                Some("y_ptr".into()),
+                Some("out_ptr".into()),
+                Some("n".into()),
+                None,
+                None
+            ]
+        );
         // Fewer parameters than the IR lists: not this kernel.
         assert!(matches!(
             types_for(
@@ -560,7 +543,13 @@ mod tests {
         // Compiled for ROCm: a CUDA launch of that name is not typed by it.
         let caches = [cache.path().to_path_buf()];
         let name = "triton_poi_fused_add_mul_relu_0";
-        assert_eq!(types_for(&caches, "hip", name, 5, None).unwrap().len(), 5);
+        assert_eq!(
+            types_for(&caches, "hip", name, 5, None)
+                .unwrap()
+                .types
+                .len(),
+            5
+        );
         assert!(matches!(
             types_for(&caches, "cuda", name, 5, None),
             Err(TritonError::NotCached { .. })
@@ -596,6 +585,7 @@ mod tests {
                 None
             )
             .unwrap()
+            .types
             .len(),
             4
         );
@@ -630,7 +620,8 @@ mod tests {
             4,
             Some(b"half"),
         )
-        .unwrap();
+        .unwrap()
+        .types;
         assert_eq!(types[0], const_ptr(DType::F16));
         // Nothing cached: what to pass.
         let err = types_for(
@@ -670,15 +661,20 @@ mod tests {
             b"in-place",
         );
         let caches = [cache.path().to_path_buf()];
-        let agreed = types_for(&caches, "cuda", "scale_add_kernel", 4, None).unwrap();
+        let agreed = types_for(&caches, "cuda", "scale_add_kernel", 4, None)
+            .unwrap()
+            .types;
         assert_eq!(
             &agreed[..3],
             &[const_ptr(DType::F32), ptr(DType::F32), ptr(DType::F32)]
         );
-        let plain = types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"plain")).unwrap();
+        let plain = types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"plain"))
+            .unwrap()
+            .types;
         assert_eq!(plain[1], const_ptr(DType::F32));
-        let in_place =
-            types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"in-place")).unwrap();
+        let in_place = types_for(&caches, "cuda", "scale_add_kernel", 4, Some(b"in-place"))
+            .unwrap()
+            .types;
         assert_eq!(in_place[1], ptr(DType::F32));
     }
 

@@ -65,7 +65,7 @@ fn function<'a>(ir: &'a str, name: &str) -> Option<(Vec<(&'a str, bool)>, Vec<&'
     let head = format!("@{name}(");
     let mut lines = ir.lines();
     let line = lines.find(|l| l.contains("tt.func") && l.contains(&head))?;
-    let params = super::triton::param_list(line, &head)?
+    let params = crate::triton_ir::param_list(line, &head)?
         .into_iter()
         .map(|part| {
             let (name, ty) = part.split_once(':')?;

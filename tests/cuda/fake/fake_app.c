@@ -107,9 +107,12 @@ static int launch_elementwise(int argc, char** argv) {
   return 0;
 }
 
-// `fake_app triton`: a Triton kernel as Triton 3 compiles it,
-// scale_add_kernel(x, y, out, n) with the two scratch pointers Triton
-// appends (global and profile scratch, null here): out = 2 * x + y.
+// `fake_app triton [segment] [last]`: a Triton kernel as Triton 3 compiles
+// it, scale_add_kernel(x, y, out, n) with the two scratch pointers Triton
+// appends (global and profile scratch, null here): out = 2 * x + y. With
+// `segment`, x, y and out lie in one allocation, as PyTorch's caching
+// allocator places small tensors; with `last`, the last element forgets y.
+static int g_last_wrong;
 static void run_scale_add(unsigned char* a) {
   const float* x = ptr_at(a, 0);
   const float* y = ptr_at(a, 8);
@@ -117,14 +120,27 @@ static void run_scale_add(unsigned char* a) {
   int n;
   memcpy(&n, a + 24, 4);
   for (int i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];
+  if (g_last_wrong) out[n - 1] = 2.0f * x[n - 1];
 }
-static int launch_triton(void) {
+static int launch_triton(int argc, char** argv) {
+  int segment = 0;
+  for (int i = 2; i < argc; ++i) {
+    if (strcmp(argv[i], "segment") == 0) segment = 1;
+    if (strcmp(argv[i], "last") == 0) g_last_wrong = 1;
+  }
   fake_function k = {"scale_add_kernel", 6, {0, 8, 16, 24, 32, 40}, {8, 8, 8, 4, 8, 8}, run_scale_add};
   int n = 256;
-  float* x = fake_malloc(n * sizeof(float));
-  float* y = fake_malloc(n * sizeof(float));
-  float* out = fake_malloc(n * sizeof(float));
-  for (int i = 0; i < n; ++i) x[i] = (float)i, y[i] = 1.0f;
+  float *x, *y, *out;
+  if (segment) {
+    x = fake_malloc(4 * n * sizeof(float));
+    y = x + n;
+    out = x + 2 * n;
+  } else {
+    x = fake_malloc(n * sizeof(float));
+    y = fake_malloc(n * sizeof(float));
+    out = fake_malloc(n * sizeof(float));
+  }
+  for (int i = 0; i < n; ++i) x[i] = (float)i, y[i] = 1.0f, out[i] = 0.0f;
   void* scratch = 0;
   void* args[] = {&x, &y, &out, &n, &scratch, &scratch};
   fake_launch(&k, args, 0);
@@ -171,7 +187,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "long-names") == 0) return launch_long_names();
   if (argc > 2 && strcmp(argv[1], "replay") == 0) return launch_for_replay(argv[2]);
   if (argc > 1 && strcmp(argv[1], "elementwise") == 0) return launch_elementwise(argc, argv);
-  if (argc > 1 && strcmp(argv[1], "triton") == 0) return launch_triton();
+  if (argc > 1 && strcmp(argv[1], "triton") == 0) return launch_triton(argc, argv);
   fake_function reduce = {"_Z10reduce_sumPKfPfi", 3, {0, 8, 16}, {8, 8, 4}, run_reduce_sum};
   fake_function tiny = {"_Z4tinyPi", 1, {0}, {8}, run_tiny};
   fake_function scale = {"_Z12scale_valuesIfEvPT_S1_S0_i", 4, {0, 8, 16, 20}, {8, 8, 4, 4}, run_scale};

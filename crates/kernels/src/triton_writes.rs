@@ -34,17 +34,16 @@ pub fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
         .iter()
         .map(|l| Line::parse(l))
         .collect::<Option<Vec<_>>>()?;
-    let mut carried: HashMap<&str, u64> = params
-        .iter()
-        .enumerate()
-        .map(|(i, (p, _))| (*p, 1u64 << i))
-        .collect();
+    let mut flow = Flow::default();
+    for (i, (p, _)) in params.iter().enumerate() {
+        flow.add((0, p), 1u64 << i);
+    }
     let mut written = 0u64;
     // Each pass can only add parameters to a value; loops need a few.
     for _ in 0..=lines.len() {
-        let before = (carried.clone(), written);
-        pass(&lines, &mut carried, &mut written)?;
-        if before == (carried.clone(), written) {
+        let before = (flow.carried.clone(), written);
+        pass(&lines, &mut flow, &mut written)?;
+        if before == (flow.carried.clone(), written) {
             return Some(
                 params
                     .iter()
@@ -285,80 +284,146 @@ fn iter_args(rest: &str) -> Option<Vec<(&str, &str)>> {
         .collect()
 }
 
+/// A value: the region that defines it (0 for the function's body, then
+/// each region, an `else` included, numbered in the order the body opens
+/// them) and its name. Sibling regions reuse names (`%2` in `then` and in
+/// `else` are two values).
+type Value<'l> = (usize, &'l str);
+
+/// What each value carries (a bit per parameter), and the regions open at
+/// the line a pass has reached.
+#[derive(Default)]
+struct Flow<'l> {
+    carried: HashMap<Value<'l>, u64>,
+    /// The open regions, innermost last, below them the body (0).
+    scopes: Vec<usize>,
+    /// Regions opened so far in this pass.
+    opened: usize,
+}
+
+impl<'l> Flow<'l> {
+    /// What `name` carries where the pass is: its definition in the
+    /// innermost open region that has one.
+    fn of_one(&self, name: &str) -> u64 {
+        std::iter::once(&0)
+            .chain(&self.scopes)
+            .rev()
+            .find_map(|&s| self.carried.get(&(s, name)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn of(&self, names: &[&str]) -> u64 {
+        names.iter().fold(0, |acc, n| acc | self.of_one(n))
+    }
+
+    /// Defines `name` in the innermost open region, carrying `bits` too.
+    fn define(&mut self, name: &'l str, bits: u64) -> Value<'l> {
+        let value = (self.scopes.last().copied().unwrap_or(0), name);
+        self.add(value, bits);
+        value
+    }
+
+    fn add(&mut self, value: Value<'l>, bits: u64) {
+        *self.carried.entry(value).or_default() |= bits;
+    }
+
+    fn open(&mut self) {
+        self.opened += 1;
+        self.scopes.push(self.opened);
+    }
+
+    fn close(&mut self) -> Option<()> {
+        self.scopes.pop().map(|_| ())
+    }
+}
+
 /// One open region while a pass walks the body.
 struct Region<'l> {
     /// The values its yields feed, position by position: the op's results,
     /// and for `scf.for` its iteration arguments too.
-    fed: Vec<Vec<&'l str>>,
+    fed: Vec<Vec<Value<'l>>>,
     /// A data region: its yields are ignored.
     data: bool,
 }
 
 /// One walk over the body: every value gains what flows into it.
-fn pass<'l>(
-    lines: &'l [Line<'l>],
-    carried: &mut HashMap<&'l str, u64>,
-    written: &mut u64,
-) -> Option<()> {
-    let of = |carried: &HashMap<&str, u64>, names: &[&str]| {
-        names
-            .iter()
-            .fold(0u64, |acc, n| acc | carried.get(n).copied().unwrap_or(0))
-    };
+fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Option<()> {
+    flow.scopes.clear();
+    flow.opened = 0;
     let mut regions: Vec<Region<'l>> = Vec::new();
     for line in lines {
         let results: Vec<&str> = line.results.iter().map(String::as_str).collect();
         match &line.step {
             Step::Compute => {
-                let from = of(carried, &line.operands);
-                for r in &results {
-                    *carried.entry(r).or_default() |= from;
+                let from = flow.of(&line.operands);
+                for r in results {
+                    flow.define(r, from);
                 }
             }
-            Step::Load | Step::Else => {}
+            Step::Load => {
+                for r in results {
+                    flow.define(r, 0);
+                }
+            }
+            Step::Else => {
+                flow.close()?;
+                flow.open();
+            }
             // Block labels belong to data regions only; elsewhere they are
             // unstructured control flow.
             Step::Label if regions.last().is_some_and(|r| r.data) => {}
             Step::Label => return None,
-            Step::Store => *written |= of(carried, &line.operands),
-            Step::For { bounds, iter_args } => {
-                // The induction variable carries what its bounds carry.
-                let from_bounds = of(carried, bounds.get(1..).unwrap_or_default());
-                if let Some(iv) = bounds.first() {
-                    *carried.entry(iv).or_default() |= from_bounds;
+            Step::Store => {
+                *written |= flow.of(&line.operands);
+                for r in results {
+                    flow.define(r, 0);
                 }
+            }
+            Step::For { bounds, iter_args } => {
                 if results.len() != iter_args.len() {
                     return None;
                 }
-                // An iteration argument, and the result when the loop does
-                // not run, start as the initial value.
-                for ((arg, init), result) in iter_args.iter().zip(&results) {
-                    let from = of(carried, &[init]);
-                    *carried.entry(arg).or_default() |= from;
-                    *carried.entry(result).or_default() |= from;
-                }
-                let fed = results
+                // The induction variable carries what its bounds carry; an
+                // iteration argument, and the result when the loop does not
+                // run, start as the initial value.
+                let from_bounds = flow.of(bounds.get(1..).unwrap_or_default());
+                let inits: Vec<u64> = iter_args.iter().map(|(_, i)| flow.of_one(i)).collect();
+                let outside: Vec<Value<'l>> = results
                     .iter()
-                    .zip(iter_args)
-                    .map(|(r, (arg, _))| vec![*r, *arg])
+                    .zip(&inits)
+                    .map(|(r, &bits)| flow.define(r, bits))
+                    .collect();
+                flow.open();
+                if let Some(iv) = bounds.first() {
+                    flow.define(iv, from_bounds);
+                }
+                let fed = iter_args
+                    .iter()
+                    .zip(&inits)
+                    .zip(outside)
+                    .map(|(((arg, _), &bits), result)| vec![result, flow.define(arg, bits)])
                     .collect();
                 regions.push(Region { fed, data: false });
             }
-            Step::If => regions.push(Region {
-                fed: results.iter().map(|r| vec![*r]).collect(),
-                data: false,
-            }),
+            Step::If => {
+                let fed = results.iter().map(|r| vec![flow.define(r, 0)]).collect();
+                flow.open();
+                regions.push(Region { fed, data: false });
+            }
             Step::DataRegion => {
-                let from = of(carried, &line.operands);
-                for r in &results {
-                    *carried.entry(r).or_default() |= from;
+                let from = flow.of(&line.operands);
+                for r in results {
+                    flow.define(r, from);
                 }
+                flow.open();
                 regions.push(Region {
                     fed: Vec::new(),
                     data: true,
                 });
             }
             Step::Close => {
+                flow.close()?;
                 regions.pop()?;
             }
             Step::Yield => {
@@ -377,15 +442,15 @@ fn pass<'l>(
                     return None;
                 }
                 for (value, targets) in values.iter().zip(&region.fed) {
-                    let from = of(carried, &[value]);
-                    for t in targets {
-                        *carried.entry(t).or_default() |= from;
+                    let from = flow.of_one(value);
+                    for &t in targets {
+                        flow.add(t, from);
                     }
                 }
             }
         }
     }
-    regions.is_empty().then_some(())
+    (regions.is_empty() && flow.scopes.is_empty()).then_some(())
 }
 
 #[cfg(test)]
@@ -519,6 +584,28 @@ mod tests {
             written_params(&ir, "choose"),
             Some(vec![true, true, false, false])
         );
+    }
+
+    /// Sibling regions reuse names: `%5` of `then` and `%5` of `else` are
+    /// two values, and only the first is stored through.
+    #[test]
+    fn names_reused_in_sibling_regions_are_different_values() {
+        let body = r#"    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %cond = arith.cmpi sgt, %n, %c0_i32 : i32 loc(#loc1)
+    scf.if %cond {
+      %5 = tt.splat %a_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc2)
+      %6 = tt.load %7 : tensor<4x!tt.ptr<f32>> loc(#loc3)
+      tt.store %5, %6 : tensor<4x!tt.ptr<f32>> loc(#loc4)
+    } else {
+      %5 = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc5)
+      %6 = tt.load %5 : tensor<4x!tt.ptr<f32>> loc(#loc6)
+    } loc(#loc7)
+    %7 = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc8)
+"#;
+        let params =
+            "%a_ptr: !tt.ptr<f32> loc(#loc), %b_ptr: !tt.ptr<f32> loc(#loc), %n: i32 loc(#loc)";
+        let ir = module("sides", params, body);
+        assert_eq!(written_params(&ir, "sides"), Some(vec![true, false, false]));
     }
 
     /// A reduction's combine region works on data; its block arguments

@@ -56,11 +56,12 @@ pub fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
     None
 }
 
-/// The parameters of the function `name` (each name, and whether it is a
-/// pointer) and its body: the lines after its `tt.func` line up to the
-/// brace that closes it.
-#[allow(clippy::type_complexity)]
-fn function<'a>(ir: &'a str, name: &str) -> Option<(Vec<(&'a str, bool)>, Vec<&'a str>)> {
+/// A function's parameters: each one's name, and whether it is a pointer.
+type Params<'a> = Vec<(&'a str, bool)>;
+
+/// The parameters of the function `name` and its body: the lines after
+/// its `tt.func` line up to the brace that closes it.
+fn function<'a>(ir: &'a str, name: &str) -> Option<(Params<'a>, Vec<&'a str>)> {
     let head = format!("@{name}(");
     let mut lines = ir.lines();
     let line = lines.find(|l| l.contains("tt.func") && l.contains(&head))?;

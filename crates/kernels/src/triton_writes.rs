@@ -7,14 +7,16 @@
 //! Each parameter is followed through the function: an operation's
 //! results carry every parameter its operands carry, except a load's,
 //! whose result is the memory's data rather than an address; `scf.for`
-//! iteration arguments and the results of `scf.for` and `scf.if` carry
-//! what is yielded to them, position by position, to a fixed point. A
+//! iteration arguments, the results of `scf.for`, `scf.if` and
+//! `scf.while`, and `scf.while`'s arguments in both of its regions carry
+//! what is yielded or passed on to them, position by position, to a fixed
+//! point. A
 //! parameter is written when it reaches any operand of a store, an atomic
 //! or a descriptor store (as the address, or as a stored value: the
 //! pointer escapes). Anything this does not model makes every pointer
 //! count as written: calls, integer-to-pointer casts, pointers to
-//! pointers, inline assembly, `scf.while` and other regions it does not
-//! know, unstructured control flow, more than 64 parameters.
+//! pointers, inline assembly, regions it does not know, unstructured
+//! control flow, more than 64 parameters.
 //!
 //! Owns that analysis; never reads the cache (`triton` does).
 
@@ -120,16 +122,23 @@ enum Step<'a> {
     },
     /// `scf.if` opening its `then` region.
     If,
+    /// `scf.while (%a = %x, …)` opening its `before` region:
+    /// `(argument, initial value)` pairs.
+    While { args: Vec<(&'a str, &'a str)> },
+    /// `scf.condition(%c) %v, …`: ends `before`, passing the values on to
+    /// the `do` region's arguments and the loop's results.
+    Condition,
     /// A region over data (`tt.reduce`, `tt.scan`): results carry what
     /// the operands carry; its own yields are ignored.
     DataRegion,
-    /// `} else {`: the same `scf.if`, its other region.
+    /// `} else {` or `} do {`: the same op, its other region.
     Else,
     /// The end of a region.
     Close,
     /// `scf.yield` and friends: values for the enclosing region's results.
     Yield,
-    /// A block label (`^bb0(…):`) inside a data region.
+    /// A block label (`^bb0(…):`): the arguments of a data region's block,
+    /// or of `scf.while`'s `do` region.
     Label,
 }
 
@@ -168,17 +177,19 @@ impl<'a> Line<'a> {
             _ if text.starts_with('^') => Step::Label,
             "scf.for" if change == 1 => Step::For {
                 bounds: value_names(&rest[..rest.find("iter_args(").unwrap_or(rest.len())]),
-                iter_args: iter_args(rest)?,
+                iter_args: pairs_after(rest, "iter_args(")?,
             },
             "scf.if" if change == 1 => Step::If,
+            "scf.while" if change == 1 => Step::While {
+                args: pairs_after(rest, "scf.while (")?,
+            },
             "tt.reduce" | "tt.scan" if change == 1 => Step::DataRegion,
             _ if change != 0 => return None,
             "scf.yield" | "tt.reduce.return" | "tt.scan.return" => Step::Yield,
+            "scf.condition" => Step::Condition,
             "tt.call"
             | "tt.int_to_ptr"
             | "tt.elementwise_inline_asm"
-            | "scf.while"
-            | "scf.condition"
             | "scf.execute_region"
             | "scf.index_switch" => return None,
             _ if op.starts_with("cf.") || op.starts_with("llvm.") => return None,
@@ -270,14 +281,16 @@ fn value_names(text: &str) -> Vec<&str> {
     names
 }
 
-/// `scf.for`'s `iter_args(%a = %x, %b = %y)` pairs; empty without them.
-fn iter_args(rest: &str) -> Option<Vec<(&str, &str)>> {
-    let Some(at) = rest.find("iter_args(") else {
+/// The `(%a = %x, %b = %y)` pairs after `opening` (`iter_args(` of
+/// `scf.for`, `scf.while (`); empty without them.
+fn pairs_after<'a>(rest: &'a str, opening: &str) -> Option<Vec<(&'a str, &'a str)>> {
+    let Some(at) = rest.find(opening) else {
         return Some(Vec::new());
     };
-    let list = &rest[at + "iter_args(".len()..];
+    let list = &rest[at + opening.len()..];
     let list = &list[..list.find(')')?];
     list.split(',')
+        .filter(|pair| !pair.trim().is_empty())
         .map(|pair| {
             let (arg, init) = pair.split_once('=')?;
             Some((arg.trim(), init.trim()))
@@ -346,6 +359,12 @@ struct Region<'l> {
     fed: Vec<Vec<Value<'l>>>,
     /// A data region: its yields are ignored.
     data: bool,
+    /// `scf.while`: what `scf.condition` passes on, position by position,
+    /// once the pass has reached it (the `do` region's arguments take it).
+    passed: Option<Vec<u64>>,
+    /// `scf.while`'s results, which take what `scf.condition` passes on;
+    /// `None` for other regions.
+    exits: Option<Vec<Value<'l>>>,
 }
 
 /// One walk over the body: every value gains what flows into it.
@@ -371,10 +390,24 @@ fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Op
                 flow.close()?;
                 flow.open();
             }
-            // Block labels belong to data regions only; elsewhere they are
-            // unstructured control flow.
-            Step::Label if regions.last().is_some_and(|r| r.data) => {}
-            Step::Label => return None,
+            // Block labels belong to data regions and to `scf.while`'s
+            // `do` region; elsewhere they are unstructured control flow.
+            Step::Label => match regions.last() {
+                Some(r) if r.data => {}
+                Some(Region {
+                    passed: Some(passed),
+                    ..
+                }) => {
+                    if line.operands.len() != passed.len() {
+                        return None;
+                    }
+                    let passed = passed.clone();
+                    for (arg, bits) in line.operands.iter().zip(passed) {
+                        flow.define(arg, bits);
+                    }
+                }
+                _ => return None,
+            },
             Step::Store => {
                 *written |= flow.of(&line.operands);
                 for r in results {
@@ -405,12 +438,58 @@ fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Op
                     .zip(outside)
                     .map(|(((arg, _), &bits), result)| vec![result, flow.define(arg, bits)])
                     .collect();
-                regions.push(Region { fed, data: false });
+                regions.push(Region {
+                    fed,
+                    data: false,
+                    passed: None,
+                    exits: None,
+                });
             }
             Step::If => {
                 let fed = results.iter().map(|r| vec![flow.define(r, 0)]).collect();
                 flow.open();
-                regions.push(Region { fed, data: false });
+                regions.push(Region {
+                    fed,
+                    data: false,
+                    passed: None,
+                    exits: None,
+                });
+            }
+            Step::While { args } => {
+                // The results are defined outside; `before`'s arguments
+                // start as the initial values and take what `do` yields.
+                let inits: Vec<u64> = args.iter().map(|(_, i)| flow.of_one(i)).collect();
+                let exits = Some(results.iter().map(|r| flow.define(r, 0)).collect());
+                flow.open();
+                let fed = args
+                    .iter()
+                    .zip(inits)
+                    .map(|((arg, _), bits)| vec![flow.define(arg, bits)])
+                    .collect();
+                regions.push(Region {
+                    fed,
+                    data: false,
+                    passed: None,
+                    exits,
+                });
+            }
+            Step::Condition => {
+                // `scf.condition(%c) %v, …`: the values after the condition.
+                let passed: Vec<u64> = line
+                    .operands
+                    .iter()
+                    .skip(1)
+                    .map(|v| flow.of_one(v))
+                    .collect();
+                let region = regions.last_mut()?;
+                let exits = region.exits.as_ref()?;
+                if exits.len() != passed.len() {
+                    return None;
+                }
+                for (&exit, &bits) in exits.iter().zip(&passed) {
+                    flow.add(exit, bits);
+                }
+                region.passed = Some(passed);
             }
             Step::DataRegion => {
                 let from = flow.of(&line.operands);
@@ -421,11 +500,17 @@ fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Op
                 regions.push(Region {
                     fed: Vec::new(),
                     data: true,
+                    passed: None,
+                    exits: None,
                 });
             }
             Step::Close => {
                 flow.close()?;
-                regions.pop()?;
+                // A while loop's `before` ends in `scf.condition`.
+                let region = regions.pop()?;
+                if region.exits.is_some() && region.passed.is_none() {
+                    return None;
+                }
             }
             Step::Yield => {
                 let region = regions.last()?;
@@ -609,6 +694,42 @@ mod tests {
         assert_eq!(written_params(&ir, "sides"), Some(vec![true, false, false]));
     }
 
+    /// `scf.while`: the arguments of `before` take the initial values and
+    /// what `do` yields; `scf.condition` passes values on to `do`'s block
+    /// arguments and to the loop's results.
+    #[test]
+    fn a_while_loop_carries_its_values_through_both_regions() {
+        // A pointer walked by the loop: before's %p is a, do's %q is what
+        // the condition passes on; the store after the loop goes through
+        // its result.
+        let body = r#"    %c1_i32 = arith.constant 1 : i32 loc(#loc1)
+    %r = scf.while (%p = %a_ptr) : (!tt.ptr<f32>) -> !tt.ptr<f32> {
+      %v = tt.load %p : !tt.ptr<f32> loc(#loc2)
+      %c = arith.cmpf ogt, %v, %v : f32 loc(#loc3)
+      scf.condition(%c) %p : !tt.ptr<f32> loc(#loc4)
+    } do {
+    ^bb0(%q: !tt.ptr<f32> loc("q")):
+      %w = tt.load %b_ptr : !tt.ptr<f32> loc(#loc5)
+      %n = tt.addptr %q, %c1_i32 : !tt.ptr<f32>, i32 loc(#loc6)
+      scf.yield %n : !tt.ptr<f32> loc(#loc7)
+    } loc(#loc8)
+"#;
+        let params = "%a_ptr: !tt.ptr<f32> loc(#loc), %b_ptr: !tt.ptr<f32> loc(#loc), %c_ptr: !tt.ptr<f32> loc(#loc)";
+        let ir = module("walk", params, body);
+        assert_eq!(written_params(&ir, "walk"), Some(vec![false; 3]));
+        let stored = body.to_string()
+            + "    %x = tt.load %c_ptr : !tt.ptr<f32> loc(#loc9)\n    tt.store %r, %x : !tt.ptr<f32> loc(#loc10)\n";
+        let ir = module("walk", params, &stored);
+        assert_eq!(written_params(&ir, "walk"), Some(vec![true, false, false]));
+        // A store in `do` through its block argument writes a.
+        let in_do = body.replace(
+            "      scf.yield %n",
+            "      tt.store %q, %w : !tt.ptr<f32> loc(#loc11)\n      scf.yield %n",
+        );
+        let ir = module("walk", params, &in_do);
+        assert_eq!(written_params(&ir, "walk"), Some(vec![true, false, false]));
+    }
+
     /// A reduction's combine region works on data; its block arguments
     /// and its return are not values of the function's pointers.
     #[test]
@@ -636,6 +757,7 @@ mod tests {
             "    %p = tt.int_to_ptr %c : i64 -> !tt.ptr<f32> loc(#loc1)\n",
             "    %p = tt.load %t : !tt.ptr<!tt.ptr<f32>> loc(#loc1)\n",
             "    %w = scf.while (%a = %c) : (i32) -> i32 {\n    } loc(#loc1)\n",
+            "    %w = scf.execute_region -> i32 {\n    } loc(#loc1)\n",
             "    cf.br ^bb1 loc(#loc1)\n",
             "    %p = tt.bitcast %i : i64 -> !tt.ptr<f32> loc(#loc1)\n",
         ] {

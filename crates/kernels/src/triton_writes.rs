@@ -10,10 +10,9 @@
 //! iteration arguments, the results of `scf.for`, `scf.if` and
 //! `scf.while`, and `scf.while`'s arguments in both of its regions carry
 //! what is yielded or passed on to them, position by position, to a fixed
-//! point. A
-//! parameter is written when it reaches any operand of a store, an atomic
-//! or a descriptor store (as the address, or as a stored value: the
-//! pointer escapes). Anything this does not model makes every pointer
+//! point. A parameter is written when it reaches any operand of a store,
+//! an atomic or a descriptor store (as the address, or as a stored value:
+//! the pointer escapes). Anything this does not model makes every pointer
 //! count as written: calls, integer-to-pointer casts, pointers to
 //! pointers, inline assembly, regions it does not know, unstructured
 //! control flow, more than 64 parameters.

@@ -640,10 +640,14 @@ pub fn kernels(
         .map_err(anyhow::Error::msg)?;
     let bytes = read_program_file(file)?;
     let name = file.display().to_string();
-    let listed = crate::kernel_list::list(&bytes, kernel, types.as_deref())
+    // The caches a run would look in, and the one the file lies in when it
+    // is a Triton cache entry's binary.
+    let mut caches = ditto_kernels::triton::caches_from_env();
+    caches.extend(ditto_kernels::triton::cache_of_entry_file(file));
+    let listed = crate::kernel_list::list(&bytes, kernel, types.as_deref(), &caches)
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     if listed.is_empty() {
-        let all = crate::kernel_list::list(&bytes, None, None)
+        let all = crate::kernel_list::list(&bytes, None, None, &[])
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         let mut names: Vec<&str> = Vec::new();
         for k in &all {

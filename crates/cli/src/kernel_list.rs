@@ -21,6 +21,7 @@
 //!     "triple": str|null,           // bundle entry triple; null for a bare code object
 //!     "bundle": int|null,           // bundle (translation unit) index, from 0
 //!     "arg_types_applied": bool,    // --arg-types typed this kernel
+//!     "triton_entry": str|null,     // the Triton cache entry that typed it
 //!     "warning": str|null,          // e.g. an extern "C" kernel captured as raw bytes
 //!     "error": str|null,            // why ditto could not capture it (then "args" is [])
 //!     "args": [{
@@ -40,6 +41,7 @@
 //! target. On an error (exit 2) with `--json`, stdout carries
 //! `{"valid": false, "error": str}` as for the other commands.
 
+use ditto_kernels::triton;
 use ditto_kernels::{
     BundleError, DeviceCodeObject, KernelError, KernelNames, KernelSignature, MetadataError,
     ParamKind, ParamType, device_code_objects, matches, parse_code_object,
@@ -57,6 +59,9 @@ pub struct ListedKernel {
     pub triple: Option<String>,
     pub bundle: Option<usize>,
     pub arg_types_applied: bool,
+    /// The Triton cache entry that typed it (an extern "C" kernel without
+    /// `--arg-types`, as a run types it).
+    pub triton_entry: Option<std::path::PathBuf>,
     /// The layout ditto captures, or why it cannot capture this kernel.
     pub layout: Result<KernelSignature, KernelError>,
     pub warning: Option<String>,
@@ -103,10 +108,13 @@ fn origin(object: &DeviceCodeObject) -> String {
 /// from its metadata. `arg_types` types the kernels a `ditto run --kernel
 /// QUERY --arg-types …` would apply them to: with a query, every kernel it
 /// names; without one, the kernels whose names carry no types (extern "C").
+/// Without `arg_types`, an extern "C" kernel compiled by Triton is typed
+/// from its entry in `triton_caches`, as a run types it.
 pub fn list(
     bytes: &[u8],
     query: Option<&str>,
     arg_types: Option<&[ParamType]>,
+    triton_caches: &[std::path::PathBuf],
 ) -> Result<Vec<ListedKernel>, KernelListError> {
     let objects = device_code_objects(bytes)?;
     let mut listed = Vec::new();
@@ -132,13 +140,31 @@ pub fn list(
                 continue;
             }
             let types = arg_types.filter(|_| query.is_some() || names.param_types().is_none());
+            let triton = match types {
+                None if names.param_types().is_none() && !triton_caches.is_empty() => {
+                    triton::types_for(
+                        triton_caches,
+                        "hip",
+                        &names.mangled,
+                        kernel.explicit_args().len(),
+                        Some(object.bytes),
+                    )
+                    .ok()
+                }
+                _ => None,
+            };
             let (layout, warning) = match KernelSignature::for_capture(
                 &kernel.symbol,
                 kernel.kernarg_segment_size,
-                types,
+                types.or(triton.as_ref().map(|t| &t.types[..])),
                 Some(kernel),
             ) {
-                Ok((sig, warning)) => (Ok(sig), warning),
+                Ok((mut sig, warning)) => {
+                    if let Some(t) = &triton {
+                        sig.name_unnamed(&t.names);
+                    }
+                    (Ok(sig), warning)
+                }
                 Err(e) => (Err(e), None),
             };
             listed.push(ListedKernel {
@@ -149,6 +175,7 @@ pub fn list(
                 triple: object.triple.clone(),
                 bundle: object.bundle,
                 arg_types_applied: types.is_some(),
+                triton_entry: triton.map(|t| t.entry),
                 layout,
                 warning,
             });
@@ -194,6 +221,7 @@ pub fn render_json(file: &str, kernels: &[ListedKernel]) -> Value {
                 "triple": k.triple,
                 "bundle": k.bundle,
                 "arg_types_applied": k.arg_types_applied,
+                "triton_entry": k.triton_entry.as_ref().map(|e| e.display().to_string()),
                 "warning": k.warning,
                 "error": k.layout.as_ref().err().map(ToString::to_string),
                 "args": args,
@@ -260,10 +288,11 @@ pub fn render(file: &str, kernels: &[ListedKernel]) -> String {
             "  symbol {}, kernarg segment {} bytes{}",
             k.symbol,
             k.kernarg_segment_size,
-            if k.arg_types_applied {
-                ", typed by --arg-types"
-            } else {
-                ""
+            match (&k.triton_entry, k.arg_types_applied) {
+                (_, true) => ", typed by --arg-types".to_string(),
+                (Some(entry), false) =>
+                    format!(", typed by Triton's cache entry {}", entry.display()),
+                (None, false) => String::new(),
             }
         );
         match &k.layout {

@@ -367,3 +367,84 @@ fn malformed_arg_types_are_an_error_before_reading_the_file() {
     ]);
     assert!(err.contains("--arg-types entry"), "{err}");
 }
+
+/// The `--json` listing of `file` with `TRITON_CACHE_DIR` set to `cache`.
+fn kernels_json_with_cache(file: &Path, cache: &Path) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_ditto"))
+        .args(["kernels", file.to_str().unwrap(), "--json"])
+        .env("DITTO_LOG", "warn")
+        .env("TRITON_CACHE_DIR", cache)
+        .output()
+        .expect("ditto runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    v["kernels"].as_array().expect("kernels").clone()
+}
+
+/// A Triton kernel's binary, compiled for gfx942 by the installed Triton
+/// (tests/triton/compile_to_cache.py): listed as a run captures it, typed
+/// and named from its cache entry (the one it lies in, or one in
+/// `TRITON_CACHE_DIR`), its scratch pointers raw bytes; a copy found in no
+/// cache is raw bytes with the warning.
+#[test]
+fn a_triton_kernel_is_listed_as_its_cache_entry_types_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let o = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/triton/compile_to_cache.py"))
+        .arg(&cache)
+        .args(["hip", "scale_add_kernel"])
+        .output()
+        .expect("run python3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let entry = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    let binary = entry.join("scale_add_kernel.hsaco");
+    let copy = dir.path().join("scale_add_kernel.hsaco");
+    std::fs::copy(&binary, &copy).unwrap();
+    let empty = dir.path().join("empty");
+    let typed = vec![
+        arg(0, 8, "pointer", "float32", true, "input"),
+        arg(8, 8, "pointer", "float32", true, "input"),
+        arg(16, 8, "pointer", "float32", false, "output"),
+        arg(24, 4, "scalar", "int32", false, "scalar"),
+        arg(32, 8, "scalar", "bytes", false, "scalar"),
+        arg(40, 8, "scalar", "bytes", false, "scalar"),
+    ];
+    for (file, cache) in [(&binary, &empty), (&copy, &cache)] {
+        let kernels = kernels_json_with_cache(file, cache);
+        let k = find(&kernels, "scale_add_kernel", "gfx942");
+        assert_eq!(args(k), typed, "{file:?}");
+        assert_eq!(k["triton_entry"], entry.to_str().unwrap(), "{file:?}");
+        let names: Vec<Option<&str>> = k["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                Some("x_ptr"),
+                Some("y_ptr"),
+                Some("out_ptr"),
+                Some("n"),
+                None,
+                None
+            ]
+        );
+        assert!(k["warning"].is_null(), "{k}");
+    }
+    let kernels = kernels_json_with_cache(&copy, &empty);
+    let k = find(&kernels, "scale_add_kernel", "gfx942");
+    assert!(k["triton_entry"].is_null(), "{k}");
+    assert_eq!(args(k)[0], arg(0, 8, "pointer", "bytes", false, "output"));
+    assert!(
+        k["warning"].as_str().unwrap().contains("--arg-types"),
+        "{k}"
+    );
+}

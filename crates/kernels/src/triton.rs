@@ -44,6 +44,8 @@ pub struct TritonParams {
     /// The IR's names (`x_ptr`); `None` where it numbers a parameter
     /// (`%arg3`) and for the scratch pointers.
     pub names: Vec<Option<String>>,
+    /// The cache entry they come from.
+    pub entry: PathBuf,
 }
 
 /// Why Triton's cache gave no types for a kernel.
@@ -86,6 +88,29 @@ pub fn cache_dir(triton_cache_dir: Option<&str>, home: Option<&str>) -> Option<P
         Some(d) => Some(PathBuf::from(d)),
         None => home.map(|h| Path::new(h).join(".triton").join("cache")),
     }
+}
+
+/// The caches a `ditto` command looks in, from its environment: Triton's
+/// ([`cache_dir`]) and torch.compile's ([`inductor_cache_dirs`]).
+pub fn caches_from_env() -> Vec<PathBuf> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let mut caches: Vec<PathBuf> =
+        cache_dir(var("TRITON_CACHE_DIR").as_deref(), var("HOME").as_deref())
+            .into_iter()
+            .collect();
+    caches.extend(inductor_cache_dirs(
+        var("TORCHINDUCTOR_CACHE_DIR").as_deref(),
+        var("USER").or_else(|| var("LOGNAME")).as_deref(),
+    ));
+    caches
+}
+
+/// The cache a binary file lies in when it is one of an entry's
+/// (`<cache>/<hash>/<name>.hsaco` beside `<name>.json`): `<cache>`.
+pub fn cache_of_entry_file(file: &Path) -> Option<PathBuf> {
+    let entry = file.parent()?;
+    file.with_extension("json").is_file().then_some(())?;
+    Some(entry.parent()?.to_path_buf())
 }
 
 /// Where torch.compile's Inductor has Triton keep the kernels it compiles:
@@ -301,7 +326,11 @@ pub fn types_for(
         spelling: "a scratch pointer Triton appends".into(),
     }));
     names.resize(taken, None);
-    Ok(TritonParams { types, names })
+    Ok(TritonParams {
+        types,
+        names,
+        entry: kernel.dir,
+    })
 }
 
 /// Marks each pointer parameter the body of `name` in `ir` never writes

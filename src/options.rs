@@ -86,20 +86,16 @@ pub struct Options {
 
 /// Where a Triton kernel's types are looked for, read when a kernel is
 /// first seen (a Python program may set `TRITON_CACHE_DIR` after the tool
-/// started): `base` ([`Options::triton_cache`]), the process's
-/// `TRITON_CACHE_DIR` now, and torch.compile's per-device caches.
+/// started): `base` ([`Options::triton_cache`]), then the caches the
+/// process's environment names now (`TRITON_CACHE_DIR`, else
+/// `~/.triton/cache`, and torch.compile's per-device caches).
 pub fn triton_caches(base: Option<&std::path::Path>) -> Vec<std::path::PathBuf> {
-    let now = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let mut caches: Vec<std::path::PathBuf> = base.into_iter().map(|b| b.to_path_buf()).collect();
-    if let Some(dir) = now("TRITON_CACHE_DIR").map(std::path::PathBuf::from)
-        && !caches.contains(&dir)
-    {
-        caches.push(dir);
+    for dir in ditto_kernels::triton::caches_from_env() {
+        if !caches.contains(&dir) {
+            caches.push(dir);
+        }
     }
-    caches.extend(ditto_kernels::triton::inductor_cache_dirs(
-        now("TORCHINDUCTOR_CACHE_DIR").as_deref(),
-        now("USER").or_else(|| now("LOGNAME")).as_deref(),
-    ));
     caches
 }
 

@@ -22,9 +22,19 @@ fn ditto(args: &[&str]) -> Output {
 }
 
 fn kernels_json(file: &Path, extra: &[&str]) -> Vec<Value> {
+    kernels_json_in(file, extra, &[])
+}
+
+/// [`kernels_json`] with `env` set for ditto.
+fn kernels_json_in(file: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Vec<Value> {
     let mut args = vec!["kernels", file.to_str().unwrap(), "--json"];
     args.extend(extra);
-    let out = ditto(&args);
+    let out = Command::new(env!("CARGO_BIN_EXE_ditto"))
+        .args(&args)
+        .env("DITTO_LOG", "warn")
+        .envs(env.iter().copied())
+        .output()
+        .expect("ditto runs");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -368,24 +378,6 @@ fn malformed_arg_types_are_an_error_before_reading_the_file() {
     assert!(err.contains("--arg-types entry"), "{err}");
 }
 
-/// The `--json` listing of `file` with `TRITON_CACHE_DIR` set to `cache`.
-fn kernels_json_with_cache(file: &Path, cache: &Path) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_ditto"))
-        .args(["kernels", file.to_str().unwrap(), "--json"])
-        .env("DITTO_LOG", "warn")
-        .env("TRITON_CACHE_DIR", cache)
-        .output()
-        .expect("ditto runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    v["kernels"].as_array().expect("kernels").clone()
-}
-
 /// A Triton kernel's binary, compiled for gfx942 by the installed Triton
 /// (tests/triton/compile_to_cache.py): listed as a run captures it, typed
 /// and named from its cache entry (the one it lies in, or one in
@@ -416,7 +408,7 @@ fn a_triton_kernel_is_listed_as_its_cache_entry_types_it() {
         arg(40, 8, "scalar", "bytes", false, "scalar"),
     ];
     for (file, cache) in [(&binary, &empty), (&copy, &cache)] {
-        let kernels = kernels_json_with_cache(file, cache);
+        let kernels = kernels_json_in(file, &[], &[("TRITON_CACHE_DIR", cache)]);
         let k = find(&kernels, "scale_add_kernel", "gfx942");
         assert_eq!(args(k), typed, "{file:?}");
         assert_eq!(k["triton_entry"], entry.to_str().unwrap(), "{file:?}");
@@ -439,7 +431,7 @@ fn a_triton_kernel_is_listed_as_its_cache_entry_types_it() {
         );
         assert!(k["warning"].is_null(), "{k}");
     }
-    let kernels = kernels_json_with_cache(&copy, &empty);
+    let kernels = kernels_json_in(&copy, &[], &[("TRITON_CACHE_DIR", &empty)]);
     let k = find(&kernels, "scale_add_kernel", "gfx942");
     assert!(k["triton_entry"].is_null(), "{k}");
     assert_eq!(args(k)[0], arg(0, 8, "pointer", "bytes", false, "output"));

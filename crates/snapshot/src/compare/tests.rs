@@ -381,33 +381,9 @@ fn integer_differences_at_the_extremes_do_not_overflow() {
     assert_eq!(s.max_rel_diff, f64::INFINITY);
 }
 
-fn snapshot_without_buffers(dir: &std::path::Path) -> Snapshot {
-    let mut w = crate::store::SnapshotWriter::create(dir, "reduce_sum").unwrap();
-    let d = ditto_protocol::Dispatch {
-        index: 0,
-        kernel: ditto_protocol::KernelName {
-            mangled: "reduce_sum".into(),
-            demangled: "reduce_sum".into(),
-        },
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        duration_ns: None,
-        buffers: vec![],
-        launch: None,
-    };
-    w.add_dispatch(0, 1, &d, &[]).unwrap();
-    Snapshot::load(dir).unwrap()
-}
-
-/// Dispatch `index` of `kernel` with one after-buffer, argument `arg`, of
-/// four zero bytes.
-fn four_zero_bytes(
-    index: u64,
-    kernel: &str,
-    arg: u32,
-) -> (ditto_protocol::Dispatch, crate::store::CapturedBuffer) {
-    let data = vec![0u8; 4];
-    let d = ditto_protocol::Dispatch {
+/// Dispatch `index` of `kernel`, its buffers sent beside it.
+fn dispatch(index: u64, kernel: &str) -> ditto_protocol::Dispatch {
+    ditto_protocol::Dispatch {
         index,
         kernel: ditto_protocol::KernelName {
             mangled: kernel.to_string(),
@@ -418,12 +394,17 @@ fn four_zero_bytes(
         duration_ns: None,
         buffers: vec![],
         launch: None,
-    };
+    }
+}
+
+/// A captured buffer of argument `arg` in `phase`: four bytes of `data`,
+/// read as `dtype`, a whole allocation.
+fn four_bytes(arg: u32, phase: Phase, dtype: DType, data: Vec<u8>) -> crate::store::CapturedBuffer {
     let buffer = ditto_protocol::Buffer {
-        phase: ditto_protocol::Phase::After,
+        phase,
         arg_index: arg,
         name: None,
-        dtype: DType::U8,
+        dtype,
         transport: ditto_protocol::Transport::Ipc {
             handle: vec![0; 32],
             owner_node: None,
@@ -435,7 +416,27 @@ fn four_zero_bytes(
         extent: 4,
         fingerprint: ditto_protocol::fingerprint(&data),
     };
-    (d, crate::store::CapturedBuffer { buffer, data })
+    crate::store::CapturedBuffer { buffer, data }
+}
+
+fn snapshot_without_buffers(dir: &std::path::Path) -> Snapshot {
+    let mut w = crate::store::SnapshotWriter::create(dir, "reduce_sum").unwrap();
+    w.add_dispatch(0, 1, &dispatch(0, "reduce_sum"), &[])
+        .unwrap();
+    Snapshot::load(dir).unwrap()
+}
+
+/// Dispatch `index` of `kernel` with one after-buffer, argument `arg`, of
+/// four zero bytes.
+fn four_zero_bytes(
+    index: u64,
+    kernel: &str,
+    arg: u32,
+) -> (ditto_protocol::Dispatch, crate::store::CapturedBuffer) {
+    (
+        dispatch(index, kernel),
+        four_bytes(arg, Phase::After, DType::U8, vec![0; 4]),
+    )
 }
 
 #[test]
@@ -471,46 +472,15 @@ fn with_several_kernels_dispatches_pair_only_with_the_same_kernel() {
 
 /// A snapshot of one reduce_sum dispatch with the given (arg, phase, f32 value) buffers.
 fn snapshot_with(dir: &std::path::Path, buffers: &[(u32, Phase, f32)]) -> Snapshot {
-    use crate::store::{CapturedBuffer, SnapshotWriter};
-    let mut w = SnapshotWriter::create(dir, "reduce_sum").unwrap();
-    let d = ditto_protocol::Dispatch {
-        index: 0,
-        kernel: ditto_protocol::KernelName {
-            mangled: "reduce_sum".into(),
-            demangled: "reduce_sum".into(),
-        },
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        duration_ns: None,
-        buffers: vec![],
-        launch: None,
-    };
-    let captured: Vec<CapturedBuffer> = buffers
+    let mut w = crate::store::SnapshotWriter::create(dir, "reduce_sum").unwrap();
+    let captured: Vec<_> = buffers
         .iter()
         .map(|&(arg, phase, value)| {
-            let data = value.to_le_bytes().to_vec();
-            CapturedBuffer {
-                buffer: ditto_protocol::Buffer {
-                    phase,
-                    arg_index: arg,
-                    name: None,
-                    dtype: DType::F32,
-                    transport: ditto_protocol::Transport::Ipc {
-                        handle: vec![0; 32],
-                        owner_node: None,
-                    },
-                    owner_pid: 1,
-                    alloc_base: 0,
-                    alloc_size: 4,
-                    offset: 0,
-                    extent: 4,
-                    fingerprint: ditto_protocol::fingerprint(&data),
-                },
-                data,
-            }
+            four_bytes(arg, phase, DType::F32, value.to_le_bytes().to_vec())
         })
         .collect();
-    w.add_dispatch(0, 1, &d, &captured).unwrap();
+    w.add_dispatch(0, 1, &dispatch(0, "reduce_sum"), &captured)
+        .unwrap();
     Snapshot::load(dir).unwrap()
 }
 

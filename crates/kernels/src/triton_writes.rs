@@ -39,17 +39,16 @@ pub fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
     for (i, (p, _)) in params.iter().enumerate() {
         flow.add((0, p), 1u64 << i);
     }
-    let mut written = 0u64;
     // Each pass can only add parameters to a value; loops need a few.
     for _ in 0..=lines.len() {
-        let before = (flow.carried.clone(), written);
-        pass(&lines, &mut flow, &mut written)?;
-        if before == (flow.carried.clone(), written) {
+        flow.changed = false;
+        pass(&lines, &mut flow)?;
+        if !flow.changed {
             return Some(
                 params
                     .iter()
                     .enumerate()
-                    .map(|(i, (_, pointer))| *pointer && written & (1 << i) != 0)
+                    .map(|(i, (_, pointer))| *pointer && flow.written & (1 << i) != 0)
                     .collect(),
             );
         }
@@ -312,6 +311,10 @@ struct Flow<'l> {
     scopes: Vec<usize>,
     /// Regions opened so far in this pass.
     opened: usize,
+    /// The parameters that reach a store.
+    written: u64,
+    /// Whether this pass added a parameter to a value or to `written`.
+    changed: bool,
 }
 
 impl<'l> Flow<'l> {
@@ -338,7 +341,15 @@ impl<'l> Flow<'l> {
     }
 
     fn add(&mut self, value: Value<'l>, bits: u64) {
-        *self.carried.entry(value).or_default() |= bits;
+        let carried = self.carried.entry(value).or_default();
+        self.changed |= bits & !*carried != 0;
+        *carried |= bits;
+    }
+
+    /// The parameters `bits` reach a store.
+    fn write(&mut self, bits: u64) {
+        self.changed |= bits & !self.written != 0;
+        self.written |= bits;
     }
 
     fn open(&mut self) {
@@ -367,7 +378,7 @@ struct Region<'l> {
 }
 
 /// One walk over the body: every value gains what flows into it.
-fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Option<()> {
+fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>) -> Option<()> {
     flow.scopes.clear();
     flow.opened = 0;
     let mut regions: Vec<Region<'l>> = Vec::new();
@@ -408,7 +419,7 @@ fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>, written: &mut u64) -> Op
                 _ => return None,
             },
             Step::Store => {
-                *written |= flow.of(&line.operands);
+                flow.write(flow.of(&line.operands));
                 for r in results {
                     flow.define(r, 0);
                 }
@@ -677,6 +688,7 @@ mod tests {
     fn names_reused_in_sibling_regions_are_different_values() {
         let body = r#"    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
     %cond = arith.cmpi sgt, %n, %c0_i32 : i32 loc(#loc1)
+    %7 = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc8)
     scf.if %cond {
       %5 = tt.splat %a_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc2)
       %6 = tt.load %7 : tensor<4x!tt.ptr<f32>> loc(#loc3)
@@ -685,7 +697,6 @@ mod tests {
       %5 = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc5)
       %6 = tt.load %5 : tensor<4x!tt.ptr<f32>> loc(#loc6)
     } loc(#loc7)
-    %7 = tt.splat %b_ptr : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>> loc(#loc8)
 "#;
         let params =
             "%a_ptr: !tt.ptr<f32> loc(#loc), %b_ptr: !tt.ptr<f32> loc(#loc), %n: i32 loc(#loc)";

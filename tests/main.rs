@@ -33,6 +33,7 @@ mod kernel_times;
 mod logging;
 mod manifest;
 mod mcp_server;
+mod model_gpu;
 mod module_graph;
 mod nodes;
 mod non_target;

@@ -1,0 +1,269 @@
+//! The model GPU's command processor: one thread per registered AQL queue,
+//! taking packets in order at the read index.
+//!
+//! A slot is the processor's once the write index has passed it and its
+//! header's type is no longer INVALID (the producer writes the header
+//! last, with release semantics). Then:
+//! - barrier-AND / barrier-OR: wait until every / any nonzero dependency
+//!   signal's value is 0;
+//! - AMD's barrier-value (vendor packet, format 2): wait until
+//!   `(value & mask) cond compare` holds;
+//! - kernel dispatch: not run yet (the next step of the model); the queue
+//!   stops at the packet with a message naming the kernel object, as a GPU
+//!   queue stops at a faulting dispatch, so nothing later on it completes
+//!   and no wrong result is ever reported as done.
+//!
+//! After a packet the processor sets its header back to INVALID, advances
+//! the read index (`read_dispatch_id`) and completes the completion signal
+//! (value - 1, then its event). The thunk's doorbell writes reach no one
+//! (the model is not told where the doorbell page lies), so an idle queue
+//! is polled with a backoff from spinning to 1 ms sleeps.
+//!
+//! `DITTO_MODEL_GPU_EXECUTE=0` accepts queues and executes nothing: the
+//! switch the tests use to see that what completes was completed here.
+
+use crate::device::Shared;
+use crate::pm4;
+use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QueueInfo};
+use crate::signals::GpuSignal;
+use hsa::{
+    HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_INVALID,
+    HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// `0` switches execution off (see the module header).
+pub const EXECUTE_VAR: &str = "DITTO_MODEL_GPU_EXECUTE";
+
+/// Bytes of an AQL packet.
+const PACKET: u64 = 64;
+/// AMD vendor packet formats (ROCr's amd_hsa_queue.h, hsa_ext_amd.h): a
+/// PM4 indirect buffer, a barrier-value packet.
+const AMD_FORMAT_PM4_IB: u8 = 1;
+const AMD_FORMAT_BARRIER_VALUE: u8 = 2;
+
+/// A queue being executed; dropping it stops and joins its thread.
+pub struct QueueProcessor {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl QueueProcessor {
+    pub fn start(gpu: Arc<Shared>, info: QueueInfo) -> Result<QueueProcessor, String> {
+        if info.queue_type != QUEUE_TYPE_COMPUTE_AQL {
+            return Err(format!(
+                "queue type {} is not an AQL compute queue; the model executes AQL queues only \
+                 (set HSA_ENABLE_SDMA=0 so that ROCr copies with kernels)",
+                info.queue_type
+            ));
+        }
+        let ring = Ring::new(&gpu, &info)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        if std::env::var_os(EXECUTE_VAR).is_some_and(|v| v == "0") {
+            return Ok(QueueProcessor { stop, thread: None });
+        }
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ditto-model-cp".into())
+            .spawn(move || process(&gpu, ring, &thread_stop))
+            .map_err(|e| format!("could not start a queue thread: {e}"))?;
+        Ok(QueueProcessor {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for QueueProcessor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A queue's ring and indices, as host addresses in the aperture.
+struct Ring {
+    base: usize,
+    slots: u64,
+    write: usize,
+    read: usize,
+}
+
+impl Ring {
+    fn new(gpu: &Shared, info: &QueueInfo) -> Result<Ring, String> {
+        let size = u64::from(info.ring_size);
+        if size < PACKET || !size.is_power_of_two() {
+            return Err(format!("queue ring of {size} bytes is not a power of two of 64-byte packets"));
+        }
+        let at = |va: u64, len: u64, what: &str| {
+            gpu.at(va, len)
+                .map(|p| p as usize)
+                .ok_or_else(|| format!("the queue's {what} at 0x{va:x} is not memory mapped to the GPU"))
+        };
+        Ok(Ring {
+            base: at(info.ring_base_address, size, "ring")?,
+            slots: size / PACKET,
+            write: at(info.write_pointer_address, 8, "write index")?,
+            read: at(info.read_pointer_address, 8, "read index")?,
+        })
+    }
+
+    fn index(&self, addr: usize) -> &AtomicU64 {
+        // SAFETY: checked by `new` to lie in mapped GPU memory; the
+        // indices are 8-byte aligned fields of amd_queue_t.
+        unsafe { &*(addr as *const AtomicU64) }
+    }
+
+    fn slot(&self, index: u64) -> *mut u8 {
+        (self.base + ((index % self.slots) * PACKET) as usize) as *mut u8
+    }
+
+    fn header(&self, slot: *mut u8) -> &AtomicU16 {
+        // SAFETY: a slot is 64 bytes of the ring, 64-byte aligned.
+        unsafe { &*(slot as *const AtomicU16) }
+    }
+}
+
+/// Waits for progress: spins, then yields, then sleeps up to 1 ms.
+struct Backoff(u32);
+
+impl Backoff {
+    fn wait(&mut self) {
+        self.0 = self.0.saturating_add(1);
+        match self.0 {
+            0..64 => std::hint::spin_loop(),
+            64..128 => std::thread::yield_now(),
+            n => std::thread::sleep(Duration::from_micros(u64::from((n - 127).min(50)) * 20)),
+        }
+    }
+}
+
+/// Why the processor stopped taking packets.
+enum Stopped {
+    Destroyed,
+    Refused(String),
+}
+
+fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool) {
+    let mut read = ring.index(ring.read).load(Ordering::Acquire);
+    loop {
+        match next_packet(&ring, read, stop) {
+            Err(Stopped::Destroyed) => return,
+            Err(Stopped::Refused(m)) => {
+                eprintln!("ditto model GPU: {m}");
+                return;
+            }
+            Ok(slot) => {
+                if let Err(stopped) = execute(gpu, slot, stop) {
+                    if let Stopped::Refused(m) = stopped {
+                        eprintln!(
+                            "ditto model GPU: {m}; the queue stops at packet {read} (nothing after it runs)"
+                        );
+                    }
+                    return;
+                }
+                // SAFETY: the slot's completion signal field (@56).
+                let completion = unsafe { (slot.add(56) as *const u64).read_volatile() };
+                ring.header(slot)
+                    .store(u16::from(HSA_PACKET_TYPE_INVALID as u8), Ordering::Release);
+                read += 1;
+                ring.index(ring.read).store(read, Ordering::Release);
+                if completion != 0 {
+                    match GpuSignal::at(gpu, completion) {
+                        Ok(signal) => signal.complete(),
+                        Err(m) => eprintln!("ditto model GPU: packet {}: {m}", read - 1),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The slot of packet `read` once the producer has written it.
+fn next_packet(ring: &Ring, read: u64, stop: &AtomicBool) -> Result<*mut u8, Stopped> {
+    let mut backoff = Backoff(0);
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return Err(Stopped::Destroyed);
+        }
+        if ring.index(ring.write).load(Ordering::Acquire) > read {
+            let slot = ring.slot(read);
+            let header = ring.header(slot).load(Ordering::Acquire);
+            if header & 0xff != HSA_PACKET_TYPE_INVALID {
+                return Ok(slot);
+            }
+        }
+        backoff.wait();
+    }
+}
+
+fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped> {
+    // SAFETY: the slot is 64 bytes the producer handed over (header not
+    // INVALID, read with acquire in next_packet).
+    let packet: [u8; 64] = unsafe { (slot as *const [u8; 64]).read_volatile() };
+    let u64_at = |o: usize| u64::from_le_bytes(packet[o..o + 8].try_into().unwrap_or([0; 8]));
+    let kind = u16::from_le_bytes([packet[0], packet[1]]) & 0xff;
+    match kind {
+        HSA_PACKET_TYPE_BARRIER_AND | HSA_PACKET_TYPE_BARRIER_OR => {
+            let deps: Vec<u64> = (0..5).map(|i| u64_at(8 + 8 * i)).filter(|&h| h != 0).collect();
+            let signals = deps
+                .iter()
+                .map(|&h| GpuSignal::at(gpu, h))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Stopped::Refused)?;
+            let any = kind == HSA_PACKET_TYPE_BARRIER_OR;
+            wait_until(stop, || {
+                if any {
+                    signals.is_empty() || signals.iter().any(|s| s.load() == 0)
+                } else {
+                    signals.iter().all(|s| s.load() == 0)
+                }
+            })
+        }
+        HSA_PACKET_TYPE_VENDOR_SPECIFIC if packet[2] == AMD_FORMAT_BARRIER_VALUE => {
+            let signal = GpuSignal::at(gpu, u64_at(8)).map_err(Stopped::Refused)?;
+            let value = u64_at(16) as i64;
+            let mask = u64_at(24) as i64;
+            let cond = u32::from_le_bytes([packet[32], packet[33], packet[34], packet[35]]);
+            wait_until(stop, || {
+                let v = signal.load() & mask;
+                match cond {
+                    0 => v == value,
+                    1 => v != value,
+                    2 => v < value,
+                    _ => v >= value,
+                }
+            })
+        }
+        HSA_PACKET_TYPE_VENDOR_SPECIFIC if packet[2] == AMD_FORMAT_PM4_IB => {
+            let dword = |i: usize| u32::from_le_bytes(packet[4 + 4 * i..8 + 4 * i].try_into().unwrap_or([0; 4]));
+            pm4::execute_indirect_buffer(gpu, [dword(0), dword(1), dword(2), dword(3)])
+                .map_err(Stopped::Refused)
+        }
+        HSA_PACKET_TYPE_KERNEL_DISPATCH => Err(Stopped::Refused(format!(
+            "kernel dispatch of kernel object 0x{:x}: this model GPU does not run kernels yet",
+            u64_at(32)
+        ))),
+        other => Err(Stopped::Refused(format!(
+            "packet type {other} (vendor format {}) is not one the model executes",
+            packet[2]
+        ))),
+    }
+}
+
+/// Polls `ready` with backoff until it holds or the queue is destroyed.
+fn wait_until(stop: &AtomicBool, mut ready: impl FnMut() -> bool) -> Result<(), Stopped> {
+    let mut backoff = Backoff(0);
+    while !ready() {
+        if stop.load(Ordering::Acquire) {
+            return Err(Stopped::Destroyed);
+        }
+        backoff.wait();
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! Real ROCr 7.2.4 (the ROCm 7.2 chroot, scripts/rocm-chroot) in its own
+//! model mode, on ditto's model GPU (crates/hsa-model): the thunk reads
+//! the topology ditto writes (`HSA_MODEL_TOPOLOGY`) and hands its AQL
+//! queues to the model library (`HSA_MODEL_LIB`), which executes them.
+//! No CPU runtime is on the library path: every HSA call here is real
+//! ROCr's.
+//! - tests/rocm/packet_app.c (three barrier-AND packets, each with a
+//!   completion signal waited on with HSA_WAIT_STATE_BLOCKED) completes;
+//!   with the model's execution switched off (DITTO_MODEL_GPU_EXECUTE=0)
+//!   it does not, so what completes is completed by the model;
+//! - tests/rocm/packet_tool.cpp, loaded by real ROCr through
+//!   HSA_TOOLS_LIB and LD_PRELOAD, sees every packet through its
+//!   intercept queue.
+
+use crate::common::*;
+use ditto_hsa_model::topology::Topology;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// Far beyond what these runs need; reaching it means a hang.
+const LIMIT: Duration = Duration::from_secs(120);
+/// How long a run with execution switched off is given before it counts as
+/// waiting for ever.
+const SWITCHED_OFF_WAIT: Duration = Duration::from_secs(15);
+
+fn rocm_chroot() -> PathBuf {
+    repo_root().join("scripts/rocm-chroot")
+}
+
+fn model_lib() -> PathBuf {
+    let lib = profile_dir().join("libditto_hsa_model.so");
+    assert!(lib.exists(), "{} is missing: run `cargo build --workspace`", lib.display());
+    lib
+}
+
+/// `cmd` in the ROCm 7.2 chroot with real ROCr in model mode on a model
+/// topology of one GPU written into `dir`, plus `env`.
+fn on_model(dir: &Path, env: &[(&str, String)], cmd: &[&str], limit: Duration) -> Output {
+    let out = Command::new(rocm_chroot())
+        .args(["versions", "7.2"])
+        .output()
+        .expect("run scripts/rocm-chroot");
+    assert!(
+        out.status.success(),
+        "the ROCm 7.2 chroot is missing: run `scripts/rocm-chroot create 7.2` as root \
+         (scripts/install-deps does it)"
+    );
+    let topology = dir.join("topology");
+    Topology::for_this_machine(1).write(&topology).unwrap();
+    let mut c = Command::new(rocm_chroot());
+    c.args(["run", "7.2", "--bind"])
+        .arg(repo_root())
+        .arg("--bind")
+        .arg(profile_dir())
+        .arg("--bind-rw")
+        .arg(dir)
+        .arg("--env")
+        .arg(format!("HSA_MODEL_TOPOLOGY={}", topology.display()))
+        .arg("--env")
+        .arg(format!("HSA_MODEL_LIB={}", model_lib().display()));
+    for (k, v) in env {
+        c.arg("--env").arg(format!("{k}={v}"));
+    }
+    c.arg("--").args(cmd);
+    output_within(&mut c, limit, &format!("{cmd:?} on the model GPU"))
+}
+
+/// packet_app.c and packet_tool.cpp built against ROCm 7.2.4's headers.
+fn packet_programs(dir: &Path) -> (PathBuf, PathBuf) {
+    let src = repo_root().join("tests/rocm");
+    let (app, tool) = (dir.join("packet_app"), dir.join("libpacket_tool.so"));
+    let script = format!(
+        "gcc -O1 -o {} {}/packet_app.c -lhsa-runtime64 && \
+         g++ -O1 -shared -fPIC -DAMD_INTERNAL_BUILD -o {} {}/packet_tool.cpp",
+        app.display(),
+        src.display(),
+        tool.display(),
+        src.display()
+    );
+    let out = Command::new(rocm_chroot())
+        .args(["run", "7.2", "--bind"])
+        .arg(repo_root())
+        .arg("--bind-rw")
+        .arg(dir)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "building the packet programs: {}", stderr(&out));
+    (app, tool)
+}
+
+const APP_LINE: &str = "packet_app: 3 of 3 packets completed\n";
+
+#[test]
+fn real_rocr_7_2_completes_barrier_packets_on_the_model_gpu_and_not_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = packet_programs(dir.path());
+    let app = app.to_str().unwrap();
+    let out = on_model(dir.path(), &[], &[app], LIMIT);
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), APP_LINE),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+    // Execution switched off: the same waits never end.
+    let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
+    let limit = SWITCHED_OFF_WAIT.as_secs().to_string();
+    let out = on_model(dir.path(), &off, &["timeout", &limit, app], LIMIT);
+    assert_eq!(out.status.code(), Some(124), "stdout: {}\nstderr: {}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn a_tool_loaded_by_real_rocr_7_2_sees_every_packet_on_the_model_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, tool) = packet_programs(dir.path());
+    for how in ["HSA_TOOLS_LIB", "LD_PRELOAD"] {
+        let env = [(how, tool.display().to_string())];
+        let out = on_model(dir.path(), &env, &[app.to_str().unwrap()], LIMIT);
+        assert_eq!(out.status.code(), Some(0), "{how}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            format!(
+                "packet_tool: OnLoad runtime=3 core=2/1016 amd=2/624\n{APP_LINE}\
+                 packet_tool: 1 intercept queue(s), 3 packet(s) seen\n"
+            ),
+            "{how}"
+        );
+    }
+}

@@ -151,6 +151,13 @@ impl CudaTool {
                     "kernel `{}`: argument types from Triton's cache",
                     probe.name.demangled
                 );
+                if let Some(reason) = &params.unanalysed {
+                    log_warn!(
+                        "kernel `{}`: every pointer argument counts as written (an output): \
+                         {reason}",
+                        probe.name.demangled
+                    );
+                }
                 Some(&params.types[..])
             }
             Some(Err(e)) => {

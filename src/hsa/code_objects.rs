@@ -308,6 +308,12 @@ impl CodeObjects {
         );
         if let (Some(Ok(params)), Some(sig)) = (&triton, kernel.signature.as_mut()) {
             sig.name_unnamed(&params.names);
+            if let Some(reason) = &params.unanalysed {
+                log_warn!(
+                    "`{}`: every pointer argument counts as written (an output): {reason}",
+                    kernel.name.demangled
+                );
+            }
         }
         if let (Some(warning), true) = (&problem, kernel.signature.is_some()) {
             log_warn!("{warning}");

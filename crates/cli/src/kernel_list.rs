@@ -159,9 +159,18 @@ pub fn list(
                 types.or(triton.as_ref().map(|t| &t.types[..])),
                 Some(kernel),
             ) {
-                Ok((mut sig, warning)) => {
+                Ok((mut sig, mut warning)) => {
                     if let Some(t) = &triton {
                         sig.name_unnamed(&t.names);
+                        if let Some(reason) = &t.unanalysed {
+                            let all_written = format!(
+                                "every pointer argument counts as written (an output): {reason}"
+                            );
+                            warning = Some(match warning {
+                                Some(w) => format!("{w}; {all_written}"),
+                                None => all_written,
+                            });
+                        }
                     }
                     (Ok(sig), warning)
                 }

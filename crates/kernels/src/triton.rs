@@ -11,12 +11,29 @@
 //! (global and profile scratch). They are typed here as unknown, so they
 //! are never captured or reported as outputs.
 //!
+//! The cache is read by `ditto kernels` and inside the application at a
+//! kernel's first launch, so an entry is read within bounds: only regular
+//! files (a FIFO is never waited on), at most 16 MiB of metadata and
+//! 64 MiB of IR ([`read_bounded`]); of the metadata only `name` and
+//! `target` are kept (nothing else is held in memory, nesting past 128 is
+//! refused); the IR analysis is linear and gives up past what it follows
+//! (`triton_writes`), every pointer then counted as written. A refused
+//! file is named in the error ([`TritonError::Refused`]).
+//!
 //! Owns reading one entry and choosing among a kernel's entries; never
 //! lays out (`layout`, `KernelSignature` do).
 
 use crate::param_type::ParamType;
 use ditto_types::DType;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The largest metadata file (`<name>.json`) read; Triton's are about a
+/// kilobyte.
+pub const MOST_METADATA_BYTES: u64 = 16 << 20;
+/// The largest Triton IR file (`<name>.ttir`, `<name>.source`) read;
+/// Triton's are kilobytes to a few megabytes.
+pub const MOST_IR_BYTES: u64 = 64 << 20;
 
 /// One compiled variant of a Triton kernel in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +50,9 @@ pub struct TritonKernel {
     pub dir: PathBuf,
     /// The compiled binary (`.cubin` or `.hsaco`), where the entry has it.
     pub binary: Option<PathBuf>,
+    /// Why the IR analysis gave up, leaving every pointer written (an
+    /// output): what it does not model, or an input past what it follows.
+    pub unanalysed: Option<String>,
 }
 
 /// A launched Triton kernel's parameters as the cache gives them: one
@@ -46,6 +66,9 @@ pub struct TritonParams {
     pub names: Vec<Option<String>>,
     /// The cache entry they come from.
     pub entry: PathBuf,
+    /// Why every pointer counts as written: the IR analysis gave up
+    /// ([`TritonKernel::unanalysed`]). A warning for the user.
+    pub unanalysed: Option<String>,
 }
 
 /// Why Triton's cache gave no types for a kernel.
@@ -79,6 +102,12 @@ pub enum TritonError {
         listed: usize,
         taken: usize,
     },
+    #[error(
+        "Triton's cache holds files of `{name}` that are not read: {files}; remove those \
+         entries (or clear the cache) and run again, or give its argument types with \
+         --arg-types"
+    )]
+    Refused { name: String, files: String },
 }
 
 /// Triton's cache directory: `TRITON_CACHE_DIR` when set, else
@@ -212,50 +241,164 @@ fn type_text(text: &str) -> &str {
     text
 }
 
-/// The entry in `dir` for the kernel `name`: its metadata names it and
-/// its Triton IR lists its parameters. `None` for anything else.
-pub fn read_entry(dir: &Path, name: &str) -> Option<TritonKernel> {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).ok()?).ok()?;
-    if meta.get("name").and_then(|n| n.as_str()) != Some(name) {
-        return None;
-    }
-    let target = meta.get("target")?;
-    let backend = target.get("backend")?.as_str()?.to_string();
-    let arch = match target.get("arch")? {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+/// The regular file at `path`, at most `most` bytes of it: `Ok(None)`
+/// when there is none; else why it is not read, naming it (not a regular
+/// file: a FIFO is never waited on; larger than `most`; unreadable).
+/// A link is followed to a regular file only.
+pub fn read_bounded(path: &Path, most: u64) -> Result<Option<Vec<u8>>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{shown}: {e}")),
     };
-    let ir = ["ttir", "source"]
-        .iter()
-        .find_map(|ext| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).ok())?;
-    let mut params = ir_params(&ir, name)?;
-    mark_read_only(&mut params, &ir, name);
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown}: not a regular file (a FIFO, a device or a directory)"
+        ));
+    }
+    let too_large = || format!("{shown}: larger than the {} MiB read", most >> 20);
+    if meta.len() > most {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(most + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > most {
+        return Err(too_large());
+    }
+    Ok(Some(bytes))
+}
+
+/// What the reader takes of an entry's metadata; every other field is
+/// skipped unread (never held in memory), and nesting deeper than 128
+/// is refused by serde_json.
+#[derive(serde::Deserialize)]
+struct EntryMetadata {
+    name: String,
+    target: EntryTarget,
+}
+
+#[derive(serde::Deserialize)]
+struct EntryTarget {
+    backend: String,
+    arch: Arch,
+}
+
+/// `target.arch`: `"gfx942"`, or a number (`90`).
+struct Arch(String);
+
+impl<'de> serde::Deserialize<'de> for Arch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Arch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Arch, E> {
+                Ok(Arch(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Arch, E> {
+                Ok(Arch(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Arch, E> {
+                Ok(Arch(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Arch, E> {
+                Ok(Arch(
+                    serde_json::Number::from_f64(v)
+                        .map_or_else(|| v.to_string(), |n| n.to_string()),
+                ))
+            }
+        }
+        d.deserialize_any(Text)
+    }
+}
+
+/// The entry in `dir` for the kernel `name`: its metadata names it and
+/// its Triton IR lists its parameters. `Ok(None)` for anything else; an
+/// error naming a file of the entry that is not read (not a regular file,
+/// or over [`MOST_METADATA_BYTES`] or [`MOST_IR_BYTES`]).
+pub fn read_entry(dir: &Path, name: &str) -> Result<Option<TritonKernel>, String> {
+    let Some(meta) = read_bounded(&dir.join(format!("{name}.json")), MOST_METADATA_BYTES)? else {
+        return Ok(None);
+    };
+    let Ok(meta) = serde_json::from_slice::<EntryMetadata>(&meta) else {
+        return Ok(None);
+    };
+    if meta.name != name {
+        return Ok(None);
+    }
+    let mut ir = None;
+    for ext in ["ttir", "source"] {
+        if let Some(bytes) = read_bounded(&dir.join(format!("{name}.{ext}")), MOST_IR_BYTES)?
+            && let Ok(text) = String::from_utf8(bytes)
+        {
+            ir = Some(text);
+            break;
+        }
+    }
+    let Some(ir) = ir else {
+        return Ok(None);
+    };
+    let Some(mut params) = ir_params(&ir, name) else {
+        return Ok(None);
+    };
+    let unanalysed = mark_read_only(&mut params, &ir, name);
     let binary = ["cubin", "hsaco"]
         .iter()
         .map(|ext| dir.join(format!("{name}.{ext}")))
         .find(|p| p.is_file());
-    Some(TritonKernel {
+    Ok(Some(TritonKernel {
         name: name.to_string(),
-        backend,
-        arch,
+        backend: meta.target.backend,
+        arch: meta.target.arch.0,
         params,
         dir: dir.to_path_buf(),
         binary,
-    })
+        unanalysed,
+    }))
+}
+
+/// What a cache holds of one kernel.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Its compiled variants, by directory.
+    pub kernels: Vec<TritonKernel>,
+    /// Why files of its entries were not read, each naming its file.
+    pub refused: Vec<String>,
+}
+
+/// Every compiled variant of `name` in the cache at `cache`, and the
+/// entries of it that are not read.
+pub fn search(cache: &Path, name: &str) -> Found {
+    let mut found = Found::default();
+    let Ok(dirs) = std::fs::read_dir(cache) else {
+        return found;
+    };
+    for d in dirs.flatten() {
+        match read_entry(&d.path(), name) {
+            Ok(Some(kernel)) => found.kernels.push(kernel),
+            Ok(None) => {}
+            Err(reason) => found.refused.push(reason),
+        }
+    }
+    found.kernels.sort_by(|a, b| a.dir.cmp(&b.dir));
+    found.refused.sort();
+    found
 }
 
 /// Every compiled variant of `name` in the cache at `cache`.
 pub fn find(cache: &Path, name: &str) -> Vec<TritonKernel> {
-    let Ok(dirs) = std::fs::read_dir(cache) else {
-        return Vec::new();
-    };
-    let mut found: Vec<TritonKernel> = dirs
-        .flatten()
-        .filter_map(|d| read_entry(&d.path(), name))
-        .collect();
-    found.sort_by(|a, b| a.dir.cmp(&b.dir));
-    found
+    search(cache, name).kernels
 }
 
 /// The parameter types of the launched kernel `name`, which takes `taken`
@@ -270,29 +413,34 @@ pub fn types_for(
     taken: usize,
     binary: Option<&[u8]>,
 ) -> Result<TritonParams, TritonError> {
-    let found: Vec<TritonKernel> = caches
-        .iter()
-        .flat_map(|c| find(c, name))
-        .filter(|k| k.backend == backend)
-        .collect();
+    let (mut found, mut refused) = (Vec::new(), Vec::new());
+    for cache in caches {
+        let mut f = search(cache, name);
+        found.extend(f.kernels.into_iter().filter(|k| k.backend == backend));
+        refused.append(&mut f.refused);
+    }
     let cache = caches
         .iter()
         .map(|c| c.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let chosen = match binary {
-        Some(bytes) => found
-            .iter()
-            .find(|k| {
-                k.binary
-                    .as_ref()
-                    .and_then(|p| std::fs::read(p).ok())
-                    .is_some_and(|b| b == bytes)
-            })
-            .cloned()
-            .or_else(|| agreed(&found)),
-        None => agreed(&found),
-    };
+    let launched = binary.and_then(|bytes| {
+        found.iter().find(|k| {
+            // Read no more than the launched binary: a larger one differs.
+            k.binary
+                .as_ref()
+                .and_then(|p| read_bounded(p, bytes.len() as u64).ok().flatten())
+                .is_some_and(|b| b == bytes)
+        })
+    });
+    // Without the launched variant, one not read might be it.
+    if launched.is_none() && !refused.is_empty() {
+        return Err(TritonError::Refused {
+            name: name.to_string(),
+            files: refused.join("; "),
+        });
+    }
+    let chosen = launched.cloned().or_else(|| agreed(&found));
     let Some(kernel) = chosen else {
         return Err(if found.is_empty() {
             TritonError::NotCached {
@@ -330,24 +478,40 @@ pub fn types_for(
         types,
         names,
         entry: kernel.dir,
+        unanalysed: kernel.unanalysed,
     })
+}
+
+/// For each parameter of `tt.func public @<name>(…)` in the Triton IR
+/// `ir`, in order, whether the function may write through it; else why
+/// every pointer must count as written (what the analysis does not model,
+/// or its input past what it follows).
+pub fn pointer_writes(ir: &str, name: &str) -> Result<Vec<bool>, String> {
+    crate::triton_writes::analyse(ir, name)
 }
 
 /// Marks each pointer parameter the body of `name` in `ir` never writes
 /// through as `const` (Triton marks none). Where the body holds what the
 /// analysis does not model, every pointer stays written.
-fn mark_read_only(params: &mut [(Option<String>, ParamType)], ir: &str, name: &str) {
-    let Some(written) = crate::triton_writes::written_params(ir, name) else {
-        return;
+/// Returns why not, when the analysis gave up.
+fn mark_read_only(
+    params: &mut [(Option<String>, ParamType)],
+    ir: &str,
+    name: &str,
+) -> Option<String> {
+    let written = match crate::triton_writes::analyse(ir, name) {
+        Ok(written) => written,
+        Err(reason) => return Some(reason),
     };
     if written.len() != params.len() {
-        return;
+        return Some("its function's parameters were read two ways".into());
     }
     for ((_, ty), written) in params.iter_mut().zip(written) {
         if let ParamType::Pointer { is_const, .. } = ty {
             *is_const = !written;
         }
     }
+    None
 }
 
 /// The variants' common parameters, when every variant lists the same
@@ -373,6 +537,7 @@ fn agreed(found: &[TritonKernel]) -> Option<TritonKernel> {
         return None;
     }
     let mut merged = first.clone();
+    merged.unanalysed = found.iter().find_map(|k| k.unanalysed.clone());
     for (i, (_, ty)) in merged.params.iter_mut().enumerate() {
         if let ParamType::Pointer { is_const, .. } = ty {
             *is_const = found
@@ -729,5 +894,82 @@ mod tests {
             Some(PathBuf::from("/h/.triton/cache"))
         );
         assert_eq!(cache_dir(Some(""), None), None);
+    }
+
+    /// A metadata file over 16 MiB, or a Triton IR file over 64 MiB, is
+    /// refused naming it: never read whole into memory.
+    #[test]
+    fn an_entry_file_over_its_cap_is_refused_naming_it() {
+        let cache = tempfile::tempdir().unwrap();
+        entry(
+            cache.path(),
+            "abc",
+            "scale_add_kernel",
+            CUDA,
+            SCALE_ADD,
+            b"cubin-1",
+        );
+        let caches = [cache.path().to_path_buf()];
+        let types = |caches: &[PathBuf]| types_for(caches, "cuda", "scale_add_kernel", 6, None);
+        assert!(types(&caches).is_ok());
+        let json = cache.path().join("abc/scale_add_kernel.json");
+        let meta = std::fs::read_to_string(&json).unwrap();
+        let padded = meta.replacen(
+            '{',
+            &format!("{{\"pad\": \"{}\", ", "x".repeat(16 << 20)),
+            1,
+        );
+        std::fs::write(&json, &padded).unwrap();
+        let e = types(&caches).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{}: larger than the 16 MiB", json.display())),
+            "{e}"
+        );
+        std::fs::write(&json, &meta).unwrap();
+        let ttir = cache.path().join("abc/scale_add_kernel.ttir");
+        let mut ir = std::fs::read_to_string(&ttir).unwrap();
+        let line = "#loc9 = loc(\"/work/app.py\":16:0)\n";
+        ir += &line.repeat((64 << 20) / line.len() + 1);
+        std::fs::write(&ttir, &ir).unwrap();
+        let e = types(&caches).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{}: larger than the 64 MiB", ttir.display())),
+            "{e}"
+        );
+    }
+
+    /// A FIFO (or anything but a regular file) under an entry's names is
+    /// refused at once: never opened to wait for a writer.
+    #[test]
+    fn a_fifo_in_an_entry_is_refused_not_waited_on() {
+        let cache = tempfile::tempdir().unwrap();
+        entry(
+            cache.path(),
+            "abc",
+            "scale_add_kernel",
+            HIP,
+            SCALE_ADD,
+            b"hsaco-1",
+        );
+        let json = cache.path().join("abc/scale_add_kernel.json");
+        std::fs::remove_file(&json).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&json)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let e = types_for(
+            &[cache.path().to_path_buf()],
+            "hip",
+            "scale_add_kernel",
+            6,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(&format!("{}: not a regular file", json.display())),
+            "{e}"
+        );
     }
 }

@@ -15,76 +15,140 @@
 //! the pointer escapes). Anything this does not model makes every pointer
 //! count as written: calls, integer-to-pointer casts, pointers to
 //! pointers, inline assembly, regions it does not know, unstructured
-//! control flow, more than 64 parameters.
+//! control flow, more than 64 parameters; and so does an input past what
+//! it follows: regions nested deeper than 256, a body of more than
+//! 500,000 lines, values that do not settle in 64 passes. Each pass takes
+//! steps in proportion to its lines (a name is found in one step, however
+//! deep the regions nest), so the whole is linear in the input.
 //!
 //! Owns that analysis; never reads the cache (`triton` does).
 
 use std::collections::HashMap;
 
+/// [`analyse`], `None` where it gives up.
+#[cfg(test)]
+fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
+    analyse(ir, name).ok()
+}
+
 /// For each parameter of `tt.func public @<name>(…)` in `ir`, in order,
 /// whether the function may write through it (never for a scalar, which
-/// may still reach a store as a value or a mask). `None` when the function is
-/// not there or its body holds something the analysis does not model:
-/// then every pointer must count as written.
-pub fn written_params(ir: &str, name: &str) -> Option<Vec<bool>> {
-    let (params, body) = function(ir, name)?;
+/// may still reach a store as a value or a mask). An error saying why
+/// when the function is not there, its body holds something the analysis
+/// does not model, or its input is past what the analysis follows
+/// ([`MOST_NESTED_REGIONS`], [`MOST_BODY_LINES`], [`MOST_PASSES`]): then
+/// every pointer must count as written.
+pub fn analyse(ir: &str, name: &str) -> Result<Vec<bool>, String> {
+    analyse_counting(ir, name).0
+}
+
+/// [`analyse`], and the steps it took (lines walked and names looked up).
+fn analyse_counting(ir: &str, name: &str) -> (Result<Vec<bool>, String>, u64) {
+    let (params, body) = match function(ir, name) {
+        Ok(found) => found,
+        Err(reason) => return (Err(reason), 0),
+    };
     if params.len() > 64 {
-        return None;
+        return (Err("it takes more than 64 parameters".into()), 0);
     }
-    let lines = body
+    let Some(lines) = body
         .iter()
         .map(|l| Line::parse(l))
-        .collect::<Option<Vec<_>>>()?;
+        .collect::<Option<Vec<_>>>()
+    else {
+        return (Err(UNMODELLED.into()), 0);
+    };
     let mut flow = Flow::default();
+    let result = settle(&params, &lines, &mut flow);
+    (result, flow.steps)
+}
+
+const UNMODELLED: &str = "its Triton IR holds what the analysis does not model (a call, an \
+                          integer cast to a pointer, a pointer to pointers, inline assembly, \
+                          unstructured control flow or a region it does not know)";
+
+/// The deepest nesting of regions followed.
+pub const MOST_NESTED_REGIONS: usize = 256;
+/// The most lines of a function's body followed.
+pub const MOST_BODY_LINES: usize = 500_000;
+/// The most passes over the body: values carried back by loops settle in
+/// a few (each pass only adds parameters to values).
+pub const MOST_PASSES: usize = 64;
+
+/// Passes over `lines` until one adds nothing: which of `params` are
+/// written. Each pass takes steps in proportion to the lines and the
+/// names they use.
+fn settle<'l>(
+    params: &Params<'l>,
+    lines: &'l [Line<'l>],
+    flow: &mut Flow<'l>,
+) -> Result<Vec<bool>, String> {
     for (i, (p, _)) in params.iter().enumerate() {
         flow.add((0, p), 1u64 << i);
     }
-    // Each pass can only add parameters to a value; loops need a few.
-    for _ in 0..=lines.len() {
+    for _ in 0..MOST_PASSES {
         flow.changed = false;
-        pass(&lines, &mut flow)?;
+        flow.start_pass(params);
+        pass(lines, flow).ok_or(UNMODELLED)?;
         if !flow.changed {
-            return Some(
-                params
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (_, pointer))| *pointer && flow.written & (1 << i) != 0)
-                    .collect(),
-            );
+            return Ok(params
+                .iter()
+                .enumerate()
+                .map(|(i, (_, pointer))| *pointer && flow.written & (1 << i) != 0)
+                .collect());
         }
     }
-    None
+    Err(format!(
+        "what its values carry did not settle in {MOST_PASSES} passes"
+    ))
 }
 
 /// A function's parameters: each one's name, and whether it is a pointer.
 type Params<'a> = Vec<(&'a str, bool)>;
 
 /// The parameters of the function `name` and its body: the lines after
-/// its `tt.func` line up to the brace that closes it.
-fn function<'a>(ir: &'a str, name: &str) -> Option<(Params<'a>, Vec<&'a str>)> {
+/// its `tt.func` line up to the brace that closes it; else why not.
+fn function<'a>(ir: &'a str, name: &str) -> Result<(Params<'a>, Vec<&'a str>), String> {
     let head = format!("@{name}(");
     let mut lines = ir.lines();
-    let line = lines.find(|l| l.contains("tt.func") && l.contains(&head))?;
-    let params = crate::triton_ir::param_list(line, &head)?
-        .into_iter()
-        .map(|part| {
-            let (name, ty) = part.split_once(':')?;
-            Some((name.trim(), ty.trim_start().starts_with("!tt.ptr<")))
+    let missing = || format!("its Triton IR has no function @{name} the analysis reads");
+    let line = lines
+        .find(|l| l.contains("tt.func") && l.contains(&head))
+        .ok_or_else(missing)?;
+    let params = crate::triton_ir::param_list(line, &head)
+        .and_then(|list| {
+            list.into_iter()
+                .map(|part| {
+                    let (name, ty) = part.split_once(':')?;
+                    Some((name.trim(), ty.trim_start().starts_with("!tt.ptr<")))
+                })
+                .collect::<Option<Vec<_>>>()
         })
-        .collect::<Option<Vec<_>>>()?;
+        .ok_or_else(missing)?;
     let mut depth = brace_change(line);
     if depth != 1 {
-        return None;
+        return Err(missing());
     }
     let mut body = Vec::new();
     for line in lines {
         depth += brace_change(line);
         if depth <= 0 {
-            return Some((params, body));
+            return Ok((params, body));
+        }
+        // Depth 1 is the body; each region nested in it one more.
+        if depth as usize > MOST_NESTED_REGIONS + 1 {
+            return Err(format!(
+                "its regions nest deeper than {MOST_NESTED_REGIONS}"
+            ));
+        }
+        if body.len() == MOST_BODY_LINES {
+            return Err(format!(
+                "its function's body is longer than {MOST_BODY_LINES} lines"
+            ));
         }
         body.push(line);
     }
-    None
+    Err(missing())
 }
 
 /// The braces a line opens minus those it closes, outside quoted strings.
@@ -309,33 +373,72 @@ struct Flow<'l> {
     carried: HashMap<Value<'l>, u64>,
     /// The open regions, innermost last, below them the body (0).
     scopes: Vec<usize>,
+    /// For each name, the open regions (the body 0 included) that define
+    /// it, innermost last: a name is found in one step, however deep.
+    visible: HashMap<&'l str, Vec<usize>>,
+    /// For the body and each open region, innermost last: the names it
+    /// defined in this pass (hidden again when it closes).
+    defined: Vec<Vec<&'l str>>,
     /// Regions opened so far in this pass.
     opened: usize,
     /// The parameters that reach a store.
     written: u64,
     /// Whether this pass added a parameter to a value or to `written`.
     changed: bool,
+    /// Lines walked and names looked up, over all passes.
+    steps: u64,
 }
 
 impl<'l> Flow<'l> {
+    /// Before a pass: no region open, only the parameters defined.
+    fn start_pass(&mut self, params: &Params<'l>) {
+        self.scopes.clear();
+        self.opened = 0;
+        self.visible.clear();
+        self.defined.clear();
+        self.defined.push(Vec::new());
+        for (p, _) in params {
+            self.show(p);
+        }
+    }
+
     /// What `name` carries where the pass is: its definition in the
     /// innermost open region that has one.
-    fn of_one(&self, name: &str) -> u64 {
-        std::iter::once(&0)
-            .chain(&self.scopes)
-            .rev()
-            .find_map(|&s| self.carried.get(&(s, name)))
+    fn of_one(&mut self, name: &str) -> u64 {
+        self.steps += 1;
+        self.visible
+            .get(name)
+            .and_then(|regions| regions.last())
+            .and_then(|&s| self.carried.get(&(s, name)))
             .copied()
             .unwrap_or(0)
     }
 
-    fn of(&self, names: &[&str]) -> u64 {
+    fn of(&mut self, names: &[&str]) -> u64 {
         names.iter().fold(0, |acc, n| acc | self.of_one(n))
+    }
+
+    /// The innermost open region (0: the body).
+    fn current(&self) -> usize {
+        self.scopes.last().copied().unwrap_or(0)
+    }
+
+    /// Makes the innermost open region's `name` the one found.
+    fn show(&mut self, name: &'l str) {
+        let scope = self.current();
+        let regions = self.visible.entry(name).or_default();
+        if regions.last() != Some(&scope) {
+            regions.push(scope);
+            if let Some(names) = self.defined.last_mut() {
+                names.push(name);
+            }
+        }
     }
 
     /// Defines `name` in the innermost open region, carrying `bits` too.
     fn define(&mut self, name: &'l str, bits: u64) -> Value<'l> {
-        let value = (self.scopes.last().copied().unwrap_or(0), name);
+        self.show(name);
+        let value = (self.current(), name);
         self.add(value, bits);
         value
     }
@@ -355,10 +458,19 @@ impl<'l> Flow<'l> {
     fn open(&mut self) {
         self.opened += 1;
         self.scopes.push(self.opened);
+        self.defined.push(Vec::new());
     }
 
+    /// Closes the innermost region: the names it defined are found
+    /// outside it again.
     fn close(&mut self) -> Option<()> {
-        self.scopes.pop().map(|_| ())
+        self.scopes.pop()?;
+        for name in self.defined.pop()? {
+            if let Some(regions) = self.visible.get_mut(name) {
+                regions.pop();
+            }
+        }
+        Some(())
     }
 }
 
@@ -379,10 +491,9 @@ struct Region<'l> {
 
 /// One walk over the body: every value gains what flows into it.
 fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>) -> Option<()> {
-    flow.scopes.clear();
-    flow.opened = 0;
     let mut regions: Vec<Region<'l>> = Vec::new();
     for line in lines {
+        flow.steps += 1;
         let results: Vec<&str> = line.results.iter().map(String::as_str).collect();
         match &line.step {
             Step::Compute => {
@@ -419,7 +530,8 @@ fn pass<'l>(lines: &'l [Line<'l>], flow: &mut Flow<'l>) -> Option<()> {
                 _ => return None,
             },
             Step::Store => {
-                flow.write(flow.of(&line.operands));
+                let bits = flow.of(&line.operands);
+                flow.write(bits);
                 for r in results {
                     flow.define(r, 0);
                 }
@@ -782,5 +894,53 @@ mod tests {
         let body = "    %p = tt.bitcast %x_ptr : !tt.ptr<f32> -> !tt.ptr<i32> loc(#loc1)\n    %v = tt.load %out_ptr : !tt.ptr<i32> loc(#loc2)\n    tt.store %p, %v : !tt.ptr<i32> loc(#loc3)\n";
         let ir = module("k", params, body);
         assert_eq!(written_params(&ir, "k"), Some(vec![true, false]));
+    }
+
+    /// `depth` `scf.for` loops nested in one another, the innermost
+    /// copying `x_ptr`'s value to `out_ptr`; the bounds are defined in
+    /// the function's body, outside every loop.
+    fn nested_loops(depth: usize) -> String {
+        let mut body = String::from(
+            "    %c0 = arith.constant 0 : i32 loc(#loc1)\n    %c1 = arith.constant 1 : i32 loc(#loc1)\n",
+        );
+        for d in 0..depth {
+            body += &format!("    scf.for %i{d} = %c0 to %c1 step %c1 : i32 {{\n");
+        }
+        body += "    %v = tt.load %x_ptr : !tt.ptr<f32> loc(#loc2)\n    tt.store %out_ptr, %v : !tt.ptr<f32> loc(#loc3)\n";
+        for _ in 0..depth {
+            body += "    } loc(#loc4)\n";
+        }
+        let params = "%x_ptr: !tt.ptr<f32> loc(#loc), %out_ptr: !tt.ptr<f32> loc(#loc)";
+        module("k", params, &body)
+    }
+
+    /// Regions nested deeper than the analysis follows: it gives up, every
+    /// pointer counted as written, and says why.
+    #[test]
+    fn regions_nested_past_the_cap_give_up_saying_so() {
+        assert_eq!(
+            analyse(&nested_loops(MOST_NESTED_REGIONS), "k"),
+            Ok(vec![false, true])
+        );
+        let e = analyse(&nested_loops(MOST_NESTED_REGIONS + 1), "k").unwrap_err();
+        assert_eq!(e, "its regions nest deeper than 256");
+        assert_eq!(written_params(&nested_loops(16_000), "k"), None);
+    }
+
+    /// The analysis takes steps in proportion to its input: twice the
+    /// nesting, at most twice the steps (a name is found in one step,
+    /// not by a walk up every open region).
+    #[test]
+    fn the_analysis_takes_steps_in_proportion_to_its_input() {
+        let steps = |depth| {
+            let (result, steps) = analyse_counting(&nested_loops(depth), "k");
+            assert_eq!(result, Ok(vec![false, true]), "{depth}");
+            steps
+        };
+        let (half, whole) = (steps(120), steps(240));
+        assert!(
+            whole <= 2 * half,
+            "120 deep: {half} steps, 240 deep: {whole}"
+        );
     }
 }

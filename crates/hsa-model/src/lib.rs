@@ -23,6 +23,7 @@
 
 pub mod device;
 pub mod interface;
+pub mod loaded_code_objects;
 pub mod packet_processor;
 pub mod pm4;
 pub mod signals;

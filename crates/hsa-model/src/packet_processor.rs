@@ -23,6 +23,7 @@
 //! switch the tests use to see that what completes was completed here.
 
 use crate::device::Shared;
+use crate::loaded_code_objects;
 use crate::pm4;
 use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QueueInfo};
 use crate::signals::GpuSignal;
@@ -245,10 +246,16 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped
             pm4::execute_indirect_buffer(gpu, [dword(0), dword(1), dword(2), dword(3)])
                 .map_err(Stopped::Refused)
         }
-        HSA_PACKET_TYPE_KERNEL_DISPATCH => Err(Stopped::Refused(format!(
-            "kernel dispatch of kernel object 0x{:x}: this model GPU does not run kernels yet",
-            u64_at(32)
-        ))),
+        HSA_PACKET_TYPE_KERNEL_DISPATCH => {
+            let object = u64_at(32);
+            let kernel = match loaded_code_objects::kernel_at(object) {
+                Some(k) => format!("kernel {} (of {})", k.name, k.code_object),
+                None => format!("kernel object 0x{object:x}, in no code object ROCr loaded"),
+            };
+            Err(Stopped::Refused(format!(
+                "dispatch of {kernel}: this model GPU does not run kernels yet"
+            )))
+        }
         other => Err(Stopped::Refused(format!(
             "packet type {other} (vendor format {}) is not one the model executes",
             packet[2]

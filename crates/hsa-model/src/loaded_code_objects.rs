@@ -1,0 +1,181 @@
+//! Which kernel a dispatch names: the kernel descriptor address of a
+//! packet (`kernel_object`) found among the code objects real ROCr has
+//! loaded, through its loader's debug list (`_amdgpu_r_debug`, the
+//! `r_debug` ROCr exports for debuggers: one `link_map` per loaded code
+//! object, `l_addr` its load address on the GPU, `l_name` its URI).
+//!
+//! A URI is `memory://PID#offset=ADDR&size=N` (the code object's bytes in
+//! this process) or `file://PATH#offset=N&size=N`; the ELF's symbol
+//! `NAME.kd` at `l_addr + st_value` is the kernel `NAME`. Nothing here
+//! depends on ditto's tool: any HIP program's kernels are found.
+//! Symbols are read once per loaded code object and kept.
+
+use object::{Object, ObjectSymbol};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char};
+use std::sync::{LazyLock, Mutex};
+
+#[repr(C)]
+struct RDebug {
+    version: i32,
+    map: *const LinkMap,
+    brk: u64,
+    state: i32,
+    ldbase: u64,
+}
+
+#[repr(C)]
+struct LinkMap {
+    addr: u64,
+    name: *const c_char,
+    ld: u64,
+    next: *const LinkMap,
+    prev: *const LinkMap,
+}
+
+/// A kernel found for a descriptor address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedKernel {
+    /// The symbol without `.kd` (the mangled name for HIP kernels).
+    pub name: String,
+    /// The URI of the code object holding it.
+    pub code_object: String,
+}
+
+/// Kernel descriptors of each code object read so far, by load address.
+static SYMBOLS: LazyLock<Mutex<HashMap<(u64, String), Vec<(u64, String)>>>> =
+    LazyLock::new(Default::default);
+
+/// The kernel whose descriptor is at `kernel_object`, or None when no code
+/// object ROCr loaded holds one there.
+pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the
+    // global scope, where libhsa-runtime64 (which loaded us) lies.
+    let debug = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_amdgpu_r_debug".as_ptr()) };
+    if debug.is_null() {
+        return None;
+    }
+    // SAFETY: ROCr's r_debug, laid out as glibc's; entries stay while
+    // their code objects are loaded, and a dispatched kernel's is.
+    let mut map = unsafe { (*(debug as *const RDebug)).map };
+    while !map.is_null() {
+        // SAFETY: a live link_map of the list.
+        let entry = unsafe { &*map };
+        map = entry.next;
+        if entry.name.is_null() || kernel_object < entry.addr {
+            continue;
+        }
+        // SAFETY: l_name is a NUL-terminated URI owned by the loader.
+        let uri = unsafe { CStr::from_ptr(entry.name) }.to_string_lossy().into_owned();
+        let mut symbols = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (entry.addr, uri.clone());
+        let kernels = symbols
+            .entry(key)
+            .or_insert_with(|| kernel_descriptors(&uri, entry.addr));
+        if let Some((_, name)) = kernels.iter().find(|(a, _)| *a == kernel_object) {
+            return Some(LoadedKernel {
+                name: name.clone(),
+                code_object: uri,
+            });
+        }
+    }
+    None
+}
+
+/// (descriptor address, kernel name) of every `.kd` symbol of the code
+/// object at `uri` loaded at `base`; empty when its bytes can't be read.
+fn kernel_descriptors(uri: &str, base: u64) -> Vec<(u64, String)> {
+    let Some(bytes) = code_object_bytes(uri) else {
+        return Vec::new();
+    };
+    let Ok(elf) = object::File::parse(&*bytes) else {
+        return Vec::new();
+    };
+    elf.symbols()
+        .chain(elf.dynamic_symbols())
+        .filter_map(|s| {
+            let name = s.name().ok()?.strip_suffix(".kd")?.to_string();
+            Some((base.wrapping_add(s.address()), name))
+        })
+        .collect()
+}
+
+/// `offset` and `size` of a code-object URI's fragment.
+fn range(uri: &str) -> Option<(u64, u64)> {
+    let fragment = uri.split_once(['#', '?'])?.1;
+    let (mut offset, mut size) = (None, None);
+    for part in fragment.split('&') {
+        let (k, v) = part.split_once('=')?;
+        let n = match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+            None => v.parse().ok()?,
+        };
+        match k {
+            "offset" => offset = Some(n),
+            "size" => size = Some(n),
+            _ => {}
+        }
+    }
+    Some((offset?, size?))
+}
+
+/// Largest code object read (bytes).
+const MAX_CODE_OBJECT: u64 = 1 << 30;
+
+fn code_object_bytes(uri: &str) -> Option<Vec<u8>> {
+    let (offset, size) = range(uri)?;
+    if size == 0 || size > MAX_CODE_OBJECT {
+        return None;
+    }
+    if uri.starts_with("memory://") {
+        // SAFETY: a memory URI names `size` bytes at host address
+        // `offset` of this process, which the loader read the code
+        // object from and which the application keeps while it is loaded.
+        let bytes = unsafe { std::slice::from_raw_parts(offset as *const u8, size as usize) };
+        return Some(bytes.to_vec());
+    }
+    let path = percent_decoded(uri.strip_prefix("file://")?.split(['#', '?']).next()?);
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(size).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_ranges_in_hex_and_decimal() {
+        assert_eq!(range("memory://12#offset=0x7f00&size=3000"), Some((0x7f00, 3000)));
+        assert_eq!(range("file:///a/b#offset=133&size=14472"), Some((133, 14472)));
+        assert_eq!(range("file:///a/b"), None);
+    }
+
+    #[test]
+    fn paths_are_percent_decoded() {
+        assert_eq!(percent_decoded("/tmp/a%20b/c"), "/tmp/a b/c");
+        assert_eq!(percent_decoded("/tmp/100%"), "/tmp/100%");
+    }
+}

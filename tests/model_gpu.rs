@@ -30,7 +30,11 @@ fn rocm_chroot() -> PathBuf {
 
 fn model_lib() -> PathBuf {
     let lib = profile_dir().join("libditto_hsa_model.so");
-    assert!(lib.exists(), "{} is missing: run `cargo build --workspace`", lib.display());
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --workspace`",
+        lib.display()
+    );
     lib
 }
 
@@ -86,7 +90,11 @@ fn packet_programs(dir: &Path) -> (PathBuf, PathBuf) {
         .args(["--", "sh", "-c", &script])
         .output()
         .unwrap();
-    assert!(out.status.success(), "building the packet programs: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "building the packet programs: {}",
+        stderr(&out)
+    );
     (app, tool)
 }
 
@@ -108,7 +116,13 @@ fn real_rocr_7_2_completes_barrier_packets_on_the_model_gpu_and_not_without_it()
     let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
     let limit = SWITCHED_OFF_WAIT.as_secs().to_string();
     let out = on_model(dir.path(), &off, &["timeout", &limit, app], LIMIT);
-    assert_eq!(out.status.code(), Some(124), "stdout: {}\nstderr: {}", stdout(&out), stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
     assert_eq!(stdout(&out), "");
 }
 

@@ -4,7 +4,7 @@
 //!
 //! GPU virtual address `va` is at host address aperture + `va`: the thunk
 //! maps each allocation there (from its memfd) when it is mapped to this
-//! GPU. The model touches memory only through [`ModelGpu::at`], which
+//! GPU. The model touches memory only through [`Shared::at`], which
 //! refuses a range outside every allocation the thunk announced, so a
 //! packet naming a wild address is reported, never a segmentation fault
 //! in the application.

@@ -162,7 +162,10 @@ unsafe extern "C" fn set_set_event(gpu: *mut ModelGpu, f: Option<SetEventFn>, da
     })
 }
 
-unsafe extern "C" fn register_queue(gpu: *mut ModelGpu, info: *mut QueueInfo) -> *mut QueueProcessor {
+unsafe extern "C" fn register_queue(
+    gpu: *mut ModelGpu,
+    info: *mut QueueInfo,
+) -> *mut QueueProcessor {
     guarded("register_queue", std::ptr::null_mut(), || {
         let (Some(gpu), Some(info)) = (gpu_ref(gpu), unsafe { info.as_ref() }) else {
             return std::ptr::null_mut();

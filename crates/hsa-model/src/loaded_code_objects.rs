@@ -42,9 +42,13 @@ pub struct LoadedKernel {
     pub code_object: String,
 }
 
-/// Kernel descriptors of each code object read so far, by load address.
-static SYMBOLS: LazyLock<Mutex<HashMap<(u64, String), Vec<(u64, String)>>>> =
-    LazyLock::new(Default::default);
+/// A loaded code object: its load address and URI.
+type LoadedAt = (u64, String);
+/// Its kernels: (descriptor address, name).
+type Descriptors = Vec<(u64, String)>;
+
+/// Kernel descriptors of each code object read so far.
+static SYMBOLS: LazyLock<Mutex<HashMap<LoadedAt, Descriptors>>> = LazyLock::new(Default::default);
 
 /// The kernel whose descriptor is at `kernel_object`, or None when no code
 /// object ROCr loaded holds one there.
@@ -66,7 +70,9 @@ pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
             continue;
         }
         // SAFETY: l_name is a NUL-terminated URI owned by the loader.
-        let uri = unsafe { CStr::from_ptr(entry.name) }.to_string_lossy().into_owned();
+        let uri = unsafe { CStr::from_ptr(entry.name) }
+            .to_string_lossy()
+            .into_owned();
         let mut symbols = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
         let key = (entry.addr, uri.clone());
         let kernels = symbols
@@ -84,7 +90,7 @@ pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
 
 /// (descriptor address, kernel name) of every `.kd` symbol of the code
 /// object at `uri` loaded at `base`; empty when its bytes can't be read.
-fn kernel_descriptors(uri: &str, base: u64) -> Vec<(u64, String)> {
+fn kernel_descriptors(uri: &str, base: u64) -> Descriptors {
     let Some(bytes) = code_object_bytes(uri) else {
         return Vec::new();
     };
@@ -150,7 +156,8 @@ fn percent_decoded(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'%'
             && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+            && let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
         {
             out.push(v);
             i += 3;
@@ -168,8 +175,14 @@ mod tests {
 
     #[test]
     fn uri_ranges_in_hex_and_decimal() {
-        assert_eq!(range("memory://12#offset=0x7f00&size=3000"), Some((0x7f00, 3000)));
-        assert_eq!(range("file:///a/b#offset=133&size=14472"), Some((133, 14472)));
+        assert_eq!(
+            range("memory://12#offset=0x7f00&size=3000"),
+            Some((0x7f00, 3000))
+        );
+        assert_eq!(
+            range("file:///a/b#offset=133&size=14472"),
+            Some((133, 14472))
+        );
         assert_eq!(range("file:///a/b"), None);
     }
 

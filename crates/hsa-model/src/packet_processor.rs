@@ -23,9 +23,9 @@
 //! switch the tests use to see that what completes was completed here.
 
 use crate::device::Shared;
+use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QueueInfo};
 use crate::loaded_code_objects;
 use crate::pm4;
-use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QueueInfo};
 use crate::signals::GpuSignal;
 use hsa::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_INVALID,
@@ -99,12 +99,14 @@ impl Ring {
     fn new(gpu: &Shared, info: &QueueInfo) -> Result<Ring, String> {
         let size = u64::from(info.ring_size);
         if size < PACKET || !size.is_power_of_two() {
-            return Err(format!("queue ring of {size} bytes is not a power of two of 64-byte packets"));
+            return Err(format!(
+                "queue ring of {size} bytes is not a power of two of 64-byte packets"
+            ));
         }
         let at = |va: u64, len: u64, what: &str| {
-            gpu.at(va, len)
-                .map(|p| p as usize)
-                .ok_or_else(|| format!("the queue's {what} at 0x{va:x} is not memory mapped to the GPU"))
+            gpu.at(va, len).map(|p| p as usize).ok_or_else(|| {
+                format!("the queue's {what} at 0x{va:x} is not memory mapped to the GPU")
+            })
         };
         Ok(Ring {
             base: at(info.ring_base_address, size, "ring")?,
@@ -211,7 +213,10 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped
     let kind = u16::from_le_bytes([packet[0], packet[1]]) & 0xff;
     match kind {
         HSA_PACKET_TYPE_BARRIER_AND | HSA_PACKET_TYPE_BARRIER_OR => {
-            let deps: Vec<u64> = (0..5).map(|i| u64_at(8 + 8 * i)).filter(|&h| h != 0).collect();
+            let deps: Vec<u64> = (0..5)
+                .map(|i| u64_at(8 + 8 * i))
+                .filter(|&h| h != 0)
+                .collect();
             let signals = deps
                 .iter()
                 .map(|&h| GpuSignal::at(gpu, h))
@@ -242,7 +247,9 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped
             })
         }
         HSA_PACKET_TYPE_VENDOR_SPECIFIC if packet[2] == AMD_FORMAT_PM4_IB => {
-            let dword = |i: usize| u32::from_le_bytes(packet[4 + 4 * i..8 + 4 * i].try_into().unwrap_or([0; 4]));
+            let dword = |i: usize| {
+                u32::from_le_bytes(packet[4 + 4 * i..8 + 4 * i].try_into().unwrap_or([0; 4]))
+            };
             pm4::execute_indirect_buffer(gpu, [dword(0), dword(1), dword(2), dword(3)])
                 .map_err(Stopped::Refused)
         }

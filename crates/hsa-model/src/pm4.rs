@@ -44,7 +44,10 @@ pub fn execute_indirect_buffer(gpu: &Shared, jump: [u32; 4]) -> Result<(), Strin
     while i < buffer.len() {
         let (kind, op, body) = header(buffer[i]);
         if kind != TYPE3 {
-            return Err(format!("PM4 command of type {kind} (header 0x{:08x})", buffer[i]));
+            return Err(format!(
+                "PM4 command of type {kind} (header 0x{:08x})",
+                buffer[i]
+            ));
         }
         match op {
             OP_NOP | OP_ACQUIRE_MEM | OP_RELEASE_MEM => {}

@@ -25,9 +25,9 @@ impl<'a> GpuSignal<'a> {
     /// The signal at `handle`, or Err naming it when its memory is not GPU
     /// memory the model was told of.
     pub fn at(gpu: &'a Shared, handle: u64) -> Result<GpuSignal<'a>, String> {
-        let base = gpu.at(handle, SIZE).ok_or_else(|| {
-            format!("signal 0x{handle:x} is not in memory mapped to the GPU")
-        })?;
+        let base = gpu
+            .at(handle, SIZE)
+            .ok_or_else(|| format!("signal 0x{handle:x} is not in memory mapped to the GPU"))?;
         Ok(GpuSignal { gpu, handle, base })
     }
 

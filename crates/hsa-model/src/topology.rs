@@ -86,13 +86,22 @@ impl Topology {
         std::fs::write(path.join("properties"), self.node_properties(node))?;
         let bank = if is_gpu {
             // HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC.
-            format!("heap_type 1\nsize_in_bytes {MI300X_LOCAL_MEMORY}\nflags 0\nwidth 8192\nmem_clk_max 1300\n")
+            format!(
+                "heap_type 1\nsize_in_bytes {MI300X_LOCAL_MEMORY}\nflags 0\nwidth 8192\nmem_clk_max 1300\n"
+            )
         } else {
-            format!("heap_type 0\nsize_in_bytes {}\nflags 0\nwidth 64\nmem_clk_max 2400\n", self.system_memory)
+            format!(
+                "heap_type 0\nsize_in_bytes {}\nflags 0\nwidth 64\nmem_clk_max 2400\n",
+                self.system_memory
+            )
         };
         std::fs::write(path.join("mem_banks/0/properties"), bank)?;
         // Node 0 links to every GPU, each GPU to node 0 (PCIe, type 2).
-        let peers: Vec<u32> = if is_gpu { vec![0] } else { (1..=self.gpus).collect() };
+        let peers: Vec<u32> = if is_gpu {
+            vec![0]
+        } else {
+            (1..=self.gpus).collect()
+        };
         for (i, to) in peers.iter().enumerate() {
             let link = path.join("io_links").join(i.to_string());
             std::fs::create_dir_all(&link)?;
@@ -135,7 +144,10 @@ impl Topology {
         let mut line = |k: &str, v: u64| {
             let _ = writeln!(p, "{k} {v}");
         };
-        line("cpu_cores_count", if is_gpu { 0 } else { u64::from(self.cpu_cores) });
+        line(
+            "cpu_cores_count",
+            if is_gpu { 0 } else { u64::from(self.cpu_cores) },
+        );
         line("simd_count", if is_gpu { 1216 } else { 0 });
         line("mem_banks_count", 1);
         line("caches_count", caches);
@@ -153,25 +165,51 @@ impl Topology {
         line("cu_per_simd_array", if is_gpu { 10 } else { 0 });
         line("simd_per_cu", if is_gpu { 4 } else { 0 });
         line("max_slots_scratch_cu", if is_gpu { 32 } else { 0 });
-        line("gfx_target_version", if is_gpu { u64::from(GFX942) } else { 0 });
+        line(
+            "gfx_target_version",
+            if is_gpu { u64::from(GFX942) } else { 0 },
+        );
         line("vendor_id", if is_gpu { 0x1002 } else { 0 });
-        line("device_id", if is_gpu { u64::from(MI300X_DEVICE_ID) } else { 0 });
+        line(
+            "device_id",
+            if is_gpu {
+                u64::from(MI300X_DEVICE_ID)
+            } else {
+                0
+            },
+        );
         // Bus number = node, as a host with the GPUs on buses 1.. has them.
         line("location_id", if is_gpu { u64::from(node) << 8 } else { 0 });
         line("domain", 0);
-        line("drm_render_minor", if is_gpu { 127 + u64::from(node) } else { 0 });
+        line(
+            "drm_render_minor",
+            if is_gpu { 127 + u64::from(node) } else { 0 },
+        );
         line("hive_id", 0);
         line("num_sdma_engines", if is_gpu { 2 } else { 0 });
         line("num_sdma_xgmi_engines", if is_gpu { 14 } else { 0 });
         line("num_sdma_queues_per_engine", if is_gpu { 8 } else { 0 });
         line("num_cp_queues", if is_gpu { 24 } else { 0 });
         line("max_engine_clk_fcompute", if is_gpu { 2100 } else { 0 });
-        line("local_mem_size", if is_gpu { MI300X_LOCAL_MEMORY } else { 0 });
+        line(
+            "local_mem_size",
+            if is_gpu { MI300X_LOCAL_MEMORY } else { 0 },
+        );
         line("fw_version", if is_gpu { 177 } else { 0 });
-        line("capability", if is_gpu { CAPABILITY_DOORBELL_64 } else { 0 });
+        line(
+            "capability",
+            if is_gpu { CAPABILITY_DOORBELL_64 } else { 0 },
+        );
         line("debug_prop", 0);
         line("sdma_fw_version", if is_gpu { 21 } else { 0 });
-        line("unique_id", if is_gpu { 0x6469_7474_6f00 + u64::from(node) } else { 0 });
+        line(
+            "unique_id",
+            if is_gpu {
+                0x6469_7474_6f00 + u64::from(node)
+            } else {
+                0
+            },
+        );
         line("num_xcc", if is_gpu { 8 } else { 0 });
         line("max_engine_clk_ccompute", 3700);
         p
@@ -190,7 +228,11 @@ mod tests {
     #[test]
     fn gpu_nodes_carry_what_model_mode_requires() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Topology { gpus: 2, cpu_cores: 4, system_memory: 1 << 34 };
+        let t = Topology {
+            gpus: 2,
+            cpu_cores: 4,
+            system_memory: 1 << 34,
+        };
         t.write(dir.path()).unwrap();
         for node in 1..=2u32 {
             let n = dir.path().join(format!("nodes/{node}"));
@@ -208,14 +250,22 @@ mod tests {
         let cpu = std::fs::read_to_string(dir.path().join("nodes/0/properties")).unwrap();
         assert_eq!(property(&cpu, "cpu_cores_count"), Some(4));
         assert_eq!(property(&cpu, "io_links_count"), Some(2));
-        let bank = std::fs::read_to_string(dir.path().join("nodes/0/mem_banks/0/properties")).unwrap();
+        let bank =
+            std::fs::read_to_string(dir.path().join("nodes/0/mem_banks/0/properties")).unwrap();
         assert_eq!(property(&bank, "size_in_bytes"), Some(1 << 34));
     }
 
     #[test]
     fn no_gpu_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Topology { gpus: 0, cpu_cores: 1, system_memory: 1 << 30 };
-        assert_eq!(t.write(dir.path()).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let t = Topology {
+            gpus: 0,
+            cpu_cores: 1,
+            system_memory: 1 << 30,
+        };
+        assert_eq!(
+            t.write(dir.path()).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 }

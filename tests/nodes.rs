@@ -229,3 +229,49 @@ fn a_part_an_earlier_job_left_in_the_run_directory_is_an_error_naming_both_jobs(
         "{e}"
     );
 }
+
+/// The ranks of `inspect --json`'s dispatches of run directory `run`.
+fn inspected_dispatch_ranks(run: &Path) -> Vec<u64> {
+    let out = ditto(&["inspect", "--json", run.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json(&out)["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rank"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_second_collector_of_one_node_name_never_replaces_the_part_another_collector_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    let (socket_a, socket_a2) = (dir.path().join("a.sock"), dir.path().join("a2.sock"));
+    // Collector a serves rank 0 of run ref to its end, then idles.
+    let a = Collector::start_node(&socket_a, &shared, "a");
+    run_rank(&socket_a, "ref", 0, "reduce_sum_baseline");
+    let rank0 = inspected_dispatch_ranks(&shared.join("ref"));
+    assert!(!rank0.is_empty() && rank0.iter().all(|&r| r == 0), "{rank0:?}");
+    // A second collector given the same node name gets rank 1 of that run.
+    let a2 = Collector::start_node(&socket_a2, &shared, "a");
+    let out = ditto_run(&socket_a2, "reduce_sum", "ref", &app("reduce_sum_baseline"))
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .output()
+        .unwrap();
+    drop(a2);
+    let a_pid = a.pid();
+    drop(a);
+    // Rank 0's part is whole: every dispatch a captured is still listed.
+    assert_eq!(inspected_dispatch_ranks(&shared.join("ref")), rank0);
+    // Rank 1 was refused: it ran on uncaptured and says why.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("ref/node-a: this part of the run holds rank 0 (")
+            && e.contains("written by another collector of node a: pid ")
+            && e.contains(&format!("pid {a_pid} on host "))
+            && e.contains("not stopped: it still runs, or it was killed")
+            && e.contains("give this collector another --node name, or write into another --out"),
+        "{e}"
+    );
+}

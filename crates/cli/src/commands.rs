@@ -24,7 +24,7 @@ use crate::run_outcome::{RunOutcome, check_run, tally};
 use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
 use crate::stdout::{emit, emit_line};
 use crate::stop_signals::{catch_stop_signals, stop_requested};
-use crate::store::Snapshot;
+use crate::store::{CollectorRecord, Snapshot};
 use crate::units::plural;
 use anyhow::{Context, Result, anyhow, bail};
 use ditto_kernels::{ArgSizes, KernelQuery};
@@ -536,6 +536,7 @@ pub fn collect(opts: CollectOptions) -> Result<Verdict> {
                 base: out.clone(),
                 node: node.clone(),
                 job: launcher_job(),
+                collector: CollectorRecord::this_process(host_name()?),
             },
             format!("<run>/node-{node}"),
         ),

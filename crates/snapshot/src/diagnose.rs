@@ -195,6 +195,7 @@ mod tests {
             dispatched_kernels: kernels,
             missing: vec![],
             job: None,
+            collector: None,
         }
     }
 

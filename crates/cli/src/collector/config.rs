@@ -7,6 +7,7 @@
 
 use super::memory_budget;
 use super::report::ConnectionReport;
+use crate::store::CollectorRecord;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,9 @@ pub enum SnapshotLayout {
         base: PathBuf,
         node: String,
         job: Option<String>,
+        /// This collector process, recorded in each part: another
+        /// collector never replaces a part of the same capture.
+        collector: CollectorRecord,
     },
 }
 

@@ -590,11 +590,13 @@ fn snapshot_for(
         // The run directory holds only parts, or is made by the writer.
         parts::part_dir(&base.join(&hello.run), node).map_err(NoSnapshot::Create)?;
     }
-    let mut writer =
-        SnapshotWriter::create(&dir, &hello.kernel_query).map_err(NoSnapshot::Create)?;
-    if let SnapshotLayout::PerRunPart { job, .. } = &shared.config.layout {
-        writer.set_job(job.clone());
+    let writer = match &shared.config.layout {
+        SnapshotLayout::PerRunPart { job, collector, .. } => {
+            SnapshotWriter::create_part(&dir, &hello.kernel_query, collector.clone(), job.clone())
+        }
+        _ => SnapshotWriter::create(&dir, &hello.kernel_query),
     }
+    .map_err(NoSnapshot::Create)?;
     let w = Arc::new(Mutex::new(writer));
     map.insert(dir.clone(), w.clone());
     Ok((dir, w))

@@ -37,6 +37,14 @@ pub enum StoreError {
          (not under a directory another user may write in)"
     )]
     Displaced { path: PathBuf, what: String },
+    /// A node's part of a run written by another collector process of
+    /// the same run: never replaced ([`super::parts`]).
+    #[error(
+        "{path}: {what}; a collector never replaces another collector's part of a run: give \
+         this collector another --node name, or write into another --out, or remove {path} if \
+         that part is not wanted"
+    )]
+    PartOfAnotherCollector { path: PathBuf, what: String },
     #[error("{0}")]
     Invalid(String),
     /// A streamed tensor's source refused (its own error, or a length

@@ -34,6 +34,51 @@ pub struct Manifest {
     /// ([`super::parts`]); absent when unknown and in other snapshots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// In a node's part of a run: the collector process that wrote it, so
+    /// that another collector of the same node name never replaces it
+    /// unseen ([`super::parts`]); absent in other snapshots and in parts
+    /// written before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector: Option<CollectorRecord>,
+}
+
+/// The collector process writing a node's part of a run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CollectorRecord {
+    /// The host it runs on.
+    pub host: String,
+    pub pid: u32,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// When it stopped (its last manifest), in milliseconds since the Unix
+    /// epoch; absent while it runs, and when it was killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+}
+
+impl CollectorRecord {
+    /// This process, started now.
+    pub fn this_process(host: String) -> CollectorRecord {
+        CollectorRecord {
+            host,
+            pid: std::process::id(),
+            started_ms: now_ms(),
+            ended_ms: None,
+        }
+    }
+
+    /// Whether `other` is a record of the same collector process.
+    pub fn same_process(&self, other: &CollectorRecord) -> bool {
+        self.host == other.host && self.pid == other.pid && self.started_ms == other.started_ms
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// One application process that connected. Its rank is the launcher's

@@ -51,8 +51,8 @@ pub use atomic::write_atomically;
 pub use dispatch_file::{CapturedBuffer, TensorToStore};
 pub use error::StoreError;
 pub use manifest::{
-    BufferRecord, DispatchRecord, DispatchedKernel, LaunchRecord, MANIFEST_FILE, Manifest,
-    RunRecord, SNAPSHOT_FORMAT, TransportKind, VariableRecord, code_object_file_name,
+    BufferRecord, CollectorRecord, DispatchRecord, DispatchedKernel, LaunchRecord, MANIFEST_FILE,
+    Manifest, RunRecord, SNAPSHOT_FORMAT, TransportKind, VariableRecord, code_object_file_name,
     dispatch_file_name, safetensors_dtype, tensor_name,
 };
 pub use placement::{Filled, Refusal, TensorOut, share_cuts};

@@ -15,7 +15,7 @@
 
 use super::dir_handle::DirHandle;
 use super::error::{StoreError, io_err};
-use super::manifest::{DispatchedKernel, MANIFEST_FILE, Manifest};
+use super::manifest::{CollectorRecord, DispatchedKernel, MANIFEST_FILE, Manifest};
 use super::output_dir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -217,6 +217,115 @@ pub(super) fn merge(
     Ok((whole, rank_part))
 }
 
+/// The manifest of the part the directory `dir` has open (a snapshot, as
+/// [`output_dir::check_opened`] found it).
+pub(super) fn written_part(dir: &DirHandle) -> Result<Manifest, StoreError> {
+    let path = dir.shown(MANIFEST_FILE);
+    let mut file = match dir.open_regular(MANIFEST_FILE) {
+        Ok(Some(file)) => file,
+        Ok(None) => {
+            return Err(StoreError::BadManifest {
+                path,
+                reason: "it is gone".into(),
+            });
+        }
+        Err(e) => {
+            return Err(StoreError::NotRegularFile {
+                path,
+                what: e.0,
+            });
+        }
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err(&path))?;
+    serde_json::from_slice(&bytes).map_err(|e| StoreError::BadManifest {
+        path,
+        reason: e.to_string(),
+    })
+}
+
+/// Whether the collector `ours`, running in job `job`, may replace the
+/// node's part at `dir` whose manifest is `existing`. Only a part of an
+/// earlier capture is replaced: one its own process wrote, one of another
+/// job, or one whose collector stopped before `ours` started (a capture
+/// run again into the same --out). A part another collector wrote while
+/// `ours` ran, or whose collector never recorded its end (it still runs,
+/// or it was killed), belongs to this capture and is refused, naming its
+/// collector: a second collector given the same node name would
+/// otherwise wipe the first one's ranks. Parts of older ditto versions,
+/// which record no collector, are replaced as before.
+pub(super) fn check_replacing(
+    dir: &Path,
+    existing: &Manifest,
+    ours: &CollectorRecord,
+    job: Option<&str>,
+) -> Result<(), StoreError> {
+    let Some(theirs) = &existing.collector else {
+        return Ok(());
+    };
+    if theirs.same_process(ours) {
+        return Ok(());
+    }
+    if let (Some(theirs), Some(ours)) = (existing.job.as_deref(), job)
+        && theirs != ours
+    {
+        return Ok(());
+    }
+    let ended = match theirs.ended_ms {
+        Some(ended) if ended <= ours.started_ms => return Ok(()),
+        Some(ended) => format!(
+            "stopped at {}, after this collector started at {}",
+            utc(ended),
+            utc(ours.started_ms)
+        ),
+        None => "not stopped: it still runs, or it was killed".into(),
+    };
+    let node = dir
+        .file_name()
+        .map(|n| node_of(&n.to_string_lossy()).to_string())
+        .unwrap_or_default();
+    let ranks: Vec<String> = existing.runs.iter().map(|r| r.rank.to_string()).collect();
+    Err(StoreError::PartOfAnotherCollector {
+        path: dir.to_path_buf(),
+        what: format!(
+            "this part of the run holds rank{} {} ({} dispatches) written by another collector \
+             of node {node}: pid {} on host {}, started at {}, {ended}",
+            if ranks.len() == 1 { "" } else { "s" },
+            if ranks.is_empty() {
+                "none".to_string()
+            } else {
+                ranks.join(", ")
+            },
+            existing.dispatches.len(),
+            theirs.pid,
+            theirs.host,
+            utc(theirs.started_ms),
+        ),
+    })
+}
+
+/// `2026-12-07 21:50:56 UTC` for milliseconds since the Unix epoch.
+fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
 fn add_count(kernels: &mut Vec<DispatchedKernel>, k: DispatchedKernel) {
     match kernels.iter_mut().find(|have| have.mangled == k.mangled) {
         Some(have) => have.count += k.count,
@@ -359,5 +468,76 @@ mod tests {
         for bad in ["", ".hidden", "a/b", "a b", &"x".repeat(65)] {
             assert!(part_dir(&root.path().join("new"), bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A collector record of pid `pid` on host `n01`, started at
+    /// `started_ms` and, when given, stopped at `ended_ms`.
+    fn collector(pid: u32, started_ms: u64, ended_ms: Option<u64>) -> CollectorRecord {
+        CollectorRecord {
+            host: "n01".into(),
+            pid,
+            started_ms,
+            ended_ms,
+        }
+    }
+
+    /// Node a's part written by collector `by` in job `job`, holding rank 0.
+    fn part_by(run: &Path, by: &CollectorRecord, job: Option<&str>) -> Result<(), StoreError> {
+        let dir = part_dir(run, "a").unwrap();
+        let mut w = SnapshotWriter::create_part(&dir, "k", by.clone(), job.map(String::from))?;
+        w.add_run(&ranked(0, by.pid)).unwrap();
+        drop(w);
+        // The record as `by` left it (the writer dropped here recorded
+        // this test's time as its end).
+        let mut m = written_part(&output_dir::open(&dir).unwrap()).unwrap();
+        assert!(m.collector.as_ref().unwrap().ended_ms.is_some());
+        m.collector = Some(by.clone());
+        std::fs::write(dir.join(MANIFEST_FILE), serde_json::to_vec(&m).unwrap()).unwrap();
+        Ok(())
+    }
+
+    #[test]
+    fn a_part_is_replaced_only_when_it_is_of_an_earlier_capture() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("run");
+        // Stopped at 2000, before the next collector started at 3000: a
+        // capture run again, replaced.
+        part_by(&run, &collector(10, 1000, Some(2000)), None).unwrap();
+        part_by(&run, &collector(11, 3000, None), None).unwrap();
+        // Still running (no end): refused, naming it.
+        let e = part_by(&run, &collector(12, 4000, None), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "node-a: this part of the run holds rank 0 (0 dispatches) written by another \
+                 collector of node a: pid 11 on host n01, started at 1970-01-01 00:00:03 UTC, \
+                 not stopped: it still runs, or it was killed"
+            ) && e.contains("another --node name, or write into another --out, or remove"),
+            "{e}"
+        );
+        // Stopped after the new one started: they ran together, refused.
+        part_by(&run, &collector(12, 4000, Some(9000)), Some("41")).unwrap_err();
+        std::fs::remove_dir_all(run.join("node-a")).unwrap();
+        part_by(&run, &collector(12, 4000, Some(9000)), Some("41")).unwrap();
+        let e = part_by(&run, &collector(13, 5000, None), Some("41"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("stopped at 1970-01-01 00:00:09 UTC, after this collector started at \
+                        1970-01-01 00:00:05 UTC"),
+            "{e}"
+        );
+        // Of another job: an earlier job's part, replaced.
+        part_by(&run, &collector(13, 5000, None), Some("42")).unwrap();
+        // Its own process: replaced.
+        part_by(&run, &collector(13, 5000, None), Some("42")).unwrap();
+    }
+
+    #[test]
+    fn utc_times_read_as_calendar_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_796_680_256_000), "2026-12-07 21:50:56 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
     }
 }

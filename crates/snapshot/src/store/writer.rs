@@ -20,11 +20,13 @@ use super::dispatch_file::{CapturedBuffer, DispatchSlot, TensorToStore, WrittenD
 use super::error::{StoreError, io_err};
 use super::journal::{self, Journal};
 use super::manifest::{
-    DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord, SNAPSHOT_FORMAT,
-    Unaccounted, code_object_file_name, connection_order, dispatch_file_name,
+    CollectorRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
+    SNAPSHOT_FORMAT, Unaccounted, code_object_file_name, connection_order, dispatch_file_name,
+    now_ms,
 };
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
+use super::parts;
 use super::room::{self, Room};
 use super::spare_files::SpareFiles;
 use super::writer_lock;
@@ -105,6 +107,28 @@ impl SnapshotWriter {
     /// written; a directory holding nothing but such leftovers and a
     /// journal (killed before its first manifest) counts as empty.
     pub fn create(dir: &Path, kernel_query: &str) -> Result<Self, StoreError> {
+        Self::create_as(dir, kernel_query, None)
+    }
+
+    /// [`Self::create`] of a node's part of a run, by the collector
+    /// `collector` running in job `job`, both recorded in its manifest. A
+    /// part already there is replaced only when [`parts::check_replacing`]
+    /// finds it of an earlier capture (or of this collector), never when
+    /// another collector of this run wrote it.
+    pub fn create_part(
+        dir: &Path,
+        kernel_query: &str,
+        collector: CollectorRecord,
+        job: Option<String>,
+    ) -> Result<Self, StoreError> {
+        Self::create_as(dir, kernel_query, Some((collector, job)))
+    }
+
+    fn create_as(
+        dir: &Path,
+        kernel_query: &str,
+        part: Option<(CollectorRecord, Option<String>)>,
+    ) -> Result<Self, StoreError> {
         if output_dir::check(dir)? == OutputDir::Missing {
             // 0755 whatever the umask: never writable by other users.
             std::fs::DirBuilder::new()
@@ -125,6 +149,11 @@ impl SnapshotWriter {
             remove_leftovers(&handle)?;
         }
         if place == OutputDir::Snapshot {
+            if let Some((collector, job)) = &part {
+                // Read under the lock: no other writer changes it meanwhile.
+                let existing = parts::written_part(&handle)?;
+                parts::check_replacing(dir, &existing, collector, job.as_deref())?;
+            }
             replaced_previous = true;
             // Dispatch files first, the manifest last: an interrupted
             // replacement still leaves a directory recognised as a snapshot.
@@ -169,9 +198,14 @@ impl SnapshotWriter {
                 dispatched_kernels: Vec::new(),
                 missing: Vec::new(),
                 job: None,
+                collector: None,
             },
             replaced_previous,
         };
+        if let Some((collector, job)) = part {
+            writer.manifest.collector = Some(collector);
+            writer.manifest.job = job;
+        }
         writer.write_manifest()?;
         Ok(writer)
     }
@@ -701,8 +735,13 @@ impl Drop for Reservation<'_> {
 }
 
 impl Drop for SnapshotWriter {
-    /// The whole manifest at the end (the journal has it all anyway).
+    /// The whole manifest at the end (the journal has it all anyway); a
+    /// part's records when its collector stopped.
     fn drop(&mut self) {
+        if let Some(collector) = &mut self.manifest.collector {
+            collector.ended_ms = Some(now_ms());
+            self.manifest_stale = true;
+        }
         let _ = self.flush();
     }
 }

@@ -174,11 +174,9 @@ pub const GFX90A_ISA: hsa_isa_t = hsa_isa_t {
 };
 pub const GFX90A_ISA_NAME: &str = "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-";
 
-/// Compute units of each GPU agent (an MI210's 104 would do as well; CLR
-/// reports COOPERATIVE_COMPUTE_UNIT_COUNT as the device's CU count).
-pub const COMPUTE_UNITS: u32 = 110;
-/// Wavefronts one compute unit keeps resident (gfx90a: 8 per SIMD, 4 SIMDs).
-pub const MAX_WAVES_PER_CU: u32 = 32;
+/// Compute units and resident wavefronts of each GPU agent: the engine's
+/// (gpu_engine::limits), which bounds cooperative dispatches by them.
+pub use gpu_engine::limits::{COMPUTE_UNITS, MAX_WAVES_PER_CU};
 
 /// Ours, not gfx90a's 64: see the queue size rules in `queues`.
 pub const QUEUE_MIN_SIZE: u32 = 4;

@@ -8,6 +8,11 @@
 //!   boundary), `slots` (stubs, slots, calls through a slot),
 //!   `unimplemented_exports` (the exported trampolines of every other
 //!   function); every export calls through the served tables
+//!
+//! Kernel execution is the engine's (crates/gpu-engine), which the model
+//! GPU under real ROCr shares: `cpu`, `host_kernels`, `blit_kernels`,
+//! `dispatch`, `group_workers`, `kernel_faults` and `device_access` are
+//! its modules, reached here under the paths below.
 //! - `runtime`      hsa_init / hsa_shut_down reference count, tool life cycle
 //! - `agents`       the topology: CPU agent, GPU-type agents (gfx90a), ISA,
 //!   pools, SDMA engines, the system timestamp

@@ -15,8 +15,7 @@
 //! over `cpu`; `blit_kernels` and `cpu` use no other module of the crate.
 
 pub mod amdgpu;
-pub mod blit_kernels;
-pub mod cpu;
 pub mod executables;
-pub mod host_kernels;
 pub mod loader_extension;
+/// The engine's (crates/gpu-engine), shared with the model GPU.
+pub use gpu_engine::{blit_kernels, cpu, host_kernels};

@@ -23,8 +23,9 @@
 //! `copy_engines` over `allocations` and `ipc`.
 
 pub mod allocations;
+/// The engine's (crates/gpu-engine), shared with the model GPU.
+pub use gpu_engine::device_access;
 pub mod copy_engines;
-pub mod device_access;
 pub mod ipc;
 pub mod pool_memfd;
 pub mod virtual_memory;

@@ -21,7 +21,7 @@
 //! kernels that are never dispatched); `find` says where it looked, and
 //! the dispatch fails with that message.
 
-use crate::code_objects::cpu::{KernelEntry, KernelListError, Library};
+use crate::cpu::{KernelEntry, KernelListError, Library};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ pub const HOST_KERNELS_VAR: &str = "DITTO_HIP_HOST_KERNELS";
 
 /// A kernel's host implementation.
 #[derive(Clone)]
-pub(crate) struct HostKernel {
+pub struct HostKernel {
     pub entry: KernelEntry,
     /// Bytes of the explicit arguments as the host build lays them out.
     pub kernarg_size: u32,
@@ -49,7 +49,7 @@ struct HostLibrary {
 
 /// A device variable's storage in a host build.
 #[derive(Clone)]
-pub(crate) struct HostVariable {
+pub struct HostVariable {
     pub address: u64,
     pub size: u64,
     pub library: Arc<Library>,
@@ -157,7 +157,7 @@ fn loaded(path: &Path) -> Loaded {
 
 /// The host build's storage of the device variable `symbol`, when a host
 /// build on the search path has it.
-pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
+pub fn find_variable(symbol: &str) -> Option<HostVariable> {
     for path in search_path() {
         if let Ok(lib) = loaded(&path)
             && let Some(&(address, size)) = lib.variables.get(symbol)
@@ -183,7 +183,7 @@ pub(crate) fn find_variable(symbol: &str) -> Option<HostVariable> {
     if *variable_set { String::new() } else { format!(" ({HOST_KERNELS_VAR} is unset)") },
     var = HOST_KERNELS_VAR
 )]
-pub(crate) struct NoHostKernel {
+pub struct NoHostKernel {
     /// Each place looked in: "<path> (<why not>)".
     pub looked: Vec<String>,
     /// Whether DITTO_HIP_HOST_KERNELS is set.
@@ -200,7 +200,7 @@ fn places(looked: &[String]) -> String {
 
 /// The host implementation of kernel `mangled`, or where the runtime looked
 /// and what it found there.
-pub(crate) fn find(mangled: &str) -> Result<HostKernel, NoHostKernel> {
+pub fn find(mangled: &str) -> Result<HostKernel, NoHostKernel> {
     let mut looked = Vec::new();
     for path in search_path() {
         match loaded(&path) {

@@ -20,12 +20,12 @@
 //! on a GPU. Blit kernels (the runtime's own code) run unmarked: a fault
 //! there acts as before.
 
-use crate::agents;
-use crate::code_objects::blit_kernels::Blit;
-use crate::code_objects::cpu::{CpuDispatch, KernelEntry, Library};
-use crate::execution::group_workers;
-use crate::execution::kernel_faults::RunningKernel;
-use crate::memory::device_access::DeviceAccess;
+use crate::limits;
+use crate::blit_kernels::Blit;
+use crate::cpu::{CpuDispatch, KernelEntry, Library};
+use crate::group_workers;
+use crate::kernel_faults::RunningKernel;
+use crate::device_access::DeviceAccess;
 use hsa::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -114,7 +114,7 @@ fn chunking(groups: u64, threads: usize) -> (u64, u64) {
 /// `d` is a kernel-dispatch packet as the application published it: its
 /// kernarg address holds the arguments `kernel` reads, and the pointers
 /// among them address memory of the sizes they describe, as on a GPU.
-pub(crate) unsafe fn run(
+pub unsafe fn run(
     d: &hsa_kernel_dispatch_packet_t,
     kernel: Arc<KernelRecord>,
     cooperative: bool,
@@ -212,7 +212,7 @@ pub(crate) unsafe fn run(
 /// keep resident at once (COOPERATIVE_COMPUTE_UNIT_COUNT compute units of
 /// MAX_WAVES_PER_CU wavefronts each; every group is one wavefront or more).
 pub const MAX_COOPERATIVE_GROUPS: u64 =
-    agents::COMPUTE_UNITS as u64 * agents::MAX_WAVES_PER_CU as u64;
+    limits::COMPUTE_UNITS as u64 * limits::MAX_WAVES_PER_CU as u64;
 
 /// Stack of a cooperative group's thread: the entry and its scheduler (a
 /// group's work-items run on fiber stacks of their own; a group of one

@@ -57,7 +57,7 @@ const _: () = {
 /// Why a code object's `ditto_cpu_code_object_abi` word refuses it; the
 /// message to print names both ABIs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum CodeObjectAbiError {
+pub enum CodeObjectAbiError {
     /// It names another ABI.
     #[error(
         "hsa-cpu: refusing a code object of ditto CPU code-object ABI {0}: this runtime runs \
@@ -78,7 +78,7 @@ pub(crate) enum CodeObjectAbiError {
 
 /// Checks a code object's `ditto_cpu_code_object_abi` word (None: the code
 /// object does not export it).
-pub(crate) fn check_code_object_abi(abi: Option<u32>) -> Result<(), CodeObjectAbiError> {
+pub fn check_code_object_abi(abi: Option<u32>) -> Result<(), CodeObjectAbiError> {
     match abi {
         Some(CODE_OBJECT_ABI) => Ok(()),
         Some(other) => Err(CodeObjectAbiError::Other(other)),
@@ -100,7 +100,7 @@ pub struct Library {
 
 /// Why a library's kernel list cannot be used.
 #[derive(Debug)]
-pub(crate) enum KernelListError {
+pub enum KernelListError {
     /// It exports no `ditto_cpu_code_object_kernels`: not a CPU code object.
     NoKernelList,
     /// Its ABI word is missing or names another ABI.
@@ -113,7 +113,7 @@ impl Library {
     /// # Safety
     /// `handle` is a live dlopen handle, given to the library (dlclosed
     /// when it drops).
-    pub(crate) unsafe fn from_handle(handle: *mut c_void) -> Library {
+    pub unsafe fn from_handle(handle: *mut c_void) -> Library {
         Library {
             handle: handle as usize,
             fd: -1,
@@ -126,7 +126,7 @@ impl Library {
     /// # Safety
     /// `handle` is a live dlopen handle and `fd` an open descriptor, both
     /// given to the library (closed when it drops).
-    pub(crate) unsafe fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
+    pub unsafe fn from_handle_and_fd(handle: *mut c_void, fd: i32) -> Library {
         Library {
             handle: handle as usize,
             fd,
@@ -134,13 +134,13 @@ impl Library {
     }
 
     /// The dlopen handle.
-    pub(crate) fn handle(&self) -> *mut c_void {
+    pub fn handle(&self) -> *mut c_void {
         self.handle as *mut c_void
     }
 
     /// The kernels the code object exports, once its ABI word is checked;
     /// valid while the library is loaded.
-    pub(crate) fn kernels(&self) -> Result<&[CpuKernel], KernelListError> {
+    pub fn kernels(&self) -> Result<&[CpuKernel], KernelListError> {
         // SAFETY: looking up symbols in a live handle.
         let (kernels_fn, abi) = unsafe {
             (
@@ -180,7 +180,7 @@ struct CpuVariable {
 impl Library {
     /// The device variables the code object exports (name, address, size);
     /// none when it exports no `ditto_cpu_code_object_variables`.
-    pub(crate) fn variables(&self) -> Vec<(String, u64, u64)> {
+    pub fn variables(&self) -> Vec<(String, u64, u64)> {
         // SAFETY: looking up a symbol in a live handle.
         let f = unsafe { libc::dlsym(self.handle(), c"ditto_cpu_code_object_variables".as_ptr()) };
         if f.is_null() {

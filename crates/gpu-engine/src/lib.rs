@@ -6,6 +6,8 @@
 //! - `cpu`           the ditto CPU code object's C ABI
 //!   (include/ditto_hsa_cpu.h), its ABI check, a dlopen'ed code object and
 //!   its kernel list
+//! - `amdgpu`        real AMDGPU code objects (hipcc's, CLR's): kernels,
+//!   descriptors, how each kernel runs
 //! - `host_kernels`  host builds of HIP applications, found by kernel name
 //! - `blit_kernels`  CLR's blit kernels, run natively
 //! - `dispatch`      how a live kernel runs; running one kernel-dispatch
@@ -21,9 +23,11 @@
 //!   resident wavefronts (the cooperative-launch bound)
 //!
 //! `dispatch` over `group_workers`, `kernel_faults`, `device_access`,
-//! `blit_kernels` and `cpu`; `host_kernels` over `cpu`; none knows about
+//! `blit_kernels` and `cpu`; `amdgpu` over `host_kernels`, `blit_kernels`
+//! and `dispatch`'s `KernelRun`; `host_kernels` over `cpu`; none knows about
 //! queues (a queue is an opaque id to `kernel_faults`).
 
+pub mod amdgpu;
 pub mod blit_kernels;
 pub mod cpu;
 pub mod device_access;

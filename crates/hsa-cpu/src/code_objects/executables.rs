@@ -260,14 +260,7 @@ unsafe fn load_amdgpu(
         let group_size = k.group_segment_size();
         let descriptor = KernelDescriptor::from_bytes(k.descriptor);
         let address = &*descriptor as *const KernelDescriptor as u64;
-        let run = match k.implementation {
-            crate::code_objects::amdgpu::Implementation::Blit(b) => KernelRun::Blit(b),
-            crate::code_objects::amdgpu::Implementation::Host(h) => KernelRun::Entry {
-                entry: h.entry,
-                _library: h.library,
-            },
-            crate::code_objects::amdgpu::Implementation::Missing(m) => KernelRun::Missing(m),
-        };
+        let run = KernelRun::from(k.implementation);
         st.kernels.insert(address, Arc::new(KernelRecord { run }));
         let _ = &k.name;
         let id = next_id();

@@ -14,8 +14,7 @@
 //! `loader_extension` over `executables` over `amdgpu` over `host_kernels`
 //! over `cpu`; `blit_kernels` and `cpu` use no other module of the crate.
 
-pub mod amdgpu;
 pub mod executables;
 pub mod loader_extension;
 /// The engine's (crates/gpu-engine), shared with the model GPU.
-pub use gpu_engine::{blit_kernels, cpu, host_kernels};
+pub use gpu_engine::{amdgpu, blit_kernels, cpu, host_kernels};

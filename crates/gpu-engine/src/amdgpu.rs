@@ -8,8 +8,9 @@
 //! `ditto_kernels::metadata` (the one parser of that note). Never runs
 //! machine code from the code object.
 
-use crate::code_objects::blit_kernels::Blit;
-use crate::code_objects::host_kernels::{self, HostKernel};
+use crate::blit_kernels::Blit;
+use crate::dispatch::KernelRun;
+use crate::host_kernels::{self, HostKernel};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 /// `EM_AMDGPU`.
@@ -17,15 +18,28 @@ const EM_AMDGPU: u16 = 224;
 
 /// How a kernel of an AMDGPU code object runs on the CPU.
 #[derive(Clone)]
-pub(crate) enum Implementation {
+pub enum Implementation {
     Blit(Blit),
     Host(HostKernel),
     /// The message printed when it is dispatched.
     Missing(String),
 }
 
+impl From<Implementation> for KernelRun {
+    fn from(implementation: Implementation) -> KernelRun {
+        match implementation {
+            Implementation::Blit(b) => KernelRun::Blit(b),
+            Implementation::Host(h) => KernelRun::Entry {
+                entry: h.entry,
+                _library: h.library,
+            },
+            Implementation::Missing(m) => KernelRun::Missing(m),
+        }
+    }
+}
+
 /// One kernel of an AMDGPU code object.
-pub(crate) struct AmdgpuKernel {
+pub struct AmdgpuKernel {
     /// `<mangled>.kd`
     pub symbol: String,
     pub name: String,
@@ -44,7 +58,7 @@ impl AmdgpuKernel {
 
 /// Whether `header` (an ELF file's first 20 bytes at least) is a 64-bit
 /// little-endian AMDGPU ELF.
-pub(crate) fn is_amdgpu(header: &[u8]) -> bool {
+pub fn is_amdgpu(header: &[u8]) -> bool {
     header.len() >= 20
         && header[..4] == *b"\x7fELF"
         && header[4] == 2
@@ -65,7 +79,7 @@ fn descriptor(file: &object::File<'_>, symbol: &str) -> Option<[u8; 64]> {
 
 /// Why an AMDGPU code object cannot be loaded.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum AmdgpuLoadError {
+pub enum AmdgpuLoadError {
     /// Its metadata note does not parse (ditto_kernels' message).
     #[error("{0}")]
     Metadata(String),
@@ -78,7 +92,7 @@ pub(crate) enum AmdgpuLoadError {
 }
 
 /// The kernels of an AMDGPU code object.
-pub(crate) fn load(bytes: &[u8]) -> Result<Vec<AmdgpuKernel>, AmdgpuLoadError> {
+pub fn load(bytes: &[u8]) -> Result<Vec<AmdgpuKernel>, AmdgpuLoadError> {
     let kernels = ditto_kernels::parse_code_object(bytes)
         .map_err(|e| AmdgpuLoadError::Metadata(e.to_string()))?
         .ok_or(AmdgpuLoadError::NoMetadata)?;

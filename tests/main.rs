@@ -32,6 +32,7 @@ mod ipc_mappings;
 mod kernel_times;
 mod logging;
 mod manifest;
+mod mcp_http;
 mod mcp_server;
 mod model_gpu;
 mod module_graph;

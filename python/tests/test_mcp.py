@@ -5,6 +5,8 @@ that neither holds the HTTP server nor keeps it from stopping on SIGTERM
 or SIGINT (Ctrl-C).
 """
 
+import contextlib
+import inspect
 import os
 import re
 import signal
@@ -26,26 +28,43 @@ try:
 except ImportError:  # SDK releases before 2
     from mcp.client.streamable_http import streamablehttp_client as http_client
 
+try:
+    from mcp.shared._httpx_utils import create_mcp_http_client
+except ImportError:  # SDK releases that take headers= themselves
+    create_mcp_http_client = None
+
 SERVING = re.compile(r"^ditto mcp: serving MCP over HTTP at (http://127\.0\.0\.1:(\d+)/mcp)$")
+TOKEN = re.compile(r"^ditto mcp: every request needs the header Authorization: Bearer ([0-9a-f]{64}); "
+                   r"the token is also in (/\S+) \(only you can read it\)$")
 TOOLS = ["capture", "compare", "kernels", "replay", "validate"]
 
 
 class HttpServer:
-    """`ditto mcp --http 0`, its URL as it printed it."""
+    """`ditto mcp --http 0`, its URL and token as it printed them."""
 
-    def __init__(self, ditto_bin: Path) -> None:
+    def __init__(self, ditto_bin: Path, runtime_dir: Path) -> None:
         self.process = subprocess.Popen(
             [str(ditto_bin), "mcp", "--http", "0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime_dir)),
         )
         first = self.process.stderr.readline().rstrip("\n")
         match = SERVING.match(first)
         assert match, f"ditto mcp --http 0 printed {first!r}"
         assert int(match.group(2)) > 0
         self.url = match.group(1)
+        second = self.process.stderr.readline().rstrip("\n")
+        match = TOKEN.match(second)
+        assert match, f"ditto mcp --http 0 printed {second!r} after its URL"
+        self.token = match.group(1)
+        self.token_file = Path(match.group(2))
+
+    def transport(self, **options):
+        """The SDK's streamable HTTP transport to this server, sending the token."""
+        return http_transport(self.url, {"Authorization": f"Bearer {self.token}"}, **options)
 
     def stop(self, how: signal.Signals = signal.SIGTERM) -> int:
         """Sends `how`; the exit status (the test fails if it takes 10 s)."""
@@ -54,9 +73,24 @@ class HttpServer:
         return self.process.wait(timeout=10)
 
 
+@contextlib.asynccontextmanager
+async def _through_client(url: str, headers: dict, **options):
+    async with create_mcp_http_client(headers=headers) as client:
+        async with http_client(url, http_client=client, **options) as streams:
+            yield streams
+
+
+def http_transport(url: str, headers: dict, **options):
+    """The SDK's transport to `url` sending `headers` with every request: SDK
+    2 takes them on an httpx client it is given, earlier ones as `headers=`."""
+    if "http_client" in inspect.signature(http_client).parameters:
+        return _through_client(url, headers, **options)
+    return http_client(url, headers=headers, **options)
+
+
 @pytest.fixture
-def http_server(ditto_bin):
-    server = HttpServer(ditto_bin)
+def http_server(ditto_bin, tmp_path):
+    server = HttpServer(ditto_bin, tmp_path / "run")
     yield server
     if server.process.poll() is None:
         server.process.kill()
@@ -112,9 +146,12 @@ def assert_the_mismatch_report(result: dict) -> None:
 
 
 def test_over_http_the_sdk_lists_the_tools_and_validate_reports_the_mismatch(http_server, apps):
-    result = anyio.run(open_session, http_client(http_server.url), check_the_tools_and_a_failing_validate(apps))
+    assert http_server.token_file.read_text() == http_server.token + "\n"
+    assert http_server.token_file.stat().st_mode & 0o777 == 0o600
+    result = anyio.run(open_session, http_server.transport(), check_the_tools_and_a_failing_validate(apps))
     assert_the_mismatch_report(result)
     assert http_server.stop() == 0
+    assert not http_server.token_file.exists()
 
 
 def test_over_stdio_the_sdk_lists_the_tools_and_validate_reports_the_mismatch(ditto_bin, apps):
@@ -169,7 +206,7 @@ def test_a_long_call_holds_neither_other_requests_nor_stopping(http_server, tmp_
             tasks.cancel_scope.cancel()
 
     try:
-        anyio.run(open_session, http_client(http_server.url, terminate_on_close=False), body)
+        anyio.run(open_session, http_server.transport(terminate_on_close=False), body)
     except BaseException:
         # The SDK's streams may end in an error when the server goes; that
         # is no failure once both measurements are in.

@@ -59,8 +59,10 @@ Example:
   (an MCP client starts it from its configuration, e.g.
    {\"mcpServers\": {\"ditto\": {\"command\": \"ditto\", \"args\": [\"mcp\"]}}})
   ditto mcp --http 8080
-  (MCP over streamable HTTP at http://127.0.0.1:8080/mcp until Ctrl-C; a client's entry:
-   {\"mcpServers\": {\"ditto\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:8080/mcp\"}}})";
+  (MCP over streamable HTTP at http://127.0.0.1:8080/mcp until Ctrl-C, for the holder of the
+   token it prints, also in $XDG_RUNTIME_DIR/ditto/mcp-127.0.0.1:8080.token; a client's entry:
+   {\"mcpServers\": {\"ditto\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:8080/mcp\",
+                          \"headers\": {\"Authorization\": \"Bearer TOKEN\"}}}})";
 
 const COLLECT_EXAMPLE: &str = "\
 Example:
@@ -309,7 +311,7 @@ enum Command {
         /// Serve MCP's streamable HTTP transport at http://ADDR/mcp instead of stdio: a port (on 127.0.0.1), or HOST:PORT with a loopback IP address or localhost, e.g. 8080, 127.0.0.1:8080, [::1]:8080; port 0 picks a free port (the URL is printed on stderr)
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
-        /// Let --http listen on an address other machines can reach (e.g. 0.0.0.0:8080): anyone who reaches it can run programs through the tools
+        /// Let --http listen on an address other machines can reach (e.g. 0.0.0.0:8080): anyone who reaches it with the token can run programs through the tools, and plain HTTP carries the token unencrypted
         #[arg(long, requires = "http")]
         allow_remote: bool,
     },

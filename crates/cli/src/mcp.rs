@@ -6,7 +6,8 @@
 //! structured JSON plus the human summary. The transports are submodules
 //! and carry messages only, never a tool of their own: `stdio` (one
 //! JSON-RPC message a line, framed by `lines`) and `http` (MCP's streamable
-//! HTTP, listening where `address` allows); both serve this one
+//! HTTP, listening where `address` allows, to the holder of `token` on a
+//! connection `peer` does not place with another uid); both serve this one
 //! [`DittoServer`]. Every call runs this same
 //! `ditto` executable as a child with `--json`: the engine is the CLI's,
 //! the application's own output never reaches the protocol stream,
@@ -20,7 +21,9 @@
 pub mod address;
 pub mod http;
 mod lines;
+mod peer;
 pub mod stdio;
+pub mod token;
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};

@@ -1,19 +1,30 @@
 //! `ditto mcp --http ADDR`: MCP's streamable HTTP transport (revision
 //! 2025-03-26 and later) at one endpoint, [`ENDPOINT`], serving the one
-//! [`DittoServer`] that stdio serves.
+//! [`DittoServer`] that stdio serves, to its owner only.
 //!
-//! Owns the listener and its connections (hyper, HTTP/1.1), which requests
-//! reach the endpoint, the transport's security settings, and stopping on
-//! SIGINT/SIGTERM. The transport's own rules are rmcp's streamable HTTP
-//! service: a POST of JSON-RPC answered as an event stream, the
-//! `Mcp-Session-Id` issued at initialize and required after (an unknown
-//! one is 404), DELETE ending a session (answered 204 here), GET opening
-//! the server's stream, `Accept` checked (406). Set here: the `Host`
-//! header must name a loopback host unless remote clients are allowed (so
-//! that a DNS-rebound name gets nothing), and a request carrying an
-//! `Origin` (a browser's) must come from a loopback origin, always (so
-//! that no web page can drive the tools). Never handles a tool itself,
-//! and passes rmcp no request for another path.
+//! Owns the listener and its connections (hyper, HTTP/1.1), who is
+//! served, which requests reach the endpoint, the transport's security
+//! settings, and stopping on SIGINT/SIGTERM. The transport's own rules
+//! are rmcp's streamable HTTP service: a POST of JSON-RPC answered as an
+//! event stream, the `Mcp-Session-Id` issued at initialize and required
+//! after (an unknown one is 404), DELETE ending a session (answered 204
+//! here), GET opening the server's stream, `Accept` checked (406).
+//!
+//! Set here, in this order: a connection from a loopback client of
+//! another uid (`peer`) is answered 403 and closed; a request target must
+//! be a path (absolute-form is 400) and `Host`, `Origin` and
+//! `Authorization` come at most once each (400); every request carries
+//! the server's bearer token (`token`; 401 otherwise); a POST's body
+//! arrives whole within [`BODY_READ_TIMEOUT`] (408) and at most
+//! [`MAX_BODY_BYTES`] (413), and is JSON (400 with JSON-RPC's -32700
+//! otherwise). Then rmcp's checks: the `Host` header must name a loopback
+//! host unless remote clients are allowed (so that a DNS-rebound name
+//! gets nothing), and a request carrying an `Origin` (a browser's) must
+//! come from a loopback origin, always (so that no web page can drive the
+//! tools). At most [`MAX_CONNECTIONS`] connections are held: beyond it
+//! the oldest one that never sent the token is closed to make room (503
+//! when every one has). Never handles a tool itself, and passes rmcp no
+//! request for another path.
 //!
 //! Every connection, session and call is a task of one current-thread
 //! runtime on the calling thread (the tools' children rely on that; see
@@ -23,17 +34,24 @@
 //! within about a second whatever the clients still hold open.
 
 use super::DittoServer;
-use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use super::peer;
+use super::token::{Token, TokenFile};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -51,8 +69,22 @@ const LOCAL_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
-/// The longest a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most connections held at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// The longest a client may take to send a request's headers, and the
+/// longest a connection may stay idle between requests.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a client may take to send a POST's whole body once its
+/// headers are in.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest body a POST may carry.
+pub const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How long a connection from another uid is kept to be told 403.
+const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
 
 /// How long stopping waits for tasks still running (open streams) before
 /// dropping them.
@@ -71,6 +103,7 @@ fn config(allow_remote: bool, stop: CancellationToken) -> StreamableHttpServerCo
         .with_legacy_session_mode(true)
         .with_allowed_origins(LOCAL_ORIGINS)
         .enforce_origin_validation()
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(stop);
     if allow_remote {
         // Clients name the server by whatever name reaches this machine.
@@ -100,20 +133,111 @@ fn mcp_service(allow_remote: bool, stop: CancellationToken) -> McpService {
     )
 }
 
-/// One request: the endpoint's go to rmcp, any other path is 404; once
-/// the server is stopping, every request is 503.
-async fn route<B>(service: &McpService, request: Request<B>) -> Response<Body>
+/// What every request is checked against, and the service it then goes to.
+struct Endpoint {
+    service: McpService,
+    token: Token,
+    /// Where the token is stored, for the 401's message.
+    token_file: Option<PathBuf>,
+    /// The uid served (this process's).
+    owner: u32,
+    body_read_timeout: Duration,
+}
+
+impl Endpoint {
+    fn new(service: McpService, token: Token, token_file: Option<PathBuf>) -> Endpoint {
+        Endpoint {
+            service,
+            token,
+            token_file,
+            // SAFETY: getuid cannot fail.
+            owner: unsafe { libc::getuid() },
+            body_read_timeout: BODY_READ_TIMEOUT,
+        }
+    }
+
+    fn unauthorized(&self) -> Response<Body> {
+        let stored = match &self.token_file {
+            Some(path) => format!(
+                "; it is also in {}, which only the user running the server can read",
+                path.display()
+            ),
+            None => String::new(),
+        };
+        let message = format!(
+            "Unauthorized: send the header `Authorization: Bearer TOKEN` with the token \
+             `ditto mcp --http` printed when it started{stored}\n"
+        );
+        let mut response = plain(StatusCode::UNAUTHORIZED, message);
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+        response
+    }
+}
+
+/// Headers a request may carry once at most: with two, a check could read
+/// one and a later reader the other.
+const SINGLE_HEADERS: [HeaderName; 3] = [header::HOST, header::ORIGIN, header::AUTHORIZATION];
+
+/// The 400 for a request that repeats one of [`SINGLE_HEADERS`], if it does.
+fn repeated_header(headers: &HeaderMap) -> Option<Response<Body>> {
+    SINGLE_HEADERS.iter().find_map(|name| {
+        let count = headers.get_all(name).iter().count();
+        (count > 1).then(|| {
+            let name = canonical_name(name);
+            plain(
+                StatusCode::BAD_REQUEST,
+                format!("Bad Request: {count} {name} headers; send one"),
+            )
+        })
+    })
+}
+
+fn canonical_name(name: &HeaderName) -> &'static str {
+    match *name {
+        header::HOST => "Host",
+        header::ORIGIN => "Origin",
+        _ => "Authorization",
+    }
+}
+
+/// One request: the checks of this module, then the endpoint's go to
+/// rmcp, any other path is 404; once the server is stopping, every
+/// request is 503. `trusted` is set once the request has shown the token.
+async fn route<B>(endpoint: &Endpoint, request: Request<B>, trusted: &AtomicBool) -> Response<Body>
 where
     B: hyper::body::Body + Send + 'static,
     B::Data: Send + 'static,
     B::Error: std::fmt::Display,
 {
+    let service = &endpoint.service;
     if service.config.cancellation_token.is_cancelled() {
         return plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable: the MCP server is stopping".into(),
         );
     }
+    if request.uri().scheme().is_some() || request.uri().authority().is_some() {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Bad Request: the request target must be a path (origin-form, e.g. POST \
+                 {ENDPOINT}), not an absolute URL"
+            ),
+        );
+    }
+    if let Some(response) = repeated_header(request.headers()) {
+        return response;
+    }
+    if !endpoint
+        .token
+        .admits(request.headers().get(header::AUTHORIZATION))
+    {
+        return endpoint.unauthorized();
+    }
+    trusted.store(true, Ordering::Relaxed);
     if request.uri().path() != ENDPOINT {
         let message = format!(
             "Not Found: {} is not an MCP endpoint; this server speaks MCP at {ENDPOINT}",
@@ -122,7 +246,21 @@ where
         return plain(StatusCode::NOT_FOUND, message);
     }
     let ends_a_session = request.method() == http::Method::DELETE;
-    let mut response = service.handle(request).await;
+    let mut response = if request.method() == http::Method::POST {
+        let (parts, body) = request.into_parts();
+        let body = match read_body(&parts.headers, body, endpoint.body_read_timeout).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+        if let Some(response) = not_json_rpc(&parts.headers, &body) {
+            return response;
+        }
+        service
+            .handle(Request::from_parts(parts, Full::new(body)))
+            .await
+    } else {
+        service.handle(request).await
+    };
     // rmcp answers a session ended with 202 and no body; clients (the
     // official Python SDK among them) expect 200 or 204 for it.
     if ends_a_session && response.status() == StatusCode::ACCEPTED {
@@ -131,19 +269,195 @@ where
     response
 }
 
+/// A POST's whole body, read within `deadline` and at most
+/// [`MAX_BODY_BYTES`]; else the answer (and the connection closes).
+async fn read_body<B>(
+    headers: &HeaderMap,
+    body: B,
+    deadline: Duration,
+) -> Result<Bytes, Response<Body>>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    let too_large = || {
+        closing(plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: a request body is at most {MAX_BODY_BYTES} bytes"),
+        ))
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut body = std::pin::pin!(body);
+        let mut collected = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    format!("Bad Request: cannot read the request body: {e}"),
+                ))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if data.remaining() > MAX_BODY_BYTES - collected.len() {
+                return Err(too_large());
+            }
+            collected.put(data);
+        }
+        Ok(collected.freeze())
+    };
+    match tokio::time::timeout(deadline, read).await {
+        Ok(read) => read,
+        Err(_) => Err(closing(plain(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "Request Timeout: the request body did not arrive within {} s",
+                deadline.as_secs_f64()
+            ),
+        ))),
+    }
+}
+
+/// The JSON-RPC error answering a POST whose body, declared JSON, is not
+/// JSON (-32700) or not a JSON-RPC message (-32600); None when it is one
+/// or is declared something else (rmcp answers that with 415).
+fn not_json_rpc(headers: &HeaderMap, body: &[u8]) -> Option<Response<Body>> {
+    let declared_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        });
+    if !declared_json {
+        return None;
+    }
+    let (code, message) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Err(e) => (
+            -32700,
+            format!("Parse error: the request body is not JSON: {e}"),
+        ),
+        Ok(_) => match serde_json::from_slice::<ClientJsonRpcMessage>(body) {
+            Ok(_) => return None,
+            Err(e) => (
+                -32600,
+                format!("Invalid Request: the body is not a JSON-RPC message: {e}"),
+            ),
+        },
+    };
+    let error = json!({"jsonrpc": "2.0", "id": null,
+                       "error": {"code": code, "message": message}});
+    let mut response = Response::new(Full::new(Bytes::from(error.to_string())).boxed());
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Some(response)
+}
+
 fn plain(status: StatusCode, message: String) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(message)).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
+        header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
 }
 
+/// `response`, closing its connection after it.
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
+/// The connections held: at most [`MAX_CONNECTIONS`]. Room for a new one
+/// is made by closing the oldest that has not shown the token (an idle
+/// socket, a slow sender of headers, another user's); one that has is
+/// never closed for room, so only the owner can fill the server.
+#[derive(Default)]
+struct Connections {
+    open: Mutex<BTreeMap<u64, Slot>>,
+    next: AtomicU64,
+}
+
+struct Slot {
+    trusted: Arc<AtomicBool>,
+    close: CancellationToken,
+}
+
+/// A connection's place among [`Connections`], given up when dropped.
+struct Admitted {
+    id: u64,
+    connections: Arc<Connections>,
+    /// Set once a request on it has shown the token.
+    trusted: Arc<AtomicBool>,
+    /// Cancelled when the connection is closed to make room.
+    close: CancellationToken,
+}
+
+impl Connections {
+    /// A place for a new connection, or None when all
+    /// `limit` are held by connections that showed the token.
+    fn admit(self: &Arc<Self>, limit: usize) -> Option<Admitted> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.len() >= limit {
+            let oldest_untrusted = open
+                .iter()
+                .find(|(_, slot)| !slot.trusted.load(Ordering::Relaxed))
+                .map(|(&id, _)| id)?;
+            if let Some(slot) = open.remove(&oldest_untrusted) {
+                slot.close.cancel();
+            }
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let trusted = Arc::new(AtomicBool::new(false));
+        let close = CancellationToken::new();
+        open.insert(
+            id,
+            Slot {
+                trusted: trusted.clone(),
+                close: close.clone(),
+            },
+        );
+        Some(Admitted {
+            id,
+            connections: self.clone(),
+            trusted,
+            close,
+        })
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self
+            .connections
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        open.remove(&self.id);
+    }
+}
+
 /// Serves MCP over HTTP at `address` (checked by `address`) until SIGINT
 /// or SIGTERM. Prints the endpoint's URL on stderr, one line, once
-/// listening (port 0 gives the port the system picked).
+/// listening (port 0 gives the port the system picked), then a line with
+/// the token and the file that also holds it.
 pub fn serve(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -158,6 +472,8 @@ async fn listen(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot catch SIGINT to stop the MCP server: {e}"))?;
     let mut terminate = signal(SignalKind::terminate())
         .map_err(|e| anyhow::anyhow!("cannot catch SIGTERM to stop the MCP server: {e}"))?;
+    let token = Token::generate()
+        .map_err(|e| anyhow::anyhow!("cannot draw a token for the MCP server: {e}"))?;
     let listener = TcpListener::bind(address).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot serve MCP over HTTP on {address}: {e} (another server on that port? \
@@ -165,23 +481,40 @@ async fn listen(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
         )
     })?;
     let bound = listener.local_addr()?;
+    // Removed when this returns, however it returns.
+    let token_file = TokenFile::write(&token, bound)?;
     eprintln!("ditto mcp: serving MCP over HTTP at http://{bound}{ENDPOINT}");
+    eprintln!(
+        "ditto mcp: every request needs the header Authorization: Bearer {}; the token is also \
+         in {} (only you can read it)",
+        token.as_str(),
+        token_file.path().display()
+    );
     if !bound.ip().to_canonical().is_loopback() {
         eprintln!(
             "ditto mcp: warning: {bound} is reachable from other machines (--allow-remote): \
-             whoever reaches it can run programs here as this user"
+             whoever reaches it and learns the token can run programs here as this user, and \
+             HTTP carries the token unencrypted"
         );
     }
     let stop = CancellationToken::new();
-    let service = mcp_service(allow_remote, stop.clone());
+    let endpoint = Arc::new(Endpoint::new(
+        mcp_service(allow_remote, stop.clone()),
+        token,
+        Some(token_file.path().to_path_buf()),
+    ));
+    let connections = Arc::new(Connections::default());
     let why = loop {
         tokio::select! {
             _ = interrupt.recv() => break "SIGINT",
             _ = terminate.recv() => break "SIGTERM",
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    tokio::spawn(connection(stream, service.clone()));
-                }
+                Ok((stream, peer)) => match connections.admit(MAX_CONNECTIONS) {
+                    Some(admitted) => {
+                        tokio::spawn(connection(stream, peer, endpoint.clone(), admitted));
+                    }
+                    None => refuse_for_now(stream),
+                },
                 // Out of descriptors and the like: the next accept may
                 // succeed once a connection has closed.
                 Err(e) => {
@@ -193,29 +526,116 @@ async fn listen(address: SocketAddr, allow_remote: bool) -> anyhow::Result<()> {
     };
     eprintln!("ditto mcp: {why}: stopping");
     stop.cancel();
+    drop(token_file);
     Ok(())
 }
 
-/// Serves one client connection's requests until it closes.
-async fn connection(stream: tokio::net::TcpStream, service: McpService) {
-    let requests = hyper::service::service_fn(move |request| {
-        let service = service.clone();
-        async move { Ok::<_, Infallible>(route(&service, request).await) }
-    });
-    // A broken connection concerns that client only.
-    let _ = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(stream), requests)
-        .await;
+/// Answers 503 on a connection there is no room for, as far as the
+/// socket takes it without waiting, and closes it.
+fn refuse_for_now(stream: TcpStream) {
+    let message = format!(
+        "Service Unavailable: {MAX_CONNECTIONS} connections are open; retry when one closes\n"
+    );
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{message}",
+        message.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
 }
 
+/// Serves one client connection's requests until it closes, it is closed
+/// to make room, or (a loopback client of another uid, answered 403)
+/// [`REFUSAL_DEADLINE`] passes.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    endpoint: Arc<Endpoint>,
+    admitted: Admitted,
+) {
+    let foreign = match stream.local_addr() {
+        Ok(local) if peer.ip().to_canonical().is_loopback() => {
+            tokio::task::spawn_blocking(move || peer::uid_of_peer(local, peer))
+                .await
+                .ok()
+                .flatten()
+                .filter(|&uid| uid != endpoint.owner)
+        }
+        _ => None,
+    };
+    let close = admitted.close.clone();
+    let builder = || {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT);
+        builder
+    };
+    let io = TokioIo::new(stream);
+    // A broken connection concerns that client only.
+    let served = async {
+        match foreign {
+            Some(uid) => {
+                let owner = endpoint.owner;
+                let refuse = hyper::service::service_fn(move |_request| async move {
+                    Ok::<_, Infallible>(closing(plain(
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "Forbidden: this MCP server serves uid {owner} only; this \
+                             connection is from uid {uid}\n"
+                        ),
+                    )))
+                });
+                let refusal = builder().serve_connection(io, refuse);
+                let _ = tokio::time::timeout(REFUSAL_DEADLINE, refusal).await;
+            }
+            None => {
+                let trusted = admitted.trusted.clone();
+                let requests = hyper::service::service_fn(move |request| {
+                    let endpoint = endpoint.clone();
+                    let trusted = trusted.clone();
+                    async move { Ok::<_, Infallible>(route(&endpoint, request, &trusted).await) }
+                });
+                let _ = builder().serve_connection(io, requests).await;
+            }
+        }
+    };
+    tokio::select! {
+        () = served => {}
+        () = close.cancelled() => {}
+    }
+    drop(admitted);
+}
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{Value, json};
 
     const SESSION: &str = "mcp-session-id";
+
+    /// The token of [`endpoint`]'s servers, as clients send it.
+    fn bearer() -> String {
+        format!("Bearer {}", "07".repeat(32))
+    }
+
+    /// An endpoint as `listen` makes it, with a known token.
+    fn endpoint(allow_remote: bool, stop: CancellationToken) -> Endpoint {
+        Endpoint::new(
+            mcp_service(allow_remote, stop),
+            Token::from_bytes(&[7; 32]),
+            Some(PathBuf::from("/run/user/0/ditto/mcp-127.0.0.1:8080.token")),
+        )
+    }
+
+    /// `request` through [`route`], on a connection of its own.
+    async fn ask<B>(endpoint: &Endpoint, request: Request<B>) -> Response<Body>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        route(endpoint, request, &AtomicBool::new(false)).await
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
@@ -227,10 +647,17 @@ mod tests {
     /// A POST of `message` to `path` as an MCP client sends it, with
     /// `extra` headers (a header given there replaces the default).
     fn post(path: &str, message: &Value, extra: &[(&str, &str)]) -> Request<Full<Bytes>> {
+        post_raw(path, Bytes::from(message.to_string()), extra)
+    }
+
+    /// A POST of `body` to `path`, as [`post`] sends it.
+    fn post_raw(path: &str, body: Bytes, extra: &[(&str, &str)]) -> Request<Full<Bytes>> {
+        let bearer = bearer();
         let mut headers = vec![
             ("host", "127.0.0.1:8080"),
             ("accept", "application/json, text/event-stream"),
             ("content-type", "application/json"),
+            ("authorization", &bearer),
         ];
         for (name, value) in extra {
             headers.retain(|(n, _)| n != name);
@@ -240,9 +667,7 @@ mod tests {
         for (name, value) in headers {
             request = request.header(name, value);
         }
-        request
-            .body(Full::new(Bytes::from(message.to_string())))
-            .unwrap()
+        request.body(Full::new(body)).unwrap()
     }
 
     fn initialize() -> Value {
@@ -284,14 +709,14 @@ mod tests {
     }
 
     /// Initializes a session on `service`; gives its id.
-    async fn open_session(service: &McpService) -> String {
-        let response = route(service, post(ENDPOINT, &initialize(), &[])).await;
+    async fn open_session(service: &Endpoint) -> String {
+        let response = ask(service, post(ENDPOINT, &initialize(), &[])).await;
         assert_eq!(response.status(), StatusCode::OK);
         let session = response.headers()[SESSION].to_str().unwrap().to_string();
         let answer = message_with_id(response, 1).await;
         assert_eq!(answer["result"]["serverInfo"]["name"], "ditto", "{answer}");
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let response = route(
+        let response = ask(
             service,
             post(ENDPOINT, &initialized, &[(SESSION, &session)]),
         )
@@ -307,10 +732,10 @@ mod tests {
     #[test]
     fn initialize_issues_a_session_that_lists_the_five_tools() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
+            let service = endpoint(false, CancellationToken::new());
             let session = open_session(&service).await;
             assert!(session.len() >= 16, "{session}");
-            let response = route(
+            let response = ask(
                 &service,
                 post(ENDPOINT, &tools_list(2), &[(SESSION, &session)]),
             )
@@ -335,12 +760,12 @@ mod tests {
     #[test]
     fn a_request_without_a_session_is_400_and_an_unknown_session_404() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
-            let response = route(&service, post(ENDPOINT, &tools_list(2), &[])).await;
+            let service = endpoint(false, CancellationToken::new());
+            let response = ask(&service, post(ENDPOINT, &tools_list(2), &[])).await;
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
             assert!(text(response).await.contains("Session ID is required"));
             let unknown = [(SESSION, "no-such-session")];
-            let response = route(&service, post(ENDPOINT, &tools_list(2), &unknown)).await;
+            let response = ask(&service, post(ENDPOINT, &tools_list(2), &unknown)).await;
             assert_eq!(response.status(), StatusCode::NOT_FOUND);
         });
     }
@@ -348,16 +773,17 @@ mod tests {
     #[test]
     fn delete_ends_a_session_and_its_id_is_then_unknown() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
+            let service = endpoint(false, CancellationToken::new());
             let session = open_session(&service).await;
             let delete = Request::delete(ENDPOINT)
                 .header("host", "localhost:8080")
+                .header("authorization", bearer())
                 .header(SESSION, &session)
                 .body(Full::new(Bytes::new()))
                 .unwrap();
-            let response = route(&service, delete).await;
+            let response = ask(&service, delete).await;
             assert_eq!(response.status(), StatusCode::NO_CONTENT);
-            let response = route(
+            let response = ask(
                 &service,
                 post(ENDPOINT, &tools_list(3), &[(SESSION, &session)]),
             )
@@ -369,9 +795,9 @@ mod tests {
     #[test]
     fn a_post_that_does_not_accept_an_event_stream_is_406() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
+            let service = endpoint(false, CancellationToken::new());
             for accept in ["application/json", "text/event-stream", "*/*"] {
-                let response = route(
+                let response = ask(
                     &service,
                     post(ENDPOINT, &initialize(), &[("accept", accept)]),
                 )
@@ -379,7 +805,7 @@ mod tests {
                 assert_eq!(response.status(), StatusCode::NOT_ACCEPTABLE, "{accept}");
                 assert!(!response.headers().contains_key(SESSION), "{accept}");
             }
-            let response = route(
+            let response = ask(
                 &service,
                 post(ENDPOINT, &initialize(), &[("content-type", "text/plain")]),
             )
@@ -392,14 +818,14 @@ mod tests {
     fn a_non_local_origin_is_403_and_a_loopback_one_is_served() {
         runtime().block_on(async {
             for allow_remote in [false, true] {
-                let service = mcp_service(allow_remote, CancellationToken::new());
+                let service = endpoint(allow_remote, CancellationToken::new());
                 for origin in [
                     "http://evil.example",
                     "https://192.0.2.7:8080",
                     "null",
                     "not a url",
                 ] {
-                    let response = route(
+                    let response = ask(
                         &service,
                         post(ENDPOINT, &initialize(), &[("origin", origin)]),
                     )
@@ -412,7 +838,7 @@ mod tests {
                     "http://127.0.0.1",
                     "https://[::1]:8443",
                 ] {
-                    let response = route(
+                    let response = ask(
                         &service,
                         post(ENDPOINT, &initialize(), &[("origin", origin)]),
                     )
@@ -428,16 +854,15 @@ mod tests {
     fn a_remote_host_header_is_403_unless_remote_clients_are_allowed() {
         runtime().block_on(async {
             let rebinding = [("host", "attacker.example:8080")];
-            let local = mcp_service(false, CancellationToken::new());
-            let response = route(&local, post(ENDPOINT, &initialize(), &rebinding)).await;
+            let local = endpoint(false, CancellationToken::new());
+            let response = ask(&local, post(ENDPOINT, &initialize(), &rebinding)).await;
             assert_eq!(response.status(), StatusCode::FORBIDDEN);
             for host in ["localhost:8080", "[::1]:8080", "127.0.0.1"] {
-                let response =
-                    route(&local, post(ENDPOINT, &initialize(), &[("host", host)])).await;
+                let response = ask(&local, post(ENDPOINT, &initialize(), &[("host", host)])).await;
                 assert_eq!(response.status(), StatusCode::OK, "{host}");
             }
-            let remote = mcp_service(true, CancellationToken::new());
-            let response = route(&remote, post(ENDPOINT, &initialize(), &rebinding)).await;
+            let remote = endpoint(true, CancellationToken::new());
+            let response = ask(&remote, post(ENDPOINT, &initialize(), &rebinding)).await;
             assert_eq!(response.status(), StatusCode::OK);
         });
     }
@@ -445,13 +870,13 @@ mod tests {
     #[test]
     fn only_the_endpoint_speaks_mcp() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
+            let service = endpoint(false, CancellationToken::new());
             for path in ["/", "/mcp/", "/sse", "/MCP"] {
-                let response = route(&service, post(path, &initialize(), &[])).await;
+                let response = ask(&service, post(path, &initialize(), &[])).await;
                 assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
                 assert!(text(response).await.contains("MCP at /mcp"), "{path}");
             }
-            let response = route(&service, post("/mcp?x=1", &initialize(), &[])).await;
+            let response = ask(&service, post("/mcp?x=1", &initialize(), &[])).await;
             assert_eq!(response.status(), StatusCode::OK);
         });
     }
@@ -459,12 +884,13 @@ mod tests {
     #[test]
     fn other_methods_are_405_naming_the_allowed_ones() {
         runtime().block_on(async {
-            let service = mcp_service(false, CancellationToken::new());
+            let service = endpoint(false, CancellationToken::new());
             let put = Request::put(ENDPOINT)
                 .header("host", "127.0.0.1:8080")
+                .header("authorization", bearer())
                 .body(Full::new(Bytes::new()))
                 .unwrap();
-            let response = route(&service, put).await;
+            let response = ask(&service, put).await;
             assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
             assert_eq!(response.headers()["allow"], "GET, POST, DELETE");
         });
@@ -482,18 +908,195 @@ mod tests {
     fn once_stopping_every_request_is_503() {
         runtime().block_on(async {
             let stop = CancellationToken::new();
-            let service = mcp_service(false, stop.clone());
+            let service = endpoint(false, stop.clone());
             let session = open_session(&service).await;
             stop.cancel();
-            let response = route(
+            let response = ask(
                 &service,
                 post(ENDPOINT, &tools_list(4), &[(SESSION, &session)]),
             )
             .await;
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert!(text(response).await.contains("stopping"));
-            let response = route(&service, post(ENDPOINT, &initialize(), &[])).await;
+            let response = ask(&service, post(ENDPOINT, &initialize(), &[])).await;
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         });
+    }
+
+    #[test]
+    fn a_request_without_the_token_is_401_saying_where_the_token_is() {
+        runtime().block_on(async {
+            let service = endpoint(false, CancellationToken::new());
+            let wrong = format!("Bearer {}", "08".repeat(32));
+            let basic = "Basic cm9vdDpyb290";
+            for auth in [None, Some(wrong.as_str()), Some(basic), Some("Bearer")] {
+                let mut request = post(ENDPOINT, &initialize(), &[]);
+                request.headers_mut().remove("authorization");
+                if let Some(auth) = auth {
+                    request
+                        .headers_mut()
+                        .insert("authorization", auth.parse().unwrap());
+                }
+                let trusted = AtomicBool::new(false);
+                let response = route(&service, request, &trusted).await;
+                assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{auth:?}");
+                assert_eq!(response.headers()["www-authenticate"], "Bearer");
+                assert!(!response.headers().contains_key(SESSION), "{auth:?}");
+                assert!(!trusted.load(Ordering::Relaxed), "{auth:?}");
+                let message = text(response).await;
+                assert!(
+                    message.contains("Authorization: Bearer TOKEN")
+                        && message.contains("/run/user/0/ditto/mcp-127.0.0.1:8080.token"),
+                    "{message}"
+                );
+            }
+            // Off the endpoint too: nothing is said without the token.
+            let mut request = post("/elsewhere", &initialize(), &[]);
+            request.headers_mut().remove("authorization");
+            let response = ask(&service, request).await;
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+            // With it, the connection is trusted.
+            let trusted = AtomicBool::new(false);
+            let response = route(&service, post(ENDPOINT, &initialize(), &[]), &trusted).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            assert!(trusted.load(Ordering::Relaxed));
+        });
+    }
+
+    #[test]
+    fn a_repeated_host_origin_or_authorization_header_is_400() {
+        runtime().block_on(async {
+            let service = endpoint(false, CancellationToken::new());
+            for (name, second, named) in [
+                ("host", "attacker.example:8080", "Host"),
+                ("origin", "http://evil.example", "Origin"),
+                ("authorization", "Bearer 00", "Authorization"),
+            ] {
+                let mut request = post(
+                    ENDPOINT,
+                    &initialize(),
+                    &[("origin", "http://localhost:3000")],
+                );
+                request.headers_mut().append(name, second.parse().unwrap());
+                let response = ask(&service, request).await;
+                assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{name}");
+                assert!(!response.headers().contains_key(SESSION), "{name}");
+                assert_eq!(
+                    text(response).await,
+                    format!("Bad Request: 2 {named} headers; send one")
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn an_absolute_form_target_is_400() {
+        runtime().block_on(async {
+            let service = endpoint(false, CancellationToken::new());
+            for target in ["http://evil.example/mcp", "http://127.0.0.1:8080/mcp"] {
+                let response = ask(&service, post(target, &initialize(), &[])).await;
+                assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{target}");
+                assert!(text(response).await.contains("origin-form"), "{target}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_400_with_a_json_rpc_parse_error() {
+        runtime().block_on(async {
+            let service = endpoint(false, CancellationToken::new());
+            for (body, code) in [
+                ("{\"jsonrpc\": \"2.0\", \"id\": 1,", -32700),
+                ("not json", -32700),
+                ("", -32700),
+                ("{\"hello\": 1}", -32600),
+                ("[]", -32600),
+            ] {
+                let request = post_raw(ENDPOINT, Bytes::from(body), &[]);
+                let response = ask(&service, request).await;
+                assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body:?}");
+                assert_eq!(response.headers()["content-type"], "application/json");
+                let error: Value = serde_json::from_str(&text(response).await).unwrap();
+                assert_eq!(error["jsonrpc"], "2.0", "{error}");
+                assert_eq!(error["id"], Value::Null, "{error}");
+                assert_eq!(error["error"]["code"], code, "{body:?}: {error}");
+            }
+            // A body declared as something else is still rmcp's 415.
+            let request = post_raw(
+                ENDPOINT,
+                Bytes::from("x"),
+                &[("content-type", "text/plain")],
+            );
+            let response = ask(&service, request).await;
+            assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        });
+    }
+
+    /// A body that never arrives.
+    struct Trickle;
+
+    impl hyper::body::Body for Trickle {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    #[test]
+    fn a_body_still_coming_at_its_deadline_is_408_and_closes_the_connection() {
+        runtime().block_on(async {
+            let mut service = endpoint(false, CancellationToken::new());
+            service.body_read_timeout = Duration::from_millis(200);
+            let (parts, _) = post(ENDPOINT, &initialize(), &[]).into_parts();
+            let started = std::time::Instant::now();
+            let response = ask(&service, Request::from_parts(parts, Trickle)).await;
+            assert!(started.elapsed() < Duration::from_secs(5));
+            assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+            assert_eq!(response.headers()["connection"], "close");
+            assert!(text(response).await.contains("within 0.2 s"));
+        });
+    }
+
+    #[test]
+    fn a_body_over_four_mib_is_413_however_it_comes() {
+        runtime().block_on(async {
+            let service = endpoint(false, CancellationToken::new());
+            let big = Bytes::from(vec![b' '; MAX_BODY_BYTES + 1]);
+            let response = ask(&service, post_raw(ENDPOINT, big, &[])).await;
+            assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+            // Declared too large: refused before a byte of it is read.
+            let (parts, _) =
+                post(ENDPOINT, &initialize(), &[("content-length", "4194305")]).into_parts();
+            let response = ask(&service, Request::from_parts(parts, Trickle)).await;
+            assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+            assert_eq!(response.headers()["connection"], "close");
+        });
+    }
+
+    #[test]
+    fn room_is_made_by_closing_the_oldest_connection_that_never_showed_the_token() {
+        let connections = Arc::new(Connections::default());
+        let first = connections.admit(3).unwrap();
+        let second = connections.admit(3).unwrap();
+        let third = connections.admit(3).unwrap();
+        first.trusted.store(true, Ordering::Relaxed);
+        // Full: the oldest untrusted (the second) makes room.
+        let fourth = connections.admit(3).unwrap();
+        assert!(second.close.is_cancelled());
+        assert!(!first.close.is_cancelled() && !third.close.is_cancelled());
+        assert_eq!(connections.held(), 3);
+        drop(second);
+        assert_eq!(connections.held(), 3);
+        third.trusted.store(true, Ordering::Relaxed);
+        fourth.trusted.store(true, Ordering::Relaxed);
+        // Every one trusted: no room.
+        assert!(connections.admit(3).is_none());
+        drop(first);
+        assert_eq!(connections.held(), 2);
+        assert!(connections.admit(3).is_some());
     }
 }

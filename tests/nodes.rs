@@ -251,7 +251,10 @@ fn a_second_collector_of_one_node_name_never_replaces_the_part_another_collector
     let a = Collector::start_node(&socket_a, &shared, "a");
     run_rank(&socket_a, "ref", 0, "reduce_sum_baseline");
     let rank0 = inspected_dispatch_ranks(&shared.join("ref"));
-    assert!(!rank0.is_empty() && rank0.iter().all(|&r| r == 0), "{rank0:?}");
+    assert!(
+        !rank0.is_empty() && rank0.iter().all(|&r| r == 0),
+        "{rank0:?}"
+    );
     // A second collector given the same node name gets rank 1 of that run.
     let a2 = Collector::start_node(&socket_a2, &shared, "a");
     let out = ditto_run(&socket_a2, "reduce_sum", "ref", &app("reduce_sum_baseline"))

@@ -230,10 +230,7 @@ pub(super) fn written_part(dir: &DirHandle) -> Result<Manifest, StoreError> {
             });
         }
         Err(e) => {
-            return Err(StoreError::NotRegularFile {
-                path,
-                what: e.0,
-            });
+            return Err(StoreError::NotRegularFile { path, what: e.0 });
         }
     };
     let mut bytes = Vec::new();
@@ -524,8 +521,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("stopped at 1970-01-01 00:00:09 UTC, after this collector started at \
-                        1970-01-01 00:00:05 UTC"),
+            e.contains(
+                "stopped at 1970-01-01 00:00:09 UTC, after this collector started at \
+                        1970-01-01 00:00:05 UTC"
+            ),
             "{e}"
         );
         // Of another job: an earlier job's part, replaced.

@@ -46,6 +46,7 @@ mod ranks_on_gpus;
 mod real_hip;
 mod reliability;
 mod replay;
+mod replay_files;
 mod rocm_abis;
 mod rocm_releases;
 mod seed_regression;

@@ -329,6 +329,9 @@ enum Command {
         /// Take the kernel of the same name from this program's embedded device code (not run)
         #[arg(long, value_name = "PROGRAM")]
         from: Option<PathBuf>,
+        /// On ditto's CPU runtime: the captured program's host build (`<program>.host.so`) to load, instead of the copy the snapshot holds
+        #[arg(long, value_name = "FILE")]
+        host_build: Option<PathBuf>,
         /// Times to run each dispatch (memory restored before each); the report gives the median
         #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100000))]
         iterations: u32,
@@ -500,6 +503,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             dispatch,
             kernel_object,
             from,
+            host_build,
             iterations,
             tolerances,
             hsa_runtime,
@@ -512,6 +516,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             dispatch,
             kernel_object,
             from,
+            host_build,
             iterations,
             compare: tolerances.options()?,
             runtime: hsa_runtime,

@@ -189,6 +189,7 @@ mod tests {
                 working_directory: "/".into(),
                 unaccounted: None,
                 node: None,
+                host_build: None,
             }],
             kernel: None,
             dispatches: vec![],

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 /// Largest code object taken (a fat binary of a large library is a few
 /// hundred MiB).
-pub(super) const MAX_CODE_OBJECT_BYTES: u64 = 4 << 30;
+pub(super) const MAX_CODE_OBJECT_BYTES: u64 = crate::program_file::MAX_PROGRAM_FILE_BYTES;
 
 /// Why a code object was not stored; the connection's report says it.
 #[derive(Debug, thiserror::Error)]

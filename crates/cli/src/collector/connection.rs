@@ -297,6 +297,8 @@ fn serve_dispatches(
     let mut staging: Option<StagingFile> = None;
     // Dispatch frames finished (the staging file's progress counter).
     let mut dispatches_finished: u64 = 0;
+    // Whether the process's host build was looked for (with its first code object).
+    let mut host_build_taken = false;
     loop {
         reader.next_frame(None);
         // The frame's reservation is held while its message is handled.
@@ -476,6 +478,16 @@ fn serve_dispatches(
                     report.errors.push(format!(
                         "{e}; the dispatches that name it cannot be replayed"
                     ));
+                }
+                // A replay capture: the process's host build, once.
+                if !host_build_taken {
+                    host_build_taken = true;
+                    if let Err(e) = super::host_builds::store_host_build(writer, rank, stream) {
+                        report.errors.push(format!(
+                            "the program's host build was not stored ({e:#}): its dispatches \
+                             replay on ditto's CPU runtime only with --host-build"
+                        ));
+                    }
                 }
             }
             ToolMessage::Staging { size } => {

@@ -30,7 +30,8 @@
 //!   `attachment` (attach/copy/detach of one IPC allocation) and
 //!   `copy_files` (the shared-memory and staged copies); `capture_error`:
 //!   why a dispatch was not captured; `code_objects`: the code objects a
-//!   replay capture sends, checked and stored;
+//!   replay capture sends, checked and stored; `host_builds`: the
+//!   process's host build on ditto's CPU runtime, stored with them;
 //! - the two buffer sources, each loading its runtime when its first
 //!   buffer arrives: `hsa` (the HSA IPC importer) over `hsa_runtime`, and
 //!   `cuda` (the CUDA IPC importer) over `cuda_driver` and `cuda_copy`;
@@ -56,6 +57,7 @@ mod cuda;
 mod cuda_copy;
 mod cuda_driver;
 mod frame_reader;
+mod host_builds;
 pub mod hsa;
 pub mod hsa_runtime;
 pub mod limits;

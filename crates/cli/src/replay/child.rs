@@ -33,8 +33,18 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
     let snapshot = Snapshot::load(&args.snapshot)
         .with_context(|| format!("reading the snapshot {}", args.snapshot.display()))?;
     let plan = plan(&snapshot, args.rank, args.index)?;
-    let code_path = match (&args.kernel_object, &plan.code_object) {
-        (Some(path), _) | (None, Some(path)) => path.clone(),
+    // Read by the rule of every file replay reads: the captured one
+    // through the snapshot's directory and checked against its digest.
+    let (code_path, code) = match (&args.kernel_object, &plan.code_object) {
+        (Some(path), _) => (
+            path.clone(),
+            super::inputs::named_file(path, "a code object")?,
+        ),
+        (None, Some(path)) => (
+            path.clone(),
+            super::inputs::captured_code_object(&snapshot, &plan)?
+                .ok_or_else(|| anyhow!("dispatch {} has no code object", args.index))?,
+        ),
         (None, None) => bail!(
             "dispatch {} has no code object: {}",
             args.index,
@@ -44,8 +54,6 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
                 .unwrap_or("none was captured")
         ),
     };
-    let code = std::fs::read(&code_path)
-        .with_context(|| format!("reading the code object {}", code_path.display()))?;
     if super::cuda_child::is_cubin(&code) {
         let arrays = snapshot.load_dispatch(&plan.record)?;
         return super::cuda_child::replay(args, &plan, &arrays, &code);

@@ -8,13 +8,22 @@
 //! CMakeLists.txt. On ditto's CPU runtime the kernel's host build goes
 //! beside it (`kernel.host.so`), where the runtime looks. Owns writing
 //! that directory; nothing is run.
+//!
+//! The directory is written by `--out`'s rules: this user's, not writable
+//! by other users, never a link and never under a parent that is a link,
+//! new or empty; opened once, and every file created in it through that
+//! handle (`openat` with `O_CREAT|O_EXCL|O_NOFOLLOW`), so that a link
+//! planted under a name the reproducer writes is refused, never written
+//! through.
 
 use super::plan::DispatchPlan;
 use crate::compare::CompareOptions;
-use crate::store::Snapshot;
+use crate::store::dir_handle::{DirHandle, is_plain_name};
+use crate::store::{Snapshot, StoreError, output_dir};
 use anyhow::{Context, Result, bail};
 use ditto_protocol::DType;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 /// The reproducer's program, written as `replay.cpp`.
@@ -67,10 +76,80 @@ fn dtype_word(d: DType) -> &'static str {
 
 /// What goes into the reproducer besides the snapshot's data.
 pub struct EmitSource<'a> {
-    /// The code object to load (the captured one or a replacement).
-    pub code_object: &'a Path,
-    /// Its host build, for ditto's CPU runtime.
+    /// The code object to load (the captured one or a replacement), as read.
+    pub code: &'a [u8],
+    /// Its host build, for ditto's CPU runtime (a copy replay made).
     pub host_build: Option<&'a Path>,
+}
+
+/// The reproducer's directory `dir`, opened by `--out`'s rules: made when
+/// missing (in its parent, which must not be a link), else an empty
+/// directory; not a link; this user's and not writable by other users.
+pub fn open_reproducer_dir(dir: &Path) -> Result<DirHandle> {
+    let refused = |e: StoreError| match e {
+        StoreError::ForeignDirectory { path, what } => anyhow::anyhow!(
+            "{} cannot take the reproducer (--emit): {what}; give a new directory in a place \
+             only you can change",
+            path.display()
+        ),
+        e => e.into(),
+    };
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| is_plain_name(n))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--emit {}: give a directory by a name that ends in a plain file name",
+                dir.display()
+            )
+        })?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // The parent is opened once, never through a link in its place.
+    let parent_handle = DirHandle::open(parent).map_err(|e| {
+        anyhow::anyhow!(
+            "{} cannot take the reproducer (--emit): its parent {} cannot be used ({e}); give a \
+             path without links",
+            dir.display(),
+            parent.display()
+        )
+    })?;
+    if !parent_handle
+        .contains(name)
+        .with_context(|| format!("reading {}", parent.display()))?
+    {
+        parent_handle
+            .create_dir(name, 0o755)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let handle = output_dir::open(dir).map_err(refused)?;
+    output_dir::check_owner_and_mode(&handle).map_err(refused)?;
+    if !handle
+        .names()
+        .with_context(|| format!("reading {}", dir.display()))?
+        .is_empty()
+    {
+        bail!(
+            "{} is not empty: --emit writes a new directory (give one that does not exist)",
+            dir.display()
+        );
+    }
+    Ok(handle)
+}
+
+/// Creates the file `name` of the reproducer in `dir` and writes `bytes`
+/// into it: a name that exists, a link included, is refused, never
+/// followed or replaced.
+pub fn put(dir: &DirHandle, name: &str, bytes: &[u8]) -> Result<()> {
+    let shown = dir.shown(name);
+    let mut file = dir
+        .create_new(name, 0o644)
+        .with_context(|| format!("creating {}", shown.display()))?;
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", shown.display()))
 }
 
 /// Writes the reproducer of `plan` (a dispatch of `snapshot`) into `dir`,
@@ -82,30 +161,18 @@ pub fn emit(
     options: &CompareOptions,
     dir: &Path,
 ) -> Result<()> {
-    if dir.exists()
-        && std::fs::read_dir(dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .next()
-            .is_some()
-    {
-        bail!(
-            "{} is not empty: --emit writes a new directory (give one that does not exist)",
-            dir.display()
-        );
-    }
-    let code = std::fs::read(source.code_object)
-        .with_context(|| format!("reading {}", source.code_object.display()))?;
-    let cuda = super::cuda_child::is_cubin(&code);
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let code = source.code;
+    let cuda = super::cuda_child::is_cubin(code);
+    let out = open_reproducer_dir(dir)?;
     let code_file = if cuda { "kernel.cubin" } else { "kernel.co" };
-    std::fs::write(dir.join(code_file), &code)?;
+    put(&out, code_file, code)?;
     if let Some(host) = source.host_build {
-        std::fs::copy(host, dir.join("kernel.host.so"))
-            .with_context(|| format!("copying the host build {}", host.display()))?;
+        let bytes = super::inputs::named_file(host, "a host build")?;
+        put(&out, "kernel.host.so", &bytes)?;
     }
     let arrays = snapshot.load_dispatch(&plan.record)?;
     let symbol = &plan.launch.symbol;
-    let kernel = ditto_kernels::parse_code_object(&code)
+    let kernel = ditto_kernels::parse_code_object(code)
         .ok()
         .flatten()
         .and_then(|ks| ks.into_iter().find(|k| &k.symbol == symbol));
@@ -115,7 +182,7 @@ pub fn emit(
         .and_then(|k| k.explicit_args().iter().map(|a| a.offset + a.size).max())
         .unwrap_or(plan.kernarg.len() as u64) as usize;
     let explicit = explicit.min(plan.kernarg.len());
-    std::fs::write(dir.join("kernarg.bin"), &plan.kernarg[..explicit])?;
+    put(&out, "kernarg.bin", &plan.kernarg[..explicit])?;
     let record = &plan.record;
     let name = record
         .kernel
@@ -137,12 +204,12 @@ pub fn emit(
         let _ = writeln!(text, "cuda-launch");
         let _ = writeln!(text, "relocate-every-word");
     }
-    for offset in super::child::pointer_offsets(&code, symbol) {
+    for offset in super::child::pointer_offsets(code, symbol) {
         let _ = writeln!(text, "pointer {offset}");
     }
     for (n, image) in plan.images.iter().enumerate() {
         let file = format!("memory{n}.bin");
-        std::fs::write(dir.join(&file), &*arrays[image.position].1.bytes)?;
+        put(&out, &file, &arrays[image.position].1.bytes)?;
         match &image.variable {
             Some(v) => {
                 let _ = writeln!(text, "variable {v} {:x} {} {file}", image.base, image.size);
@@ -152,30 +219,61 @@ pub fn emit(
             }
         }
     }
-    for out in &plan.outputs {
-        let b = &record.buffers[out.position];
+    for output in &plan.outputs {
+        let b = &record.buffers[output.position];
         let dtype = b.dtype()?;
         let t = options.tolerance_for(dtype);
-        let file = format!("reference-arg{}.bin", out.arg);
-        std::fs::write(dir.join(&file), &*arrays[out.position].1.bytes)?;
+        let file = format!("reference-arg{}.bin", output.arg);
+        put(&out, &file, &arrays[output.position].1.bytes)?;
         let _ = writeln!(
             text,
             "output {} {:x} {} {} {:e} {:e} {file}",
-            out.arg,
-            out.address,
-            out.extent,
+            output.arg,
+            output.address,
+            output.extent,
             dtype_word(dtype),
             t.atol,
             t.rtol
         );
     }
-    std::fs::write(dir.join("replay.txt"), text)?;
-    std::fs::write(dir.join("replay.cpp"), PROGRAM)?;
+    put(&out, "replay.txt", text.as_bytes())?;
+    put(&out, "replay.cpp", PROGRAM.as_bytes())?;
     if cuda {
-        std::fs::write(dir.join("replay.cu"), CUDA_PROGRAM)?;
-        std::fs::write(dir.join("CMakeLists.txt"), CUDA_CMAKE)?;
+        put(&out, "replay.cu", CUDA_PROGRAM.as_bytes())?;
+        put(&out, "CMakeLists.txt", CUDA_CMAKE.as_bytes())?;
     } else {
-        std::fs::write(dir.join("CMakeLists.txt"), CMAKE)?;
+        put(&out, "CMakeLists.txt", CMAKE.as_bytes())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reproducer_file_is_never_written_through_a_link_or_over_a_file() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "someone's file\n").unwrap();
+        let repro = root.path().join("repro");
+        let out = open_reproducer_dir(&repro).unwrap();
+        put(&out, "kernel.co", b"code").unwrap();
+        assert_eq!(std::fs::read(repro.join("kernel.co")).unwrap(), b"code");
+        // Planted after the directory was opened (another user's race):
+        // a link under a name the reproducer writes is refused, not followed.
+        std::os::unix::fs::symlink(&victim, repro.join("CMakeLists.txt")).unwrap();
+        let e = put(&out, "CMakeLists.txt", CMAKE.as_bytes()).unwrap_err();
+        assert!(format!("{e:#}").contains("repro/CMakeLists.txt"), "{e:#}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "someone's file\n"
+        );
+        // Nor is a file that is there replaced.
+        assert!(put(&out, "kernel.co", b"other").is_err());
+        assert_eq!(std::fs::read(repro.join("kernel.co")).unwrap(), b"code");
+        // The directory, now holding files, is not taken again.
+        let e = open_reproducer_dir(&repro).unwrap_err().to_string();
+        assert!(e.contains("is not empty"), "{e}");
+    }
 }

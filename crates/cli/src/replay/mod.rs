@@ -16,11 +16,13 @@
 //! replay process is given and leaves behind),
 //! `replacement` (where a replacement kernel comes from, and its argument
 //! layout checked against the captured one's), `emit` (a standalone
-//! reproducer of one dispatch, `--emit DIR`).
+//! reproducer of one dispatch, `--emit DIR`), `inputs` (every file a
+//! replay reads, by one rule, and the host build it loads).
 
 pub mod child;
 pub mod cuda_child;
 pub mod emit;
+pub mod inputs;
 pub mod outcome;
 pub mod plan;
 pub mod replacement;
@@ -46,6 +48,9 @@ pub struct ReplayOptions {
     /// `--from PROGRAM`: the kernel of the same name from another
     /// program's embedded device code.
     pub from: Option<PathBuf>,
+    /// `--host-build FILE`: the captured program's host build (ditto's CPU
+    /// runtime), instead of the copy the snapshot holds.
+    pub host_build: Option<PathBuf>,
     pub iterations: u32,
     pub compare: CompareOptions,
     pub runtime: RuntimeChoice,
@@ -121,12 +126,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
         .tempdir()
         .context("making the replay's work directory")?;
     let first = plan::plan(&snapshot, chosen[0].0, chosen[0].1)?;
+    let captured = inputs::captured_code_object(&snapshot, &first)?;
     // A captured cubin replays on the CUDA driver, anything else on HSA.
-    let cubin = first
-        .code_object
-        .as_ref()
-        .and_then(|p| std::fs::read(p).ok())
-        .is_some_and(|code| cuda_child::is_cubin(&code));
+    let cubin = captured.as_deref().is_some_and(cuda_child::is_cubin);
     let runtime = match cubin {
         true => Backend::Cuda(
             std::env::var_os("DITTO_CUDA_DRIVER")
@@ -140,12 +142,26 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             Backend::Hsa(runtime)
         }
     };
-    let replacement = replacement::choose(opts, &snapshot, &first, work.path())?;
-    let original_host_build = host_build_of_run(&snapshot, chosen[0].0);
+    let replacement = replacement::choose(opts, captured.as_deref(), &first, work.path())?;
+    // The captured program's host build: the one the user named or the
+    // snapshot's own copy, never a path the manifest names.
+    let original_host_build = match runtime.cpu_dir() {
+        Some(_) => inputs::original_host_build(
+            opts.host_build.as_deref(),
+            &snapshot,
+            chosen[0].0,
+            work.path(),
+        )?,
+        None => None,
+    };
     if let Some(dir) = &opts.emit {
-        let code_object = match (&replacement, &first.code_object) {
-            (Some(r), _) => r.code_object.clone(),
-            (None, Some(path)) => path.clone(),
+        let replacement_code;
+        let code: &[u8] = match (&replacement, &captured) {
+            (Some(r), _) => {
+                replacement_code = inputs::named_file(&r.code_object, "a code object")?;
+                &replacement_code
+            }
+            (None, Some(code)) => code,
             (None, None) => bail!(
                 "dispatch {} has no code object to emit ({}); give one with --kernel-object or --from",
                 first.record.index,
@@ -162,7 +178,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             (None, _) => None,
         };
         let source = emit::EmitSource {
-            code_object: &code_object,
+            code,
             host_build: host_build.as_deref(),
         };
         emit::emit(&snapshot, &first, &source, &opts.compare, dir)?;
@@ -175,6 +191,35 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             .map(|r| r.code_object.display().to_string()),
         ..Default::default()
     };
+    if runtime.cpu_dir().is_some() {
+        let kernel = first
+            .record
+            .kernel
+            .as_ref()
+            .map_or_else(|| first.launch.symbol.clone(), |k| k.demangled.clone());
+        let index = first.record.index;
+        if captured.as_deref().is_some_and(inputs::is_amdgpu) && original_host_build.is_none() {
+            bail!(
+                "dispatch {index} of `{kernel}` cannot be replayed on ditto's CPU runtime: the \
+                 snapshot holds no host build of the captured program (the kernel's host code, \
+                 `<program>.host.so`, which a capture stores since 2026-12-07; a snapshot's \
+                 command line is never a library to load); name it with --host-build FILE, or \
+                 capture the program again"
+            );
+        }
+        if let Some(r) = &replacement
+            && r.host_build.is_none()
+            && inputs::named_file(&r.code_object, "a code object")
+                .is_ok_and(|code| inputs::is_amdgpu(&code))
+        {
+            bail!(
+                "the replacement from {} has no host build beside it ({0}.host.so, which `ditto \
+                 hipcc` writes): on ditto's CPU runtime `{kernel}` runs from its host code; \
+                 build the replacement with `ditto hipcc`",
+                r.source
+            );
+        }
+    }
     // With a replacement, the original first: does it reproduce its outputs?
     let mut original_times = Vec::new();
     if replacement.is_some() {
@@ -255,22 +300,6 @@ fn spread(times: &[u64]) -> (Option<u64>, Option<u64>, Option<u64>) {
         sorted.first().copied(),
         sorted.last().copied(),
     )
-}
-
-/// The host build of the run of `rank` on ditto's CPU runtime: the
-/// kernels' host implementation beside its executable (`<exe>.host.so`).
-fn host_build_of_run(snapshot: &Snapshot, rank: u32) -> Option<PathBuf> {
-    let run = snapshot.manifest.runs.iter().find(|r| r.rank == rank)?;
-    let exe = Path::new(run.command_line.first()?);
-    let exe = if exe.is_absolute() {
-        exe.to_path_buf()
-    } else {
-        Path::new(&run.working_directory).join(exe)
-    };
-    let mut name = exe.into_os_string();
-    name.push(".host.so");
-    let path = PathBuf::from(name);
-    path.exists().then_some(path)
 }
 
 /// Runs one replay process per chosen dispatch, in order.

@@ -4,11 +4,13 @@
 //! check that it takes its arguments as the captured kernel did: a
 //! replacement of another layout is refused before anything runs, naming
 //! the arguments that differ. On ditto's CPU runtime the replacement's
-//! host build (`<program>.host.so`) goes with it.
+//! host build (`<program>.host.so`, beside the file the user named) goes
+//! with it, as a copy in replay's work directory. Every file is read by
+//! [`super::inputs`]' rule.
 
 use super::ReplayOptions;
+use super::inputs::{host_build_copy, named_file};
 use super::plan::DispatchPlan;
-use crate::store::Snapshot;
 use anyhow::{Context, Result, bail};
 use ditto_kernels::{CodeObjectKernel, MetadataArg, device_code_objects, parse_code_object};
 use std::path::{Path, PathBuf};
@@ -19,42 +21,31 @@ pub struct Replacement {
     pub code_object: PathBuf,
     /// Where it came from, for messages (`--kernel-object` or `--from`'s path).
     pub source: String,
-    /// Its host build, for ditto's CPU runtime.
+    /// Its host build, for ditto's CPU runtime: a copy in the work
+    /// directory of the one beside the file the user named.
     pub host_build: Option<PathBuf>,
 }
 
-/// The replacement the options name, checked; `None` replays the
-/// captured kernel.
+/// The replacement the options name, checked against `original` (the
+/// captured code object, as read); `None` replays the captured kernel.
 pub fn choose(
     opts: &ReplayOptions,
-    _snapshot: &Snapshot,
+    original: Option<&[u8]>,
     plan: &DispatchPlan,
     work: &Path,
 ) -> Result<Option<Replacement>> {
     let symbol = &plan.launch.symbol;
-    let original = match &plan.code_object {
-        Some(path) => Some(
-            std::fs::read(path)
-                .with_context(|| format!("reading the captured code object {}", path.display()))?,
-        ),
-        None => None,
-    };
-    let original_kernel = original
-        .as_deref()
-        .and_then(|bytes| kernel_in(bytes, symbol));
-    let original_target = original.as_deref().and_then(target_of);
+    let original_kernel = original.and_then(|bytes| kernel_in(bytes, symbol));
+    let original_target = original.and_then(target_of);
     let (file, what) = match (&opts.kernel_object, &opts.from) {
         (Some(_), Some(_)) => bail!("give --kernel-object or --from, not both"),
         (None, None) => return Ok(None),
-        (Some(file), None) => (file, "the kernel object"),
-        (None, Some(program)) => (program, "the program"),
+        (Some(file), None) => (file, "a code object (--kernel-object)"),
+        (None, Some(program)) => (program, "a program (--from)"),
     };
-    let bytes =
-        std::fs::read(file).with_context(|| format!("reading {what} {}", file.display()))?;
+    let bytes = named_file(file, what)?;
     let source = file.display().to_string();
-    let captured_cubin = original
-        .as_deref()
-        .filter(|o| super::cuda_child::is_cubin(o));
+    let captured_cubin = original.filter(|o| super::cuda_child::is_cubin(o));
     let code = if let (Some(captured), Some(program)) = (captured_cubin, &opts.from) {
         // A CUDA program: its cubins as the toolkit's cuobjdump extracts them.
         cuda_program_cubin(program, symbol, captured, work)?
@@ -77,7 +68,7 @@ pub fn choose(
     let replacement = Replacement {
         code_object: path,
         source,
-        host_build: host_build_beside(file),
+        host_build: host_build_beside(file, work)?,
     };
     Ok(Some(replacement))
 }
@@ -238,12 +229,17 @@ fn check_target(captured: Option<&str>, replacement: Option<&str>, source: &str)
     Ok(())
 }
 
-/// `<file>.host.so`, when it exists.
-fn host_build_beside(file: &Path) -> Option<PathBuf> {
+/// `<file>.host.so` beside the file the user named, when it exists: read
+/// by the rule of every file replay reads, copied into `work`.
+fn host_build_beside(file: &Path, work: &Path) -> Result<Option<PathBuf>> {
     let mut name = file.as_os_str().to_owned();
     name.push(".host.so");
     let path = PathBuf::from(name);
-    path.exists().then_some(path)
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = named_file(&path, "the replacement's host build")?;
+    host_build_copy(&bytes, work, "replacement.host.so").map(Some)
 }
 
 /// The kernel `symbol` as the code object's metadata describes it.

@@ -290,6 +290,20 @@ impl DirHandle {
         Ok(())
     }
 
+    /// Makes the directory `name` in this directory (mode `mode`, less the
+    /// umask); fails when anything stands at that name.
+    pub fn create_dir(&self, name: &str, mode: u32) -> io::Result<()> {
+        if !is_plain_name(name) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a file name of this directory"),
+            ));
+        }
+        let dir = self.fd()?;
+        rustix::fs::mkdirat(&*dir, name, Mode::from_raw_mode(mode))?;
+        Ok(())
+    }
+
     /// Renames `from` to `to`, both in this directory (`to` replaced).
     pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
         let dir = self.fd()?;

@@ -104,6 +104,12 @@ pub struct RunRecord {
     /// set by the reader that merges the parts, absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The process's host build on ditto's CPU runtime (`<exe>.host.so`
+    /// beside its executable), stored with a replay capture as
+    /// [`host_build_file_name`]: the file `ditto replay` loads, after its
+    /// SHA-256 matches the name's. Absent otherwise and in older snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_build: Option<String>,
 }
 
 /// A process's dispatches of unknown fate: from `from_index` on, whether
@@ -220,6 +226,12 @@ impl LaunchRecord {
 /// stored once per snapshot under the SHA-256 of its bytes.
 pub fn code_object_file_name(digest: &str) -> String {
     format!("code-object-{digest}.co")
+}
+
+/// `host-build-<digest>.so`: a process's host build a replay capture
+/// stored ([`RunRecord::host_build`]), under the SHA-256 of its bytes.
+pub fn host_build_file_name(digest: &str) -> String {
+    format!("host-build-{digest}.so")
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

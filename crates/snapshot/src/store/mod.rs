@@ -5,9 +5,10 @@
 //! Layout: `DIR/manifest.json`, `DIR/dispatch-<rank>-<index:05>.safetensors`
 //! holding 1-D tensors named `arg<N>` (dtype `bytes` stored as U8), the
 //! journal `DIR/dispatches.jsonl` ([`journal`]) and, for a replay capture,
-//! `DIR/code-object-<sha256>.co`. A run captured by one collector per
-//! node has no files of its own: `DIR/node-<NAME>/` per node, each laid
-//! out as above ([`parts`]).
+//! `DIR/code-object-<sha256>.co` (and on ditto's CPU runtime the
+//! process's host build, `DIR/host-build-<sha256>.so`). A run captured by
+//! one collector per node has no files of its own: `DIR/node-<NAME>/` per
+//! node, each laid out as above ([`parts`]).
 //!
 //! This file is the module map and its re-exports only:
 //! - `manifest`: the schema of `manifest.json` and the names of files and tensors;
@@ -53,7 +54,7 @@ pub use error::StoreError;
 pub use manifest::{
     BufferRecord, CollectorRecord, DispatchRecord, DispatchedKernel, LaunchRecord, MANIFEST_FILE,
     Manifest, RunRecord, SNAPSHOT_FORMAT, TransportKind, VariableRecord, code_object_file_name,
-    dispatch_file_name, safetensors_dtype, tensor_name,
+    dispatch_file_name, host_build_file_name, safetensors_dtype, tensor_name,
 };
 pub use placement::{Filled, Refusal, TensorOut, share_cuts};
 pub use reader::{Array, Snapshot};

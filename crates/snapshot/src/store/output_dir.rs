@@ -59,26 +59,7 @@ pub fn open(dir: &Path) -> Result<DirHandle, StoreError> {
 /// and what it holds, read through the handle.
 pub fn check_opened(handle: &DirHandle) -> Result<OutputDir, StoreError> {
     let dir = handle.path();
-    // Another user who may write in the directory could plant links under
-    // the names ditto writes: such a directory is never written.
-    let (owner, mode) = handle.owner_and_mode();
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if owner != me {
-        return Err(refused(
-            dir,
-            format!("it belongs to uid {owner}, not to this user (uid {me})"),
-        ));
-    }
-    if mode & 0o002 != 0 {
-        return Err(refused(
-            dir,
-            format!("every user may write in it (mode {mode:o}); `chmod o-w` it or choose another"),
-        ));
-    }
-    if !handle.writable().map_err(io_err(dir))? {
-        return Err(refused(dir, "this user may not write in it".into()));
-    }
+    check_owner_and_mode(handle)?;
     let manifest = handle.shown(MANIFEST_FILE);
     match handle.open_regular(MANIFEST_FILE) {
         Ok(Some(mut file)) => {
@@ -130,6 +111,34 @@ pub fn check_opened(handle: &DirHandle) -> Result<OutputDir, StoreError> {
         dir,
         format!("it holds {}{more} and no manifest.json", shown.join(", ")),
     ))
+}
+
+/// Refuses a directory (as opened) that ditto must not write in: another
+/// user's, one every user may write in (another user could plant links
+/// under the names ditto writes), or one this user may not write in. The
+/// rule of every directory ditto writes a user's files into (`--out`,
+/// `replay --emit`).
+pub fn check_owner_and_mode(handle: &DirHandle) -> Result<(), StoreError> {
+    let dir = handle.path();
+    let (owner, mode) = handle.owner_and_mode();
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if owner != me {
+        return Err(refused(
+            dir,
+            format!("it belongs to uid {owner}, not to this user (uid {me})"),
+        ));
+    }
+    if mode & 0o002 != 0 {
+        return Err(refused(
+            dir,
+            format!("every user may write in it (mode {mode:o}); `chmod o-w` it or choose another"),
+        ));
+    }
+    if !handle.writable().map_err(io_err(dir))? {
+        return Err(refused(dir, "this user may not write in it".into()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

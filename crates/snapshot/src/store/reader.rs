@@ -21,6 +21,7 @@ use super::parts;
 use super::tensor_file::{self, TensorBytes};
 use ditto_protocol::DType;
 use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -122,6 +123,23 @@ impl Snapshot {
         match self.rank_part.get(&rank) {
             Some(&i) => &self.parts[i].0,
             None => &self.dir,
+        }
+    }
+
+    /// Opens `name`, a file of rank `rank`'s directory ([`Self::dir_of_rank`]),
+    /// by the rule of every file of a snapshot: a plain name, a regular file
+    /// (a link, wherever it points, a FIFO or a device is refused naming
+    /// what it is), opened without blocking.
+    pub fn open_file_of_rank(&self, rank: u32, name: &str) -> Result<File, StoreError> {
+        let handle = self.handle_of_rank(rank);
+        let path = handle.shown(name);
+        match handle.open_regular(name) {
+            Ok(Some(file)) => Ok(file),
+            Ok(None) => Err(StoreError::Io {
+                path,
+                error: std::io::ErrorKind::NotFound.into(),
+            }),
+            Err(e) => Err(StoreError::NotRegularFile { path, what: e.0 }),
         }
     }
 

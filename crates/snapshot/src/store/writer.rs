@@ -22,7 +22,7 @@ use super::journal::{self, Journal};
 use super::manifest::{
     CollectorRecord, DispatchRecord, DispatchedKernel, MANIFEST_FILE, Manifest, RunRecord,
     SNAPSHOT_FORMAT, Unaccounted, code_object_file_name, connection_order, dispatch_file_name,
-    now_ms,
+    host_build_file_name, now_ms,
 };
 use super::missing::{self, MissingRecord};
 use super::output_dir::{self, OutputDir};
@@ -161,6 +161,7 @@ impl SnapshotWriter {
                 let name = name.to_string_lossy();
                 if (name.starts_with("dispatch-") && name.ends_with(".safetensors"))
                     || (name.starts_with("code-object-") && name.ends_with(".co"))
+                    || (name.starts_with("host-build-") && name.ends_with(".so"))
                     || name == journal::JOURNAL_FILE
                     || name.starts_with(TEMPORARY_PREFIX)
                 {
@@ -265,6 +266,7 @@ impl SnapshotWriter {
             working_directory: hello.working_directory.clone(),
             unaccounted: None,
             node: None,
+            host_build: None,
         });
         self.write_manifest_unless_full()?;
         Ok(rank)
@@ -361,6 +363,38 @@ impl SnapshotWriter {
             std::io::copy(bytes, w).map_err(io_err(&path))?;
             Ok(())
         })?;
+        Ok(path)
+    }
+
+    /// Stores rank `rank`'s host build as `host-build-<digest>.so`
+    /// ([`host_build_file_name`]), read from `bytes` (unless the snapshot
+    /// has that file already), and names it in the rank's run record. The
+    /// caller checked that `digest` is the bytes' SHA-256.
+    pub fn add_host_build(
+        &mut self,
+        rank: u32,
+        digest: &str,
+        bytes: &mut dyn std::io::Read,
+    ) -> Result<PathBuf, StoreError> {
+        let name = host_build_file_name(digest);
+        let path = self.dir.shown(&name);
+        if !dir_handle::is_plain_name(&name) {
+            return Err(StoreError::Invalid(format!(
+                "host build digest {digest:?} is not a plain file name"
+            )));
+        }
+        if !self.dir.contains(&name).map_err(io_err(&path))? {
+            write_replacing_with(&self.dir, &name, false, |w| {
+                std::io::copy(bytes, w).map_err(io_err(&path))?;
+                Ok(())
+            })?;
+        }
+        if let Some(run) = self.manifest.runs.iter_mut().find(|r| r.rank == rank) {
+            run.host_build = Some(name);
+            self.manifest_stale = true;
+        }
+        self.hold_lock()?;
+        self.write_manifest_unless_full()?;
         Ok(path)
     }
 

@@ -15,8 +15,9 @@
 //! kernel's first launch, so an entry is read within bounds: only regular
 //! files (a FIFO is never waited on), at most 16 MiB of metadata and
 //! 64 MiB of IR ([`read_bounded`]); of the metadata only `name` and
-//! `target` are kept (nothing else is held in memory, nesting past 128 is
-//! refused); the IR analysis is linear and gives up past what it follows
+//! `target` are kept (every other field is skipped as it is parsed,
+//! without recursion and without being held, however deep or long); the
+//! IR analysis is linear and gives up past what it follows
 //! (`triton_writes`), every pointer then counted as written. A refused
 //! file is named in the error ([`TritonError::Refused`]).
 //!
@@ -278,8 +279,7 @@ pub fn read_bounded(path: &Path, most: u64) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// What the reader takes of an entry's metadata; every other field is
-/// skipped unread (never held in memory), and nesting deeper than 128
-/// is refused by serde_json.
+/// skipped as serde_json parses it (no recursion, nothing held).
 #[derive(serde::Deserialize)]
 struct EntryMetadata {
     name: String,
@@ -970,6 +970,37 @@ mod tests {
         assert!(
             e.contains(&format!("{}: not a regular file", json.display())),
             "{e}"
+        );
+    }
+
+    /// Metadata fields the reader does not take are skipped however deep
+    /// or long they are: the entry is read, nothing of them kept.
+    #[test]
+    fn metadata_fields_not_taken_are_skipped_however_deep() {
+        let cache = tempfile::tempdir().unwrap();
+        entry(
+            cache.path(),
+            "abc",
+            "scale_add_kernel",
+            HIP,
+            SCALE_ADD,
+            b"hsaco-1",
+        );
+        let json = cache.path().join("abc/scale_add_kernel.json");
+        let meta = std::fs::read_to_string(&json).unwrap();
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let items = vec!["{}"; 1_000_000].join(",");
+        let padded = meta.replacen(
+            '{',
+            &format!("{{\"deep\": {deep}, \"items\": [{items}], "),
+            1,
+        );
+        std::fs::write(&json, padded).unwrap();
+        let found = find(cache.path(), "scale_add_kernel");
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].backend.as_str(), found[0].arch.as_str()),
+            ("hip", "gfx942")
         );
     }
 }

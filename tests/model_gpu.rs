@@ -10,8 +10,15 @@
 //!   it does not, so what completes is completed by the model;
 //! - tests/rocm/packet_tool.cpp, loaded by real ROCr through
 //!   HSA_TOOLS_LIB and LD_PRELOAD, sees every packet through its
-//!   intercept queue.
+//!   intercept queue;
+//! - the applications of tests/hip/, built by hipcc 7.2.4 for gfx942 and
+//!   run unmodified by real HIP 7.2.4 (kernels by their host builds, HIP's
+//!   copies by its blit kernels and ROCr's SDMA queues), print what they
+//!   print everywhere else; with execution switched off they never finish.
+//!   `ipc_share` is the exception, pinned: ROCr 7.2.4's thunk implements
+//!   no IPC ioctl in model mode and aborts the application.
 
+use crate::common::hip_suite::HIP_SUITE;
 use crate::common::*;
 use ditto_hsa_model::topology::Topology;
 use std::path::{Path, PathBuf};
@@ -143,4 +150,82 @@ fn a_tool_loaded_by_real_rocr_7_2_sees_every_packet_on_the_model_gpu() {
             "{how}"
         );
     }
+}
+
+/// The applications of tests/hip/ that HIP_SUITE runs, built by hipcc
+/// 7.2.4 for gfx942 into `dir`, each with its host build beside it.
+fn hip_apps_for_gfx942(dir: &Path) {
+    let mut names: Vec<&str> = HIP_SUITE.iter().map(|(name, ..)| *name).collect();
+    names.dedup();
+    let sources = repo_root().join("tests/hip");
+    let script: Vec<String> = names
+        .iter()
+        .map(|name| {
+            format!(
+                "hipcc --offload-arch=gfx942 -O2 -o {out}/{name} {src}/{name}.hip",
+                out = dir.display(),
+                src = sources.display()
+            )
+        })
+        .collect();
+    let out = Command::new(rocm_chroot())
+        .args(["run", "7.2", "--bind"])
+        .arg(repo_root())
+        .arg("--bind-rw")
+        .arg(dir)
+        .args(["--", "sh", "-c", &script.join(" && ")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hipcc 7.2.4: {}", stderr(&out));
+    for name in names {
+        let host_build = format!("{name}.host.so");
+        std::fs::copy(hip_app(&host_build), dir.join(&host_build)).unwrap();
+    }
+}
+
+#[test]
+fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    hip_apps_for_gfx942(dir.path());
+    for (name, args, expected) in HIP_SUITE {
+        let exe = dir.path().join(name);
+        let mut cmd = vec![exe.to_str().unwrap()];
+        cmd.extend(args.iter());
+        let out = on_model(dir.path(), &[], &cmd, LIMIT);
+        if *name == "ipc_share" {
+            // ROCr 7.2.4's thunk has no IPC in model mode: it aborts
+            // (SIGABRT; scripts/rocm-chroot exits with 128 + the signal).
+            assert_eq!(out.status.code(), Some(128 + 6), "{name}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("model: Unimplemented KFD ioctl"),
+                "{}",
+                stderr(&out)
+            );
+            continue;
+        }
+        assert_eq!(
+            (out.status.code(), stdout(&out).as_str()),
+            (Some(0), *expected),
+            "{name} {args:?} on the model GPU; stderr:\n{}",
+            stderr(&out)
+        );
+    }
+    // Execution switched off: the first kernel's completion never comes.
+    let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
+    let exe = dir.path().join("reduce_sum_baseline");
+    let limit = SWITCHED_OFF_WAIT.as_secs().to_string();
+    let out = on_model(
+        dir.path(),
+        &off,
+        &["timeout", &limit, exe.to_str().unwrap()],
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "stdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
 }

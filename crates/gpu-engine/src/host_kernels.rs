@@ -184,7 +184,7 @@ pub fn find_variable(symbol: &str) -> Option<HostVariable> {
     var = HOST_KERNELS_VAR
 )]
 pub struct NoHostKernel {
-    /// Each place looked in: "<path> (<why not>)".
+    /// Each place looked in: `"<path> (<why not>)"`.
     pub looked: Vec<String>,
     /// Whether DITTO_HIP_HOST_KERNELS is set.
     pub variable_set: bool,

@@ -22,6 +22,8 @@ pub const VERSION_MINOR: u32 = 4;
 
 /// `KFD_IOC_QUEUE_TYPE_COMPUTE_AQL` (kfd_ioctl.h).
 pub const QUEUE_TYPE_COMPUTE_AQL: u32 = 2;
+/// `KFD_IOC_QUEUE_TYPE_SDMA`, `_SDMA_XGMI`, `_SDMA_BY_ENG_ID`.
+pub const QUEUE_TYPES_SDMA: [u32; 3] = [1, 3, 4];
 
 /// `struct hsakmt_model_queue_info`: addresses relative to the aperture.
 #[repr(C)]

@@ -13,18 +13,20 @@
 //! - `device`           one model GPU: its aperture, how it signals events
 //! - `signals`          `amd_signal_t` as the GPU sees it: value, completion,
 //!   the event that wakes ROCr's waiters
-//! - `packet_processor` one thread per registered queue, executing its packets
+//! - `packet_processor` one thread per registered AQL queue, executing its
+//!   packets; kernels run on gpu-engine (their host builds, CLR's blit
+//!   kernels natively), as on ditto's CPU runtime
+//! - `loaded_code_objects` which kernel a dispatch names, through ROCr's
+//!   loader debug list, and how it runs
+//! - `pm4`              the PM4 command buffers ROCr sends (cache operations)
+//! - `sdma`             one thread per SDMA queue (ROCr's copy engines)
 //! - `topology`         the sysfs-like topology directory ditto writes for it
-//!
-//! Status: barrier-AND, barrier-OR and AMD's barrier-value packets and
-//! completion signals run; a kernel-dispatch packet is refused with a
-//! message (the queue stops there, as a faulting GPU queue does), since
-//! running kernels on the model is the next step.
 
 pub mod device;
 pub mod interface;
 pub mod loaded_code_objects;
 pub mod packet_processor;
 pub mod pm4;
+pub mod sdma;
 pub mod signals;
 pub mod topology;

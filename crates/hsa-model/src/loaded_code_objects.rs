@@ -8,11 +8,15 @@
 //! this process) or `file://PATH#offset=N&size=N`; the ELF's symbol
 //! `NAME.kd` at `l_addr + st_value` is the kernel `NAME`. Nothing here
 //! depends on ditto's tool: any HIP program's kernels are found.
-//! Symbols are read once per loaded code object and kept.
+//! Each loaded code object is read once: its kernels, and how each runs
+//! (gpu-engine's `amdgpu`: CLR's blit kernels natively, every other kernel
+//! from its host build), kept for the life of the process.
 
+use gpu_engine::dispatch::{KernelRecord, KernelRun};
 use object::{Object, ObjectSymbol};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char};
+use std::sync::Arc;
 use std::sync::{LazyLock, Mutex};
 
 #[repr(C)]
@@ -34,18 +38,20 @@ struct LinkMap {
 }
 
 /// A kernel found for a descriptor address.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct LoadedKernel {
     /// The symbol without `.kd` (the mangled name for HIP kernels).
     pub name: String,
     /// The URI of the code object holding it.
     pub code_object: String,
+    /// How it runs.
+    pub record: Arc<KernelRecord>,
 }
 
 /// A loaded code object: its load address and URI.
 type LoadedAt = (u64, String);
-/// Its kernels: (descriptor address, name).
-type Descriptors = Vec<(u64, String)>;
+/// Its kernels: (descriptor address, name, how it runs).
+type Descriptors = Vec<(u64, String, Arc<KernelRecord>)>;
 
 /// Kernel descriptors of each code object read so far.
 static SYMBOLS: LazyLock<Mutex<HashMap<LoadedAt, Descriptors>>> = LazyLock::new(Default::default);
@@ -78,18 +84,20 @@ pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
         let kernels = symbols
             .entry(key)
             .or_insert_with(|| kernel_descriptors(&uri, entry.addr));
-        if let Some((_, name)) = kernels.iter().find(|(a, _)| *a == kernel_object) {
+        if let Some((_, name, record)) = kernels.iter().find(|(a, ..)| *a == kernel_object) {
             return Some(LoadedKernel {
                 name: name.clone(),
                 code_object: uri,
+                record: record.clone(),
             });
         }
     }
     None
 }
 
-/// (descriptor address, kernel name) of every `.kd` symbol of the code
-/// object at `uri` loaded at `base`; empty when its bytes can't be read.
+/// Every kernel of the code object at `uri` loaded at `base`: its
+/// descriptor's address (`base` + its `.kd` symbol), its name and how it
+/// runs; empty when its bytes can't be read.
 fn kernel_descriptors(uri: &str, base: u64) -> Descriptors {
     let Some(bytes) = code_object_bytes(uri) else {
         return Vec::new();
@@ -97,13 +105,37 @@ fn kernel_descriptors(uri: &str, base: u64) -> Descriptors {
     let Ok(elf) = object::File::parse(&*bytes) else {
         return Vec::new();
     };
-    elf.symbols()
-        .chain(elf.dynamic_symbols())
-        .filter_map(|s| {
-            let name = s.name().ok()?.strip_suffix(".kd")?.to_string();
-            Some((base.wrapping_add(s.address()), name))
-        })
-        .collect()
+    let mut runs: HashMap<String, KernelRun> = match gpu_engine::amdgpu::load(&bytes) {
+        Ok(kernels) => kernels
+            .into_iter()
+            .map(|k| (k.symbol, KernelRun::from(k.implementation)))
+            .collect(),
+        Err(why) => {
+            eprintln!("ditto model GPU: the code object {uri} cannot run here: {why}");
+            HashMap::new()
+        }
+    };
+    let mut found = Vec::new();
+    for s in elf.symbols().chain(elf.dynamic_symbols()) {
+        let Ok(symbol) = s.name() else { continue };
+        let Some(name) = symbol.strip_suffix(".kd") else {
+            continue;
+        };
+        if found.iter().any(|(_, n, _): &(u64, String, _)| n == name) {
+            continue;
+        }
+        let run = runs.remove(symbol).unwrap_or_else(|| {
+            KernelRun::Missing(format!(
+                "ditto model GPU: kernel `{name}` of {uri} has no metadata entry, so it cannot run"
+            ))
+        });
+        found.push((
+            base.wrapping_add(s.address()),
+            name.to_string(),
+            Arc::new(KernelRecord { run }),
+        ));
+    }
+    found
 }
 
 /// `offset` and `size` of a code-object URI's fragment.

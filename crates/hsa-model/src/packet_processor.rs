@@ -1,5 +1,6 @@
 //! The model GPU's command processor: one thread per registered AQL queue,
-//! taking packets in order at the read index.
+//! taking packets in order at the read index (an SDMA queue's thread runs
+//! `sdma` instead).
 //!
 //! A slot is the processor's once the write index has passed it and its
 //! header's type is no longer INVALID (the producer writes the header
@@ -8,10 +9,15 @@
 //!   signal's value is 0;
 //! - AMD's barrier-value (vendor packet, format 2): wait until
 //!   `(value & mask) cond compare` holds;
-//! - kernel dispatch: not run yet (the next step of the model); the queue
-//!   stops at the packet with a message naming the kernel object, as a GPU
-//!   queue stops at a faulting dispatch, so nothing later on it completes
-//!   and no wrong result is ever reported as done.
+//! - kernel dispatch: the kernel is found by its descriptor address among
+//!   the code objects ROCr loaded (`loaded_code_objects`) and run by
+//!   gpu-engine's `dispatch` (its host build, or CLR's blit kernel
+//!   natively), on GPU 0's device access; a kernel found nowhere stops the
+//!   queue at the packet with a message, as a GPU queue stops at a
+//!   faulting dispatch, so no wrong result is ever reported as done; a
+//!   kernel that cannot run (no host build) is reported and its packet
+//!   completes, as on ditto's CPU runtime;
+//! - AMD's PM4 indirect buffers (`pm4`).
 //!
 //! After a packet the processor sets its header back to INVALID, advances
 //! the read index (`read_dispatch_id`) and completes the completion signal
@@ -23,10 +29,12 @@
 //! switch the tests use to see that what completes was completed here.
 
 use crate::device::Shared;
-use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QueueInfo};
+use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QUEUE_TYPES_SDMA, QueueInfo};
 use crate::loaded_code_objects;
 use crate::pm4;
+use crate::sdma;
 use crate::signals::GpuSignal;
+use gpu_engine::{dispatch, kernel_faults};
 use hsa::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_INVALID,
     HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC,
@@ -54,23 +62,48 @@ pub struct QueueProcessor {
 
 impl QueueProcessor {
     pub fn start(gpu: Arc<Shared>, info: QueueInfo) -> Result<QueueProcessor, String> {
-        if info.queue_type != QUEUE_TYPE_COMPUTE_AQL {
-            return Err(format!(
-                "queue type {} is not an AQL compute queue; the model executes AQL queues only \
-                 (set HSA_ENABLE_SDMA=0 so that ROCr copies with kernels)",
-                info.queue_type
-            ));
-        }
         let ring = Ring::new(&gpu, &info)?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let queue = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
         if std::env::var_os(EXECUTE_VAR).is_some_and(|v| v == "0") {
             return Ok(QueueProcessor { stop, thread: None });
         }
         let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("ditto-model-cp".into())
-            .spawn(move || process(&gpu, ring, &thread_stop))
-            .map_err(|e| format!("could not start a queue thread: {e}"))?;
+        let sdma = match info.queue_type {
+            QUEUE_TYPE_COMPUTE_AQL => false,
+            t if QUEUE_TYPES_SDMA.contains(&t) => true,
+            other => {
+                return Err(format!(
+                    "queue type {other} is neither an AQL compute queue nor an SDMA queue; \
+                     the model executes those only"
+                ));
+            }
+        };
+        let spawned = if sdma {
+            let ring = sdma::SdmaRing {
+                base: ring.base,
+                size: u64::from(info.ring_size),
+                write: ring.write,
+                read: ring.read,
+            };
+            std::thread::Builder::new()
+                .name("ditto-model-sdma".into())
+                .spawn(move || {
+                    let mut backoff = Backoff(0);
+                    let mut wait = || backoff.wait();
+                    if let sdma::Stop::Refused(m) =
+                        sdma::process(&gpu, &ring, &thread_stop, &mut wait)
+                    {
+                        eprintln!("ditto model GPU: {m}; the SDMA queue stops there");
+                    }
+                })
+        } else {
+            std::thread::Builder::new()
+                .name("ditto-model-cp".into())
+                .spawn(move || process(&gpu, ring, &thread_stop, queue))
+        };
+        let thread = spawned.map_err(|e| format!("could not start a queue thread: {e}"))?;
         Ok(QueueProcessor {
             stop,
             thread: Some(thread),
@@ -152,7 +185,7 @@ enum Stopped {
     Refused(String),
 }
 
-fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool) {
+fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool, queue: u64) {
     let mut read = ring.index(ring.read).load(Ordering::Acquire);
     loop {
         match next_packet(&ring, read, stop) {
@@ -162,7 +195,7 @@ fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool) {
                 return;
             }
             Ok(slot) => {
-                if let Err(stopped) = execute(gpu, slot, stop) {
+                if let Err(stopped) = execute(gpu, slot, stop, queue) {
                     if let Stopped::Refused(m) = stopped {
                         eprintln!(
                             "ditto model GPU: {m}; the queue stops at packet {read} (nothing after it runs)"
@@ -205,7 +238,16 @@ fn next_packet(ring: &Ring, read: u64, stop: &AtomicBool) -> Result<*mut u8, Sto
     }
 }
 
-fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped> {
+/// A kernel's fault (reported by gpu-engine's fault handlers): its queue
+/// stops where the kernel faulted, as a GPU queue does.
+fn report_kernel_fault(fault: kernel_faults::KernelFault) {
+    eprintln!(
+        "ditto model GPU: a kernel of queue {} faulted ({fault:?}); the queue stops there",
+        fault.queue
+    );
+}
+
+fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result<(), Stopped> {
     // SAFETY: the slot is 64 bytes the producer handed over (header not
     // INVALID, read with acquire in next_packet).
     let packet: [u8; 64] = unsafe { (slot as *const [u8; 64]).read_volatile() };
@@ -255,13 +297,24 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool) -> Result<(), Stopped
         }
         HSA_PACKET_TYPE_KERNEL_DISPATCH => {
             let object = u64_at(32);
-            let kernel = match loaded_code_objects::kernel_at(object) {
-                Some(k) => format!("kernel {} (of {})", k.name, k.code_object),
-                None => format!("kernel object 0x{object:x}, in no code object ROCr loaded"),
+            let Some(kernel) = loaded_code_objects::kernel_at(object) else {
+                return Err(Stopped::Refused(format!(
+                    "dispatch of kernel object 0x{object:x}, in no code object ROCr loaded"
+                )));
             };
-            Err(Stopped::Refused(format!(
-                "dispatch of {kernel}: this model GPU does not run kernels yet"
-            )))
+            // SAFETY: 64 bytes read as the packet type they say they are.
+            let d: hsa::hsa_kernel_dispatch_packet_t = unsafe { std::mem::transmute(packet) };
+            kernel_faults::set_reporter(report_kernel_fault);
+            // SAFETY: the application published this packet for the GPU:
+            // its kernarg and the pointers in it are what the kernel reads.
+            let status = unsafe { dispatch::run(&d, kernel.record, false, 0, queue) };
+            if status != hsa::HSA_STATUS_SUCCESS {
+                eprintln!(
+                    "ditto model GPU: kernel {} (of {}) failed with status 0x{status:x}",
+                    kernel.name, kernel.code_object
+                );
+            }
+            Ok(())
         }
         other => Err(Stopped::Refused(format!(
             "packet type {other} (vendor format {}) is not one the model executes",

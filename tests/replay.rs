@@ -35,14 +35,14 @@ fn run_command(program: &Path, kernel: &str, capture: &str, out: &Path) -> Comma
 }
 
 /// [`run_command`] of the hipcc-built `app`, which must succeed.
-fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
+pub(crate) fn capture(app: &str, kernel: &str, capture: &str, out: &Path) {
     let mut cmd = run_command(&hip_app(app), kernel, capture, out);
     let o = output_within(&mut cmd, LIMIT, &format!("capture of {kernel}"));
     assert_eq!(o.status.code(), Some(0), "stderr:\n{}", stderr(&o));
 }
 
 /// `ditto replay SNAPSHOT ARGS --json` on the CPU runtime.
-fn replay(snapshot: &Path, args: &[&str]) -> Output {
+pub(crate) fn replay(snapshot: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(ditto_bin());
     cmd.arg("replay")
         .arg(snapshot)

@@ -219,6 +219,9 @@ fn print_comparison(r: &crate::compare::ComparisonReport, json: bool) -> Result<
 /// `ditto replay SNAPSHOT`: the comparison's report, then what the replay
 /// measured (stderr; with `--json`, a "replay" member of the object).
 pub fn replay(opts: &crate::replay::ReplayOptions) -> Result<Verdict> {
+    crate::scratch::sweep_stale_temp_dirs();
+    // Stopped, the replay process is killed and the work directory removed.
+    catch_stop_signals();
     let (report, s) = match crate::replay::replay(opts)? {
         crate::replay::ReplayOutcome::Replayed { report, summary } => (report, summary),
         crate::replay::ReplayOutcome::Emitted(dir) => {

@@ -10,7 +10,8 @@
 //! ways it is found. CUDA_INJECTION64_PATH for CUDA ones, DITTO_KERNEL, DITTO_SOCKET, DITTO_RUN_NAME, DITTO_ARG_TYPES, DITTO_DISPATCH,
 //! DITTO_CAPTURE, DITTO_ARG_SIZES,
 //! LD_LIBRARY_PATH for the CPU runtime), passing ditto's SIGTERM on to the
-//! application, and the splitting of `--ref 'CMD ARGS'` strings. It never
+//! application, helper processes (the replay process) that die with ditto
+//! and are killed, group and all, when it is asked to stop, and the splitting of `--ref 'CMD ARGS'` strings. It never
 //! talks to the collector and never reads snapshots.
 
 use ditto_kernels::{ArgSizes, KernelQuery};
@@ -19,7 +20,7 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Pid of the application [`run_application`] is waiting for (0: none).
@@ -37,6 +38,73 @@ pub fn forward_signal_to_application(signal: libc::c_int) {
         // SAFETY: kill is async-signal-safe; pid is our child, not yet reaped.
         unsafe { libc::kill(pid, signal) };
     }
+}
+
+/// Process group of the helper process [`output_of_own_group`] waits
+/// for (0: none).
+static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+/// Set once ditto is asked to stop: helper groups are killed, now and
+/// whenever one starts after.
+static KILL_GROUPS: AtomicBool = AtomicBool::new(false);
+
+/// Kills (SIGKILL) the process group of the helper process ditto waits
+/// for, now or as soon as it is started: a helper (the replay process)
+/// holds nothing worth a graceful end, and its whole group goes so that
+/// nothing it started runs on. Async-signal-safe: call it from a handler.
+pub fn kill_helper_group() {
+    KILL_GROUPS.store(true, Ordering::SeqCst);
+    let group = RUNNING_GROUP.load(Ordering::SeqCst);
+    if group > 0 {
+        // SAFETY: kill is async-signal-safe; the group is our child's.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+}
+
+/// Has the kernel kill (SIGKILL) `cmd`'s child when this process dies
+/// without killing it itself (SIGKILL, a crash). The kernel sends it when
+/// the thread that started the child ends: start it from a thread that
+/// lives as long as the process (the main thread).
+pub fn die_with_this_process(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and
+    // calls only async-signal-safe functions (prctl, getppid, raise).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The parent may have died before the prctl.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        })
+    };
+}
+
+/// Runs the helper process `cmd` to its end and collects its output: in
+/// a process group of its own that dies with this process
+/// ([`die_with_this_process`]) and is killed whole when ditto is asked
+/// to stop ([`kill_helper_group`]; the caller then sees it killed by
+/// SIGKILL and asks [`crate::stop_signals::stop_requested`]).
+pub fn output_of_own_group(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    die_with_this_process(cmd);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    RUNNING_GROUP.store(group, Ordering::SeqCst);
+    // A stop that came before the group was published is acted on here.
+    if KILL_GROUPS.load(Ordering::SeqCst) && group > 0 {
+        // SAFETY: the group our child leads; the child is not yet reaped.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+    let out = child.wait_with_output();
+    RUNNING_GROUP.store(0, Ordering::SeqCst);
+    out
 }
 
 /// File name of the tool library.
@@ -275,22 +343,8 @@ pub fn run_application_noting(
     cmd.args(args);
     env.apply(&mut cmd);
     // If ditto dies (even by SIGKILL), the application does not run on
-    // without it: the kernel kills it when its parent is gone.
-    // SAFETY: getpid cannot fail.
-    let parent = unsafe { libc::getpid() };
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the child between fork and exec and
-    // calls only async-signal-safe functions (prctl, getppid, raise).
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            // The parent may have died before the prctl.
-            if libc::getppid() != parent {
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
-        })
-    };
+    // without it.
+    die_with_this_process(&mut cmd);
     if env.app_stdout_to_stderr {
         use std::os::fd::AsFd;
         let stderr = std::io::stderr()

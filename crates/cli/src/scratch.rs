@@ -1,10 +1,10 @@
 //! The temporary directories ditto makes (`ditto-validate-*` for
 //! snapshots nobody asked to keep, `ditto-collector-*` for a private
-//! socket): each is made mode 0700 and holds an `owner` file that the
-//! ditto using it keeps locked (flock) for as long as it lives. The lock
-//! goes with the process, however it ends, so a directory whose `owner`
-//! can be locked again belongs to a ditto that died (SIGKILL, a crash)
-//! and [`sweep_stale`] removes it. Owns the naming, the lock and the
+//! socket, `ditto-replay-*` for a replay's work): each is made mode 0700
+//! and holds an `owner` file that the ditto using it keeps locked (flock)
+//! for as long as it lives. The lock goes with the process, however it
+//! ends, so a directory whose `owner` can be locked again belongs to a
+//! ditto that died (SIGKILL, a crash) and [`sweep_stale`] removes it. Owns the naming, the lock and the
 //! sweep; what goes inside is the caller's.
 
 use std::fs::File;
@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Name prefixes of the directories ditto makes under the temporary directory.
-pub const PREFIXES: [&str; 2] = ["ditto-validate-", "ditto-collector-"];
+pub const PREFIXES: [&str; 3] = ["ditto-validate-", "ditto-collector-", "ditto-replay-"];
 
 /// The file each directory holds, locked while its ditto lives.
 const OWNER_FILE: &str = "owner";
@@ -33,8 +33,11 @@ impl ScratchDir {
     /// process. `prefix` is one of [`PREFIXES`].
     pub fn create(prefix: &str) -> io::Result<ScratchDir> {
         debug_assert!(PREFIXES.contains(&prefix));
-        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        // Made 0700 (never readable by others, not even for an instant).
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()?;
         // Locked before it takes its name: a sweep never sees it unlocked.
         let unnamed = dir.path().join(".owner.new");
         let owner = std::fs::OpenOptions::new()

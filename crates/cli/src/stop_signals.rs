@@ -1,8 +1,9 @@
 //! SIGINT and SIGTERM while ditto runs an application or serves as a
 //! collector: they set a flag instead of killing ditto, so that it can
-//! report and clean up, and one sent to ditto alone is passed on to the
-//! application. Owns the handler and the flag; what a command does once
-//! asked to stop is the command's.
+//! report and clean up, one sent to ditto alone is passed on to the
+//! application, and a helper process's group (the replay process's) is
+//! killed. Owns the handler and the flag; what a command does once asked
+//! to stop is the command's.
 
 use crate::launch;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,9 @@ extern "C" fn on_stop_signal(
     _context: *mut libc::c_void,
 ) {
     STOP.store(true, Ordering::SeqCst);
+    // A helper process (the replay process) runs in a group of its own,
+    // which no terminal's signal reaches: it is killed, group and all.
+    launch::kill_helper_group();
     // A SIGINT the terminal sent (Ctrl-C, si_code > 0) reached the whole
     // process group, the application with it; one sent to ditto alone
     // (kill, si_code <= 0) did not.

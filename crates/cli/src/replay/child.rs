@@ -54,6 +54,9 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
                 .unwrap_or("none was captured")
         ),
     };
+    if args.kernel_object.is_none() {
+        super::plan::check_kernarg(&plan, &code, &code_path)?;
+    }
     if super::cuda_child::is_cubin(&code) {
         let arrays = snapshot.load_dispatch(&plan.record)?;
         return super::cuda_child::replay(args, &plan, &arrays, &code);

@@ -30,6 +30,7 @@ pub mod runtime;
 
 use crate::compare::{CompareOptions, compare_snapshots};
 use crate::runtime_choice::{self, ResolvedRuntime, RuntimeChoice};
+use crate::stop_signals::stop_requested;
 use crate::store::{CapturedBuffer, DispatchRecord, Snapshot, SnapshotWriter};
 use anyhow::{Context, Result, bail};
 use ditto_protocol::{Buffer, Dispatch, DispatchSelection, Hello, Phase, Transport};
@@ -121,12 +122,21 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             indices.join(", ")
         );
     }
-    let work = tempfile::Builder::new()
-        .prefix("ditto-replay-")
-        .tempdir()
+    // 0700, removed on every way out; if ditto is killed, by the next one.
+    let work = crate::scratch::ScratchDir::create("ditto-replay-")
         .context("making the replay's work directory")?;
     let first = plan::plan(&snapshot, chosen[0].0, chosen[0].1)?;
     let captured = inputs::captured_code_object(&snapshot, &first)?;
+    // Every chosen dispatch's numbers are checked before anything runs, and
+    // its kernel arguments against the captured kernel's.
+    for &(rank, index) in &chosen {
+        let plan = plan::plan(&snapshot, rank, index)?;
+        if let (Some(code), Some(path)) = (&captured, &first.code_object)
+            && plan.code_object.as_ref() == Some(path)
+        {
+            plan::check_kernarg(&plan, code, path)?;
+        }
+    }
     // A captured cubin replays on the CUDA driver, anything else on HSA.
     let cubin = captured.as_deref().is_some_and(cuda_child::is_cubin);
     let runtime = match cubin {
@@ -349,7 +359,14 @@ fn run_children(
                 .env("DITTO_HIP_HOST_KERNELS", host);
         }
         cmd.stdin(std::process::Stdio::null());
-        let out = cmd.output().context("starting the replay process")?;
+        if stop_requested() {
+            bail!("interrupted before the replay of dispatch {index}");
+        }
+        let out =
+            crate::launch::output_of_own_group(&mut cmd).context("starting the replay process")?;
+        if stop_requested() {
+            bail!("interrupted: the replay of dispatch {index} was stopped");
+        }
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let how = exit_words(&out.status);

@@ -258,31 +258,15 @@ async fn ditto(
 }
 
 /// Has the kernel kill (SIGKILL) `cmd`'s child when this process dies
-/// without killing it itself (SIGKILL, a crash). The kernel sends it when
-/// the thread that started the child ends: children are started by the
-/// tasks of the transport's runtime ([`stdio::serve`], [`http::serve`]), a
-/// current-thread runtime that runs them on the thread that called it (the
-/// main thread, in `ditto mcp`) until the server stops.
-#[cfg(target_os = "linux")]
+/// without killing it itself (SIGKILL, a crash): [`crate::launch::die_with_this_process`].
+/// The kernel sends it when the thread that started the child ends:
+/// children are started by the tasks of the transport's runtime
+/// ([`stdio::serve`], [`http::serve`]), a current-thread runtime that runs
+/// them on the thread that called it (the main thread, in `ditto mcp`)
+/// until the server stops.
 fn die_with_this_process(cmd: &mut tokio::process::Command) {
-    // SAFETY: getpid cannot fail.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the child between fork and exec and
-    // calls only async-signal-safe functions (prctl, getppid, raise).
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            // The server may have died before the prctl.
-            if libc::getppid() != parent {
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
-        })
-    };
+    crate::launch::die_with_this_process(cmd.as_std_mut());
 }
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_this_process(_cmd: &mut tokio::process::Command) {}
 
 /// The error text of a failed child: its JSON "error", else its
 /// `ditto: error:` lines.

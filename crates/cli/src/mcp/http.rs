@@ -83,9 +83,6 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest body a POST may carry.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
-/// How long a connection from another uid is kept to be told 403.
-const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
-
 /// How long stopping waits for tasks still running (open streams) before
 /// dropping them.
 const STOP_GRACE: Duration = Duration::from_secs(1);
@@ -544,68 +541,63 @@ fn refuse_for_now(stream: TcpStream) {
     let _ = stream.try_write(answer.as_bytes());
 }
 
-/// Serves one client connection's requests until it closes, it is closed
-/// to make room, or (a loopback client of another uid, answered 403)
-/// [`REFUSAL_DEADLINE`] passes.
+/// Serves one client connection's requests until it closes or is closed
+/// to make room. At its first request, a loopback client's uid is looked
+/// up (not before: an idle socket costs no lookup); a client of another
+/// uid is answered 403 on every request, and the connection closed.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     endpoint: Arc<Endpoint>,
     admitted: Admitted,
 ) {
-    let foreign = match stream.local_addr() {
-        Ok(local) if peer.ip().to_canonical().is_loopback() => {
-            tokio::task::spawn_blocking(move || peer::uid_of_peer(local, peer))
-                .await
-                .ok()
-                .flatten()
-                .filter(|&uid| uid != endpoint.owner)
+    let local = stream.local_addr().ok();
+    let foreign = Arc::new(tokio::sync::OnceCell::<Option<u32>>::new());
+    let trusted = admitted.trusted.clone();
+    let requests = hyper::service::service_fn(move |request| {
+        let endpoint = endpoint.clone();
+        let trusted = trusted.clone();
+        let foreign = foreign.clone();
+        async move {
+            let foreign = *foreign
+                .get_or_init(|| other_uid(local, peer, endpoint.owner))
+                .await;
+            let response = match foreign {
+                Some(uid) => closing(plain(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Forbidden: this MCP server serves uid {} only; this connection is \
+                         from uid {uid}\n",
+                        endpoint.owner
+                    ),
+                )),
+                None => route(&endpoint, request, &trusted).await,
+            };
+            Ok::<_, Infallible>(response)
         }
-        _ => None,
-    };
-    let close = admitted.close.clone();
-    let builder = || {
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT);
-        builder
-    };
-    let io = TokioIo::new(stream);
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), requests);
     // A broken connection concerns that client only.
-    let served = async {
-        match foreign {
-            Some(uid) => {
-                let owner = endpoint.owner;
-                let refuse = hyper::service::service_fn(move |_request| async move {
-                    Ok::<_, Infallible>(closing(plain(
-                        StatusCode::FORBIDDEN,
-                        format!(
-                            "Forbidden: this MCP server serves uid {owner} only; this \
-                             connection is from uid {uid}\n"
-                        ),
-                    )))
-                });
-                let refusal = builder().serve_connection(io, refuse);
-                let _ = tokio::time::timeout(REFUSAL_DEADLINE, refusal).await;
-            }
-            None => {
-                let trusted = admitted.trusted.clone();
-                let requests = hyper::service::service_fn(move |request| {
-                    let endpoint = endpoint.clone();
-                    let trusted = trusted.clone();
-                    async move { Ok::<_, Infallible>(route(&endpoint, request, &trusted).await) }
-                });
-                let _ = builder().serve_connection(io, requests).await;
-            }
-        }
-    };
     tokio::select! {
-        () = served => {}
-        () = close.cancelled() => {}
+        _ = served => {}
+        () = admitted.close.cancelled() => {}
     }
-    drop(admitted);
 }
+
+/// The uid of a loopback client that is not `owner`; None for the
+/// owner's, a remote client or one the kernel does not list.
+async fn other_uid(local: Option<SocketAddr>, peer: SocketAddr, owner: u32) -> Option<u32> {
+    let local = local.filter(|_| peer.ip().to_canonical().is_loopback())?;
+    tokio::task::spawn_blocking(move || peer::uid_of_peer(local, peer))
+        .await
+        .ok()
+        .flatten()
+        .filter(|&uid| uid != owner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -338,6 +338,37 @@ mod tests {
     }
 
     #[test]
+    fn another_users_directory_is_refused_naming_its_owner() {
+        // SAFETY: getuid cannot fail.
+        assert_eq!(
+            unsafe { libc::getuid() },
+            0,
+            "this test gives a directory to another uid, which needs root (CI runs as root)"
+        );
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("ditto");
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        let e = TokenFile::write_in(&dir, &Token::generate().unwrap(), address()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TokenFileError::NotOurs {
+                    owner: 65534,
+                    uid: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: owned by uid 65534", dir.display()))
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    }
+
+    #[test]
     fn a_link_for_the_directory_is_refused_naming_it() {
         let root = tempfile::tempdir().unwrap();
         let elsewhere = root.path().join("elsewhere");

@@ -23,6 +23,7 @@ use crate::common::*;
 use ditto_hsa_model::topology::Topology;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Far beyond what these runs need; reaching it means a hang.
@@ -60,10 +61,12 @@ fn on_model(dir: &Path, env: &[(&str, String)], cmd: &[&str], limit: Duration) -
     let topology = dir.join("topology");
     Topology::for_this_machine(1).write(&topology).unwrap();
     let mut c = Command::new(rocm_chroot());
-    c.args(["run", "7.2", "--bind"])
-        .arg(repo_root())
-        .arg("--bind")
-        .arg(profile_dir())
+    c.args(["run", "7.2", "--bind"]).arg(repo_root());
+    if !profile_dir().starts_with(repo_root()) {
+        c.arg("--bind").arg(profile_dir());
+    }
+    c.arg("--env")
+        .arg("NO_COLOR=1")
         .arg("--bind-rw")
         .arg(dir)
         .arg("--env")
@@ -153,7 +156,20 @@ fn a_tool_loaded_by_real_rocr_7_2_sees_every_packet_on_the_model_gpu() {
 }
 
 /// The applications of tests/hip/ that HIP_SUITE runs, built by hipcc
-/// 7.2.4 for gfx942 into `dir`, each with its host build beside it.
+/// 7.2.4 for gfx942 into target/<profile>/apps/hip-7.2-gfx942/ (once per
+/// test process), each with its host build beside it.
+fn gfx942_apps() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = profile_dir().join("apps").join("hip-7.2-gfx942");
+            std::fs::create_dir_all(&dir).unwrap();
+            hip_apps_for_gfx942(&dir);
+            dir
+        })
+        .clone()
+}
+
 fn hip_apps_for_gfx942(dir: &Path) {
     let mut names: Vec<&str> = HIP_SUITE.iter().map(|(name, ..)| *name).collect();
     names.dedup();
@@ -186,9 +202,9 @@ fn hip_apps_for_gfx942(dir: &Path) {
 #[test]
 fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
     let dir = tempfile::tempdir().unwrap();
-    hip_apps_for_gfx942(dir.path());
+    let apps = gfx942_apps();
     for (name, args, expected) in HIP_SUITE {
-        let exe = dir.path().join(name);
+        let exe = apps.join(name);
         let mut cmd = vec![exe.to_str().unwrap()];
         cmd.extend(args.iter());
         let out = on_model(dir.path(), &[], &cmd, LIMIT);
@@ -212,7 +228,7 @@ fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
     }
     // Execution switched off: the first kernel's completion never comes.
     let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
-    let exe = dir.path().join("reduce_sum_baseline");
+    let exe = apps.join("reduce_sum_baseline");
     let limit = SWITCHED_OFF_WAIT.as_secs().to_string();
     let out = on_model(
         dir.path(),
@@ -228,4 +244,123 @@ fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
         stderr(&out)
     );
     assert_eq!(stdout(&out), "");
+}
+
+/// `ditto validate --json --hsa-runtime model` of two gfx942 builds in the
+/// ROCm 7.2 chroot: real ROCr in model mode under ditto's tool.
+fn validate_on_model(reference: &str, optimized: &str, env: &[(&str, String)]) -> Output {
+    let apps = gfx942_apps();
+    let dir = tempfile::tempdir().unwrap();
+    let (reference, optimized) = (apps.join(reference), apps.join(optimized));
+    let mut c = Command::new(rocm_chroot());
+    c.args(["run", "7.2", "--bind"]).arg(repo_root());
+    if !profile_dir().starts_with(repo_root()) {
+        c.arg("--bind").arg(profile_dir());
+    }
+    c.arg("--bind-rw").arg(dir.path());
+    c.args(["--env", "NO_COLOR=1"]);
+    c.arg("--env")
+        .arg(format!("TMPDIR={}", dir.path().display()));
+    for (k, v) in env {
+        c.arg("--env").arg(format!("{k}={v}"));
+    }
+    c.arg("--").arg(ditto_bin()).args([
+        "validate",
+        "--json",
+        "--hsa-runtime",
+        "model",
+        "--kernel",
+        "reduce_sum",
+        "--timeout",
+        "60",
+        "--ref",
+        reference.to_str().unwrap(),
+        "--opt",
+        optimized.to_str().unwrap(),
+    ]);
+    output_within(&mut c, LIMIT, "ditto validate --hsa-runtime model")
+}
+
+#[test]
+fn ditto_validate_beneath_real_rocr_7_2_gives_the_cpu_runtime_s_verdicts() {
+    let out = validate_on_model("reduce_sum_baseline", "reduce_sum_optimized", &[]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: stdout {} stderr {}", stdout(&out), stderr(&out)));
+    assert_eq!(
+        (out.status.code(), &v["valid"]),
+        (Some(0), &serde_json::json!(true)),
+        "{v}"
+    );
+    assert_eq!(v["arrays_compared"], 1, "{v}");
+    assert_eq!(
+        v["kernel"].as_str(),
+        Some("reduce_sum(float const*, float*, int)")
+    );
+    let out = validate_on_model("reduce_sum_baseline", "reduce_sum_wrong", &[]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (out.status.code(), &v["valid"]),
+        (Some(1), &serde_json::json!(false)),
+        "{v}"
+    );
+    let m = &v["mismatches"][0];
+    assert_eq!(
+        (m["dispatch"].as_u64(), m["arg"].as_u64()),
+        (Some(0), Some(1)),
+        "{v}"
+    );
+    let expected_sum: f64 = (0..65536).map(|i| (i % 7) as f64 * 0.5).sum();
+    assert_eq!(m["max_abs_diff"].as_f64(), Some(expected_sum), "{v}");
+    assert!(
+        stderr(&out).contains("captured 1 dispatch of reduce_sum"),
+        "{}",
+        stderr(&out)
+    );
+    // The model's execution switched off: no kernel completes, the
+    // reference run is stopped at its --timeout, and there is no verdict.
+    let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
+    let out = validate_on_model("reduce_sum_baseline", "reduce_sum_wrong", &off);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        !stdout(&out).contains("\"valid\": true"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_rocr_without_model_mode_is_refused_naming_it_and_what_works() {
+    let mut c = Command::new(rocm_chroot());
+    c.args(["run", "6.4", "--bind"]).arg(repo_root());
+    if !profile_dir().starts_with(repo_root()) {
+        c.arg("--bind").arg(profile_dir());
+    }
+    c.arg("--").arg(ditto_bin()).args([
+        "run",
+        "--hsa-runtime",
+        "model",
+        "--kernel",
+        "k",
+        "--",
+        "true",
+    ]);
+    let out = output_within(
+        &mut c,
+        LIMIT,
+        "ditto run --hsa-runtime model in the 6.4 chroot",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("libhsa-runtime64.so.1 has no model mode")
+            && err.contains("ROCr 7.2 is the first")
+            && err.contains("--hsa-runtime cpu"),
+        "{err}"
+    );
 }

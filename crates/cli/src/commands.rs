@@ -58,7 +58,12 @@ fn start_collector(
     place: SocketPlace,
 ) -> Result<Collector> {
     let host_mapped = matches!(runtime, ResolvedRuntime::Cpu { .. });
-    let source = LazyHsaSource::new(runtime.library(), host_mapped, !host_mapped)
+    // The system's ROCr is loaded at once (its failure said before the
+    // application starts); ROCr in model mode never (no IPC handle comes:
+    // the tool copies into shared memory there), nor the CPU runtime
+    // until a buffer arrives.
+    let now = matches!(runtime, ResolvedRuntime::System);
+    let source = LazyHsaSource::new(runtime.library(), host_mapped, now)
         .context("the collector needs the HSA runtime to map the application's buffers")?;
     // Said when the first HSA application connects: the CPU runtime's
     // absence (its buffers cannot be mapped), else that `auto` chose it.
@@ -163,7 +168,7 @@ pub fn run(opts: RunOptions) -> Result<Verdict> {
         arg_sizes: opts.arg_sizes.clone(),
         runtime_dir: runtime.library_dir().map(Path::to_path_buf),
         app_stdout_to_stderr: false,
-        extra_env: vec![],
+        extra_env: runtime.environment(),
         cwd: None,
         timeout: opts.timeout,
     };
@@ -405,7 +410,12 @@ pub fn validate(opts: ValidateOptions) -> Result<Verdict> {
             arg_sizes: opts.arg_sizes.clone(),
             runtime_dir: runtime.library_dir().map(Path::to_path_buf),
             app_stdout_to_stderr: opts.json,
-            extra_env: side.env.clone(),
+            // The runtime's first: the user's word wins.
+            extra_env: runtime
+                .environment()
+                .into_iter()
+                .chain(side.env.clone())
+                .collect(),
             cwd,
             timeout: opts.timeout,
         };

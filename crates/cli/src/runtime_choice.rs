@@ -1,9 +1,13 @@
 //! Which HSA runtime a run uses (`--hsa-runtime`): ditto's CPU runtime
 //! (where it lives: `DITTO_CPU_RUNTIME_DIR`, else beside the `ditto`
-//! executable) or the system's ROCm, `auto` picking by `/dev/kfd`, and
-//! what to say when `auto` picked the CPU runtime. Owns the choice only:
-//! the application finds the runtime through its LD_LIBRARY_PATH
-//! (`launch`), the collector loads it (`collector::hsa_runtime`).
+//! executable), the system's ROCm, or the system's ROCm in its own model
+//! mode on ditto's model GPU (`model`: the model library beside `ditto`
+//! or `DITTO_MODEL_GPU_LIB`, the topology ditto writes), `auto` picking by
+//! `/dev/kfd`, and what to say when `auto` picked the CPU runtime. Owns
+//! the choice only: the application finds the runtime through its
+//! LD_LIBRARY_PATH and, for the model, HSA_MODEL_LIB and
+//! HSA_MODEL_TOPOLOGY (`launch`); the collector loads it
+//! (`collector::hsa_runtime`).
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +21,9 @@ pub enum RuntimeChoice {
     Cpu,
     /// The system's ROCm runtime (an AMD GPU and /dev/kfd).
     System,
+    /// The system's ROCm runtime (7.2 or later) in its own model mode, on
+    /// ditto's model GPU: real ROCr and HIP, no GPU needed.
+    Model,
     /// system when /dev/kfd exists, else cpu.
     Auto,
 }
@@ -29,6 +36,12 @@ pub enum ResolvedRuntime {
         dir: PathBuf,
     },
     System,
+    /// The system's ROCr in model mode: the model library `gpu` and the
+    /// topology directory `topology` it is given.
+    Model {
+        gpu: PathBuf,
+        topology: PathBuf,
+    },
 }
 
 impl ResolvedRuntime {
@@ -37,14 +50,27 @@ impl ResolvedRuntime {
     pub fn library(&self) -> PathBuf {
         match self {
             ResolvedRuntime::Cpu { dir } => dir.join(HSA_RUNTIME_SONAME),
-            ResolvedRuntime::System => PathBuf::from(HSA_RUNTIME_SONAME),
+            ResolvedRuntime::System | ResolvedRuntime::Model { .. } => {
+                PathBuf::from(HSA_RUNTIME_SONAME)
+            }
+        }
+    }
+    /// Variables the application needs beyond its library path: the model
+    /// GPU's for ROCr's model mode.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        match self {
+            ResolvedRuntime::Model { gpu, topology } => vec![
+                ("HSA_MODEL_LIB".into(), gpu.display().to_string()),
+                ("HSA_MODEL_TOPOLOGY".into(), topology.display().to_string()),
+            ],
+            _ => Vec::new(),
         }
     }
     /// Directory to put first in the application's LD_LIBRARY_PATH.
     pub fn library_dir(&self) -> Option<&Path> {
         match self {
             ResolvedRuntime::Cpu { dir } => Some(dir),
-            ResolvedRuntime::System => None,
+            ResolvedRuntime::System | ResolvedRuntime::Model { .. } => None,
         }
     }
 }
@@ -59,6 +85,137 @@ pub enum ResolveError {
     CpuRuntimeMissing(PathBuf),
     #[error("cannot find the ditto executable's directory: {0}")]
     NoExecutable(std::io::Error),
+    #[error(
+        "ditto's model GPU was not found at {0}: build it with `cargo build --workspace` (it \
+         lands beside `ditto` as libditto_hsa_model.so) or set DITTO_MODEL_GPU_LIB"
+    )]
+    ModelGpuMissing(PathBuf),
+    #[error(
+        "--hsa-runtime model needs the system's ROCm runtime ({HSA_RUNTIME_SONAME}), which \
+         could not be loaded: {0}; install ROCm 7.2 or later (Debian: libhsa-runtime64-1 \
+         from experimental), or use --hsa-runtime cpu"
+    )]
+    NoSystemRocr(String),
+    #[error(
+        "--hsa-runtime model: the system's ROCm runtime {0} has no model mode (its thunk \
+         never reads HSA_MODEL_TOPOLOGY); ROCr 7.2 is the first with one (ROCm 6.4 and 5.2 \
+         have none): install ROCm 7.2 or later, or use --hsa-runtime cpu"
+    )]
+    NoModelMode(String),
+    #[error("--hsa-runtime model: writing the model GPU's topology into {0}: {1}")]
+    Topology(PathBuf, std::io::Error),
+}
+
+/// Where ditto's model GPU lives: `$DITTO_MODEL_GPU_LIB`, else
+/// `<dir of the ditto executable>/libditto_hsa_model.so`.
+fn model_gpu_library() -> Result<PathBuf, ResolveError> {
+    let lib = match std::env::var_os("DITTO_MODEL_GPU_LIB") {
+        Some(lib) => PathBuf::from(lib),
+        None => crate::executable_dir()
+            .map_err(ResolveError::NoExecutable)?
+            .join("libditto_hsa_model.so"),
+    };
+    if lib.is_file() {
+        Ok(lib)
+    } else {
+        Err(ResolveError::ModelGpuMissing(lib))
+    }
+}
+
+/// Whether the system's ROCr has a model mode: its thunk (linked into
+/// libhsa-runtime64, its symbols hidden) reads `HSA_MODEL_TOPOLOGY`, so
+/// the library's file holds that name (ROCr 7.2 on). Loads the library
+/// without initialising it (hsa_init is never called here) to learn which
+/// file the loader picks.
+fn check_model_mode() -> Result<(), ResolveError> {
+    let name = std::ffi::CString::new(HSA_RUNTIME_SONAME).unwrap_or_default();
+    // SAFETY: dlopen of a NUL-terminated name; the handle is kept (ROCr is
+    // never unloaded, as its own static objects expect).
+    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns a NUL-terminated message or null.
+        let why = unsafe { libc::dlerror() };
+        let why = if why.is_null() {
+            "not found".to_string()
+        } else {
+            // SAFETY: as above.
+            unsafe { std::ffi::CStr::from_ptr(why) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(ResolveError::NoSystemRocr(why));
+    }
+    // SAFETY: dlsym with a live handle and a NUL-terminated name.
+    let init = unsafe { libc::dlsym(handle, c"hsa_init".as_ptr()) };
+    let path = library_path(init);
+    let has_model_mode = std::fs::read(&path)
+        .map(|bytes| bytes.windows(MODEL_VAR.len()).any(|w| w == MODEL_VAR))
+        .unwrap_or(false);
+    if has_model_mode {
+        Ok(())
+    } else {
+        Err(ResolveError::NoModelMode(path))
+    }
+}
+
+/// The variable ROCr's thunk reads to enter model mode.
+const MODEL_VAR: &[u8] = b"HSA_MODEL_TOPOLOGY";
+
+/// The file a symbol of a loaded library lies in (dladdr), for messages.
+fn library_path(symbol: *mut libc::c_void) -> String {
+    // SAFETY: dladdr fills `info` for any address; zeroed is its valid start.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if symbol.is_null()
+        || unsafe { libc::dladdr(symbol, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return HSA_RUNTIME_SONAME.to_string();
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// GPUs of the model topology: `DITTO_MODEL_GPUS` (1 to 8), else 1.
+fn model_gpus() -> u32 {
+    std::env::var("DITTO_MODEL_GPUS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| (1..=8).contains(n))
+        .unwrap_or(1)
+}
+
+/// Writes the model topology into a directory of this user's only
+/// (`<tmp>/ditto-model-<uid>/gpus-<n>`), created 0700 and checked to be
+/// ours and no link; rewritten each time (its contents depend only on the
+/// machine and the GPU count).
+fn model_topology() -> Result<PathBuf, ResolveError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let gpus = model_gpus();
+    let base = std::env::temp_dir().join(format!("ditto-model-{uid}"));
+    let dir = base.join(format!("gpus-{gpus}"));
+    let fail = |e: std::io::Error| ResolveError::Topology(dir.clone(), e);
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail(e)),
+    }
+    let meta = std::fs::symlink_metadata(&base).map_err(fail)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(fail(std::io::Error::other(format!(
+            "{} is not a directory of this user's only (a link, another owner, or open to others); \
+             remove it",
+            base.display()
+        ))));
+    }
+    ditto_hsa_model::topology::Topology::for_this_machine(gpus)
+        .write(&dir)
+        .map_err(fail)?;
+    Ok(dir)
 }
 
 /// Where ditto's CPU runtime lives: `$DITTO_CPU_RUNTIME_DIR`, else
@@ -100,6 +257,14 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, ResolveError> {
     match choice {
         RuntimeChoice::Cpu => cpu(),
         RuntimeChoice::System => Ok(ResolvedRuntime::System),
+        RuntimeChoice::Model => {
+            let gpu = model_gpu_library()?;
+            check_model_mode()?;
+            Ok(ResolvedRuntime::Model {
+                gpu,
+                topology: model_topology()?,
+            })
+        }
         RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto => cpu(),
     }

@@ -20,12 +20,12 @@
 //! on a GPU. Blit kernels (the runtime's own code) run unmarked: a fault
 //! there acts as before.
 
-use crate::limits;
 use crate::blit_kernels::Blit;
 use crate::cpu::{CpuDispatch, KernelEntry, Library};
+use crate::device_access::DeviceAccess;
 use crate::group_workers;
 use crate::kernel_faults::RunningKernel;
-use crate::device_access::DeviceAccess;
+use crate::limits;
 use hsa::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, Ordering};

@@ -22,6 +22,7 @@
 //! - `sdma`             one thread per SDMA queue (ROCr's copy engines)
 //! - `topology`         the sysfs-like topology directory ditto writes for it
 
+pub mod clock;
 pub mod device;
 pub mod interface;
 pub mod loaded_code_objects;

@@ -28,6 +28,7 @@
 //! `DITTO_MODEL_GPU_EXECUTE=0` accepts queues and executes nothing: the
 //! switch the tests use to see that what completes was completed here.
 
+use crate::clock;
 use crate::device::Shared;
 use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QUEUE_TYPES_SDMA, QueueInfo};
 use crate::loaded_code_objects;
@@ -307,7 +308,14 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
             kernel_faults::set_reporter(report_kernel_fault);
             // SAFETY: the application published this packet for the GPU:
             // its kernarg and the pointers in it are what the kernel reads.
+            let start = clock::now();
             let status = unsafe { dispatch::run(&d, kernel.record, false, 0, queue) };
+            let end = clock::now();
+            if d.completion_signal.handle != 0
+                && let Ok(signal) = GpuSignal::at(gpu, d.completion_signal.handle)
+            {
+                signal.set_times(start, end);
+            }
             if status != hsa::HSA_STATUS_SUCCESS {
                 eprintln!(
                     "ditto model GPU: kernel {} (of {}) failed with status 0x{status:x}",

@@ -12,7 +12,7 @@
 //!   HDP-flush poll (a register, bit 26) has nothing to flush here;
 //! - ATOMIC (op 10): 64-bit add (ROCr's signal decrement, `src` = -1);
 //! - CONSTANT_FILL (op 11): `count + 1` bytes of a 32-bit pattern;
-//! - TIMESTAMP (op 13, get global): the model's clock, in ns.
+//! - TIMESTAMP (op 13, get global): the model's clock (`clock`).
 //!
 //! The ring is bytes; its read and write pointers are byte offsets that
 //! only grow (ROCr's gfx9 rings are monotonic). Anything else stops the
@@ -20,7 +20,6 @@
 
 use crate::device::Shared;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
 
 const OP_NOP: u32 = 0;
 const OP_COPY: u32 = 1;
@@ -58,7 +57,6 @@ fn pointer(p: usize) -> &'static AtomicU64 {
 
 /// Executes the queue until it is destroyed or a packet is refused.
 pub fn process(gpu: &Shared, ring: &SdmaRing, stop: &AtomicBool, wait: &mut dyn FnMut()) -> Stop {
-    let start = Instant::now();
     let mut read = pointer(ring.read).load(Ordering::Acquire);
     loop {
         while pointer(ring.write).load(Ordering::Acquire) <= read {
@@ -144,7 +142,7 @@ pub fn process(gpu: &Shared, ring: &SdmaRing, stop: &AtomicBool, wait: &mut dyn 
                 let addr = u64::from(dword(1)) | (u64::from(dword(2)) << 32);
                 match gpu.at(addr, 8) {
                     Some(p) => {
-                        let now = start.elapsed().as_nanos() as u64;
+                        let now = crate::clock::now();
                         // SAFETY: 8 bytes of mapped GPU memory.
                         unsafe { &*(p as *const AtomicU64) }.store(now, Ordering::Release);
                         Ok(3)

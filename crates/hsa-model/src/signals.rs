@@ -7,12 +7,14 @@
 //! address is a placeholder the model must not write).
 
 use crate::device::Shared;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// Bytes of an `amd_signal_t`.
 pub const SIZE: u64 = 64;
 const VALUE: usize = 8;
 const EVENT_ID: usize = 24;
+const START_TS: usize = 32;
+const END_TS: usize = 40;
 
 /// A signal the model may touch: its memory lies in a GPU allocation.
 pub struct GpuSignal<'a> {
@@ -50,6 +52,17 @@ impl<'a> GpuSignal<'a> {
         let id = event.load(Ordering::Acquire);
         if id != 0 {
             self.gpu.set_event(id);
+        }
+    }
+
+    /// Records a dispatch's start and end (the GPU's timestamps, which
+    /// `hsa_amd_profiling_get_dispatch_time` reads), before completion.
+    pub fn set_times(&self, start: u64, end: u64) {
+        // SAFETY: as in value_cell; start_ts and end_ts are 8 bytes at 32
+        // and 40 of the signal's 64 mapped bytes.
+        unsafe {
+            (*(self.base.add(START_TS) as *const AtomicU64)).store(start, Ordering::Relaxed);
+            (*(self.base.add(END_TS) as *const AtomicU64)).store(end, Ordering::Relaxed);
         }
     }
 

@@ -170,7 +170,10 @@ impl HeldSignals for HsaTool {
                 &mut time,
             )
         };
-        if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end < time.start {
+        // A dispatch takes time: an end at its start is no time (ROCr in
+        // model mode translates every timestamp to one value, its thunk's
+        // clock counters reading 0).
+        if st != HSA_STATUS_SUCCESS || time.end == 0 || time.end <= time.start {
             log_debug!(
                 "no dispatch time on signal 0x{:x} (status 0x{st:x}, start {}, end {})",
                 signal,

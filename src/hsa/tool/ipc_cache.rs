@@ -21,6 +21,19 @@ pub enum IpcExportError {
     NoIpcCreate,
     #[error("hsa_amd_ipc_memory_create failed with status 0x{status:x}")]
     Create { status: hsa_status_t },
+    #[error(
+        "ROCr runs in its model mode (HSA_MODEL_TOPOLOGY is set), whose thunk has no IPC \
+         and aborts the process on an export"
+    )]
+    ModelMode,
+}
+
+/// Whether ROCr runs in its model mode: the variable its thunk reads
+/// (libhsakmt's model_init_env_vars), read once. In model mode an IPC
+/// export reaches an ioctl the thunk does not implement, and it aborts.
+fn rocr_model_mode() -> bool {
+    static MODEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MODEL.get_or_init(|| std::env::var_os("HSA_MODEL_TOPOLOGY").is_some())
 }
 
 type Handles = AddressMap<(u64, hsa_amd_ipc_memory_t, Option<u32>)>;
@@ -70,6 +83,9 @@ impl HsaTool {
     /// free ditto sees; one found through `pointer_info` is exported afresh
     /// every time, as its free (and a reuse of its address) goes unseen.
     pub(super) fn export_ipc(&self, allocation: &Allocation) -> Result<Transport, IpcExportError> {
+        if rocr_model_mode() {
+            return Err(IpcExportError::ModelMode);
+        }
         let mut cache = self.ipc_handles.lock();
         let (handle, owner_node) = match cache.get(&allocation.base) {
             Some((size, h, node)) if *size == allocation.size => (*h, *node),

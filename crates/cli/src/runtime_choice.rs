@@ -187,17 +187,21 @@ fn model_gpus() -> u32 {
         .unwrap_or(1)
 }
 
-/// Writes the model topology into a directory of this user's only
-/// (`<tmp>/ditto-model-<uid>/gpus-<n>`), created 0700 and checked to be
-/// ours and no link; rewritten each time (its contents depend only on the
-/// machine and the GPU count).
+/// The model topology, in a directory of this user's only
+/// (`<tmp>/ditto-model-<uid>/`, created 0700 and checked to be ours and no
+/// link), named by what it describes (GPUs, cores, memory), so that it is
+/// written once and never rewritten while another run's ROCr reads it:
+/// it is made under a temporary name and renamed into place.
 fn model_topology() -> Result<PathBuf, ResolveError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let gpus = model_gpus();
+    let topology = ditto_hsa_model::topology::Topology::for_this_machine(model_gpus());
     let base = std::env::temp_dir().join(format!("ditto-model-{uid}"));
-    let dir = base.join(format!("gpus-{gpus}"));
+    let dir = base.join(format!(
+        "gpus-{}-cores-{}-memory-{}",
+        topology.gpus, topology.cpu_cores, topology.system_memory
+    ));
     let fail = |e: std::io::Error| ResolveError::Topology(dir.clone(), e);
     match std::fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
@@ -212,9 +216,20 @@ fn model_topology() -> Result<PathBuf, ResolveError> {
             base.display()
         ))));
     }
-    ditto_hsa_model::topology::Topology::for_this_machine(gpus)
-        .write(&dir)
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(dir);
+    }
+    let partial = tempfile::Builder::new()
+        .prefix(".topology-")
+        .tempdir_in(&base)
         .map_err(fail)?;
+    topology.write(partial.path()).map_err(fail)?;
+    match std::fs::rename(partial.path(), &dir) {
+        Ok(()) => {}
+        // Another run put the same topology in place first.
+        Err(_) if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) => {}
+        Err(e) => return Err(fail(e)),
+    }
     Ok(dir)
 }
 

@@ -36,6 +36,22 @@ fn rocm_chroot() -> PathBuf {
     repo_root().join("scripts/rocm-chroot")
 }
 
+/// `scripts/rocm-chroot run RELEASE` with the repository and this build
+/// bound read-only, `writable` bound writable and NO_COLOR set; the
+/// caller adds `--env`s, then `--` and the command.
+fn in_chroot(release: &str, writable: Option<&Path>) -> Command {
+    let mut c = Command::new(rocm_chroot());
+    c.args(["run", release, "--bind"]).arg(repo_root());
+    if !profile_dir().starts_with(repo_root()) {
+        c.arg("--bind").arg(profile_dir());
+    }
+    if let Some(dir) = writable {
+        c.arg("--bind-rw").arg(dir);
+    }
+    c.args(["--env", "NO_COLOR=1"]);
+    c
+}
+
 fn model_lib() -> PathBuf {
     let lib = profile_dir().join("libditto_hsa_model.so");
     assert!(
@@ -60,16 +76,8 @@ fn on_model(dir: &Path, env: &[(&str, String)], cmd: &[&str], limit: Duration) -
     );
     let topology = dir.join("topology");
     Topology::for_this_machine(1).write(&topology).unwrap();
-    let mut c = Command::new(rocm_chroot());
-    c.args(["run", "7.2", "--bind"]).arg(repo_root());
-    if !profile_dir().starts_with(repo_root()) {
-        c.arg("--bind").arg(profile_dir());
-    }
+    let mut c = in_chroot("7.2", Some(dir));
     c.arg("--env")
-        .arg("NO_COLOR=1")
-        .arg("--bind-rw")
-        .arg(dir)
-        .arg("--env")
         .arg(format!("HSA_MODEL_TOPOLOGY={}", topology.display()))
         .arg("--env")
         .arg(format!("HSA_MODEL_LIB={}", model_lib().display()));
@@ -92,11 +100,7 @@ fn packet_programs(dir: &Path) -> (PathBuf, PathBuf) {
         tool.display(),
         src.display()
     );
-    let out = Command::new(rocm_chroot())
-        .args(["run", "7.2", "--bind"])
-        .arg(repo_root())
-        .arg("--bind-rw")
-        .arg(dir)
+    let out = in_chroot("7.2", Some(dir))
         .args(["--", "sh", "-c", &script])
         .output()
         .unwrap();
@@ -184,11 +188,7 @@ fn hip_apps_for_gfx942(dir: &Path) {
             )
         })
         .collect();
-    let out = Command::new(rocm_chroot())
-        .args(["run", "7.2", "--bind"])
-        .arg(repo_root())
-        .arg("--bind-rw")
-        .arg(dir)
+    let out = in_chroot("7.2", Some(dir))
         .args(["--", "sh", "-c", &script.join(" && ")])
         .output()
         .unwrap();
@@ -252,13 +252,7 @@ fn validate_on_model(reference: &str, optimized: &str, env: &[(&str, String)]) -
     let apps = gfx942_apps();
     let dir = tempfile::tempdir().unwrap();
     let (reference, optimized) = (apps.join(reference), apps.join(optimized));
-    let mut c = Command::new(rocm_chroot());
-    c.args(["run", "7.2", "--bind"]).arg(repo_root());
-    if !profile_dir().starts_with(repo_root()) {
-        c.arg("--bind").arg(profile_dir());
-    }
-    c.arg("--bind-rw").arg(dir.path());
-    c.args(["--env", "NO_COLOR=1"]);
+    let mut c = in_chroot("7.2", Some(dir.path()));
     c.arg("--env")
         .arg(format!("TMPDIR={}", dir.path().display()));
     for (k, v) in env {
@@ -336,11 +330,7 @@ fn ditto_validate_beneath_real_rocr_7_2_gives_the_cpu_runtime_s_verdicts() {
 
 #[test]
 fn a_rocr_without_model_mode_is_refused_naming_it_and_what_works() {
-    let mut c = Command::new(rocm_chroot());
-    c.args(["run", "6.4", "--bind"]).arg(repo_root());
-    if !profile_dir().starts_with(repo_root()) {
-        c.arg("--bind").arg(profile_dir());
-    }
+    let mut c = in_chroot("6.4", None);
     c.arg("--").arg(ditto_bin()).args([
         "run",
         "--hsa-runtime",

@@ -112,7 +112,7 @@ impl SnapshotWriter {
 
     /// [`Self::create`] of a node's part of a run, by the collector
     /// `collector` running in job `job`, both recorded in its manifest. A
-    /// part already there is replaced only when [`parts::check_replacing`]
+    /// part already there is replaced only when `parts::check_replacing`
     /// finds it of an earlier capture (or of this collector), never when
     /// another collector of this run wrote it.
     pub fn create_part(

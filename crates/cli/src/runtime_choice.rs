@@ -59,9 +59,12 @@ impl ResolvedRuntime {
     /// GPU's for ROCr's model mode.
     pub fn environment(&self) -> Vec<(String, String)> {
         match self {
+            // Signals without interrupt events: ROCr 7.2.4's thunk aborts
+            // when the model sets an event the waiter already destroyed.
             ResolvedRuntime::Model { gpu, topology } => vec![
                 ("HSA_MODEL_LIB".into(), gpu.display().to_string()),
                 ("HSA_MODEL_TOPOLOGY".into(), topology.display().to_string()),
+                ("HSA_ENABLE_INTERRUPT".into(), "0".into()),
             ],
             _ => Vec::new(),
         }

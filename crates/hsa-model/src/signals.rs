@@ -44,12 +44,19 @@ impl<'a> GpuSignal<'a> {
         self.value_cell().load(Ordering::Acquire)
     }
 
-    /// Completion: value - 1 with release semantics, then the event.
+    /// Completion: value - 1 with release semantics, then the event (its
+    /// id read before the decrement, which may let the waiter destroy the
+    /// signal). Beware: ROCr 7.2.4's thunk aborts the process when the
+    /// event was destroyed before `set_event` reaches it
+    /// ("model_set_event: event_id = N is not allocated"), where a driver
+    /// drops such an interrupt; with `HSA_ENABLE_INTERRUPT=0` (what
+    /// `--hsa-runtime model` sets) ROCr's signals carry no event and this
+    /// never calls it.
     pub fn complete(&self) {
-        self.value_cell().fetch_sub(1, Ordering::AcqRel);
         // SAFETY: as in value_cell; event_id is 4 bytes at 24.
         let event = unsafe { &*(self.base.add(EVENT_ID) as *const AtomicU32) };
         let id = event.load(Ordering::Acquire);
+        self.value_cell().fetch_sub(1, Ordering::AcqRel);
         if id != 0 {
             self.gpu.set_event(id);
         }

@@ -218,8 +218,11 @@ pub(super) fn read_tensors_mapping_from(
             )));
         }
         let (start, end) = info.data_offsets;
-        let expected = w.elements as u64 * w.dtype.size() as u64;
-        if start > end || end as u64 > data_len || (end - start) as u64 != expected {
+        // A manifest's element count no file can hold is refused, never
+        // multiplied past 64 bits.
+        let expected = (w.elements as u64).checked_mul(w.dtype.size() as u64);
+        if start > end || end as u64 > data_len || Some((end - start) as u64) != expected {
+            let expected = expected.map_or("more than 2^64".to_string(), |e| e.to_string());
             return Err(bad(format!(
                 "tensor {} (argument {}): data offsets {start}..{end} are not {expected} bytes \
                  inside the file's {data_len} bytes of data",

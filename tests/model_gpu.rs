@@ -358,3 +358,28 @@ fn a_rocr_without_model_mode_is_refused_naming_it_and_what_works() {
         "{err}"
     );
 }
+
+#[test]
+fn a_kernel_without_its_host_build_is_named_and_the_application_aborted_not_hung() {
+    let dir = tempfile::tempdir().unwrap();
+    // vector_add alone, without vector_add.host.so beside it.
+    let exe = dir.path().join("vector_add");
+    std::fs::copy(gfx942_apps().join("vector_add"), &exe).unwrap();
+    let out = on_model(dir.path(), &[], &[exe.to_str().unwrap()], LIMIT);
+    let err = stderr(&out);
+    // SIGABRT, as ROCr aborts on a GPU exception (rocm-chroot: 128 + 6).
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 6),
+        "stdout {} stderr {err}",
+        stdout(&out)
+    );
+    assert_eq!(stdout(&out), "", "no result of a kernel that did not run");
+    assert!(
+        err.contains("vector_add(float const*, float const*, float*, int)")
+            && err.contains("has no host implementation")
+            && err.contains(".host.so")
+            && err.contains("the application is aborted"),
+        "{err}"
+    );
+}

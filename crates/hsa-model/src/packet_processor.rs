@@ -12,12 +12,15 @@
 //! - kernel dispatch: the kernel is found by its descriptor address among
 //!   the code objects ROCr loaded (`loaded_code_objects`) and run by
 //!   gpu-engine's `dispatch` (its host build, or CLR's blit kernel
-//!   natively), on GPU 0's device access; a kernel found nowhere stops the
-//!   queue at the packet with a message, as a GPU queue stops at a
-//!   faulting dispatch, so no wrong result is ever reported as done; a
-//!   kernel that cannot run (no host build) is reported and its packet
-//!   completes, as on ditto's CPU runtime;
+//!   natively), on GPU 0's device access;
 //! - AMD's PM4 indirect buffers (`pm4`).
+//!
+//! A packet the model cannot execute (a kernel found in no code object,
+//! one that cannot run, as without its host build, or faults; an unknown
+//! packet) is a GPU exception: the message, then the process aborts, as
+//! ROCr aborts it on a GPU exception with no handler ([`fatal`]). Model
+//! mode offers no way to raise ROCr's queue error, and a stopped queue
+//! would leave the application waiting for ever.
 //!
 //! After a packet the processor sets its header back to INVALID, advances
 //! the read index (`read_dispatch_id`) and completes the completion signal
@@ -96,7 +99,7 @@ impl QueueProcessor {
                     if let sdma::Stop::Refused(m) =
                         sdma::process(&gpu, &ring, &thread_stop, &mut wait)
                     {
-                        eprintln!("ditto model GPU: {m}; the SDMA queue stops there");
+                        fatal(&format!("{m} (an SDMA queue)"));
                     }
                 })
         } else {
@@ -191,16 +194,11 @@ fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool, queue: u64) {
     loop {
         match next_packet(&ring, read, stop) {
             Err(Stopped::Destroyed) => return,
-            Err(Stopped::Refused(m)) => {
-                eprintln!("ditto model GPU: {m}");
-                return;
-            }
+            Err(Stopped::Refused(m)) => fatal(&m),
             Ok(slot) => {
                 if let Err(stopped) = execute(gpu, slot, stop, queue) {
                     if let Stopped::Refused(m) = stopped {
-                        eprintln!(
-                            "ditto model GPU: {m}; the queue stops at packet {read} (nothing after it runs)"
-                        );
+                        fatal(&format!("{m} (packet {read} of its queue)"));
                     }
                     return;
                 }
@@ -242,10 +240,22 @@ fn next_packet(ring: &Ring, read: u64, stop: &AtomicBool) -> Result<*mut u8, Sto
 /// A kernel's fault (reported by gpu-engine's fault handlers): its queue
 /// stops where the kernel faulted, as a GPU queue does.
 fn report_kernel_fault(fault: kernel_faults::KernelFault) {
-    eprintln!(
-        "ditto model GPU: a kernel of queue {} faulted ({fault:?}); the queue stops there",
+    fatal(&format!(
+        "a kernel of queue {} faulted ({fault:?})",
         fault.queue
+    ));
+}
+
+/// What a GPU exception comes to under ROCr with no handler: the message,
+/// then the process aborts (ROCr's own reaction to a memory fault or an
+/// invalid packet), so that nothing waits for ever on a queue that stopped
+/// and no result is taken from a kernel that did not run.
+pub fn fatal(message: &str) -> ! {
+    eprintln!(
+        "ditto model GPU: {message}; the application is aborted, as ROCr aborts it on a GPU \
+         exception"
     );
+    std::process::abort()
 }
 
 fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result<(), Stopped> {
@@ -317,10 +327,10 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
                 signal.set_times(start, end);
             }
             if status != hsa::HSA_STATUS_SUCCESS {
-                eprintln!(
-                    "ditto model GPU: kernel {} (of {}) failed with status 0x{status:x}",
+                fatal(&format!(
+                    "kernel {} (of {}) could not run (status 0x{status:x}; the reason is above)",
                     kernel.name, kernel.code_object
-                );
+                ));
             }
             Ok(())
         }

@@ -15,8 +15,9 @@
 //! - TIMESTAMP (op 13, get global): the model's clock (`clock`).
 //!
 //! The ring is bytes; its read and write pointers are byte offsets that
-//! only grow (ROCr's gfx9 rings are monotonic). Anything else stops the
-//! queue with a message naming the opcode: nothing is skipped silently.
+//! only grow (ROCr's gfx9 rings are monotonic). Anything else is a GPU
+//! exception naming the opcode (`packet_processor::fatal`): nothing is
+//! skipped silently.
 
 use crate::device::Shared;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};

@@ -19,102 +19,8 @@
 //!   no IPC ioctl in model mode and aborts the application.
 
 use crate::common::hip_suite::HIP_SUITE;
+use crate::common::model_gpu::*;
 use crate::common::*;
-use ditto_hsa_model::topology::Topology;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::Duration;
-
-/// Far beyond what these runs need; reaching it means a hang.
-const LIMIT: Duration = Duration::from_secs(120);
-/// How long a run with execution switched off is given before it counts as
-/// waiting for ever.
-const SWITCHED_OFF_WAIT: Duration = Duration::from_secs(15);
-
-fn rocm_chroot() -> PathBuf {
-    repo_root().join("scripts/rocm-chroot")
-}
-
-/// `scripts/rocm-chroot run RELEASE` with the repository and this build
-/// bound read-only, `writable` bound writable and NO_COLOR set; the
-/// caller adds `--env`s, then `--` and the command.
-fn in_chroot(release: &str, writable: Option<&Path>) -> Command {
-    let mut c = Command::new(rocm_chroot());
-    c.args(["run", release, "--bind"]).arg(repo_root());
-    if !profile_dir().starts_with(repo_root()) {
-        c.arg("--bind").arg(profile_dir());
-    }
-    if let Some(dir) = writable {
-        c.arg("--bind-rw").arg(dir);
-    }
-    c.args(["--env", "NO_COLOR=1"]);
-    c
-}
-
-fn model_lib() -> PathBuf {
-    let lib = profile_dir().join("libditto_hsa_model.so");
-    assert!(
-        lib.exists(),
-        "{} is missing: run `cargo build --workspace`",
-        lib.display()
-    );
-    lib
-}
-
-/// `cmd` in the ROCm 7.2 chroot with real ROCr in model mode on a model
-/// topology of one GPU written into `dir`, plus `env`.
-fn on_model(dir: &Path, env: &[(&str, String)], cmd: &[&str], limit: Duration) -> Output {
-    let out = Command::new(rocm_chroot())
-        .args(["versions", "7.2"])
-        .output()
-        .expect("run scripts/rocm-chroot");
-    assert!(
-        out.status.success(),
-        "the ROCm 7.2 chroot is missing: run `scripts/rocm-chroot create 7.2` as root \
-         (scripts/install-deps does it)"
-    );
-    let topology = dir.join("topology");
-    Topology::for_this_machine(1).write(&topology).unwrap();
-    let mut c = in_chroot("7.2", Some(dir));
-    c.arg("--env")
-        .arg(format!("HSA_MODEL_TOPOLOGY={}", topology.display()))
-        .arg("--env")
-        .arg(format!("HSA_MODEL_LIB={}", model_lib().display()))
-        // As --hsa-runtime model sets it: signals without events (the
-        // thunk aborts on an event destroyed before the model sets it).
-        .arg("--env")
-        .arg("HSA_ENABLE_INTERRUPT=0");
-    for (k, v) in env {
-        c.arg("--env").arg(format!("{k}={v}"));
-    }
-    c.arg("--").args(cmd);
-    output_within(&mut c, limit, &format!("{cmd:?} on the model GPU"))
-}
-
-/// packet_app.c and packet_tool.cpp built against ROCm 7.2.4's headers.
-fn packet_programs(dir: &Path) -> (PathBuf, PathBuf) {
-    let src = repo_root().join("tests/rocm");
-    let (app, tool) = (dir.join("packet_app"), dir.join("libpacket_tool.so"));
-    let script = format!(
-        "gcc -O1 -o {} {}/packet_app.c -lhsa-runtime64 && \
-         g++ -O1 -shared -fPIC -DAMD_INTERNAL_BUILD -o {} {}/packet_tool.cpp",
-        app.display(),
-        src.display(),
-        tool.display(),
-        src.display()
-    );
-    let out = in_chroot("7.2", Some(dir))
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "building the packet programs: {}",
-        stderr(&out)
-    );
-    (app, tool)
-}
 
 const APP_LINE: &str = "packet_app: 3 of 3 packets completed\n";
 
@@ -132,23 +38,6 @@ fn real_rocr_7_2_completes_barrier_packets_on_the_model_gpu_and_not_without_it()
     );
     // Execution switched off: the same waits never end.
     assert_never_finishes_switched_off(dir.path(), app);
-}
-
-/// `program` on the model with its execution switched off
-/// (DITTO_MODEL_GPU_EXECUTE=0) is still running, silent, after
-/// SWITCHED_OFF_WAIT: what completes with it on, the model completed.
-fn assert_never_finishes_switched_off(dir: &Path, program: &str) {
-    let off = [("DITTO_MODEL_GPU_EXECUTE", "0".to_string())];
-    let limit = SWITCHED_OFF_WAIT.as_secs().to_string();
-    let out = on_model(dir, &off, &["timeout", &limit, program], LIMIT);
-    assert_eq!(
-        out.status.code(),
-        Some(124),
-        "stdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    assert_eq!(stdout(&out), "");
 }
 
 #[test]
@@ -173,43 +62,6 @@ fn a_tool_loaded_by_real_rocr_7_2_sees_every_packet_on_the_model_gpu() {
 /// The applications of tests/hip/ that HIP_SUITE runs, built by hipcc
 /// 7.2.4 for gfx942 into target/<profile>/apps/hip-7.2-gfx942/ (once per
 /// test process), each with its host build beside it.
-fn gfx942_apps() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = profile_dir().join("apps").join("hip-7.2-gfx942");
-            std::fs::create_dir_all(&dir).unwrap();
-            hip_apps_for_gfx942(&dir);
-            dir
-        })
-        .clone()
-}
-
-fn hip_apps_for_gfx942(dir: &Path) {
-    let mut names: Vec<&str> = HIP_SUITE.iter().map(|(name, ..)| *name).collect();
-    names.dedup();
-    let sources = repo_root().join("tests/hip");
-    let script: Vec<String> = names
-        .iter()
-        .map(|name| {
-            format!(
-                "hipcc --offload-arch=gfx942 -O2 -o {out}/{name} {src}/{name}.hip",
-                out = dir.display(),
-                src = sources.display()
-            )
-        })
-        .collect();
-    let out = in_chroot("7.2", Some(dir))
-        .args(["--", "sh", "-c", &script.join(" && ")])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "hipcc 7.2.4: {}", stderr(&out));
-    for name in names {
-        let host_build = format!("{name}.host.so");
-        std::fs::copy(hip_app(&host_build), dir.join(&host_build)).unwrap();
-    }
-}
-
 #[test]
 fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
     let dir = tempfile::tempdir().unwrap();
@@ -240,35 +92,6 @@ fn hip_programs_run_unmodified_by_real_hip_and_rocr_7_2_on_the_model_gpu() {
     // Execution switched off: the first kernel's completion never comes.
     let exe = apps.join("reduce_sum_baseline");
     assert_never_finishes_switched_off(dir.path(), exe.to_str().unwrap());
-}
-
-/// `ditto validate --json --hsa-runtime model` of two gfx942 builds in the
-/// ROCm 7.2 chroot: real ROCr in model mode under ditto's tool.
-fn validate_on_model(reference: &str, optimized: &str, env: &[(&str, String)]) -> Output {
-    let apps = gfx942_apps();
-    let dir = tempfile::tempdir().unwrap();
-    let (reference, optimized) = (apps.join(reference), apps.join(optimized));
-    let mut c = in_chroot("7.2", Some(dir.path()));
-    c.arg("--env")
-        .arg(format!("TMPDIR={}", dir.path().display()));
-    for (k, v) in env {
-        c.arg("--env").arg(format!("{k}={v}"));
-    }
-    c.arg("--").arg(ditto_bin()).args([
-        "validate",
-        "--json",
-        "--hsa-runtime",
-        "model",
-        "--kernel",
-        "reduce_sum",
-        "--timeout",
-        "60",
-        "--ref",
-        reference.to_str().unwrap(),
-        "--opt",
-        optimized.to_str().unwrap(),
-    ]);
-    output_within(&mut c, LIMIT, "ditto validate --hsa-runtime model")
 }
 
 #[test]

@@ -6,6 +6,7 @@
 pub mod cpu_features;
 pub mod hip_suite;
 pub mod many_queues;
+pub mod model_gpu;
 pub mod module_graph;
 
 pub use cpu_features::cpu_has_protection_keys;

@@ -49,41 +49,77 @@ pub struct LoadedKernel {
 }
 
 /// A loaded code object: its load address and URI.
-type LoadedAt = (u64, String);
+pub type LoadedAt = (u64, String);
 /// Its kernels: (descriptor address, name, how it runs).
 type Descriptors = Vec<(u64, String, Arc<KernelRecord>)>;
 
 /// Kernel descriptors of each code object read so far.
 static SYMBOLS: LazyLock<Mutex<HashMap<LoadedAt, Descriptors>>> = LazyLock::new(Default::default);
 
-/// The kernel whose descriptor is at `kernel_object`, or None when no code
-/// object ROCr loaded holds one there.
-pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the
-    // global scope, where libhsa-runtime64 (which loaded us) lies.
-    let debug = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_amdgpu_r_debug".as_ptr()) };
+/// ROCr's `_amdgpu_r_debug`: in the global scope when the application
+/// linked ROCr (HIP does), else in ROCr's own scope (a program that
+/// dlopened it locally, as `ditto replay`'s replay process does).
+fn loader_debug_list() -> *mut libc::c_void {
+    const SYMBOL: &std::ffi::CStr = c"_amdgpu_r_debug";
+    // SAFETY: dlsym with a NUL-terminated name in the global scope.
+    let global = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SYMBOL.as_ptr()) };
+    if !global.is_null() {
+        return global;
+    }
+    // SAFETY: RTLD_NOLOAD only finds ROCr, which is loaded (it loaded
+    // us); the handle is closed again, ROCr stays loaded.
+    unsafe {
+        let rocr = libc::dlopen(
+            c"libhsa-runtime64.so.1".as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_NOLOAD,
+        );
+        if rocr.is_null() {
+            return std::ptr::null_mut();
+        }
+        let local = libc::dlsym(rocr, SYMBOL.as_ptr());
+        libc::dlclose(rocr);
+        local
+    }
+}
+
+/// Each code object in ROCr's loader debug list: its load address and
+/// URI, in the list's order; empty when ROCr exports no list.
+pub fn listed() -> Vec<LoadedAt> {
+    let debug = loader_debug_list();
     if debug.is_null() {
-        return None;
+        return Vec::new();
     }
     // SAFETY: ROCr's r_debug, laid out as glibc's; entries stay while
     // their code objects are loaded, and a dispatched kernel's is.
     let mut map = unsafe { (*(debug as *const RDebug)).map };
+    let mut listed = Vec::new();
     while !map.is_null() {
         // SAFETY: a live link_map of the list.
         let entry = unsafe { &*map };
         map = entry.next;
-        if entry.name.is_null() || kernel_object < entry.addr {
+        if entry.name.is_null() {
             continue;
         }
         // SAFETY: l_name is a NUL-terminated URI owned by the loader.
         let uri = unsafe { CStr::from_ptr(entry.name) }
             .to_string_lossy()
             .into_owned();
+        listed.push((entry.addr, uri));
+    }
+    listed
+}
+
+/// The kernel whose descriptor is at `kernel_object`, or None when no code
+/// object ROCr loaded holds one there.
+pub fn kernel_at(kernel_object: u64) -> Option<LoadedKernel> {
+    for (addr, uri) in listed() {
+        if kernel_object < addr {
+            continue;
+        }
         let mut symbols = SYMBOLS.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (entry.addr, uri.clone());
         let kernels = symbols
-            .entry(key)
-            .or_insert_with(|| kernel_descriptors(&uri, entry.addr));
+            .entry((addr, uri.clone()))
+            .or_insert_with(|| kernel_descriptors(&uri, addr));
         if let Some((_, name, record)) = kernels.iter().find(|(a, ..)| *a == kernel_object) {
             return Some(LoadedKernel {
                 name: name.clone(),

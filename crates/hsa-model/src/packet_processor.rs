@@ -8,7 +8,7 @@
 //! - barrier-AND / barrier-OR: wait until every / any nonzero dependency
 //!   signal's value is 0;
 //! - AMD's barrier-value (vendor packet, format 2): wait until
-//!   `(value & mask) cond compare` holds;
+//!   `(value & mask) cond compare` holds (at once when it names no signal);
 //! - kernel dispatch: the kernel is found by its descriptor address among
 //!   the code objects ROCr loaded (`loaded_code_objects`) and run by
 //!   gpu-engine's `dispatch` (its host build, or CLR's blit kernel
@@ -284,6 +284,15 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
                 }
             })
         }
+        // No signal: nothing to wait for. CLR sends such packets (signal 0,
+        // value 0, mask 0, EQ) as ordering points with a completion signal
+        // (`dispatchBarrierValuePacket` with no dependency to resolve); the
+        // command processor completes them at once.
+        HSA_PACKET_TYPE_VENDOR_SPECIFIC
+            if packet[2] == AMD_FORMAT_BARRIER_VALUE && u64_at(8) == 0 =>
+        {
+            Ok(())
+        }
         HSA_PACKET_TYPE_VENDOR_SPECIFIC if packet[2] == AMD_FORMAT_BARRIER_VALUE => {
             let signal = GpuSignal::at(gpu, u64_at(8)).map_err(Stopped::Refused)?;
             let value = u64_at(16) as i64;
@@ -309,8 +318,15 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
         HSA_PACKET_TYPE_KERNEL_DISPATCH => {
             let object = u64_at(32);
             let Some(kernel) = loaded_code_objects::kernel_at(object) else {
+                let listed: Vec<String> = loaded_code_objects::listed()
+                    .iter()
+                    .map(|(at, uri)| format!("{uri} at 0x{at:x}"))
+                    .collect();
                 return Err(Stopped::Refused(format!(
-                    "dispatch of kernel object 0x{object:x}, in no code object ROCr loaded"
+                    "dispatch of kernel object 0x{object:x}, in no code object ROCr loaded \
+                     (its loader lists {}: {})",
+                    listed.len(),
+                    listed.join(", ")
                 )));
             };
             // SAFETY: 64 bytes read as the packet type they say they are.

@@ -7,7 +7,9 @@
 //! otherwise take addresses there); the runtime is loaded; each range is
 //! reserved at its original address (`hsa_amd_vmem_address_reserve`,
 //! which gives another address, with SUCCESS, when that one is taken: the
-//! range is then relocated and the pointer arguments into it rewritten),
+//! range is then relocated and the pointer arguments into it rewritten;
+//! without the virtual-memory API, as in ROCr's model mode, every range is
+//! allocated from the pool and relocated),
 //! backed by a handle of the GPU's memory, mapped and made accessible to
 //! the GPU; the images are copied in, and once more into pristine device
 //! copies; the code object is loaded and frozen and the module variables
@@ -21,7 +23,7 @@
 
 use super::outcome::{ChildArgs, Placed, relocate};
 use super::plan::{DispatchPlan, PAGE, plan};
-use super::runtime::{ReplayRuntime, RuntimeError};
+use super::runtime::{ReplayRuntime, RuntimeError, Staging};
 use crate::store::Snapshot;
 use anyhow::{Context, Result, anyhow, bail};
 use hsa::*;
@@ -94,23 +96,13 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
         placed.push(place_range(&rt, gpu, device_pool, start, size)?);
     }
     drop(keep_taken);
+    let staging = rt.staging(gpu, args.timeout)?;
     for image in plan.images.iter().filter(|i| i.variable.is_none()) {
         let bytes = &arrays[image.position].1.bytes;
-        rt.copy(
-            relocate(&placed, image.base),
-            bytes.as_ptr() as u64,
-            bytes.len(),
-        )
-        .with_context(|| format!("restoring allocation 0x{:x}", image.base))?;
+        rt.write_from_host(&staging, relocate(&placed, image.base), bytes)
+            .with_context(|| format!("restoring allocation 0x{:x}", image.base))?;
     }
-    let pristine: Vec<u64> = placed
-        .iter()
-        .map(|p| {
-            let copy = allocate(&rt, device_pool, p.size)?;
-            rt.copy(copy, p.at, p.size as usize)?;
-            Ok(copy)
-        })
-        .collect::<Result<_, RuntimeError>>()?;
+    let pristine = Pristine::take(&rt, &staging, device_pool, &placed)?;
 
     // The kernel.
     let kernel = load_kernel(&rt, gpu, &code, &plan.launch.symbol).with_context(|| {
@@ -130,14 +122,14 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
             Some((address, size)) => {
                 let bytes = &arrays[image.position].1.bytes;
                 let len = bytes.len().min(size as usize);
-                variables.push((address, bytes.as_ptr() as u64, len));
+                variables.push((address, &bytes[..len]));
             }
             None => variables_missing.push(name.clone()),
         }
     }
     let restore_variables = |rt: &ReplayRuntime| -> Result<(), RuntimeError> {
-        for &(address, host, len) in &variables {
-            rt.copy(address, host, len)?;
+        for &(address, bytes) in &variables {
+            rt.write_from_host(&staging, address, bytes)?;
         }
         Ok(())
     };
@@ -179,9 +171,7 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
     let mut outputs = Vec::new();
     for iteration in 0..args.iterations.max(1) {
         if iteration > 0 {
-            for (p, &copy) in placed.iter().zip(&pristine) {
-                rt.copy(p.at, copy, p.size as usize)?;
-            }
+            pristine.restore(&rt, &staging, &placed)?;
             restore_variables(&rt)?;
         }
         let ticks = queue.dispatch(&rt, gpu, &plan, &kernel, kernarg_at, args.timeout)?;
@@ -189,18 +179,74 @@ pub fn replay_dispatch(args: &ChildArgs) -> Result<()> {
         if iteration == 0 {
             for out in &plan.outputs {
                 let mut bytes = vec![0u8; out.extent as usize];
-                rt.copy(
-                    bytes.as_mut_ptr() as u64,
-                    relocate(&placed, out.address),
-                    bytes.len(),
-                )
-                .with_context(|| format!("reading argument {}", out.arg))?;
+                rt.read_to_host(&staging, &mut bytes, relocate(&placed, out.address))
+                    .with_context(|| format!("reading argument {}", out.arg))?;
                 outputs.push(args.write_output(out.arg, &bytes)?);
             }
         }
     }
     args.write_result(times_ns, &placed, variables_missing, outputs)?;
     Ok(())
+}
+
+/// Each placed range as it was before the first iteration, restored
+/// before each later one: a copy in the GPU's memory (`hsa_memory_copy`);
+/// in ROCr's model mode, whose device-to-device copies run ROCr's own blit
+/// kernels (which the model GPU cannot name), a copy in host memory.
+enum Pristine {
+    Device(Vec<u64>),
+    Host(Vec<Vec<u8>>),
+}
+
+impl Pristine {
+    fn take(
+        rt: &ReplayRuntime,
+        staging: &Staging,
+        pool: hsa_amd_memory_pool_t,
+        placed: &[Placed],
+    ) -> Result<Pristine, RuntimeError> {
+        if std::env::var_os("HSA_MODEL_TOPOLOGY").is_some() {
+            let copies = placed
+                .iter()
+                .map(|p| {
+                    let mut bytes = vec![0u8; p.size as usize];
+                    rt.read_to_host(staging, &mut bytes, p.at)?;
+                    Ok(bytes)
+                })
+                .collect::<Result<_, RuntimeError>>()?;
+            return Ok(Pristine::Host(copies));
+        }
+        let copies = placed
+            .iter()
+            .map(|p| {
+                let copy = allocate(rt, pool, p.size)?;
+                rt.copy(copy, p.at, p.size as usize)?;
+                Ok(copy)
+            })
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(Pristine::Device(copies))
+    }
+
+    fn restore(
+        &self,
+        rt: &ReplayRuntime,
+        staging: &Staging,
+        placed: &[Placed],
+    ) -> Result<(), RuntimeError> {
+        match self {
+            Pristine::Device(copies) => {
+                for (p, &copy) in placed.iter().zip(copies) {
+                    rt.copy(p.at, copy, p.size as usize)?;
+                }
+            }
+            Pristine::Host(copies) => {
+                for (p, bytes) in placed.iter().zip(copies) {
+                    rt.write_from_host(staging, p.at, bytes)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// On ditto's CPU runtime a kernel's host implementation lives in the
@@ -273,7 +319,10 @@ impl Drop for Placeholders {
 }
 
 /// Reserves `size` bytes at `start` (or wherever the runtime gives),
-/// backs them with GPU memory and gives the GPU access.
+/// backs them with GPU memory and gives the GPU access. A runtime without
+/// the virtual-memory API (ROCr below KFD 1.15, ROCr's model mode) gives
+/// no say in the address: the range is allocated from the pool wherever
+/// it lands, and relocated.
 fn place_range(
     rt: &ReplayRuntime,
     gpu: hsa_agent_t,
@@ -281,6 +330,13 @@ fn place_range(
     start: u64,
     size: u64,
 ) -> Result<Placed, RuntimeError> {
+    if !rt.virtual_memory_api() {
+        return Ok(Placed {
+            original: start,
+            at: allocate(rt, pool, size)?,
+            size,
+        });
+    }
     let mut va: *mut c_void = std::ptr::null_mut();
     // SAFETY: the runtime's entry with a valid out-pointer.
     let st = unsafe { (rt.reserve)(&mut va, size as usize, start, 0) };

@@ -155,14 +155,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
     let replacement = replacement::choose(opts, captured.as_deref(), &first, work.path())?;
     // The captured program's host build: the one the user named or the
     // snapshot's own copy, never a path the manifest names.
-    let original_host_build = match runtime.cpu_dir() {
-        Some(_) => inputs::original_host_build(
+    let original_host_build = match runtime.runs_host_builds() {
+        true => inputs::original_host_build(
             opts.host_build.as_deref(),
             &snapshot,
             chosen[0].0,
             work.path(),
         )?,
-        None => None,
+        false => None,
     };
     if let Some(dir) = &opts.emit {
         let replacement_code;
@@ -182,10 +182,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
                     .unwrap_or("none was captured")
             ),
         };
-        let host_build = match (runtime.cpu_dir(), &replacement) {
-            (Some(_), Some(r)) => r.host_build.clone(),
-            (Some(_), None) => original_host_build.clone(),
-            (None, _) => None,
+        let host_build = match (runtime.runs_host_builds(), &replacement) {
+            (true, Some(r)) => r.host_build.clone(),
+            (true, None) => original_host_build.clone(),
+            (false, _) => None,
         };
         let source = emit::EmitSource {
             code,
@@ -201,7 +201,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
             .map(|r| r.code_object.display().to_string()),
         ..Default::default()
     };
-    if runtime.cpu_dir().is_some() {
+    if runtime.runs_host_builds() {
+        let runtime_words = runtime.words();
         let kernel = first
             .record
             .kernel
@@ -210,7 +211,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
         let index = first.record.index;
         if captured.as_deref().is_some_and(inputs::is_amdgpu) && original_host_build.is_none() {
             bail!(
-                "dispatch {index} of `{kernel}` cannot be replayed on ditto's CPU runtime: the \
+                "dispatch {index} of `{kernel}` cannot be replayed on {runtime_words}: the \
                  snapshot holds no host build of the captured program (the kernel's host code, \
                  `<program>.host.so`, which a capture stores since 2026-12-07; a snapshot's \
                  command line is never a library to load); name it with --host-build FILE, or \
@@ -224,7 +225,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplayOutcome> {
         {
             bail!(
                 "the replacement from {} has no host build beside it ({0}.host.so, which `ditto \
-                 hipcc` writes): on ditto's CPU runtime `{kernel}` runs from its host code; \
+                 hipcc` writes): on {runtime_words} `{kernel}` runs from its host code; \
                  build the replacement with `ditto hipcc`",
                 r.source
             );
@@ -347,7 +348,7 @@ fn run_children(
         if opts.relocate {
             cmd.arg("--relocate");
         }
-        if let (Some(dir), Some(host)) = (runtime.cpu_dir(), host_build) {
+        if let Some(dir) = runtime.cpu_dir() {
             // The host build's HIP runtime finds this HSA runtime, as the
             // application did under `ditto run`.
             let mut path = std::ffi::OsString::from(dir);
@@ -355,8 +356,14 @@ fn run_children(
                 path.push(":");
                 path.push(old);
             }
-            cmd.env("LD_LIBRARY_PATH", path)
-                .env("DITTO_HIP_HOST_KERNELS", host);
+            cmd.env("LD_LIBRARY_PATH", path);
+        }
+        if let Backend::Hsa(r) = runtime {
+            // ROCr's model mode: the model GPU and its topology.
+            cmd.envs(r.environment());
+        }
+        if let (true, Some(host)) = (runtime.runs_host_builds(), host_build) {
+            cmd.env("DITTO_HIP_HOST_KERNELS", host);
         }
         cmd.stdin(std::process::Stdio::null());
         if stop_requested() {
@@ -447,6 +454,26 @@ impl Backend {
         match self {
             Backend::Hsa(ResolvedRuntime::Cpu { dir }) => Some(dir),
             _ => None,
+        }
+    }
+
+    /// Whether kernels run from their host builds (`<program>.host.so`):
+    /// on ditto's CPU runtime and on the model GPU beneath real ROCr, not
+    /// on a GPU.
+    fn runs_host_builds(&self) -> bool {
+        matches!(
+            self,
+            Backend::Hsa(ResolvedRuntime::Cpu { .. } | ResolvedRuntime::Model { .. })
+        )
+    }
+
+    /// The runtime in words, for messages.
+    fn words(&self) -> &'static str {
+        match self {
+            Backend::Hsa(ResolvedRuntime::Cpu { .. }) => "ditto's CPU runtime",
+            Backend::Hsa(ResolvedRuntime::Model { .. }) => "the model GPU beneath real ROCr",
+            Backend::Hsa(ResolvedRuntime::System) => "the system's ROCm",
+            Backend::Cuda(_) => "the CUDA driver",
         }
     }
 }

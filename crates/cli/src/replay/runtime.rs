@@ -9,6 +9,7 @@ use cuda_abi::{Library, dlerror_text};
 use hsa::*;
 use std::ffi::c_void;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Why the runtime did not load, or a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,7 @@ pub struct ReplayRuntime {
     pub pool_allocate: HsaAmdMemoryPoolAllocateFn,
     pub allow_access: HsaAmdAgentsAllowAccessFn,
     pub memory_copy: HsaMemoryCopyFn,
+    pub async_copy: HsaAmdMemoryAsyncCopyFn,
     pub reserve: HsaAmdVmemAddressReserveFn,
     pub handle_create: HsaAmdVmemHandleCreateFn,
     pub map: HsaAmdVmemMapFn,
@@ -57,6 +59,17 @@ pub struct ReplayRuntime {
     /// Every GPU agent, in the runtime's order, and the first CPU agent.
     pub gpus: Vec<hsa_agent_t>,
     pub cpu: hsa_agent_t,
+}
+
+/// Host memory of the runtime's, for copies between host and device
+/// ([`ReplayRuntime::staging`]).
+pub struct Staging {
+    at: u64,
+    len: usize,
+    gpu: hsa_agent_t,
+    done: hsa_signal_t,
+    /// How long one copy may take (the replay's `--timeout`).
+    limit: Duration,
 }
 
 impl ReplayRuntime {
@@ -105,6 +118,7 @@ impl ReplayRuntime {
             pool_allocate: entry!("hsa_amd_memory_pool_allocate", HsaAmdMemoryPoolAllocateFn),
             allow_access: entry!("hsa_amd_agents_allow_access", HsaAmdAgentsAllowAccessFn),
             memory_copy: entry!("hsa_memory_copy", HsaMemoryCopyFn),
+            async_copy: entry!("hsa_amd_memory_async_copy", HsaAmdMemoryAsyncCopyFn),
             reserve: entry!("hsa_amd_vmem_address_reserve", HsaAmdVmemAddressReserveFn),
             handle_create: entry!("hsa_amd_vmem_handle_create", HsaAmdVmemHandleCreateFn),
             map: entry!("hsa_amd_vmem_map", HsaAmdVmemMapFn),
@@ -222,6 +236,161 @@ impl ReplayRuntime {
         } else {
             1_000_000_000
         }
+    }
+
+    /// HSA_AMD_SYSTEM_INFO_VIRTUAL_MEM_API_SUPPORTED: whether
+    /// `hsa_amd_vmem_*` work. ROCr says no below KFD interface 1.15, and
+    /// in its model mode (the thunk's emulated KFD reports an older
+    /// interface); its `hsa_amd_vmem_address_reserve` then fails with
+    /// INVALID_ARGUMENT.
+    pub fn virtual_memory_api(&self) -> bool {
+        const VIRTUAL_MEM_API_SUPPORTED: hsa_system_info_t = 0x205;
+        let mut supported = false;
+        // SAFETY: the attribute writes one bool.
+        let st = unsafe {
+            (self.system_get_info)(
+                VIRTUAL_MEM_API_SUPPORTED,
+                (&mut supported as *mut bool).cast(),
+            )
+        };
+        st == HSA_STATUS_SUCCESS && supported
+    }
+
+    /// A staging buffer in host memory the runtime allocated (the CPU's
+    /// fine-grained pool), open to `gpu`: the way host bytes reach the
+    /// GPU's memory and back, by the runtime's copy engine
+    /// (`hsa_amd_memory_async_copy`: SDMA on an Instinct GPU), as the tool
+    /// reads GPU memory. Not `hsa_memory_copy`: from a pointer the runtime
+    /// never allocated it pins that memory (a userptr registration, which
+    /// ROCr's model mode lacks: its thunk aborts the process), and it runs
+    /// ROCr's own blit kernels, which the model GPU cannot name.
+    pub fn staging(&self, gpu: hsa_agent_t, limit: Duration) -> Result<Staging, RuntimeError> {
+        const LEN: usize = 4 << 20;
+        let pool = self
+            .pool_with(self.cpu, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
+            .or_else(|| self.pool_with(self.cpu, HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT))
+            .ok_or_else(|| {
+                RuntimeError::Missing("the CPU agent has no fine-grained or kernarg pool".into())
+            })?;
+        let mut at: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the runtime's entry with a valid out-pointer.
+        let st = unsafe { (self.pool_allocate)(pool, LEN, 0, &mut at) };
+        self.check("hsa_amd_memory_pool_allocate (staging)", st)?;
+        let agents = [gpu];
+        // SAFETY: the runtime's entry on its own allocation.
+        let st = unsafe { (self.allow_access)(1, agents.as_ptr(), std::ptr::null(), at) };
+        self.check("hsa_amd_agents_allow_access (staging)", st)?;
+        let mut done = hsa_signal_t::default();
+        // SAFETY: the runtime's entry with a valid out-pointer.
+        let st = unsafe { (self.signal_create)(0, 0, std::ptr::null(), &mut done) };
+        self.check("hsa_signal_create (staging)", st)?;
+        Ok(Staging {
+            at: at as u64,
+            len: LEN,
+            gpu,
+            done,
+            limit,
+        })
+    }
+
+    /// One copy by the copy engine, waited for (at most the staging's
+    /// limit: a copy that never completes is an error, not a hang).
+    fn engine_copy(
+        &self,
+        staging: &Staging,
+        (dst, dst_agent): (u64, hsa_agent_t),
+        (src, src_agent): (u64, hsa_agent_t),
+        len: usize,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: our own idle signal.
+        unsafe { (self.signal_store)(staging.done, 1) };
+        // SAFETY: both ranges are `len` bytes of memory the runtime
+        // allocated (the staging buffer, a GPU allocation of the replay's).
+        let st = unsafe {
+            (self.async_copy)(
+                dst as *mut c_void,
+                dst_agent,
+                src as *const c_void,
+                src_agent,
+                len,
+                0,
+                std::ptr::null(),
+                staging.done,
+            )
+        };
+        self.check("hsa_amd_memory_async_copy", st)?;
+        let deadline = Instant::now() + staging.limit;
+        // SAFETY: our own signal; bounded waits.
+        while unsafe {
+            (self.signal_wait)(
+                staging.done,
+                HSA_SIGNAL_CONDITION_LT,
+                1,
+                self.timestamp_hz() / 10,
+                HSA_WAIT_STATE_BLOCKED,
+            )
+        } >= 1
+        {
+            if Instant::now() >= deadline {
+                return Err(RuntimeError::Missing(format!(
+                    "a copy of {len} bytes between host and GPU did not complete within {} s \
+                     (the replay's --timeout)",
+                    staging.limit.as_secs()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies `bytes` to the GPU's memory at `dst` through `staging`.
+    pub fn write_from_host(
+        &self,
+        staging: &Staging,
+        dst: u64,
+        bytes: &[u8],
+    ) -> Result<(), RuntimeError> {
+        for (i, chunk) in bytes.chunks(staging.len).enumerate() {
+            // SAFETY: the staging buffer holds `staging.len` >= chunk bytes
+            // of host memory, idle between copies.
+            unsafe {
+                std::ptr::copy_nonoverlapping(chunk.as_ptr(), staging.at as *mut u8, chunk.len())
+            };
+            let at = dst + (i * staging.len) as u64;
+            self.engine_copy(
+                staging,
+                (at, staging.gpu),
+                (staging.at, self.cpu),
+                chunk.len(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Copies the GPU's memory at `src` into `bytes` through `staging`.
+    pub fn read_to_host(
+        &self,
+        staging: &Staging,
+        bytes: &mut [u8],
+        src: u64,
+    ) -> Result<(), RuntimeError> {
+        for (i, chunk) in bytes.chunks_mut(staging.len).enumerate() {
+            let at = src + (i * staging.len) as u64;
+            self.engine_copy(
+                staging,
+                (staging.at, self.cpu),
+                (at, staging.gpu),
+                chunk.len(),
+            )?;
+            // SAFETY: as in write_from_host; the copy has completed.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    staging.at as *const u8,
+                    chunk.as_mut_ptr(),
+                    chunk.len(),
+                )
+            };
+        }
+        Ok(())
     }
 
     /// Copies `len` bytes from `src` to `dst` (any memory the runtime knows).

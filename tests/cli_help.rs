@@ -12,6 +12,7 @@ fn every_help_ends_with_a_worked_example() {
         Some("inspect"),
         Some("collect"),
         Some("kernels"),
+        Some("hsa-env"),
         Some("mcp"),
     ] {
         let mut args: Vec<&str> = sub.into_iter().collect();
@@ -43,7 +44,7 @@ fn every_help_ends_with_a_worked_example() {
 #[test]
 fn every_option_says_what_it_takes() {
     for sub in [
-        "run", "validate", "compare", "inspect", "replay", "kernels", "collect", "mcp",
+        "run", "validate", "compare", "inspect", "replay", "kernels", "collect", "hsa-env", "mcp",
     ] {
         let out = ditto(&[sub, "--help"]);
         assert_eq!(out.status.code(), Some(0), "{sub}");

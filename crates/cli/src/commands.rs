@@ -528,6 +528,36 @@ fn launcher_job() -> Option<String> {
 
 /// `ditto collect`: serves until SIGINT/SIGTERM; each run goes to
 /// `OUT/<run>/`, or with `--node` to its part `OUT/<run>/node-NAME/`.
+/// `ditto hsa-env`: what an application needs, beyond the tool's own
+/// variables, to run on the runtime `choice` names, as `ditto run` gives
+/// it (`launch`): LD_LIBRARY_PATH with the CPU runtime's directory first,
+/// the model GPU's variables. One `NAME=VALUE` a line, for
+/// scripts/ditto-run to export; a value a line cannot hold is an error.
+pub fn hsa_env(choice: RuntimeChoice) -> Result<Verdict> {
+    let runtime = runtime_choice::resolve(choice)?;
+    if let Some(missing) = runtime.missing() {
+        return Err(missing.into());
+    }
+    let mut variables: Vec<(String, String)> = Vec::new();
+    if let Some(dir) = runtime.library_dir() {
+        let path = launch::prepend(dir, std::env::var_os("LD_LIBRARY_PATH"));
+        let path = path
+            .into_string()
+            .map_err(|p| anyhow!("LD_LIBRARY_PATH {} is not UTF-8", p.to_string_lossy()))?;
+        variables.push(("LD_LIBRARY_PATH".into(), path));
+    }
+    variables.extend(runtime.environment());
+    let mut text = String::new();
+    for (name, value) in variables {
+        if value.contains('\n') {
+            bail!("{name} would hold a line break ({value:?}): a line cannot carry it");
+        }
+        text.push_str(&format!("{name}={value}\n"));
+    }
+    emit(&text)?;
+    Ok(Verdict::Valid)
+}
+
 pub fn collect(opts: CollectOptions) -> Result<Verdict> {
     crate::scratch::sweep_stale_temp_dirs();
     let node = match opts.node.as_deref() {

@@ -194,7 +194,7 @@ pub fn parse_env_assignment(text: &str) -> Result<(String, String), EnvAssignmen
     }
 }
 
-fn prepend(first: &Path, rest: Option<OsString>) -> OsString {
+pub(crate) fn prepend(first: &Path, rest: Option<OsString>) -> OsString {
     let mut v = first.as_os_str().to_os_string();
     if let Some(rest) = rest.filter(|r| !r.is_empty()) {
         v.push(":");

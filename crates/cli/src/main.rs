@@ -53,6 +53,12 @@ Example:
   make HIPCC=\"ditto hipcc\"
   ditto run --kernel my_kernel -- ./app                       (runs on the CPU runtime without a GPU)";
 
+const HSA_ENV_EXAMPLE: &str = "\
+Example:
+  ditto hsa-env --hsa-runtime model
+  (HSA_MODEL_LIB=..., HSA_MODEL_TOPOLOGY=..., HSA_ENABLE_INTERRUPT=0: the variables that
+   scripts/ditto-run exports for the model before it starts the application)";
+
 const MCP_EXAMPLE: &str = "\
 Example:
   ditto mcp
@@ -297,6 +303,13 @@ enum Command {
         /// One JSON object on stdout (schema in README.md)
         #[arg(long)]
         json: bool,
+    },
+    /// Print the environment an application needs to run on an HSA runtime, one NAME=VALUE a line
+    #[command(after_help = HSA_ENV_EXAMPLE)]
+    HsaEnv {
+        /// The runtime, as `ditto run --hsa-runtime` chooses it (model writes its topology once)
+        #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
+        hsa_runtime: RuntimeChoice,
     },
     /// Run hipcc with ARGS, and make the host build that runs the program on ditto's CPU runtime
     #[command(after_help = HIPCC_EXAMPLE)]
@@ -554,6 +567,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
             arg_types,
             json,
         } => commands::kernels(&file, kernel.as_deref(), arg_types.as_deref(), json),
+        Command::HsaEnv { hsa_runtime } => commands::hsa_env(hsa_runtime),
         Command::Collect {
             socket,
             out,

@@ -10,7 +10,8 @@
 //! si_code, address, page-fault error code, queue) to the pipe and parks
 //! the thread for good, so the dispatch never completes, as a faulting
 //! wavefront's never does; the faults thread hands the record to the
-//! reporter set with [`set_reporter`] (the packet processor's). No longjmp,
+//! reporter set with [`set_reporter`] (the packet processor's), and ROCr's
+//! words for a memory fault's reason ([`reason_text`]). No longjmp,
 //! no unwinding: the kernel's frames stay where they are.
 //!
 //! Every other fault (the application's threads, the runtime's own, a
@@ -108,6 +109,29 @@ impl KernelFault {
             }
         }
         REASON_PAGE_NOT_PRESENT
+    }
+}
+
+/// ROCr's text for a memory fault's reason mask (`hsa_amd_memory_fault_reason_t`):
+/// the first reason of the mask, in ROCr's order (its `VMFaultHandler`).
+pub fn reason_text(mask: u32) -> &'static str {
+    use hsa::*;
+    if mask & HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT != 0 {
+        "Page not present or supervisor privilege"
+    } else if mask & HSA_AMD_MEMORY_FAULT_READ_ONLY != 0 {
+        "Write access to a read-only page"
+    } else if mask & HSA_AMD_MEMORY_FAULT_NX != 0 {
+        "Execute access to a page marked NX"
+    } else if mask & HSA_AMD_MEMORY_FAULT_HOST_ONLY != 0 {
+        "Host access only"
+    } else if mask & HSA_AMD_MEMORY_FAULT_DRAMECC != 0 {
+        "DRAM ECC failure"
+    } else if mask & HSA_AMD_MEMORY_FAULT_SRAMECC != 0 {
+        "SRAM ECC failure"
+    } else if mask & HSA_AMD_MEMORY_FAULT_HANG != 0 {
+        "Generic hang recovery"
+    } else {
+        "Unknown"
     }
 }
 

@@ -19,6 +19,7 @@
 //! Over `agents` (a GPU's agent handle and driver node id).
 
 use crate::agents;
+use gpu_engine::kernel_faults::reason_text;
 use hsa::*;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -65,27 +66,6 @@ fn c_pointer(value: u64) -> String {
         "(nil)".into()
     } else {
         format!("{value:#x}")
-    }
-}
-
-/// ROCr's reason text: the first reason of the mask, in ROCr's order.
-fn reason_text(mask: u32) -> &'static str {
-    if mask & HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT != 0 {
-        "Page not present or supervisor privilege"
-    } else if mask & HSA_AMD_MEMORY_FAULT_READ_ONLY != 0 {
-        "Write access to a read-only page"
-    } else if mask & HSA_AMD_MEMORY_FAULT_NX != 0 {
-        "Execute access to a page marked NX"
-    } else if mask & HSA_AMD_MEMORY_FAULT_HOST_ONLY != 0 {
-        "Host access only"
-    } else if mask & HSA_AMD_MEMORY_FAULT_DRAMECC != 0 {
-        "DRAM ECC failure"
-    } else if mask & HSA_AMD_MEMORY_FAULT_SRAMECC != 0 {
-        "SRAM ECC failure"
-    } else if mask & HSA_AMD_MEMORY_FAULT_HANG != 0 {
-        "Generic hang recovery"
-    } else {
-        "Unknown"
     }
 }
 

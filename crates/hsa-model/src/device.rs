@@ -30,6 +30,8 @@ pub struct ModelGpu {
 
 /// What the queue threads hold of their GPU.
 pub struct Shared {
+    /// The GPU's node in the topology (ROCr's "GPU node-N").
+    node: u32,
     aperture: AtomicUsize,
     aperture_size: AtomicU64,
     /// GPU allocations by start address: (size, KFD allocation flags).
@@ -41,16 +43,12 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl Default for ModelGpu {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl ModelGpu {
-    pub fn new() -> ModelGpu {
+    /// The GPU of topology node `node`.
+    pub fn new(node: u32) -> ModelGpu {
         ModelGpu {
             inner: Arc::new(Shared {
+                node,
                 aperture: AtomicUsize::new(0),
                 aperture_size: AtomicU64::new(0),
                 allocations: Mutex::new(BTreeMap::new()),
@@ -86,6 +84,11 @@ impl ModelGpu {
 }
 
 impl Shared {
+    /// The GPU's node in the topology.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
     /// The host address of GPU address `va`, when `va .. va + len` lies in
     /// one allocation the thunk announced and inside the aperture.
     pub fn at(&self, va: u64, len: u64) -> Option<*mut u8> {

@@ -12,8 +12,10 @@
 
 use crate::device::ModelGpu;
 use crate::packet_processor::QueueProcessor;
+use crate::topology;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The interface version this model implements: the thunk accepts a model
 /// of the same major version and a minor version at least its own.
@@ -98,7 +100,10 @@ fn guarded<T>(what: &str, fallback: T, f: impl FnOnce() -> T) -> T {
 
 unsafe extern "C" fn create() -> *mut ModelGpu {
     guarded("create", std::ptr::null_mut(), || {
-        Box::into_raw(Box::new(ModelGpu::new()))
+        // The thunk creates one model per GPU node, in node order.
+        static CREATED: AtomicUsize = AtomicUsize::new(0);
+        let nth = CREATED.fetch_add(1, Ordering::Relaxed);
+        Box::into_raw(Box::new(ModelGpu::new(topology::nth_gpu_node(nth))))
     })
 }
 

@@ -19,8 +19,11 @@
 //! one that cannot run, as without its host build, or faults; an unknown
 //! packet) is a GPU exception: the message, then the process aborts, as
 //! ROCr aborts it on a GPU exception with no handler ([`fatal`]). Model
-//! mode offers no way to raise ROCr's queue error, and a stopped queue
-//! would leave the application waiting for ever.
+//! mode offers no way to raise ROCr's queue error or memory event (its
+//! thunk's events never carry exceptions), and a stopped queue would leave
+//! the application waiting for ever. A kernel's memory fault prints ROCr's
+//! own line first (`Memory access fault by GPU node-N ... on address
+//! 0x...`), then the model's, naming the kernel and its code object.
 //!
 //! After a packet the processor sets its header back to INVALID, advances
 //! the read index (`read_dispatch_id`) and completes the completion signal
@@ -43,8 +46,9 @@ use hsa::{
     HSA_PACKET_TYPE_BARRIER_AND, HSA_PACKET_TYPE_BARRIER_OR, HSA_PACKET_TYPE_INVALID,
     HSA_PACKET_TYPE_KERNEL_DISPATCH, HSA_PACKET_TYPE_VENDOR_SPECIFIC,
 };
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -237,13 +241,82 @@ fn next_packet(ring: &Ring, read: u64, stop: &AtomicBool) -> Result<*mut u8, Sto
     }
 }
 
-/// A kernel's fault (reported by gpu-engine's fault handlers): its queue
-/// stops where the kernel faulted, as a GPU queue does.
+/// The kernel each queue is running, by queue id, for the report of its
+/// fault (which reaches [`report_kernel_fault`] on gpu-engine's faults
+/// thread, the kernel's own thread parked).
+static RUNNING: LazyLock<Mutex<HashMap<u64, RunningKernel>>> = LazyLock::new(Default::default);
+
+/// What a fault report says of the kernel that faulted.
+#[derive(Clone)]
+struct RunningKernel {
+    node: u32,
+    /// The kernel's name, demangled where it is C++.
+    name: String,
+    code_object: String,
+}
+
+fn running() -> std::sync::MutexGuard<'static, HashMap<u64, RunningKernel>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `HSA_ENABLE_VM_FAULT_MESSAGE=0` silences ROCr's memory-fault line, as it
+/// does ROCr's own.
+const VM_FAULT_MESSAGE_VAR: &str = "HSA_ENABLE_VM_FAULT_MESSAGE";
+
+/// A kernel's fault (reported by gpu-engine's fault handlers): the process
+/// ends as ROCr ends it on a GPU exception with no handler. A memory fault
+/// gets ROCr's own line (`Memory access fault by GPU node-N (Agent handle:
+/// ...) on address 0x.... Reason: ....`; the model cannot know ROCr's agent
+/// handle), then ditto's line naming the kernel.
 fn report_kernel_fault(fault: kernel_faults::KernelFault) {
-    fatal(&format!(
-        "a kernel of queue {} faulted ({fault:?})",
-        fault.queue
-    ));
+    let kernel = running().get(&fault.queue).cloned();
+    let node = kernel.as_ref().map_or(1, |k| k.node);
+    let what = match &kernel {
+        Some(k) => format!("kernel {} (of {})", k.name, k.code_object),
+        None => format!("a kernel of queue {}", fault.queue),
+    };
+    let how = match fault.kind() {
+        kernel_faults::FaultKind::Memory => {
+            let mask = fault.memory_reason();
+            if std::env::var(VM_FAULT_MESSAGE_VAR).as_deref() != Ok("0") {
+                eprintln!(
+                    "Memory access fault by GPU node-{node} (Agent handle: unknown to the model) \
+                     on address {}. Reason: {}.",
+                    c_pointer(fault.address),
+                    kernel_faults::reason_text(mask)
+                );
+            }
+            let access = if fault.access & (1 << 4) != 0 {
+                "an instruction fetch"
+            } else if fault.access & (1 << 1) != 0 {
+                "a write"
+            } else {
+                "a read"
+            };
+            format!(
+                "faulted: {access} at address {}, memory no allocation of GPU node-{node} holds",
+                c_pointer(fault.address)
+            )
+        }
+        kernel_faults::FaultKind::IllegalInstruction => format!(
+            "hit an illegal instruction (a trap) at 0x{:x}",
+            fault.address
+        ),
+        kernel_faults::FaultKind::Arithmetic => {
+            format!("raised an arithmetic exception at 0x{:x}", fault.address)
+        }
+    };
+    fatal(&format!("{what} {how}"));
+}
+
+/// A value as C's `%p` prints it (glibc: `(nil)` for null), as ROCr's
+/// message prints addresses.
+fn c_pointer(value: u64) -> String {
+    if value == 0 {
+        "(nil)".into()
+    } else {
+        format!("{value:#x}")
+    }
 }
 
 /// What a GPU exception comes to under ROCr with no handler: the message,
@@ -332,11 +405,22 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
             // SAFETY: 64 bytes read as the packet type they say they are.
             let d: hsa::hsa_kernel_dispatch_packet_t = unsafe { std::mem::transmute(packet) };
             kernel_faults::set_reporter(report_kernel_fault);
+            let name =
+                ditto_kernels::names::demangle(&kernel.name).unwrap_or_else(|| kernel.name.clone());
+            running().insert(
+                queue,
+                RunningKernel {
+                    node: gpu.node(),
+                    name,
+                    code_object: kernel.code_object.clone(),
+                },
+            );
             // SAFETY: the application published this packet for the GPU:
             // its kernarg and the pointers in it are what the kernel reads.
             let start = clock::now();
             let status = unsafe { dispatch::run(&d, kernel.record, false, 0, queue) };
             let end = clock::now();
+            running().remove(&queue);
             if d.completion_signal.handle != 0
                 && let Ok(signal) = GpuSignal::at(gpu, d.completion_signal.handle)
             {

@@ -29,6 +29,26 @@ const MI300X_LOCAL_MEMORY: u64 = 205_822_885_888;
 /// Where the driver numbers GPU SIMDs from.
 const GPU_SIMD_ID_BASE: u64 = 0x8000_1000;
 
+/// The node of the `nth` GPU (from 0) of the topology the thunk reads
+/// (`HSA_MODEL_TOPOLOGY`): the `nth` node with a nonzero `gpu_id`, in node
+/// order, as the thunk creates its models. `nth + 1` (ditto's own layout)
+/// where the directory cannot be read.
+pub fn nth_gpu_node(nth: usize) -> u32 {
+    let fallback = nth as u32 + 1;
+    let Some(dir) = std::env::var_os("HSA_MODEL_TOPOLOGY") else {
+        return fallback;
+    };
+    let nodes = Path::new(&dir).join("nodes");
+    (0..)
+        .map_while(|node: u32| {
+            let id = std::fs::read_to_string(nodes.join(node.to_string()).join("gpu_id")).ok()?;
+            Some((node, id.trim().parse::<u64>().unwrap_or(0)))
+        })
+        .filter(|&(_, id)| id != 0)
+        .nth(nth)
+        .map_or(fallback, |(node, _)| node)
+}
+
 /// What the topology describes.
 #[derive(Debug, Clone)]
 pub struct Topology {

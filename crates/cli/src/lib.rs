@@ -12,6 +12,7 @@ pub mod kernel_list;
 pub mod launch;
 pub mod log;
 pub mod mcp;
+pub mod model_preflight;
 pub mod program_file;
 pub mod progress;
 pub mod replay;

@@ -366,6 +366,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Real ROCr initialised on the model topology of this environment
+    /// (started by `--hsa-runtime model` to check DITTO_MODEL_TOPOLOGY)
+    #[command(hide = true, name = "model-preflight")]
+    ModelPreflight,
     /// The replay process of one dispatch (started by `ditto replay`)
     #[command(hide = true)]
     ReplayDispatch {
@@ -561,6 +565,7 @@ fn dispatch(command: Command) -> anyhow::Result<Verdict> {
         })
         .map(|()| Verdict::Valid),
         Command::Hipcc { .. } => unreachable!("ditto hipcc is run by main"),
+        Command::ModelPreflight => unreachable!("ditto model-preflight is run by main"),
         Command::Kernels {
             file,
             kernel,
@@ -605,6 +610,15 @@ fn main() -> ExitCode {
             Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(e) => {
                 eprintln!("ditto hipcc: error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if let Command::ModelPreflight = cli.command {
+        return match ditto_cli::model_preflight::child() {
+            Ok(()) => ExitCode::from(0),
+            Err(e) => {
+                eprintln!("{e}");
                 ExitCode::from(1)
             }
         };

@@ -2,13 +2,15 @@
 //! (where it lives: `DITTO_CPU_RUNTIME_DIR`, else beside the `ditto`
 //! executable), the system's ROCm, or the system's ROCm in its own model
 //! mode on ditto's model GPU (`model`: the model library beside `ditto`
-//! or `DITTO_MODEL_GPU_LIB`, the topology ditto writes), `auto` picking by
+//! or `DITTO_MODEL_GPU_LIB`, the topology ditto writes or the user's,
+//! `DITTO_MODEL_TOPOLOGY`, checked by `model_preflight`), `auto` picking by
 //! `/dev/kfd`, and what to say when `auto` picked the CPU runtime. Owns
 //! the choice only: the application finds the runtime through its
 //! LD_LIBRARY_PATH and, for the model, HSA_MODEL_LIB and
 //! HSA_MODEL_TOPOLOGY (`launch`); the collector loads it
 //! (`collector::hsa_runtime`).
 
+use crate::model_preflight;
 use std::path::{Path, PathBuf};
 
 /// File name (SONAME) of the HSA runtime.
@@ -107,6 +109,10 @@ pub enum ResolveError {
     NoModelMode(String),
     #[error("--hsa-runtime model: writing the model GPU's topology into {0}: {1}")]
     Topology(PathBuf, std::io::Error),
+    /// The user's topology (`DITTO_MODEL_TOPOLOGY`), refused by real ROCr
+    /// (`model_preflight`): the whole message.
+    #[error("{0}")]
+    TopologyRejected(String),
 }
 
 /// Where ditto's model GPU lives: `$DITTO_MODEL_GPU_LIB`, else
@@ -151,6 +157,7 @@ fn check_model_mode() -> Result<(), ResolveError> {
     // SAFETY: dlsym with a live handle and a NUL-terminated name.
     let init = unsafe { libc::dlsym(handle, c"hsa_init".as_ptr()) };
     let path = library_path(init);
+    let _ = SYSTEM_ROCR_FILE.set(PathBuf::from(&path));
     let has_model_mode = std::fs::read(&path)
         .map(|bytes| bytes.windows(MODEL_VAR.len()).any(|w| w == MODEL_VAR))
         .unwrap_or(false);
@@ -159,6 +166,15 @@ fn check_model_mode() -> Result<(), ResolveError> {
     } else {
         Err(ResolveError::NoModelMode(path))
     }
+}
+
+/// The file of the system's ROCr, once `check_model_mode` loaded it.
+static SYSTEM_ROCR_FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The file of the system's ROCr that `--hsa-runtime model` found, if it
+/// was looked for in this process.
+pub(crate) fn system_rocr_file() -> Option<PathBuf> {
+    SYSTEM_ROCR_FILE.get().cloned()
 }
 
 /// The variable ROCr's thunk reads to enter model mode.
@@ -190,22 +206,15 @@ fn model_gpus() -> u32 {
         .unwrap_or(1)
 }
 
-/// The model topology, in a directory of this user's only
-/// (`<tmp>/ditto-model-<uid>/`, created 0700 and checked to be ours and no
-/// link), named by what it describes (GPUs, cores, memory), so that it is
-/// written once and never rewritten while another run's ROCr reads it:
-/// it is made under a temporary name and renamed into place.
-fn model_topology() -> Result<PathBuf, ResolveError> {
+/// `<tmp>/ditto-model-<uid>/`: created 0700, checked to be this user's
+/// only and no link. Holds ditto's topologies and the marks of user
+/// topologies that passed `model_preflight`.
+pub(crate) fn private_model_dir() -> Result<PathBuf, ResolveError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let topology = ditto_hsa_model::topology::Topology::for_this_machine(model_gpus());
     let base = std::env::temp_dir().join(format!("ditto-model-{uid}"));
-    let dir = base.join(format!(
-        "gpus-{}-cores-{}-memory-{}",
-        topology.gpus, topology.cpu_cores, topology.system_memory
-    ));
-    let fail = |e: std::io::Error| ResolveError::Topology(dir.clone(), e);
+    let fail = |e: std::io::Error| ResolveError::Topology(base.clone(), e);
     match std::fs::DirBuilder::new().mode(0o700).create(&base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -219,6 +228,22 @@ fn model_topology() -> Result<PathBuf, ResolveError> {
             base.display()
         ))));
     }
+    Ok(base)
+}
+
+/// The model topology, in a directory of this user's only
+/// ([`private_model_dir`]), named by what it describes (GPUs, cores,
+/// memory), so that it is written once and never rewritten while another
+/// run's ROCr reads it: it is made under a temporary name and renamed into
+/// place.
+fn model_topology() -> Result<PathBuf, ResolveError> {
+    let topology = ditto_hsa_model::topology::Topology::for_this_machine(model_gpus());
+    let base = private_model_dir()?;
+    let dir = base.join(format!(
+        "gpus-{}-cores-{}-memory-{}",
+        topology.gpus, topology.cpu_cores, topology.system_memory
+    ));
+    let fail = |e: std::io::Error| ResolveError::Topology(dir.clone(), e);
     if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return Ok(dir);
     }
@@ -278,10 +303,15 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, ResolveError> {
         RuntimeChoice::Model => {
             let gpu = model_gpu_library()?;
             check_model_mode()?;
-            Ok(ResolvedRuntime::Model {
-                gpu,
-                topology: model_topology()?,
-            })
+            let topology = match std::env::var_os(model_preflight::TOPOLOGY_VAR) {
+                Some(dir) => {
+                    let dir = std::path::absolute(&dir).unwrap_or_else(|_| PathBuf::from(dir));
+                    model_preflight::check(&gpu, &dir)?;
+                    dir
+                }
+                None => model_topology()?,
+            };
+            Ok(ResolvedRuntime::Model { gpu, topology })
         }
         RuntimeChoice::Auto if Path::new("/dev/kfd").exists() => Ok(ResolvedRuntime::System),
         RuntimeChoice::Auto => cpu(),

@@ -35,6 +35,7 @@ mod manifest;
 mod mcp_http;
 mod mcp_server;
 mod model_gpu;
+mod model_gpu_faults;
 mod model_gpu_modes;
 mod model_gpu_replay;
 mod module_graph;

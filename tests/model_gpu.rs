@@ -198,3 +198,42 @@ fn a_kernel_without_its_host_build_is_named_and_the_application_aborted_not_hung
         "{err}"
     );
 }
+
+#[test]
+fn a_megabyte_copy_of_pageable_memory_aborts_unless_hip_stages_it() {
+    // dispatch_storm with a 4 MiB output, copied back from device memory
+    // into a std::vector by hipMemcpy.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("dispatch_storm");
+    let built = in_chroot("7.2", Some(dir.path()))
+        .args(["--", "hipcc", "--offload-arch=gfx942", "-O2", "-o"])
+        .arg(&exe)
+        .arg(repo_root().join("tests/hip/dispatch_storm.hip"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "hipcc 7.2.4: {}", stderr(&built));
+    std::fs::copy(
+        hip_app("dispatch_storm.host.so"),
+        dir.path().join("dispatch_storm.host.so"),
+    )
+    .unwrap();
+    let cmd = [exe.to_str().unwrap(), "2", "--floats", "1048576"];
+    // HIP pins pageable memory of more than 1 MiB: the model-mode thunk has
+    // no userptr and aborts (SIGABRT: 128 + 6).
+    let out = on_model(dir.path(), &[], &cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(128 + 6), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("model: userptr not supported"),
+        "{}",
+        stderr(&out)
+    );
+    // What --hsa-runtime model sets: HIP stages the copy.
+    let staged = [("GPU_PINNED_MIN_XFER_SIZE", "4096".to_string())];
+    let out = on_model(dir.path(), &staged, &cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("dispatch_storm: dispatches=2 items=64"),
+        "{}",
+        stdout(&out)
+    );
+}

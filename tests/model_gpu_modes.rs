@@ -554,11 +554,16 @@ fn ditto_hsa_env_gives_what_ditto_run_gives_the_application_and_refuses_a_rocr_w
         [
             "HSA_MODEL_LIB",
             "HSA_MODEL_TOPOLOGY",
-            "HSA_ENABLE_INTERRUPT"
+            "HSA_ENABLE_INTERRUPT",
+            "GPU_PINNED_MIN_XFER_SIZE"
         ],
         "{text}"
     );
-    assert_eq!((lines[0].1, lines[2].1), (model.as_str(), "0"), "{text}");
+    assert_eq!(
+        (lines[0].1, lines[2].1, lines[3].1),
+        (model.as_str(), "0", "4096"),
+        "{text}"
+    );
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let topology = Path::new(lines[1].1);

@@ -56,8 +56,9 @@ Example:
 const HSA_ENV_EXAMPLE: &str = "\
 Example:
   ditto hsa-env --hsa-runtime model
-  (HSA_MODEL_LIB=..., HSA_MODEL_TOPOLOGY=..., HSA_ENABLE_INTERRUPT=0: the variables that
-   scripts/ditto-run exports for the model before it starts the application)";
+  (HSA_MODEL_LIB=..., HSA_MODEL_TOPOLOGY=..., HSA_ENABLE_INTERRUPT=0,
+   GPU_PINNED_MIN_XFER_SIZE=4096: the variables that scripts/ditto-run exports for the
+   model before it starts the application)";
 
 const MCP_EXAMPLE: &str = "\
 Example:

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 /// File name (SONAME) of the HSA runtime.
 pub const HSA_RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
 
+/// CLR's threshold for copying pageable memory by pinning it.
+pub const PINNED_TRANSFERS_VAR: &str = "GPU_PINNED_MIN_XFER_SIZE";
+
 /// `--hsa-runtime`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RuntimeChoice {
@@ -63,11 +66,22 @@ impl ResolvedRuntime {
         match self {
             // Signals without interrupt events: ROCr 7.2.4's thunk aborts
             // when the model sets an event the waiter already destroyed.
-            ResolvedRuntime::Model { gpu, topology } => vec![
-                ("HSA_MODEL_LIB".into(), gpu.display().to_string()),
-                ("HSA_MODEL_TOPOLOGY".into(), topology.display().to_string()),
-                ("HSA_ENABLE_INTERRUPT".into(), "0".into()),
-            ],
+            ResolvedRuntime::Model { gpu, topology } => {
+                let mut vars = vec![
+                    ("HSA_MODEL_LIB".into(), gpu.display().to_string()),
+                    ("HSA_MODEL_TOPOLOGY".into(), topology.display().to_string()),
+                    ("HSA_ENABLE_INTERRUPT".into(), "0".into()),
+                ];
+                // HIP copies pageable host memory of more than 1 MiB by
+                // pinning it (a userptr registration), which the thunk's
+                // model mode lacks: it aborts the process. At 4096, HIP
+                // 7.2.4 stages such copies instead (seen up to 512 MiB).
+                // A value the user set is kept.
+                if std::env::var_os(PINNED_TRANSFERS_VAR).is_none() {
+                    vars.push((PINNED_TRANSFERS_VAR.into(), "4096".into()));
+                }
+                vars
+            }
             _ => Vec::new(),
         }
     }

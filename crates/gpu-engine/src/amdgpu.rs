@@ -128,10 +128,10 @@ fn implementation(name: &str, explicit: &[(u64, u64)]) -> Implementation {
         return match Blit::for_kernel(name, explicit) {
             Ok(Some(blit)) => Implementation::Blit(blit),
             Err(why) => Implementation::Missing(format!(
-                "hsa-cpu: cannot run CLR's blit kernel `{name}`: {why}"
+                "ditto GPU engine: cannot run CLR's blit kernel `{name}`: {why}"
             )),
             Ok(None) => Implementation::Missing(format!(
-                "hsa-cpu: CLR's blit kernel `{name}` is not implemented by the CPU runtime \
+                "ditto GPU engine: CLR's blit kernel `{name}` is not implemented by the CPU runtime \
                  (crates/hsa-cpu/src/code_objects/blit_kernels.rs lists those that are)"
             )),
         };
@@ -146,7 +146,7 @@ fn implementation(name: &str, explicit: &[(u64, u64)]) -> Implementation {
             Err(message) => Implementation::Missing(message),
         },
         Err(looked) => Implementation::Missing(format!(
-            "hsa-cpu: kernel {shown} has no host implementation: {looked}"
+            "ditto GPU engine: kernel {shown} has no host implementation: {looked}"
         )),
     }
 }
@@ -165,7 +165,7 @@ fn same_argument_bytes(
         return Ok(());
     }
     Err(format!(
-        "hsa-cpu: kernel {shown}: its host build in {} lays out {host_kernarg_size} bytes of \
+        "ditto GPU engine: kernel {shown}: its host build in {} lays out {host_kernarg_size} bytes of \
          arguments, the AMDGPU code object {explicit_end}: rebuild the host build from the same \
          source",
         host_build.display()

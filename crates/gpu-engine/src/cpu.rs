@@ -60,7 +60,7 @@ const _: () = {
 pub enum CodeObjectAbiError {
     /// It names another ABI.
     #[error(
-        "hsa-cpu: refusing a code object of ditto CPU code-object ABI {0}: this runtime runs \
+        "ditto GPU engine: refusing a code object of ditto CPU code-object ABI {0}: this runtime runs \
          ABI {ours} (DITTO_CPU_CODE_OBJECT_ABI in include/ditto_hsa_cpu.h); rebuild the \
          code object with the current include/ditto_hip_cpu.hpp",
         ours = CODE_OBJECT_ABI
@@ -68,7 +68,7 @@ pub enum CodeObjectAbiError {
     Other(u32),
     /// It exports the kernel list but no ABI word.
     #[error(
-        "hsa-cpu: refusing a code object that exports ditto_cpu_code_object_kernels but no \
+        "ditto GPU engine: refusing a code object that exports ditto_cpu_code_object_kernels but no \
          ditto_cpu_code_object_abi: this runtime runs ABI {ours} \
          (include/ditto_hsa_cpu.h); rebuild the code object with the current headers",
         ours = CODE_OBJECT_ABI

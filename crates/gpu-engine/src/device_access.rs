@@ -80,7 +80,7 @@ pub fn protection() -> &'static Protection {
             }
             Err(why) => {
                 eprintln!(
-                    "hsa-cpu: GPU memory is not protected from CPU threads ({why}): a CPU \
+                    "ditto GPU engine: GPU memory is not protected from CPU threads ({why}): a CPU \
                      access to it is not caught here as it would be on a discrete GPU"
                 );
                 Protection::Unavailable(why)
@@ -121,7 +121,9 @@ fn key_of(reach: Reach) -> Option<i32> {
     let key = match allocate_key() {
         Ok(k) => k,
         Err(why) => {
-            eprintln!("hsa-cpu: no protection key left for {reach:?} ({why}): it shares GPU 0's");
+            eprintln!(
+                "ditto GPU engine: no protection key left for {reach:?} ({why}): it shares GPU 0's"
+            );
             KEYS[0].load(Ordering::Acquire)
         }
     };

@@ -130,7 +130,7 @@ pub unsafe fn run(
             return match unsafe { blit.run(d.kernarg_address as *const u8) } {
                 Ok(()) => HSA_STATUS_SUCCESS,
                 Err(why) => {
-                    eprintln!("hsa-cpu: blit kernel {blit:?} failed: {why}");
+                    eprintln!("ditto GPU engine: blit kernel {blit:?} failed: {why}");
                     HSA_STATUS_ERROR_EXCEPTION
                 }
             };
@@ -327,7 +327,7 @@ unsafe fn run_cooperative(
 ) -> i32 {
     if groups > MAX_COOPERATIVE_GROUPS {
         eprintln!(
-            "hsa-cpu: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \
+            "ditto GPU engine: a cooperative dispatch of {groups} work-groups: a gfx90a keeps at most \
              {MAX_COOPERATIVE_GROUPS} resident (HIP's hipLaunchCooperativeKernel checks the \
              occupancy first); the dispatch fails"
         );
@@ -388,7 +388,7 @@ unsafe fn run_cooperative(
         }
         if spawned < groups {
             eprintln!(
-                "hsa-cpu: a cooperative dispatch of {groups} work-groups: could start only \
+                "ditto GPU engine: a cooperative dispatch of {groups} work-groups: could start only \
                  {spawned} threads (one per group runs at once); the dispatch fails"
             );
             first_error.store(-1, Ordering::Relaxed);

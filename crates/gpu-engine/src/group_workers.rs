@@ -37,7 +37,7 @@ pub fn threads() -> usize {
             Ok(None) => default,
             Err(text) => {
                 eprintln!(
-                    "hsa-cpu: {THREADS_ENV}={text:?} is not a thread count from 1 to {MAX_THREADS}; \
+                    "ditto GPU engine: {THREADS_ENV}={text:?} is not a thread count from 1 to {MAX_THREADS}; \
                      using {default} (the machine's available parallelism)"
                 );
                 default
@@ -111,7 +111,9 @@ static POOL: LazyLock<Pool> = LazyLock::new(|| {
             Err(e) => {
                 // Fewer workers only means less parallelism: submitters
                 // always run chunks themselves.
-                eprintln!("hsa-cpu: cannot start group worker {i}: {e}; running with {workers}");
+                eprintln!(
+                    "ditto GPU engine: cannot start group worker {i}: {e}; running with {workers}"
+                );
                 break;
             }
         }

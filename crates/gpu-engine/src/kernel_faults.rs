@@ -355,7 +355,7 @@ fn install() -> bool {
     *INSTALLED.get_or_init(|| match try_install() {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("hsa-cpu: kernel faults are not reported as a GPU's: {why}");
+            eprintln!("ditto GPU engine: kernel faults are not reported as a GPU's: {why}");
             false
         }
     })
@@ -438,7 +438,7 @@ fn read_faults(fd: c_int) {
             Some(report) => {
                 let _ = catch_unwind(AssertUnwindSafe(|| report(fault)));
             }
-            None => eprintln!("hsa-cpu: a kernel faulted with no reporter set: {fault:?}"),
+            None => eprintln!("ditto GPU engine: a kernel faulted with no reporter set: {fault:?}"),
         }
     }
 }

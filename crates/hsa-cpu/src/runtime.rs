@@ -97,6 +97,9 @@ pub fn shut_down(restore_tables: impl FnOnce()) -> hsa_status_t {
     if life.count == 0 {
         let loaded = std::mem::take(&mut life.tools);
         loading::run_on_unload(&loaded);
+        // As ROCr's Unload: no async handler runs once the runtime is shut
+        // down (nor, here, once the tools are about to be closed).
+        crate::signals_and_queues::async_events::shut_down();
         restore_tables();
         loading::close(loaded);
     }

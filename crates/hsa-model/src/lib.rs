@@ -20,8 +20,10 @@
 //!   loader debug list, and how it runs
 //! - `pm4`              the PM4 command buffers ROCr sends (cache operations)
 //! - `sdma`             one thread per SDMA queue (ROCr's copy engines)
+//! - `backoff`          how an idle queue's thread waits for work
 //! - `topology`         the sysfs-like topology directory ditto writes for it
 
+pub mod backoff;
 pub mod clock;
 pub mod device;
 pub mod interface;

@@ -34,6 +34,7 @@
 //! `DITTO_MODEL_GPU_EXECUTE=0` accepts queues and executes nothing: the
 //! switch the tests use to see that what completes was completed here.
 
+use crate::backoff::Backoff;
 use crate::clock;
 use crate::device::Shared;
 use crate::interface::{QUEUE_TYPE_COMPUTE_AQL, QUEUE_TYPES_SDMA, QueueInfo};
@@ -50,7 +51,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// `0` switches execution off (see the module header).
 pub const EXECUTE_VAR: &str = "DITTO_MODEL_GPU_EXECUTE";
@@ -98,10 +98,9 @@ impl QueueProcessor {
             std::thread::Builder::new()
                 .name("ditto-model-sdma".into())
                 .spawn(move || {
-                    let mut backoff = Backoff(0);
-                    let mut wait = || backoff.wait();
+                    let mut backoff = Backoff::default();
                     if let sdma::Stop::Refused(m) =
-                        sdma::process(&gpu, &ring, &thread_stop, &mut wait)
+                        sdma::process(&gpu, &ring, &thread_stop, &mut backoff)
                     {
                         fatal(&format!("{m} (an SDMA queue)"));
                     }
@@ -173,20 +172,6 @@ impl Ring {
     }
 }
 
-/// Waits for progress: spins, then yields, then sleeps up to 1 ms.
-struct Backoff(u32);
-
-impl Backoff {
-    fn wait(&mut self) {
-        self.0 = self.0.saturating_add(1);
-        match self.0 {
-            0..64 => std::hint::spin_loop(),
-            64..128 => std::thread::yield_now(),
-            n => std::thread::sleep(Duration::from_micros(u64::from((n - 127).min(50)) * 20)),
-        }
-    }
-}
-
 /// Why the processor stopped taking packets.
 enum Stopped {
     Destroyed,
@@ -225,7 +210,7 @@ fn process(gpu: &Shared, ring: Ring, stop: &AtomicBool, queue: u64) {
 
 /// The slot of packet `read` once the producer has written it.
 fn next_packet(ring: &Ring, read: u64, stop: &AtomicBool) -> Result<*mut u8, Stopped> {
-    let mut backoff = Backoff(0);
+    let mut backoff = Backoff::default();
     loop {
         if stop.load(Ordering::Acquire) {
             return Err(Stopped::Destroyed);
@@ -443,7 +428,7 @@ fn execute(gpu: &Shared, slot: *mut u8, stop: &AtomicBool, queue: u64) -> Result
 
 /// Polls `ready` with backoff until it holds or the queue is destroyed.
 fn wait_until(stop: &AtomicBool, mut ready: impl FnMut() -> bool) -> Result<(), Stopped> {
-    let mut backoff = Backoff(0);
+    let mut backoff = Backoff::default();
     while !ready() {
         if stop.load(Ordering::Acquire) {
             return Err(Stopped::Destroyed);

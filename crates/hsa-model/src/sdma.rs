@@ -19,6 +19,7 @@
 //! exception naming the opcode (`packet_processor::fatal`): nothing is
 //! skipped silently.
 
+use crate::backoff::Backoff;
 use crate::device::Shared;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
@@ -57,15 +58,16 @@ fn pointer(p: usize) -> &'static AtomicU64 {
 }
 
 /// Executes the queue until it is destroyed or a packet is refused.
-pub fn process(gpu: &Shared, ring: &SdmaRing, stop: &AtomicBool, wait: &mut dyn FnMut()) -> Stop {
+pub fn process(gpu: &Shared, ring: &SdmaRing, stop: &AtomicBool, backoff: &mut Backoff) -> Stop {
     let mut read = pointer(ring.read).load(Ordering::Acquire);
     loop {
         while pointer(ring.write).load(Ordering::Acquire) <= read {
             if stop.load(Ordering::Acquire) {
                 return Stop::Destroyed;
             }
-            wait();
+            backoff.wait();
         }
+        backoff.reset();
         let dword = |i: u64| -> u32 {
             let at = (read + 4 * i) % ring.size;
             // SAFETY: `at` is inside the ring (mapped, checked at start).
@@ -110,7 +112,7 @@ pub fn process(gpu: &Shared, ring: &SdmaRing, stop: &AtomicBool, wait: &mut dyn 
                 } else {
                     let addr = u64::from(dword(1)) | (u64::from(dword(2)) << 32);
                     let (value, mask, func) = (dword(3), dword(4), (header >> 28) & 7);
-                    poll(gpu, addr, value, mask, func, stop, wait).map(|()| 6)
+                    poll(gpu, addr, value, mask, func, stop, backoff).map(|()| 6)
                 }
             }
             OP_ATOMIC => {
@@ -213,7 +215,7 @@ fn poll(
     mask: u32,
     func: u32,
     stop: &AtomicBool,
-    wait: &mut dyn FnMut(),
+    backoff: &mut Backoff,
 ) -> Result<(), Stop> {
     let p = span(gpu, addr, 4, "poll")?;
     // SAFETY: 4 bytes of mapped GPU memory.
@@ -236,6 +238,6 @@ fn poll(
         if stop.load(Ordering::Acquire) {
             return Err(Stop::Destroyed);
         }
-        wait();
+        backoff.wait();
     }
 }

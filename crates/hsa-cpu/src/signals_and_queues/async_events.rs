@@ -8,6 +8,11 @@
 //! so overflow retries and deferred doorbells run on this same thread,
 //! serially with the application's handlers. The thread waits as a
 //! permanent `wait_any` waiter on the process-wide condvar of `signals`.
+//! The last `hsa_shut_down` stops it as ROCr's `Runtime::Unload` does
+//! (`AsyncEventsControl::Shutdown`): the thread finishes the handler it is
+//! running and ends; handlers still registered are dropped uncalled, so
+//! none runs while the application tears down what it would touch (HIP's
+//! exit handler calls `hsa_shut_down`, then frees its objects).
 //!
 //! Owns the registered handlers and the thread; over `signals`.
 
@@ -33,12 +38,18 @@ struct AsyncHandler {
 
 struct AsyncState {
     handlers: Vec<AsyncHandler>,
-    started: bool,
+    /// The running thread, None before the first registration and after a
+    /// shutdown.
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Which thread is the current one: `shut_down` moves it on, and a
+    /// thread of an earlier generation ends at its next look.
+    generation: u64,
 }
 
 static ASYNC: Mutex<AsyncState> = Mutex::new(AsyncState {
     handlers: Vec::new(),
-    started: false,
+    thread: None,
+    generation: 0,
 });
 
 fn async_state() -> std::sync::MutexGuard<'static, AsyncState> {
@@ -54,14 +65,15 @@ pub(crate) fn register_async(
 ) -> hsa_status_t {
     {
         let mut st = async_state();
-        if !st.started {
+        if st.thread.is_none() {
+            let generation = st.generation;
             let spawned = std::thread::Builder::new()
                 .name("hsa-cpu-async".into())
-                .spawn(async_events_loop);
-            if spawned.is_err() {
-                return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+                .spawn(move || async_events_loop(generation));
+            match spawned {
+                Ok(thread) => st.thread = Some(thread),
+                Err(_) => return HSA_STATUS_ERROR_OUT_OF_RESOURCES,
             }
-            st.started = true;
         }
         signal.watch_any();
         st.handlers.push(AsyncHandler {
@@ -75,12 +87,35 @@ pub(crate) fn register_async(
     HSA_STATUS_SUCCESS
 }
 
+/// Stops the async-events thread (the last `hsa_shut_down`): it ends after
+/// the handler it may be running, and the handlers still registered are
+/// dropped uncalled. Waits for it, unless called from a handler on that
+/// thread (which then ends once the handler returns). A later
+/// registration starts a new thread.
+pub(crate) fn shut_down() {
+    let thread = {
+        let mut st = async_state();
+        let Some(thread) = st.thread.take() else {
+            return;
+        };
+        st.generation += 1;
+        for gone in st.handlers.drain(..) {
+            gone.signal.unwatch_any();
+        }
+        thread
+    };
+    signals::wake_any_waiters();
+    if !on_async_thread() {
+        let _ = thread.join();
+    }
+}
+
 /// Whether the current thread is the runtime's async-events thread.
 pub fn on_async_thread() -> bool {
     std::thread::current().name() == Some("hsa-cpu-async")
 }
 
-fn async_events_loop() {
+fn async_events_loop(generation: u64) {
     // A registered handler counts in its signal's `any_watchers` (from
     // registration until it is removed to run or dropped), so a change of
     // that signal notifies ANY_CV; a kept handler is counted again before
@@ -91,6 +126,9 @@ fn async_events_loop() {
             loop {
                 let ready = {
                     let mut st = async_state();
+                    if st.generation != generation {
+                        return;
+                    }
                     let mut ready = Vec::new();
                     let mut i = 0;
                     while i < st.handlers.len() {
@@ -120,6 +158,11 @@ fn async_events_loop() {
         // Serially, outside every lock (a handler may register handlers,
         // store signals, ring doorbells).
         for (mut h, value) in ready {
+            if async_state().generation != generation {
+                // Shut down meanwhile: the rest is dropped uncalled (each
+                // already left its signal's watchers when it became due).
+                continue;
+            }
             let keep = match &mut h.callback {
                 // SAFETY: the application's handler with its own argument, as
                 // `async_handler`'s caller vouched for them.
@@ -130,9 +173,10 @@ fn async_events_loop() {
                         .unwrap_or(false)
                 }
             };
-            if keep {
+            let mut st = async_state();
+            if keep && st.generation == generation {
                 h.signal.watch_any();
-                async_state().handlers.push(h);
+                st.handlers.push(h);
             }
         }
     }

@@ -247,3 +247,72 @@ fn c_program_linked_against_debians_real_runtime_runs_unchanged_on_ours() {
         ]
     );
 }
+
+/// Async handlers and the last `hsa_shut_down`, as ROCr's `Runtime::Unload`
+/// has them: a handler running when the runtime shuts down finishes before
+/// `hsa_shut_down` returns, and a handler still registered is never called
+/// afterwards (HIP's exit handler calls `hsa_shut_down` and then frees the
+/// objects its handlers touch).
+const SHUTDOWN_APP_C: &str = r#"
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+#include <stdio.h>
+#include <unistd.h>
+static volatile int slow_started, slow_finished, late_calls;
+static bool slow(hsa_signal_value_t v, void* arg) {
+  slow_started = 1; usleep(300000); slow_finished = 1; return false;
+}
+static bool late(hsa_signal_value_t v, void* arg) { late_calls++; return false; }
+int main(void) {
+  if (hsa_init() != HSA_STATUS_SUCCESS) return 10;
+  hsa_signal_t a, b;
+  hsa_signal_create(0, 0, NULL, &a); hsa_signal_create(0, 0, NULL, &b);
+  if (hsa_amd_signal_async_handler(a, HSA_SIGNAL_CONDITION_EQ, 1, slow, NULL)) return 11;
+  if (hsa_amd_signal_async_handler(b, HSA_SIGNAL_CONDITION_EQ, 1, late, NULL)) return 12;
+  hsa_signal_store_screlease(a, 1);
+  while (!slow_started) usleep(1000);
+  if (hsa_shut_down() != HSA_STATUS_SUCCESS) return 13;
+  int finished_at_shutdown = slow_finished;
+  hsa_signal_store_screlease(b, 1);
+  usleep(600000); /* past the end of `slow`, had it kept running */
+  printf("finished_at_shutdown=%d late_calls=%d\n", finished_at_shutdown, late_calls);
+  return 0;
+}
+"#;
+
+#[test]
+fn the_last_shut_down_waits_for_a_running_async_handler_and_calls_no_more() {
+    let lib = built_library();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&lib, dir.path().join("libhsa-runtime64.so.1")).unwrap();
+    std::os::unix::fs::symlink(
+        "libhsa-runtime64.so.1",
+        dir.path().join("libhsa-runtime64.so"),
+    )
+    .unwrap();
+    let src = dir.path().join("shutdown.c");
+    let exe = dir.path().join("shutdown");
+    std::fs::write(&src, SHUTDOWN_APP_C).unwrap();
+    let status = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.path().display()))
+        .arg("-lhsa-runtime64")
+        .status()
+        .unwrap();
+    assert!(status.success(), "compile the C application");
+    let out = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (Some(0), "finished_at_shutdown=1 late_calls=0"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

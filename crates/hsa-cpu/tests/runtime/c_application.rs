@@ -316,3 +316,68 @@ fn the_last_shut_down_waits_for_a_running_async_handler_and_calls_no_more() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// At process exit: the handler in flight finishes, one still pending is
+/// never called (it would run into objects the exiting libraries free).
+const EXIT_APP_C: &str = r#"
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static volatile int a_started;
+static bool a(hsa_signal_value_t v, void* arg) {
+  a_started = 1; usleep(200000); printf("a-done\n"); fflush(stdout); return false;
+}
+static bool b(hsa_signal_value_t v, void* arg) { printf("b-ran\n"); fflush(stdout); return false; }
+int main(void) {
+  if (hsa_init() != HSA_STATUS_SUCCESS) return 10;
+  hsa_signal_t sa, sb;
+  hsa_signal_create(0, 0, NULL, &sa); hsa_signal_create(0, 0, NULL, &sb);
+  if (hsa_amd_signal_async_handler(sa, HSA_SIGNAL_CONDITION_EQ, 1, a, NULL)) return 11;
+  if (hsa_amd_signal_async_handler(sb, HSA_SIGNAL_CONDITION_EQ, 1, b, NULL)) return 12;
+  hsa_signal_store_screlease(sa, 1);
+  while (!a_started) usleep(1000);
+  hsa_signal_store_screlease(sb, 1);
+  exit(0); /* no hsa_shut_down, as many applications */
+}
+"#;
+
+#[test]
+fn at_exit_the_handler_in_flight_finishes_and_a_pending_one_is_never_called() {
+    let lib = built_library();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&lib, dir.path().join("libhsa-runtime64.so.1")).unwrap();
+    std::os::unix::fs::symlink(
+        "libhsa-runtime64.so.1",
+        dir.path().join("libhsa-runtime64.so"),
+    )
+    .unwrap();
+    let src = dir.path().join("exit.c");
+    let exe = dir.path().join("exit");
+    std::fs::write(&src, EXIT_APP_C).unwrap();
+    let status = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.path().display()))
+        .arg("-lhsa-runtime64")
+        .status()
+        .unwrap();
+    assert!(status.success(), "compile the C application");
+    for _ in 0..3 {
+        let out = Command::new(&exe)
+            .env("LD_LIBRARY_PATH", dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).as_ref()
+            ),
+            (Some(0), "a-done\n"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -16,7 +16,7 @@ pub struct Backoff(u32);
 
 impl Backoff {
     /// One wait: spin (64 times), yield (64 times), then sleep 20 µs more
-    /// each time, up to [`LONGEST_SLEEP`].
+    /// each time, up to `LONGEST_SLEEP`.
     pub fn wait(&mut self) {
         self.0 = self.0.saturating_add(1);
         match self.0 {

@@ -1,7 +1,7 @@
 //! ditto's tool library (`libditto.so`): preloaded into an unmodified HSA
 //! application (or injected into a CUDA one), it holds each dispatch of a
 //! target kernel until the collector has copied its output buffers, and
-//! lets everything else pass untouched. Design: README.md ("How it works");
+//! lets everything else pass untouched. Design: docs/src/design.md;
 //! C surface: include/ditto_tool.h.
 //!
 //! Module map, one responsibility each; the folders are the map's three

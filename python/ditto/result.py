@@ -19,7 +19,7 @@ class Result:
     `written` the arrays compared by what the kernels wrote (outputs
     inside a larger allocation, or `--capture written`), with
     `outside_comparison` and `written_by_one_side` over them; `data` is the
-    whole JSON object (schema in the repository's README, "JSON output").
+    whole JSON object (schema: the book's "JSON output", docs/src/json.md).
     """
 
     def __init__(self, data: dict) -> None:

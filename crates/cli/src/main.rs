@@ -201,7 +201,7 @@ enum Command {
         opt_kernel: Option<String>,
         #[command(flatten)]
         tolerances: Tolerances,
-        /// One JSON object on stdout (schema in README.md)
+        /// One JSON object on stdout (schema: docs/src/json.md)
         #[arg(long)]
         json: bool,
     },
@@ -269,7 +269,7 @@ enum Command {
         /// Stop each application after SECS seconds and say what was pending
         #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
         timeout: Option<Duration>,
-        /// One JSON object on stdout (schema in README.md)
+        /// One JSON object on stdout (schema: docs/src/json.md)
         #[arg(long)]
         json: bool,
     },
@@ -301,7 +301,7 @@ enum Command {
         /// parameter, e.g. `const f32*,f32*,i32`
         #[arg(long, value_name = "TYPES")]
         arg_types: Option<String>,
-        /// One JSON object on stdout (schema in README.md)
+        /// One JSON object on stdout (schema: docs/src/json.md)
         #[arg(long)]
         json: bool,
     },

@@ -7,8 +7,10 @@
 //! natural-alignment layout ([`layout`](mod@layout)), extents from `--arg-sizes`
 //! ([`arg_sizes`]), AMDGPU code-object metadata ([`metadata`]) and the
 //! merge of metadata offsets with demangled types (here), and where a file's
-//! device code objects are ([`offload_bundle`]). Pure functions over
-//! strings and bytes: no FFI, no I/O, no global state.
+//! device code objects are ([`offload_bundle`]), and Triton kernels typed
+//! from their cache entries ([`triton`]). Pure functions over strings and
+//! bytes, no FFI and no global state; the one I/O is `triton`'s reading of
+//! Triton's cache directories.
 
 pub mod arg_sizes;
 pub mod bundled;

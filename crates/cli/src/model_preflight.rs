@@ -13,13 +13,21 @@
 //! second on two cores), once: a topology that passed is not checked
 //! again until its files, the model library or ROCr change.
 
-use crate::runtime_choice::{HSA_RUNTIME_SONAME, ResolveError, private_model_dir};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The variable naming the user's topology.
 pub const TOPOLOGY_VAR: &str = "DITTO_MODEL_TOPOLOGY";
+
+/// The file (SONAME) of the HSA runtime the child loads.
+const HSA_RUNTIME_SONAME: &str = "libhsa-runtime64.so.1";
+
+/// Why a topology did not pass: the whole message, naming the topology,
+/// what ROCr said and what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejected(pub String);
 
 /// The hidden subcommand that runs the check's child.
 pub const SUBCOMMAND: &str = "model-preflight";
@@ -34,11 +42,21 @@ const AGENT_INFO_CACHE_SIZE: hsa::hsa_agent_info_t = 18;
 /// process; Err names the topology, what ROCr said, and what to do. A
 /// topology that passed is marked (by the hash of its files, the model
 /// library's and ROCr's identity) in ditto's private directory, and not
-/// checked again while it stays the same.
-pub fn check(gpu: &Path, topology: &Path) -> Result<(), ResolveError> {
-    let mark = private_model_dir()
-        .ok()
-        .and_then(|dir| Some(dir.join(format!("checked-{:016x}", fingerprint(gpu, topology)?))));
+/// checked again while it stays the same. `rocr` is the ROCr file the
+/// loader finds (part of what a mark depends on), `marks` the private
+/// directory marks go in; without either nothing is marked.
+pub fn check(
+    gpu: &Path,
+    topology: &Path,
+    rocr: Option<PathBuf>,
+    marks: Option<PathBuf>,
+) -> Result<(), Rejected> {
+    let mark = marks.and_then(|dir| {
+        Some(dir.join(format!(
+            "checked-{:016x}",
+            fingerprint(gpu, topology, rocr?)?
+        )))
+    });
     if mark.as_ref().is_some_and(|m| m.exists()) {
         return Ok(());
     }
@@ -52,7 +70,7 @@ pub fn check(gpu: &Path, topology: &Path) -> Result<(), ResolveError> {
 /// What a passed check depends on: every file of the topology (path and
 /// contents), the model library's path, size and modification time, and
 /// the same of the ROCr the loader finds. None where any cannot be read.
-fn fingerprint(gpu: &Path, topology: &Path) -> Option<u64> {
+fn fingerprint(gpu: &Path, topology: &Path, rocr: PathBuf) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let mut stack = vec![topology.to_path_buf()];
@@ -71,26 +89,27 @@ fn fingerprint(gpu: &Path, topology: &Path) -> Option<u64> {
             }
         }
     }
-    for file in [
-        gpu.to_path_buf(),
-        crate::runtime_choice::system_rocr_file()?,
-    ] {
+    for file in [gpu.to_path_buf(), rocr] {
         let meta = std::fs::metadata(&file).ok()?;
         (file, meta.len(), meta.modified().ok()).hash(&mut h);
     }
     Some(h.finish())
 }
 
-fn run_child(gpu: &Path, topology: &Path) -> Result<(), ResolveError> {
+fn run_child(gpu: &Path, topology: &Path) -> Result<(), Rejected> {
     let reject = |said: String| {
-        ResolveError::TopologyRejected(format!(
+        Rejected(format!(
             "--hsa-runtime model: the model topology {} ({TOPOLOGY_VAR}) is one real ROCr \
              rejects: {said}; {}; or unset {TOPOLOGY_VAR} to run on the topology ditto writes",
             topology.display(),
             diagnose(topology).join("; ")
         ))
     };
-    let exe = std::env::current_exe().map_err(ResolveError::NoExecutable)?;
+    let exe = std::env::current_exe().map_err(|e| {
+        reject(format!(
+            "the check could not find the ditto executable: {e}"
+        ))
+    })?;
     let mut child = Command::new(exe)
         .arg(SUBCOMMAND)
         .env("HSA_MODEL_LIB", gpu)

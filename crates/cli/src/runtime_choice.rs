@@ -320,7 +320,13 @@ pub fn resolve(choice: RuntimeChoice) -> Result<ResolvedRuntime, ResolveError> {
             let topology = match std::env::var_os(model_preflight::TOPOLOGY_VAR) {
                 Some(dir) => {
                     let dir = std::path::absolute(&dir).unwrap_or_else(|_| PathBuf::from(dir));
-                    model_preflight::check(&gpu, &dir)?;
+                    model_preflight::check(
+                        &gpu,
+                        &dir,
+                        system_rocr_file(),
+                        private_model_dir().ok(),
+                    )
+                    .map_err(|r| ResolveError::TopologyRejected(r.0))?;
                     dir
                 }
                 None => model_topology()?,

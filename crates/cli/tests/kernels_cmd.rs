@@ -341,6 +341,19 @@ fn a_file_that_is_not_device_code_is_an_error_naming_it() {
     let me = std::env::current_exe().unwrap();
     let err = error_of(&["kernels", me.to_str().unwrap()]);
     assert!(err.contains("without a `.hip_fatbin` section"), "{err}");
+    // A code object of the CPU runtime (a HIP-like test application's):
+    // said what it is and what to give instead.
+    let co = Path::new(env!("CARGO_BIN_EXE_ditto"))
+        .parent()
+        .unwrap()
+        .join("apps/scale_values.co");
+    let err = error_of(&["kernels", co.to_str().unwrap()]);
+    assert!(
+        err.contains("a code object of ditto's CPU runtime")
+            && err.contains("`hipcc --genco`")
+            && !err.contains("`.hip_fatbin` section"),
+        "{err}"
+    );
 }
 
 #[test]

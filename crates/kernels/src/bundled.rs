@@ -36,11 +36,14 @@ pub struct BundledDeviceCode {
 }
 
 /// The kernels and variables of `bytes` (a host ELF with `.hip_fatbin`, an
-/// offload bundle or a code object). A file without a fatbin carries no
-/// device code: empty, not an error.
+/// offload bundle or a code object). A file without a fatbin (a CPU
+/// runtime code object among them) carries no device code: empty, not an
+/// error.
 pub fn bundled_device_code(bytes: &[u8]) -> Result<BundledDeviceCode, BundledCodeError> {
     let objects = match device_code_objects(bytes) {
-        Err(BundleError::NoFatbin) => return Ok(BundledDeviceCode::default()),
+        Err(BundleError::NoFatbin | BundleError::CpuRuntimeCodeObject) => {
+            return Ok(BundledDeviceCode::default());
+        }
         other => other?,
     };
     let mut code = BundledDeviceCode::default();

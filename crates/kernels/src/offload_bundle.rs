@@ -108,6 +108,13 @@ pub enum BundleError {
          is loaded from another file (hipModuleLoad); list that file instead"
     )]
     NoFatbin,
+    #[error(
+        "a code object of ditto's CPU runtime (x86-64 host code exporting \
+         `ditto_cpu_code_object_kernels`, as the HIP-like applications of tests/apps are \
+         built), not AMDGPU device code: give the AMDGPU code object (`hipcc --genco`) or the \
+         hipcc-built program instead; this file's kernels are its exported symbols (`nm -D`)"
+    )]
+    CpuRuntimeCodeObject,
     #[error("its offload bundles hold no AMDGPU code object (targets: {0})")]
     NoAmdgpuEntry(String),
 }
@@ -289,8 +296,26 @@ pub fn device_code_objects(bytes: &[u8]) -> Result<Vec<DeviceCodeObject<'_>>, Bu
             bytes,
         }]);
     }
-    let section = elf_section(bytes, FATBIN_SECTION)?.ok_or(BundleError::NoFatbin)?;
+    let Some(section) = elf_section(bytes, FATBIN_SECTION)? else {
+        return Err(match exports(bytes, CPU_CODE_OBJECT_SYMBOL) {
+            true => BundleError::CpuRuntimeCodeObject,
+            false => BundleError::NoFatbin,
+        });
+    };
     device_entries(parse_bundles(section)?)
+}
+
+/// What every code object of ditto's CPU runtime exports
+/// (include/ditto_hsa_cpu.h).
+const CPU_CODE_OBJECT_SYMBOL: &str = "ditto_cpu_code_object_kernels";
+
+/// Whether the ELF file `bytes` exports the dynamic symbol `name`.
+fn exports(bytes: &[u8], name: &str) -> bool {
+    use object::{Object, ObjectSymbol};
+    object::File::parse(bytes).is_ok_and(|file| {
+        file.dynamic_symbols()
+            .any(|s| s.is_definition() && s.name() == Ok(name))
+    })
 }
 
 #[cfg(test)]

@@ -19,20 +19,6 @@ fn capture(app_name: &str, args: &[&str], snap: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(snap.join("manifest.json")).unwrap()).unwrap()
 }
 
-fn buffer_names(d: &serde_json::Value) -> Vec<(String, String)> {
-    d["buffers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| {
-            (
-                b["tensor"].as_str().unwrap().to_string(),
-                b["phase"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn reduce_sum_inputs_are_captured_before_and_the_output_after() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,7 +31,7 @@ fn reduce_sum_inputs_are_captured_before_and_the_output_after() {
     let d = &m["dispatches"][0];
     assert_eq!(m["dispatches"].as_array().unwrap().len(), 1);
     assert_eq!(
-        buffer_names(d),
+        buffer_phases(d),
         vec![
             ("arg0.before".to_string(), "before".to_string()),
             ("arg1".to_string(), "after".to_string())
@@ -83,7 +69,7 @@ fn capture_all_sees_the_previous_dispatch_completed_and_this_one_not_started() {
     let d = &m["dispatches"][0];
     assert_eq!(d["index"], 1);
     assert_eq!(
-        buffer_names(d),
+        buffer_phases(d),
         vec![
             ("arg0.before".to_string(), "before".to_string()),
             ("arg1.before".to_string(), "before".to_string()),
@@ -112,7 +98,7 @@ fn default_capture_has_only_after_buffers() {
     let snap = dir.path().join("snap");
     let m = capture("reduce_sum_baseline", &["--kernel", "reduce_sum"], &snap);
     assert_eq!(
-        buffer_names(&m["dispatches"][0]),
+        buffer_phases(&m["dispatches"][0]),
         vec![("arg1".to_string(), "after".to_string())]
     );
 }

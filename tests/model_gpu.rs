@@ -204,19 +204,7 @@ fn a_megabyte_copy_of_pageable_memory_aborts_unless_hip_stages_it() {
     // dispatch_storm with a 4 MiB output, copied back from device memory
     // into a std::vector by hipMemcpy.
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("dispatch_storm");
-    let built = in_chroot("7.2", Some(dir.path()))
-        .args(["--", "hipcc", "--offload-arch=gfx942", "-O2", "-o"])
-        .arg(&exe)
-        .arg(repo_root().join("tests/hip/dispatch_storm.hip"))
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "hipcc 7.2.4: {}", stderr(&built));
-    std::fs::copy(
-        hip_app("dispatch_storm.host.so"),
-        dir.path().join("dispatch_storm.host.so"),
-    )
-    .unwrap();
+    let exe = gfx942_build(dir.path(), "dispatch_storm");
     let cmd = [exe.to_str().unwrap(), "2", "--floats", "1048576"];
     // HIP pins pageable memory of more than 1 MiB: the model-mode thunk has
     // no userptr and aborts (SIGABRT: 128 + 6).

@@ -23,45 +23,14 @@ const PROMPT: Duration = Duration::from_secs(40);
 
 /// `ditto run --hsa-runtime model --kernel KERNEL -- CMD` in the ROCm 7.2
 /// chroot, its snapshot under `dir`, plus `env`.
-fn ditto_run_on_model(
+fn ditto_run_kernel(
     dir: &Path,
     kernel: &str,
     cmd: &[&str],
     env: &[(&str, String)],
 ) -> std::process::Output {
-    let out_dir = dir.join("snapshot");
-    let mut args = vec![
-        "run",
-        "--hsa-runtime",
-        "model",
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--kernel",
-        kernel,
-        "--",
-    ];
-    args.extend(cmd);
-    ditto_in_chroot(dir, &args, env)
-}
-
-/// reduce_sum_faulty built by hipcc 7.2.4 for gfx942 into `dir`, its host
-/// build beside it.
-fn faulty_for_gfx942(dir: &Path) -> PathBuf {
-    let exe = dir.join("reduce_sum_faulty");
-    let source = repo_root().join("tests/hip/reduce_sum_faulty.hip");
-    let out = in_chroot("7.2", Some(dir))
-        .args(["--", "hipcc", "--offload-arch=gfx942", "-O2", "-o"])
-        .arg(&exe)
-        .arg(&source)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "hipcc 7.2.4: {}", stderr(&out));
-    std::fs::copy(
-        hip_app("reduce_sum_faulty.host.so"),
-        dir.join("reduce_sum_faulty.host.so"),
-    )
-    .unwrap();
-    exe
+    let snap = dir.join("snapshot");
+    ditto_run_on_model(dir, &["--kernel", kernel], &snap, cmd, env)
 }
 
 /// The address of ROCr's memory-fault line in `err`.
@@ -85,7 +54,7 @@ fn fault_address(err: &str) -> u64 {
 #[test]
 fn a_kernel_that_faults_is_named_at_its_address_and_the_application_aborted_not_hung() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = faulty_for_gfx942(dir.path());
+    let exe = gfx942_build(dir.path(), "reduce_sum_faulty");
     let exe = exe.to_str().unwrap();
     let started = Instant::now();
     let out = on_model(dir.path(), &[], &[exe], LIMIT);
@@ -110,7 +79,7 @@ fn a_kernel_that_faults_is_named_at_its_address_and_the_application_aborted_not_
     );
 
     // Under ditto run: the application's end and ROCr's line, exit 2.
-    let out = ditto_run_on_model(dir.path(), "reduce_sum", &[exe], &[]);
+    let out = ditto_run_kernel(dir.path(), "reduce_sum", &[exe], &[]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -124,24 +93,7 @@ fn a_kernel_that_faults_is_named_at_its_address_and_the_application_aborted_not_
 
     // Under ditto validate: no verdict, the optimized run's end named.
     let reference = gfx942_apps().join("reduce_sum_baseline");
-    let out = ditto_in_chroot(
-        dir.path(),
-        &[
-            "validate",
-            "--json",
-            "--hsa-runtime",
-            "model",
-            "--kernel",
-            "reduce_sum",
-            "--timeout",
-            "60",
-            "--ref",
-            reference.to_str().unwrap(),
-            "--opt",
-            exe,
-        ],
-        &[],
-    );
+    let out = validate_programs_on_model(dir.path(), &reference, Path::new(exe), &[]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out))
         .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&out), stderr(&out)));
     assert_eq!(
@@ -187,7 +139,7 @@ fn an_application_that_never_destroys_its_queues_exits_at_once_with_its_own_stat
             stderr(&out)
         );
     }
-    let out = ditto_run_on_model(dir.path(), "k", &[app, "leave-queues"], &[]);
+    let out = ditto_run_kernel(dir.path(), "k", &[app, "leave-queues"], &[]);
     assert_eq!(
         (out.status.code(), stdout(&out).as_str()),
         (Some(2), APP_LINES),
@@ -277,7 +229,7 @@ fn a_topology_real_rocr_rejects_is_refused_before_the_application_starts() {
     for (topology, rocr_said, advice) in cases {
         let env = [("DITTO_MODEL_TOPOLOGY", topology.display().to_string())];
         let started = Instant::now();
-        let out = ditto_run_on_model(dir.path(), "k", &[app], &env);
+        let out = ditto_run_kernel(dir.path(), "k", &[app], &env);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{}: {err}", topology.display());
         assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
@@ -298,7 +250,7 @@ fn a_topology_real_rocr_rejects_is_refused_before_the_application_starts() {
     // An untouched copy passes the check and the application runs on it.
     let good = topology_with(dir.path(), "good", |_| {});
     let env = [("DITTO_MODEL_TOPOLOGY", good.display().to_string())];
-    let out = ditto_run_on_model(dir.path(), "k", &[app], &env);
+    let out = ditto_run_kernel(dir.path(), "k", &[app], &env);
     assert_eq!(
         stdout(&out),
         "packet_app: 3 of 3 packets completed\n",

@@ -46,13 +46,12 @@ fn ditto_run(
         Runtime::Cpu => ("cpu", dir.join(format!("cpu-{label}"))),
         Runtime::Model => ("model", dir.join(format!("model-{label}"))),
     };
-    let mut args = vec!["run", "--hsa-runtime", name];
-    args.extend(options);
-    args.extend(["--out", snap.to_str().unwrap(), "--"]);
     let out = match runtime {
         Runtime::Cpu => {
             let exe = hip_app(program);
-            args.push(exe.to_str().unwrap());
+            let mut args = vec!["run", "--hsa-runtime", name];
+            args.extend(options);
+            args.extend(["--out", snap.to_str().unwrap(), "--", exe.to_str().unwrap()]);
             let mut c = Command::new(ditto_bin());
             c.args(&args).env("NO_COLOR", "1");
             for (k, v) in env {
@@ -62,8 +61,7 @@ fn ditto_run(
         }
         Runtime::Model => {
             let exe = gfx942_apps().join(program);
-            args.push(exe.to_str().unwrap());
-            ditto_in_chroot(dir, &args, env)
+            ditto_run_on_model(dir, options, &snap, &[exe.to_str().unwrap()], env)
         }
     };
     (out, snap)
@@ -84,13 +82,7 @@ fn captured(
         "{runtime:?} {program} {options:?}: {}",
         stderr(&out)
     );
-    (manifest(&snap), snap)
-}
-
-fn manifest(snap: &Path) -> serde_json::Value {
-    let path = snap.join("manifest.json");
-    serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}")))
-        .unwrap_or_else(|e| panic!("{path:?}: {e}"))
+    (snapshot_manifest(&snap), snap)
 }
 
 /// Each dispatch's index and its (tensor, phase) list, in manifest order.
@@ -99,20 +91,7 @@ fn layout(m: &serde_json::Value) -> Vec<(u64, Vec<(String, String)>)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| {
-            let buffers = d["buffers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|b| {
-                    (
-                        b["tensor"].as_str().unwrap().to_string(),
-                        b["phase"].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect();
-            (d["index"].as_u64().unwrap(), buffers)
-        })
+        .map(|d| (d["index"].as_u64().unwrap(), buffer_phases(d)))
         .collect()
 }
 
@@ -166,7 +145,7 @@ fn assert_nothing_captured_switched_off(dir: &Path, program: &str, options: &[&s
         )),
         "{err}"
     );
-    let m = manifest(&snap);
+    let m = snapshot_manifest(&snap);
     assert_eq!(m["dispatches"], serde_json::json!([]), "{m}");
 }
 

@@ -26,21 +26,11 @@ use std::process::Output;
 fn capture_on_model(dir: &Path, program: &str, kernel: &str) -> std::path::PathBuf {
     let snap = dir.join("snap");
     let exe = gfx942_apps().join(program);
-    let out = ditto_in_chroot(
+    let out = ditto_run_on_model(
         dir,
-        &[
-            "run",
-            "--hsa-runtime",
-            "model",
-            "--kernel",
-            kernel,
-            "--capture",
-            "replay",
-            "--out",
-            snap.to_str().unwrap(),
-            "--",
-            exe.to_str().unwrap(),
-        ],
+        &["--kernel", kernel, "--capture", "replay"],
+        &snap,
+        &[exe.to_str().unwrap()],
         &[],
     );
     assert_eq!(
@@ -121,26 +111,6 @@ fn the_captured_kernel_replayed_beneath_real_rocr_reproduces_the_outputs_exactly
             .contains("did not complete within 3 s (the replay's --timeout)"),
         "{v}"
     );
-}
-
-/// (dispatch, arg, mismatched, total, max abs diff, its index) of each
-/// mismatch of a JSON report.
-fn mismatch_fields(v: &serde_json::Value) -> Vec<serde_json::Value> {
-    v["mismatches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            serde_json::json!([
-                m["dispatch"],
-                m["arg"],
-                m["mismatched_elements"],
-                m["total_elements"],
-                m["max_abs_diff"],
-                m["max_abs_diff_index"]
-            ])
-        })
-        .collect()
 }
 
 #[test]

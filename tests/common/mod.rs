@@ -343,6 +343,41 @@ pub fn compare_json(reference: &Path, optimized: &Path) -> (serde_json::Value, O
     (json(&out), out)
 }
 
+/// A manifest dispatch's buffers as (tensor, phase), in manifest order.
+pub fn buffer_phases(d: &serde_json::Value) -> Vec<(String, String)> {
+    d["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["tensor"].as_str().unwrap().to_string(),
+                b["phase"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// (dispatch, arg, mismatched, total, max abs diff, its index) of each
+/// mismatch of a JSON report of `compare`, `validate` or `replay`.
+pub fn mismatch_fields(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            serde_json::json!([
+                m["dispatch"],
+                m["arg"],
+                m["mismatched_elements"],
+                m["total_elements"],
+                m["max_abs_diff"],
+                m["max_abs_diff_index"]
+            ])
+        })
+        .collect()
+}
+
 /// A snapshot's manifest.json with the dispatches that so far only its
 /// journal (dispatches.jsonl) holds, as `ditto compare` reads it: the
 /// collector rewrites the manifest at most once a second while dispatches

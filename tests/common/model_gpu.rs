@@ -156,6 +156,22 @@ pub fn hip_apps_for_gfx942(dir: &Path) {
     }
 }
 
+/// tests/hip/NAME.hip built by hipcc 7.2.4 for gfx942 into `dir`, its
+/// host build beside it: one program, for a test of its own.
+pub fn gfx942_build(dir: &Path, name: &str) -> PathBuf {
+    let exe = dir.join(name);
+    let out = in_chroot("7.2", Some(dir))
+        .args(["--", "hipcc", "--offload-arch=gfx942", "-O2", "-o"])
+        .arg(&exe)
+        .arg(repo_root().join(format!("tests/hip/{name}.hip")))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hipcc 7.2.4: {}", stderr(&out));
+    let host_build = format!("{name}.host.so");
+    std::fs::copy(hip_app(&host_build), dir.join(&host_build)).unwrap();
+    exe
+}
+
 /// `ditto ARGS` in the ROCm 7.2 chroot, `dir` bound writable and its
 /// TMPDIR (where ditto writes the model topology), plus `env`. The caller
 /// puts `--hsa-runtime model` among `args` where the command takes it.
@@ -173,14 +189,30 @@ pub fn ditto_in_chroot(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Out
     )
 }
 
-/// `ditto validate --json --hsa-runtime model` of two gfx942 builds in the
-/// ROCm 7.2 chroot: real ROCr in model mode under ditto's tool.
+/// `ditto validate --json --hsa-runtime model --kernel reduce_sum` of two
+/// gfx942 builds of `gfx942_apps()` in the ROCm 7.2 chroot: real ROCr in
+/// model mode under ditto's tool.
 pub fn validate_on_model(reference: &str, optimized: &str, env: &[(&str, String)]) -> Output {
     let apps = gfx942_apps();
     let dir = tempfile::tempdir().unwrap();
-    let (reference, optimized) = (apps.join(reference), apps.join(optimized));
-    ditto_in_chroot(
+    validate_programs_on_model(
         dir.path(),
+        &apps.join(reference),
+        &apps.join(optimized),
+        env,
+    )
+}
+
+/// [`validate_on_model`] of two programs by path, `dir` as in
+/// [`ditto_in_chroot`].
+pub fn validate_programs_on_model(
+    dir: &Path,
+    reference: &Path,
+    optimized: &Path,
+    env: &[(&str, String)],
+) -> Output {
+    ditto_in_chroot(
+        dir,
         &[
             "validate",
             "--json",
@@ -197,4 +229,20 @@ pub fn validate_on_model(reference: &str, optimized: &str, env: &[(&str, String)
         ],
         env,
     )
+}
+
+/// `ditto run --hsa-runtime model OPTIONS --out SNAP -- CMD` in the ROCm
+/// 7.2 chroot, `dir` as in [`ditto_in_chroot`], plus `env`.
+pub fn ditto_run_on_model(
+    dir: &Path,
+    options: &[&str],
+    snap: &Path,
+    cmd: &[&str],
+    env: &[(&str, String)],
+) -> Output {
+    let mut args = vec!["run", "--hsa-runtime", "model"];
+    args.extend(options);
+    args.extend(["--out", snap.to_str().unwrap(), "--"]);
+    args.extend(cmd);
+    ditto_in_chroot(dir, &args, env)
 }

@@ -39,24 +39,23 @@ int main(void) {
 }
 "#;
 
-#[test]
-fn c_program_built_against_rocm_headers_runs_on_the_built_library() {
-    assert!(
-        std::path::Path::new("/usr/include/hsa/hsa.h").exists(),
-        "ROCm headers missing: install libhsa-runtime-dev"
-    );
-    let lib = built_library();
+/// `source` compiled into `<tmp>/NAME`, linked against the built library
+/// by its SONAME, as hipcc-built programs are (a temporary directory
+/// holding the library's links, for LD_LIBRARY_PATH, and the program).
+fn build_against_the_built_library(
+    name: &str,
+    source: &str,
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    // Link against the SONAME, as hipcc-built programs do.
-    std::os::unix::fs::symlink(&lib, dir.path().join("libhsa-runtime64.so.1")).unwrap();
+    std::os::unix::fs::symlink(built_library(), dir.path().join("libhsa-runtime64.so.1")).unwrap();
     std::os::unix::fs::symlink(
         "libhsa-runtime64.so.1",
         dir.path().join("libhsa-runtime64.so"),
     )
     .unwrap();
-    let src = dir.path().join("app.c");
-    let exe = dir.path().join("app");
-    std::fs::write(&src, APP_C).unwrap();
+    let src = dir.path().join(format!("{name}.c"));
+    let exe = dir.path().join(name);
+    std::fs::write(&src, source).unwrap();
     let status = Command::new("cc")
         .arg(&src)
         .arg("-o")
@@ -65,7 +64,17 @@ fn c_program_built_against_rocm_headers_runs_on_the_built_library() {
         .arg("-lhsa-runtime64")
         .status()
         .unwrap();
-    assert!(status.success(), "compile the C application");
+    assert!(status.success(), "compile the C application {name}");
+    (dir, exe)
+}
+
+#[test]
+fn c_program_built_against_rocm_headers_runs_on_the_built_library() {
+    assert!(
+        std::path::Path::new("/usr/include/hsa/hsa.h").exists(),
+        "ROCm headers missing: install libhsa-runtime-dev"
+    );
+    let (dir, exe) = build_against_the_built_library("app", APP_C);
     let out = Command::new(&exe)
         .env("LD_LIBRARY_PATH", dir.path())
         .output()
@@ -282,26 +291,7 @@ int main(void) {
 
 #[test]
 fn the_last_shut_down_waits_for_a_running_async_handler_and_calls_no_more() {
-    let lib = built_library();
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&lib, dir.path().join("libhsa-runtime64.so.1")).unwrap();
-    std::os::unix::fs::symlink(
-        "libhsa-runtime64.so.1",
-        dir.path().join("libhsa-runtime64.so"),
-    )
-    .unwrap();
-    let src = dir.path().join("shutdown.c");
-    let exe = dir.path().join("shutdown");
-    std::fs::write(&src, SHUTDOWN_APP_C).unwrap();
-    let status = Command::new("cc")
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", dir.path().display()))
-        .arg("-lhsa-runtime64")
-        .status()
-        .unwrap();
-    assert!(status.success(), "compile the C application");
+    let (dir, exe) = build_against_the_built_library("shutdown", SHUTDOWN_APP_C);
     let out = Command::new(&exe)
         .env("LD_LIBRARY_PATH", dir.path())
         .output()
@@ -345,26 +335,7 @@ int main(void) {
 
 #[test]
 fn at_exit_the_handler_in_flight_finishes_and_a_pending_one_is_never_called() {
-    let lib = built_library();
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&lib, dir.path().join("libhsa-runtime64.so.1")).unwrap();
-    std::os::unix::fs::symlink(
-        "libhsa-runtime64.so.1",
-        dir.path().join("libhsa-runtime64.so"),
-    )
-    .unwrap();
-    let src = dir.path().join("exit.c");
-    let exe = dir.path().join("exit");
-    std::fs::write(&src, EXIT_APP_C).unwrap();
-    let status = Command::new("cc")
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .arg(format!("-L{}", dir.path().display()))
-        .arg("-lhsa-runtime64")
-        .status()
-        .unwrap();
-    assert!(status.success(), "compile the C application");
+    let (dir, exe) = build_against_the_built_library("exit", EXIT_APP_C);
     for _ in 0..3 {
         let out = Command::new(&exe)
             .env("LD_LIBRARY_PATH", dir.path())
